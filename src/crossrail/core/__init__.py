@@ -1,0 +1,24 @@
+"""Pure base of crossrail: ids, quantities, the Clock protocol and event types. Imports nothing of ours."""
+
+from crossrail.core.clock import Clock, ManualClock, SystemClock
+from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
+from crossrail.core.ids import attempt_id, parse_run_id, run_id, validate_name
+from crossrail.core.quantities import format_duration, parse_duration, parse_topology
+
+__all__ = [
+    "RUN_STATES",
+    "TERMINAL_RUN_STATES",
+    "Clock",
+    "Event",
+    "EventType",
+    "ManualClock",
+    "RunState",
+    "SystemClock",
+    "attempt_id",
+    "format_duration",
+    "parse_duration",
+    "parse_run_id",
+    "parse_topology",
+    "run_id",
+    "validate_name",
+]

@@ -1,0 +1,87 @@
+"""Event types of the append-only log and the run states they imply (schema: docs/events.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class EventType(StrEnum):
+    SUBMITTED = "submitted"
+    QUEUED = "queued"
+    PLACED = "placed"
+    ADMITTED = "admitted"
+    STARTED = "started"
+    HEARTBEAT = "heartbeat"
+    CHECKPOINTED = "checkpointed"
+    PREEMPTED = "preempted"
+    FAILED = "failed"
+    RETRIED = "retried"
+    SUCCEEDED = "succeeded"
+    CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
+    RESUMED = "resumed"
+    CAPACITY_CHANGED = "capacity_changed"
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    ADMITTED = "admitted"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+RUN_STATES = tuple(RunState)
+TERMINAL_RUN_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED})
+
+# The state a run is in right after an event of this type; events absent here leave it unchanged.
+STATE_AFTER: dict[EventType, RunState] = {
+    EventType.QUEUED: RunState.QUEUED,
+    EventType.ADMITTED: RunState.ADMITTED,
+    EventType.STARTED: RunState.RUNNING,
+    EventType.RETRIED: RunState.QUEUED,
+    EventType.SUCCEEDED: RunState.SUCCEEDED,
+    EventType.FAILED: RunState.FAILED,
+    EventType.CANCELLED: RunState.CANCELLED,
+    EventType.SUSPENDED: RunState.SUSPENDED,
+    EventType.RESUMED: RunState.QUEUED,
+}
+
+# Event types that end one attempt. `failed` and `preempted` carry `final: false` in their data when
+# the run will be retried, in which case the run's state is not terminal (see docs/events.md).
+ATTEMPT_END_TYPES = frozenset({EventType.SUCCEEDED, EventType.FAILED, EventType.PREEMPTED, EventType.CANCELLED})
+
+
+@dataclass(frozen=True)
+class Event:
+    """One record of the event log. `seq` is assigned by the store, strictly increasing."""
+
+    type: EventType
+    ts: float
+    run: str | None = None
+    attempt: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    seq: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "ts": self.ts,
+            "type": str(self.type),
+            "run": self.run,
+            "attempt": self.attempt,
+            "data": self.data,
+        }
+
+
+def state_after(current: RunState, event: Event) -> RunState:
+    """The run state after `event`; a non-final failure or a preemption leaves the run queued for retry."""
+    if event.type in (EventType.FAILED, EventType.PREEMPTED) and event.data.get("final") is False:
+        return RunState.QUEUED
+    if event.type is EventType.PREEMPTED:
+        return RunState.QUEUED
+    return STATE_AFTER.get(event.type, current)

@@ -1,0 +1,104 @@
+"""The exception tree of crossrail.
+
+    CrossrailError                  everything crossrail raises on purpose
+    ├── UsageError                  the command line or a call was malformed (CLI exit 2)
+    ├── SpecError                   a file or document is invalid; carries every Problem found (exit 1)
+    ├── PlacementError              no pool of the fleet could ever hold a request (exit 1)
+    ├── WorkspaceError              no workspace, or one that cannot be read or written
+    ├── StoreError                  the state store failed or refused an operation
+    │   ├── NotFoundError           a run, experiment or attempt does not exist
+    │   └── ConflictError           the operation does not apply to the object's current state
+    └── ExecutionError              running work failed
+        ├── RetryableError          a failure that another attempt may not meet (preemption, lost host)
+        └── PermanentError          a failure that will recur (bad image, bad command)
+
+Every error's message says what is wrong, where, and how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding in a document: where it is and how to fix it."""
+
+    source: str
+    path: str
+    message: str
+    line: int | None = None
+    fix: str | None = None
+
+    def render(self) -> str:
+        where = self.path or "(document)"
+        if self.line is not None:
+            where += f" (line {self.line})"
+        text = f"{where}: {self.message}"
+        if self.fix and self.fix not in self.message:
+            text += f"; {self.fix}"
+        return text
+
+    def as_dict(self) -> dict[str, object]:
+        return {"file": self.source, "line": self.line, "path": self.path, "message": self.message, "fix": self.fix}
+
+
+class CrossrailError(Exception):
+    """Base of every error crossrail raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(CrossrailError):
+    exit_code = 2
+
+
+class SpecError(CrossrailError):
+    """One or more problems in one or more documents, gathered before failing."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        by_source: dict[str, list[Problem]] = {}
+        for p in self.problems:
+            by_source.setdefault(p.source, []).append(p)
+        lines: list[str] = []
+        for source, items in by_source.items():
+            noun = "problem" if len(items) == 1 else "problems"
+            lines.append(f"crossrail: {len(items)} {noun} in {source}")
+            lines.extend(f"  {p.render()}" for p in items)
+        return "\n".join(lines)
+
+
+class PlacementError(CrossrailError):
+    pass
+
+
+class WorkspaceError(CrossrailError):
+    pass
+
+
+class StoreError(CrossrailError):
+    pass
+
+
+class NotFoundError(StoreError):
+    pass
+
+
+class ConflictError(StoreError):
+    pass
+
+
+class ExecutionError(CrossrailError):
+    pass
+
+
+class RetryableError(ExecutionError):
+    pass
+
+
+class PermanentError(ExecutionError):
+    pass
