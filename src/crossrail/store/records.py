@@ -1,0 +1,124 @@
+"""Plain records the store reads and writes; no SQLAlchemy types leak out of the store."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """Everything recorded when a run is created; the store assigns its number and id."""
+
+    experiment: str
+    experiment_digest: str
+    experiment_spec: dict[str, Any]
+    stage: str
+    team: str | None
+    owner: str | None
+    priority: str
+    chips: int
+    queue: str
+    spec: dict[str, Any]
+    spec_digest: str
+    dataset_uri: str
+    dataset_version: str
+    image: str
+    checkpoint_dir: str
+    idempotency_key: str | None = None
+    resumed_from: str | None = None
+    parent_run: str | None = None
+    parent_checkpoint: str | None = None
+    code_repo: str | None = None
+    code_commit: str | None = None
+    config_uri: str | None = None
+    config_digest: str | None = None
+    image_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    experiment: str
+    n: int
+    stage: str
+    team: str | None
+    owner: str | None
+    priority: str
+    chips: int
+    queue: str
+    state: str
+    spec: dict[str, Any]
+    spec_digest: str
+    idempotency_key: str | None
+    resumed_from: str | None
+    parent_run: str | None
+    parent_checkpoint: str | None
+    dataset_uri: str
+    dataset_version: str
+    code_repo: str | None
+    code_commit: str | None
+    config_uri: str | None
+    config_digest: str | None
+    image: str
+    image_digest: str | None
+    checkpoint_dir: str
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: Any) -> RunRecord:
+        m = row._mapping
+        return cls(**{f.name: m[f.name] for f in fields(cls)})
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    run_id: str
+    number: int
+    state: str
+    pool: str
+    accelerator: str
+    chip_type: str
+    chips: int
+    cost_per_chip_hour: float
+    dataset_uri: str
+    dataset_version: str
+    code_commit: str | None
+    config_digest: str | None
+    image_digest: str | None
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    reason: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> AttemptRecord:
+        m = row._mapping
+        return cls(**{f.name: m[f.name] for f in fields(cls)})
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    id: int
+    run_id: str
+    attempt: int | None
+    step: int
+    uri: str
+    format: str
+    parent_id: int | None
+    committed_at: float
+
+    @classmethod
+    def from_row(cls, row: Any) -> CheckpointRecord:
+        m = row._mapping
+        return cls(**{f.name: m[f.name] for f in fields(cls)})
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

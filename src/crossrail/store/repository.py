@@ -1,0 +1,331 @@
+"""The Store: one SQLAlchemy engine, migrated on open, and the repository functions over it.
+
+Every write is one transaction. On SQLite a write transaction starts with BEGIN IMMEDIATE, so run
+numbers and state transitions are decided under the database's write lock; on PostgreSQL the rows
+involved are locked with SELECT ... FOR UPDATE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+
+from crossrail.core.events import Event, EventType
+from crossrail.core.ids import run_id
+from crossrail.errors import ConflictError, NotFoundError, StoreError
+from crossrail.store import schema as t
+from crossrail.store.records import AttemptRecord, CheckpointRecord, NewRun, RunRecord
+
+HEAD_REVISION = "0001"
+_MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class Store:
+    """State of one workspace (or one shared database): open with `Store.open(url)`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.url = engine.url.render_as_string(hide_password=True)
+
+    # --- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """Connect to `url` (any SQLAlchemy URL) and bring its schema to the head revision."""
+        try:
+            engine = _engine_for(url)
+            store = cls(engine)
+            store._migrate()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open the state store at {url}: {_reason(exc)}") from exc
+        return store
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def _migrate(self) -> None:
+        if self.revision() == HEAD_REVISION:
+            return
+        from alembic import command
+        from alembic.config import Config
+
+        with self._write() as conn:
+            if _revision(conn) == HEAD_REVISION:  # another process migrated while we waited
+                return
+            cfg = Config()
+            cfg.set_main_option("script_location", str(_MIGRATIONS))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    def revision(self) -> str | None:
+        with self._engine.connect() as conn:
+            return _revision(conn)
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        conn = self._engine.connect().execution_options(crossrail_write=True)
+        try:
+            with conn.begin():
+                yield conn
+        except OperationalError as exc:
+            raise StoreError(f"the state store refused a write: {_reason(exc)}") from exc
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            yield conn
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def create_runs(self, new: Sequence[NewRun], ts: float, events: Sequence[Sequence[Event]]) -> list[RunRecord]:
+        """Create runs, each with its opening events, in one transaction; returns them in order.
+
+        A run whose idempotency key was already used returns the existing run instead (its events
+        are not appended). Reusing a key for a different spec is a ConflictError.
+        """
+        for _attempt in range(5):
+            try:
+                with self._write() as conn:
+                    return [self._create_one(conn, n, ts, evs) for n, evs in zip(new, events, strict=True)]
+            except IntegrityError as exc:
+                if "uq_runs_experiment_n" not in str(exc) and "runs.experiment, runs.n" not in str(exc):
+                    raise StoreError(f"cannot create the run: {_reason(exc)}") from exc
+        raise StoreError("cannot create the run: run numbers kept colliding with concurrent submissions")
+
+    def _create_one(self, conn: Connection, new: NewRun, ts: float, evs: Sequence[Event]) -> RunRecord:
+        if new.idempotency_key is not None:
+            row = conn.execute(select(t.runs).where(t.runs.c.idempotency_key == new.idempotency_key)).first()
+            if row is not None:
+                existing = RunRecord.from_row(row)
+                if existing.spec_digest != new.spec_digest:
+                    raise ConflictError(
+                        f"idempotency key {new.idempotency_key!r} was used for run {existing.id} with a "
+                        "different spec; use a new key to submit a changed experiment"
+                    )
+                return existing
+        exp_id = _experiment_id(conn, new, ts)
+        last = conn.execute(select(func.max(t.runs.c.n)).where(t.runs.c.experiment == new.experiment)).scalar()
+        n = (last or 0) + 1
+        rid = run_id(new.experiment, n)
+        values = {k: v for k, v in new.__dict__.items() if k not in ("experiment_digest", "experiment_spec")}
+        conn.execute(
+            insert(t.runs).values(
+                id=rid, n=n, experiment_id=exp_id, state="queued", created_at=ts, updated_at=ts, **values
+            )
+        )
+        _append(conn, [Event(type=e.type, ts=e.ts, run=rid, attempt=e.attempt, data=e.data) for e in evs])
+        return self._run(conn, rid)
+
+    def get_run(self, rid: str) -> RunRecord:
+        with self._read() as conn:
+            return self._run(conn, rid)
+
+    def _run(self, conn: Connection, rid: str) -> RunRecord:
+        row = conn.execute(select(t.runs).where(t.runs.c.id == rid)).first()
+        if row is None:
+            raise NotFoundError(f"no run {rid!r}; `crossrail status` lists runs")
+        return RunRecord.from_row(row)
+
+    def find_run(self, ref: str) -> RunRecord | None:
+        """The run with id `ref`, else the latest run of the experiment named `ref`, else None."""
+        with self._read() as conn:
+            row = conn.execute(select(t.runs).where(t.runs.c.id == ref)).first()
+            if row is None:
+                row = conn.execute(
+                    select(t.runs).where(t.runs.c.experiment == ref).order_by(t.runs.c.n.desc()).limit(1)
+                ).first()
+            return None if row is None else RunRecord.from_row(row)
+
+    def list_runs(
+        self,
+        *,
+        states: Iterable[str] | None = None,
+        stage: str | None = None,
+        experiment: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[RunRecord]:
+        q = select(t.runs)
+        if states is not None:
+            q = q.where(t.runs.c.state.in_(list(states)))
+        if stage is not None:
+            q = q.where(t.runs.c.stage == stage)
+        if experiment is not None:
+            q = q.where(t.runs.c.experiment == experiment)
+        order = t.runs.c.created_at.desc() if newest_first else t.runs.c.created_at.asc()
+        q = q.order_by(order, t.runs.c.id)
+        if limit is not None:
+            q = q.limit(limit)
+        with self._read() as conn:
+            return [RunRecord.from_row(r) for r in conn.execute(q)]
+
+    def state_counts(self) -> list[tuple[str, str, int, int]]:
+        """(stage, state, runs, chips) for every stage and state that has runs."""
+        q = (
+            select(t.runs.c.stage, t.runs.c.state, func.count(), func.coalesce(func.sum(t.runs.c.chips), 0))
+            .group_by(t.runs.c.stage, t.runs.c.state)
+            .order_by(t.runs.c.stage, t.runs.c.state)
+        )
+        with self._read() as conn:
+            return [(r[0], r[1], int(r[2]), int(r[3])) for r in conn.execute(q)]
+
+    def transition(self, rid: str, allowed_from: Iterable[str], new_state: str, events: Sequence[Event]) -> RunRecord:
+        """Move run `rid` to `new_state` and append `events`, only if it is in one of `allowed_from`."""
+        allowed = set(allowed_from)
+        with self._write() as conn:
+            row = conn.execute(select(t.runs).where(t.runs.c.id == rid).with_for_update()).first()
+            if row is None:
+                raise NotFoundError(f"no run {rid!r}; `crossrail status` lists runs")
+            run = RunRecord.from_row(row)
+            if run.state not in allowed:
+                raise ConflictError(
+                    f"run {rid} is {run.state}; this applies only to runs that are {' or '.join(sorted(allowed))}"
+                )
+            ts = max((e.ts for e in events), default=run.updated_at)
+            conn.execute(update(t.runs).where(t.runs.c.id == rid).values(state=new_state, updated_at=ts))
+            _append(conn, events)
+            return self._run(conn, rid)
+
+    # --- events --------------------------------------------------------------------------------
+
+    def append_events(self, events: Sequence[Event]) -> list[int]:
+        with self._write() as conn:
+            return _append(conn, events)
+
+    def events(
+        self,
+        *,
+        run: str | None = None,
+        after_seq: int = 0,
+        types: Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        q = select(t.events).where(t.events.c.seq > after_seq)
+        if run is not None:
+            q = q.where(t.events.c.run_id == run)
+        if types is not None:
+            q = q.where(t.events.c.type.in_(list(types)))
+        q = q.order_by(t.events.c.seq)
+        if limit is not None:
+            q = q.limit(limit)
+        with self._read() as conn:
+            return [_event(r) for r in conn.execute(q)]
+
+    def last_seq(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(select(func.coalesce(func.max(t.events.c.seq), 0))).scalar_one())
+
+    # --- attempts, checkpoints, metric samples --------------------------------------------------
+
+    def attempts(self, rid: str) -> list[AttemptRecord]:
+        q = select(t.attempts).where(t.attempts.c.run_id == rid).order_by(t.attempts.c.number)
+        with self._read() as conn:
+            return [AttemptRecord.from_row(r) for r in conn.execute(q)]
+
+    def add_attempt(self, attempt: AttemptRecord) -> None:
+        with self._write() as conn:
+            conn.execute(insert(t.attempts).values(**attempt.as_dict()))
+
+    def checkpoints(self, rid: str) -> list[CheckpointRecord]:
+        q = select(t.checkpoints).where(t.checkpoints.c.run_id == rid).order_by(t.checkpoints.c.step)
+        with self._read() as conn:
+            return [CheckpointRecord.from_row(r) for r in conn.execute(q)]
+
+    def add_checkpoint(
+        self, *, run: str, attempt: int | None, step: int, uri: str, fmt: str, parent_id: int | None, ts: float
+    ) -> CheckpointRecord:
+        with self._write() as conn:
+            cid = conn.execute(
+                insert(t.checkpoints).values(
+                    run_id=run, attempt=attempt, step=step, uri=uri, format=fmt, parent_id=parent_id, committed_at=ts
+                )
+            ).inserted_primary_key
+            row = conn.execute(select(t.checkpoints).where(t.checkpoints.c.id == cid[0])).one()
+            return CheckpointRecord.from_row(row)
+
+    def add_metric_samples(self, samples: Sequence[dict[str, Any]]) -> None:
+        if samples:
+            with self._write() as conn:
+                conn.execute(insert(t.metric_samples), list(samples))
+
+    def metric_samples(self, rid: str, name: str | None = None) -> list[dict[str, Any]]:
+        q = select(t.metric_samples).where(t.metric_samples.c.run_id == rid)
+        if name is not None:
+            q = q.where(t.metric_samples.c.name == name)
+        with self._read() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(t.metric_samples.c.ts))]
+
+
+def _engine_for(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    # Hand transaction control to SQLAlchemy's "begin" event (the documented pysqlite recipe).
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get("crossrail_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _revision(conn: Connection) -> str | None:
+    from sqlalchemy import inspect, text
+
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _experiment_id(conn: Connection, new: NewRun, ts: float) -> int:
+    q = select(t.experiments.c.id).where(
+        t.experiments.c.name == new.experiment, t.experiments.c.digest == new.experiment_digest
+    )
+    found = conn.execute(q).scalar()
+    if found is not None:
+        return int(found)
+    res = conn.execute(
+        insert(t.experiments).values(
+            name=new.experiment, digest=new.experiment_digest, spec=new.experiment_spec, created_at=ts
+        )
+    )
+    return int(res.inserted_primary_key[0])
+
+
+def _append(conn: Connection, events: Sequence[Event]) -> list[int]:
+    seqs = []
+    for e in events:
+        res = conn.execute(
+            insert(t.events).values(ts=e.ts, type=str(e.type), run_id=e.run, attempt=e.attempt, data=e.data)
+        )
+        seqs.append(int(res.inserted_primary_key[0]))
+    return seqs
+
+
+def _event(row: Any) -> Event:
+    m = row._mapping
+    return Event(type=EventType(m["type"]), ts=m["ts"], run=m["run_id"], attempt=m["attempt"], data=m["data"], seq=m["seq"])
+
+
+def _reason(exc: Exception) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).splitlines()[0]

@@ -1,0 +1,130 @@
+"""Tables of the state store. Alembic migrations (store/migrations) create and evolve them."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+experiments = Table(
+    "experiments",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False),
+    Column("digest", String(80), nullable=False),
+    Column("spec", JSON, nullable=False),
+    Column("created_at", Float, nullable=False),
+    UniqueConstraint("name", "digest", name="uq_experiments_name_digest"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(80), primary_key=True),
+    Column("experiment", String(64), nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("experiment_id", Integer, ForeignKey("experiments.id"), nullable=False),
+    Column("stage", String(32), nullable=False),
+    Column("team", String(128)),
+    Column("owner", String(256)),
+    Column("priority", String(16), nullable=False),
+    Column("chips", Integer, nullable=False),
+    Column("queue", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("spec", JSON, nullable=False),
+    Column("spec_digest", String(80), nullable=False),
+    Column("idempotency_key", String(256), unique=True),
+    Column("resumed_from", String(80)),
+    Column("parent_run", String(80)),
+    Column("parent_checkpoint", String(1024)),
+    Column("dataset_uri", String(2048), nullable=False),
+    Column("dataset_version", String(256), nullable=False),
+    Column("code_repo", String(2048)),
+    Column("code_commit", String(64)),
+    Column("config_uri", String(2048)),
+    Column("config_digest", String(80)),
+    Column("image", String(2048), nullable=False),
+    Column("image_digest", String(80)),
+    Column("checkpoint_dir", String(2048), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    UniqueConstraint("experiment", "n", name="uq_runs_experiment_n"),
+    Index("ix_runs_state", "state"),
+    Index("ix_runs_experiment", "experiment"),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(80), ForeignKey("runs.id"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("pool", String(64), nullable=False),
+    Column("accelerator", String(8), nullable=False),
+    Column("chip_type", String(64), nullable=False),
+    Column("chips", Integer, nullable=False),
+    Column("cost_per_chip_hour", Float, nullable=False),
+    Column("dataset_uri", String(2048), nullable=False),
+    Column("dataset_version", String(256), nullable=False),
+    Column("code_commit", String(64)),
+    Column("config_digest", String(80)),
+    Column("image_digest", String(80)),
+    Column("started_at", Float),
+    Column("ended_at", Float),
+    Column("exit_code", Integer),
+    Column("reason", Text),
+    UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("ts", Float, nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("run_id", String(80)),
+    Column("attempt", Integer),
+    Column("data", JSON, nullable=False),
+    Index("ix_events_run", "run_id", "seq"),
+    Index("ix_events_type", "type"),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(80), ForeignKey("runs.id"), nullable=False),
+    Column("attempt", Integer),
+    Column("step", Integer, nullable=False),
+    Column("uri", String(2048), nullable=False),
+    Column("format", String(64), nullable=False),
+    Column("parent_id", Integer, ForeignKey("checkpoints.id")),
+    Column("committed_at", Float, nullable=False),
+    UniqueConstraint("run_id", "step", name="uq_checkpoints_run_step"),
+)
+
+metric_samples = Table(
+    "metric_samples",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(80), ForeignKey("runs.id"), nullable=False),
+    Column("attempt", Integer),
+    Column("ts", Float, nullable=False),
+    Column("step", Integer),
+    Column("name", String(128), nullable=False),
+    Column("value", Float, nullable=False),
+    Index("ix_metric_samples_run_name", "run_id", "name", "ts"),
+)
