@@ -1,0 +1,228 @@
+"""The `crossrail` command: parse, call the client, render. Exit codes: 0 ok, 1 bad input or failed run, 2 usage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from crossrail.errors import CrossrailError, SpecError
+
+app = typer.Typer(
+    name="crossrail",
+    help="A control plane for training fleets that mix TPUs and GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+Home = Annotated[
+    Path | None,
+    typer.Option("--home", envvar="CROSSRAIL_HOME", help="Workspace directory (default: nearest .crossrail/ above)."),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print the crossrail/v1 JSON object instead of tables.")]
+Policy = Annotated[Path | None, typer.Option("--policy", help="Placement policy to lint against (default: the workspace's).")]
+RunRef = Annotated[str, typer.Argument(help="Run id, or an experiment name for its latest run.")]
+
+
+def _client(home: Path | None, policy: Path | None = None) -> Any:
+    from crossrail.client import Client
+
+    return Client(home, policy=policy)
+
+
+def _emit(obj: dict[str, Any], as_json: bool, render: Any) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    else:
+        render(obj)
+
+
+def _run(fn: Any) -> None:
+    """Call `fn`, turning crossrail errors into their message and exit code (never a traceback)."""
+    try:
+        fn()
+    except CrossrailError as exc:
+        typer.echo(exc.render() if isinstance(exc, SpecError) else f"crossrail: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create .crossrail/.")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing workspace's files.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Create a workspace: a local fleet, the article's policy and example experiments."""
+    from crossrail.client import Client
+
+    def go() -> None:
+        from crossrail import render
+
+        _emit(Client.init(directory, force=force), as_json, render.workspace)
+
+    _run(go)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Experiment, fleet or policy files.")],
+    home: Home = None,
+    policy: Policy = None,
+    as_json: Json = False,
+) -> None:
+    """Check files and report every problem at once with its line and fix."""
+
+    def go() -> None:
+        from crossrail import render
+
+        result = _client(home, policy).validate(files)
+        _emit(result, as_json, render.validation)
+        if not result["valid"]:
+            raise typer.Exit(1)
+
+    _run(go)
+
+
+@app.command()
+def submit(
+    file: Annotated[Path, typer.Argument(help="Experiment file.")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field: spec.resources.chips=4.")] = None,
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", help="Submit at most once per key.")] = None,
+    home: Home = None,
+    policy: Policy = None,
+    as_json: Json = False,
+) -> None:
+    """Validate, lint and queue an experiment as a new run."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home, policy) as c:
+            _emit(c.submit(file, sets=set_ or [], idempotency_key=idempotency_key), as_json, render.submitted)
+
+    _run(go)
+
+
+@app.command()
+def resubmit(
+    run: RunRef,
+    resume: Annotated[bool, typer.Option("--resume", help="Start from the run's latest committed checkpoint.")] = False,
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
+    home: Home = None,
+    as_json: Json = False,
+) -> None:
+    """Queue a new run of a run's recorded spec."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.resubmit(run, resume=resume, idempotency_key=idempotency_key), as_json, render.submitted)
+
+    _run(go)
+
+
+@app.command()
+def status(home: Home = None, as_json: Json = False) -> None:
+    """Runs per stage and state, and the active runs."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.status(), as_json, render.status)
+
+    _run(go)
+
+
+@app.command()
+def show(run: RunRef, home: Home = None, as_json: Json = False) -> None:
+    """A run with its lineage, attempts, checkpoints and events."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.show(run), as_json, render.run)
+
+    _run(go)
+
+
+@app.command()
+def queue(home: Home = None, as_json: Json = False) -> None:
+    """Pending runs per queue, in the order they will be considered."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.queue(), as_json, render.queues)
+
+    _run(go)
+
+
+@app.command()
+def events(
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's events.")] = None,
+    after: Annotated[int, typer.Option("--after", help="Only events with seq above this.")] = 0,
+    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    home: Home = None,
+    as_json: Json = False,
+) -> None:
+    """The event log, oldest first."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.events(run, after_seq=after, limit=limit), as_json, render.events)
+
+    _run(go)
+
+
+def _change(action: str) -> Any:
+    def command(run: RunRef, home: Home = None, as_json: Json = False) -> None:
+        def go() -> None:
+            from crossrail import render
+
+            with _client(home) as c:
+                _emit(getattr(c, action)(run), as_json, render.changed)
+
+        _run(go)
+
+    command.__doc__ = {
+        "cancel": "Cancel a run; a terminal run is refused and left as it is.",
+        "suspend": "Take a run out of its queue (or stop it) until it is resumed.",
+        "resume": "Put a suspended run back in its queue.",
+    }[action]
+    return command
+
+
+app.command("cancel")(_change("cancel"))
+app.command("suspend")(_change("suspend"))
+app.command("resume")(_change("resume"))
+
+
+@app.command()
+def report(home: Home = None, as_json: Json = False) -> None:
+    """Research-cycle metrics per stage and pool, from the event log."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.report(), as_json, render.report)
+
+    _run(go)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

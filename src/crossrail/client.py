@@ -1,0 +1,178 @@
+"""The Python client: the one contract the CLI (and later the REST API) speaks.
+
+Every method returns a JSON-able object carrying `"apiVersion": "crossrail/v1"` and a `kind`; the CLI's
+`--json` output is exactly this object (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from crossrail.control import workspace as ws_mod
+from crossrail.core import Clock, SystemClock
+from crossrail.errors import SpecError
+
+API_VERSION = "crossrail/v1"
+
+
+def _obj(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, **fields}
+
+
+class Client:
+    """A crossrail workspace, opened lazily: nothing is read until a method needs it."""
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        *,
+        clock: Clock | None = None,
+        cwd: Path | None = None,
+        policy: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self.workspace = ws_mod.find(home, self.cwd)
+        self.clock = clock or SystemClock()
+        self._policy_path = Path(policy) if policy else None
+
+    # --- workspace -----------------------------------------------------------------------------
+
+    @staticmethod
+    def init(directory: str | os.PathLike[str] = ".", *, force: bool = False) -> dict[str, Any]:
+        from crossrail.spec import ARTICLE_POLICY_YAML
+
+        ws, files = ws_mod.init(directory, ARTICLE_POLICY_YAML, force=force)
+        return _obj("Workspace", path=str(ws.root), files=[str(p.relative_to(ws.root)) for p in files])
+
+    @cached_property
+    def policy(self) -> Any:
+        from crossrail.spec import default_policy, load_policy
+
+        if self._policy_path is not None:
+            return load_policy(self._policy_path)
+        if self.workspace.policy_path.is_file():
+            return load_policy(self.workspace.policy_path)
+        return default_policy()
+
+    @cached_property
+    def fleet(self) -> Any:
+        from crossrail.spec import load_fleet
+
+        return load_fleet(self.workspace.check().fleet_path)
+
+    @cached_property
+    def service(self) -> Any:
+        from crossrail.control.service import Service
+        from crossrail.store import Store
+
+        self.workspace.check()
+        fleet, policy = self.fleet, self.policy
+        return Service(Store.open(self.workspace.store_url), fleet, policy, self.clock)
+
+    def close(self) -> None:
+        if "service" in self.__dict__:
+            self.service.store.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- validate and submit -------------------------------------------------------------------
+
+    def validate(self, paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
+        from crossrail.spec import validate_files
+
+        problems = validate_files([str(p) for p in paths], self.policy)
+        return _obj(
+            "ValidationResult",
+            valid=not problems,
+            files=[str(p) for p in paths],
+            problems=[p.as_dict() for p in problems],
+        )
+
+    def submit(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        sets: Sequence[str] = (),
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        return self.submit_many([path], sets=sets, idempotency_keys=[idempotency_key])["results"][0]  # type: ignore[no-any-return]
+
+    def submit_many(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        sets: Sequence[str] = (),
+        idempotency_keys: Sequence[str | None] | None = None,
+    ) -> dict[str, Any]:
+        """Submit several files at once: all are checked first, then created in one transaction."""
+        from crossrail.spec import load_document
+
+        docs, problems = [], []
+        for p in paths:
+            try:
+                docs.append(load_document(p))
+            except SpecError as exc:
+                problems.extend(exc.problems)
+        if problems:
+            raise SpecError(problems)
+        results = self.service.submit_many(docs, sets=sets, idempotency_keys=idempotency_keys, cwd=self.cwd)
+        return _obj("SubmitResults", results=[self._submitted(r) for r in results])
+
+    def submit_documents(self, docs: Sequence[Any], *, idempotency_keys: Sequence[str | None] | None = None) -> dict[str, Any]:
+        results = self.service.submit_many(docs, idempotency_keys=idempotency_keys, cwd=self.cwd)
+        return _obj("SubmitResults", results=[self._submitted(r) for r in results])
+
+    def resubmit(self, ref: str, *, resume: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
+        return self._submitted(self.service.resubmit(ref, resume=resume, idempotency_key=idempotency_key))
+
+    def _submitted(self, result: Any) -> dict[str, Any]:
+        from crossrail.control.service import lineage_of, summary
+
+        run = result.run
+        return _obj(
+            "SubmitResult",
+            created=result.created,
+            run=summary(run, self.clock.now()),
+            lineage=lineage_of(run),
+            warnings=list(result.warnings),
+        )
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return _obj("Status", workspace=str(self.workspace.root), **self.service.status())
+
+    def show(self, ref: str) -> dict[str, Any]:
+        return _obj("Run", **self.service.show(ref))
+
+    def queue(self) -> dict[str, Any]:
+        return _obj("QueueList", **self.service.queue())
+
+    def events(self, ref: str | None = None, *, after_seq: int = 0, limit: int | None = None) -> dict[str, Any]:
+        events = self.service.events(ref, after_seq=after_seq, limit=limit)
+        return _obj("EventList", events=[e.as_dict() for e in events])
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        return self._changed(self.service.cancel(ref))
+
+    def suspend(self, ref: str) -> dict[str, Any]:
+        return self._changed(self.service.suspend(ref))
+
+    def resume(self, ref: str) -> dict[str, Any]:
+        return self._changed(self.service.resume(ref))
+
+    def _changed(self, run: Any) -> dict[str, Any]:
+        from crossrail.control.service import summary
+
+        return _obj("RunStateChange", run=summary(run, self.clock.now()))
+
+    def report(self) -> dict[str, Any]:
+        return _obj("Report", **self.service.report().as_dict())

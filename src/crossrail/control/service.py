@@ -1,0 +1,365 @@
+"""The service behind the client and the CLI: submit, state changes and the read models over the store.
+
+Every operation checks all of its input before it writes, so a rejected request leaves nothing behind,
+and every write is one store transaction that records its events with it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crossrail.control import lineage
+from crossrail.core import Clock, Event, EventType, RunState
+from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
+from crossrail.metrics import Report, compute
+from crossrail.scheduling import require_feasible
+from crossrail.spec import Document, Experiment, Fleet, PlacementPolicy, apply_overrides, check_experiment
+from crossrail.spec import experiment_digest as _experiment_digest
+from crossrail.store import NewRun, RunRecord, Store
+
+PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+ACTIVE_STATES = (RunState.QUEUED, RunState.ADMITTED, RunState.RUNNING, RunState.SUSPENDED)
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    run: RunRecord
+    created: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Prepared:
+    new: NewRun
+    events: list[Event]
+    warnings: list[str]
+
+
+class Service:
+    """One workspace's control plane, in process."""
+
+    def __init__(self, store: Store, fleet: Fleet, policy: PlacementPolicy, clock: Clock) -> None:
+        self.store = store
+        self.fleet = fleet
+        self.policy = policy
+        self.clock = clock
+        self._git: dict[Path, tuple[str | None, bool, str | None]] = {}
+        self._datasets: dict[str, str] = {}
+
+    # --- submit --------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        doc: Document,
+        *,
+        sets: Sequence[str] = (),
+        idempotency_key: str | None = None,
+        cwd: Path | None = None,
+    ) -> SubmitResult:
+        return self.submit_many([doc], sets=sets, idempotency_keys=[idempotency_key], cwd=cwd)[0]
+
+    def submit_many(
+        self,
+        docs: Sequence[Document],
+        *,
+        sets: Sequence[str] = (),
+        idempotency_keys: Sequence[str | None] | None = None,
+        cwd: Path | None = None,
+    ) -> list[SubmitResult]:
+        """Check every document, then create all runs in one transaction (all or none)."""
+        keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(docs)
+        if len(keys) != len(docs):
+            raise ValueError("one idempotency key (or None) per document")
+        now = self.clock.now()
+        prepared, problems = [], []
+        for doc, key in zip(docs, keys, strict=True):
+            try:
+                prepared.append(self._prepare(doc, sets, key, cwd or Path.cwd(), now))
+            except SpecError as exc:
+                problems.extend(exc.problems)
+        if problems:
+            raise SpecError(problems)
+        runs = self.store.create_runs([p.new for p in prepared], now, [p.events for p in prepared])
+        return [
+            SubmitResult(run=run, created=created, warnings=p.warnings)
+            for (run, created), p in zip(runs, prepared, strict=True)
+        ]
+
+    def _prepare(self, doc: Document, sets: Sequence[str], key: str | None, cwd: Path, now: float) -> _Prepared:
+        doc = apply_overrides(doc, sets) if sets else doc
+        exp = check_experiment(doc, self.policy)
+        require_feasible(exp, self.fleet)
+        recorded, res = self._resolve(exp, doc.source, cwd)
+        parent_run, parent_ckpt = self._parent(exp, doc.source)
+        queue = self.fleet.queue_for(exp.spec.stage, exp.metadata.team)
+        queue_name = queue.name if queue is not None else str(exp.spec.stage)
+        spec_digest = _digest(recorded)
+        run_dir = str(exp.spec.checkpoint.dir).rstrip("/")
+        new = NewRun(
+            experiment=exp.metadata.name,
+            experiment_digest=_experiment_digest(exp),
+            experiment_spec=exp.model_dump(mode="json", by_alias=True),
+            stage=str(exp.spec.stage),
+            team=exp.metadata.team,
+            owner=exp.metadata.owner,
+            priority=str(exp.spec.priority),
+            chips=exp.spec.resources.chips,
+            queue=queue_name,
+            spec=recorded,
+            spec_digest=spec_digest,
+            dataset_uri=exp.spec.dataset.uri,
+            dataset_version=str(res.dataset_version),
+            image=exp.spec.image,
+            image_digest=res.image_digest,
+            checkpoint_dir=run_dir,
+            idempotency_key=key,
+            parent_run=parent_run,
+            parent_checkpoint=parent_ckpt,
+            code_repo=exp.spec.code.repo if exp.spec.code else None,
+            code_commit=res.code_commit,
+            config_uri=exp.spec.config,
+            config_digest=res.config_digest,
+        )
+        events = self._opening_events(new, now, resumed_from=None)
+        return _Prepared(new=new, events=events, warnings=res.warnings)
+
+    def _opening_events(self, new: NewRun, now: float, resumed_from: str | None) -> list[Event]:
+        return [
+            Event(EventType.SUBMITTED, now, data={
+                "experiment": new.experiment, "stage": new.stage, "team": new.team, "owner": new.owner,
+                "chips": new.chips, "spec_digest": new.spec_digest, "idempotency_key": new.idempotency_key,
+                "resumed_from": resumed_from,
+            }),
+            Event(EventType.QUEUED, now, data={
+                "queue": new.queue, "stage": new.stage, "team": new.team, "priority": new.priority,
+            }),
+        ]
+
+    def _resolve(self, exp: Experiment, source: str, cwd: Path) -> tuple[dict[str, Any], lineage.Resolution]:
+        res = lineage.Resolution(image_digest=lineage.image_digest(exp.spec.image))
+        recorded = exp.model_dump(mode="json", by_alias=True)
+        spec = recorded["spec"]
+        commit = exp.spec.code.commit if exp.spec.code else None
+        if commit == "auto":
+            commit = self._git_head(cwd, source, res)
+        res.code_commit = commit
+        if exp.spec.dataset.version:
+            res.dataset_version = exp.spec.dataset.version
+        else:
+            res.dataset_version = self._dataset_version(exp.spec.dataset.uri, source, res)
+        if exp.spec.config:
+            try:
+                res.config_digest = lineage.config_digest(exp.spec.config)
+            except (OSError, ImportError, ValueError) as exc:
+                res.warnings.append(f"config {exp.spec.config} could not be read here ({_short(exc)}); "
+                                    "its digest is not recorded")
+        if res.problems:
+            raise SpecError(res.problems)
+        if spec.get("code") is not None:
+            spec["code"]["commit"] = commit
+        spec["dataset"]["version"] = res.dataset_version
+        return recorded, res
+
+    def _git_head(self, cwd: Path, source: str, res: lineage.Resolution) -> str | None:
+        key = cwd.resolve()
+        if key not in self._git:
+            self._git[key] = lineage.git_head(key)
+        commit, dirty, error = self._git[key]
+        if commit is None:
+            res.problems.append(Problem(
+                source, "spec.code.commit",
+                f"is 'auto' but {key} is not a git checkout ({error})",
+                fix="submit from the checkout of the training code, or set spec.code.commit to a commit id",
+            ))
+        elif dirty:
+            res.warnings.append(f"the checkout at {key} has uncommitted changes; "
+                                f"commit {commit[:12]} does not reproduce them")
+        return commit
+
+    def _dataset_version(self, uri: str, source: str, res: lineage.Resolution) -> str | None:
+        if uri not in self._datasets:
+            try:
+                self._datasets[uri] = lineage.dataset_version(uri)
+            except FileNotFoundError:
+                res.problems.append(Problem(source, "spec.dataset.uri", f"{uri} does not exist",
+                                            fix="fix the URI, or give spec.dataset.version"))
+                return None
+            except (OSError, ImportError, ValueError) as exc:
+                res.problems.append(Problem(
+                    source, "spec.dataset.version",
+                    f"is not given and {uri} could not be read to resolve it ({_short(exc)})",
+                    fix="give spec.dataset.version, or install the filesystem for this scheme (e.g. gcsfs, s3fs)",
+                ))
+                return None
+        return self._datasets[uri]
+
+    def _parent(self, exp: Experiment, source: str) -> tuple[str | None, str | None]:
+        parent = exp.spec.parent
+        if parent is None:
+            return None, None
+        run = self.store.find_run(parent.run)
+        if run is None:
+            raise SpecError([Problem(source, "spec.parent.run", f"no run or experiment named {parent.run!r}",
+                                     fix="submit the parent first, or name an existing run id")])
+        wanted = str(parent.checkpoint)
+        ckpts = self.store.checkpoints(run.id)
+        if wanted == "latest":
+            return run.id, ckpts[-1].uri if ckpts else "latest"
+        match = [c for c in ckpts if str(c.step) == wanted]
+        if not match:
+            steps = ", ".join(str(c.step) for c in ckpts) or "none yet"
+            raise SpecError([Problem(source, "spec.parent.checkpoint",
+                                     f"run {run.id} has no checkpoint at step {wanted} (committed: {steps})",
+                                     fix="use 'latest' or a committed step")])
+        return run.id, match[0].uri
+
+    # --- resubmit and state changes --------------------------------------------------------------
+
+    def resubmit(self, ref: str, *, resume: bool = False, idempotency_key: str | None = None) -> SubmitResult:
+        """A new run of `ref`'s recorded spec; with `resume`, starting from its latest committed checkpoint."""
+        old = self.get(ref)
+        parent_run, parent_ckpt = old.parent_run, old.parent_checkpoint
+        if resume:
+            ckpts = self.store.checkpoints(old.id)
+            if not ckpts:
+                raise ConflictError(f"run {old.id} has no committed checkpoint to resume from; "
+                                    "resubmit without --resume to start over")
+            parent_run, parent_ckpt = old.id, ckpts[-1].uri
+        now = self.clock.now()
+        exp_row = {k: v for k, v in old.as_dict().items() if k in NewRun.__dataclass_fields__}
+        new = NewRun(**{**exp_row, "experiment_digest": _digest(old.spec), "experiment_spec": old.spec,
+                        "idempotency_key": idempotency_key, "resumed_from": old.id,
+                        "parent_run": parent_run, "parent_checkpoint": parent_ckpt})
+        events = self._opening_events(new, now, resumed_from=old.id)
+        run, created = self.store.create_runs([new], now, [events])[0]
+        return SubmitResult(run=run, created=created)
+
+    def cancel(self, ref: str, reason: str = "cancelled by user") -> RunRecord:
+        run = self.get(ref)
+        ev = Event(EventType.CANCELLED, self.clock.now(), run.id, data={"reason": reason, "by": _user()})
+        return self.store.transition(run.id, [str(s) for s in ACTIVE_STATES], RunState.CANCELLED, [ev])
+
+    def suspend(self, ref: str) -> RunRecord:
+        run = self.get(ref)
+        ev = Event(EventType.SUSPENDED, self.clock.now(), run.id, data={"by": _user()})
+        allowed = [RunState.QUEUED, RunState.ADMITTED, RunState.RUNNING]
+        return self.store.transition(run.id, [str(s) for s in allowed], RunState.SUSPENDED, [ev])
+
+    def resume(self, ref: str) -> RunRecord:
+        run = self.get(ref)
+        now = self.clock.now()
+        events = [
+            Event(EventType.RESUMED, now, run.id, data={"by": _user()}),
+            Event(EventType.QUEUED, now, run.id, data={"queue": run.queue, "stage": run.stage, "team": run.team,
+                                                       "priority": run.priority}),
+        ]
+        return self.store.transition(run.id, [RunState.SUSPENDED], RunState.QUEUED, events)
+
+    # --- read models ---------------------------------------------------------------------------
+
+    def get(self, ref: str) -> RunRecord:
+        run = self.store.find_run(ref)
+        if run is None:
+            raise NotFoundError(f"no run or experiment named {ref!r}; `crossrail status` lists runs")
+        return run
+
+    def status(self, limit: int = 50) -> dict[str, Any]:
+        stages: dict[str, dict[str, int]] = {}
+        for stage, state, count, chips in self.store.state_counts():
+            row = stages.setdefault(stage, {"runs": 0, "chips_requested_active": 0})
+            row[state] = count
+            row["runs"] += count
+            if state in ACTIVE_STATES:
+                row["chips_requested_active"] += chips
+        active = self.store.list_runs(states=[str(s) for s in ACTIVE_STATES], limit=limit)
+        return {
+            "stages": [{"stage": s, **{str(k): stages[s].get(str(k), 0) for k in RunState}, **stages[s]}
+                       for s in sorted(stages)],
+            "active": [summary(r, self.clock.now()) for r in active],
+            "pools": [{"name": p.name, "accelerator": str(p.accelerator), "chip_type": p.chip_type,
+                       "chips": p.chips, "backend": str(p.backend)} for p in self.fleet.spec.pools],
+        }
+
+    def queue(self) -> dict[str, Any]:
+        now = self.clock.now()
+        pending = self.store.list_runs(states=[RunState.QUEUED], newest_first=False)
+        by_queue: dict[str, list[RunRecord]] = {}
+        for run in pending:
+            by_queue.setdefault(run.queue, []).append(run)
+        names = [q.name for q in self.fleet.spec.queues] + sorted(set(by_queue) - {q.name for q in self.fleet.spec.queues})
+        out = []
+        for name in names:
+            runs = sorted(by_queue.get(name, []), key=lambda r: (PRIORITY_RANK.get(r.priority, 9), r.updated_at, r.id))
+            q = next((q for q in self.fleet.spec.queues if q.name == name), None)
+            out.append({
+                "name": name,
+                "stage": str(q.stage) if q is not None else (runs[0].stage if runs else None),
+                "team": q.team if q is not None else None,
+                "quota": dict(q.quota) if q is not None else {},
+                "pending": [{"position": i + 1, **summary(r, now), "waiting_s": round(now - r.updated_at, 3)}
+                            for i, r in enumerate(runs)],
+            })
+        return {"queues": out}
+
+    def show(self, ref: str) -> dict[str, Any]:
+        run = self.get(ref)
+        return {
+            "run": summary(run, self.clock.now()),
+            "lineage": lineage_of(run),
+            "spec": run.spec,
+            "attempts": [a.as_dict() for a in self.store.attempts(run.id)],
+            "checkpoints": [c.as_dict() for c in self.store.checkpoints(run.id)],
+            "events": [e.as_dict() for e in self.store.events(run=run.id)],
+        }
+
+    def events(self, ref: str | None = None, *, after_seq: int = 0, limit: int | None = None) -> list[Event]:
+        run_id = self.get(ref).id if ref else None
+        return self.store.events(run=run_id, after_seq=after_seq, limit=limit)
+
+    def report(self) -> Report:
+        return compute(self.store.events(), self.clock.now())
+
+
+def summary(run: RunRecord, now: float) -> dict[str, Any]:
+    return {
+        "id": run.id, "experiment": run.experiment, "stage": run.stage, "team": run.team, "owner": run.owner,
+        "state": run.state, "priority": run.priority, "chips": run.chips, "queue": run.queue,
+        "created_at": run.created_at, "updated_at": run.updated_at, "age_s": round(now - run.created_at, 3),
+    }
+
+
+def lineage_of(run: RunRecord) -> dict[str, Any]:
+    return {
+        "dataset_uri": run.dataset_uri, "dataset_version": run.dataset_version,
+        "code_repo": run.code_repo, "code_commit": run.code_commit,
+        "config_uri": run.config_uri, "config_digest": run.config_digest,
+        "image": run.image, "image_digest": run.image_digest,
+        "checkpoint_dir": run.checkpoint_dir, "run_checkpoint_dir": f"{run.checkpoint_dir}/{run.id}",
+        "parent_run": run.parent_run, "parent_checkpoint": run.parent_checkpoint,
+        "resumed_from": run.resumed_from, "spec_digest": run.spec_digest,
+        "idempotency_key": run.idempotency_key,
+    }
+
+
+def _digest(obj: Any) -> str:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+
+
+def _user() -> str:
+    try:
+        return os.environ.get("CROSSRAIL_USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+

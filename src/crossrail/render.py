@@ -1,0 +1,153 @@
+"""Rich renderings of the client's crossrail/v1 objects, for people at a terminal."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _secs(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.1f}s"
+    if value < 7200:
+        return f"{value / 60:.1f}m"
+    return f"{value / 3600:.1f}h"
+
+
+def workspace(obj: dict[str, Any]) -> None:
+    console.print(f"created workspace [bold]{obj['path']}[/] ({len(obj['files'])} files)")
+    for f in obj["files"]:
+        console.print(f"  {f}")
+    console.print("next: crossrail validate .crossrail/experiments/*.yaml")
+
+
+def validation(obj: dict[str, Any]) -> None:
+    if obj["valid"]:
+        console.print(f"[green]valid[/]: {', '.join(obj['files'])}")
+        return
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for p in obj["problems"]:
+        by_file.setdefault(p["file"], []).append(p)
+    for file, problems in by_file.items():
+        noun = "problem" if len(problems) == 1 else "problems"
+        err.print(f"crossrail: {len(problems)} {noun} in {file}", markup=False)
+        for p in problems:
+            where = p["path"] or "(document)"
+            if p["line"] is not None:
+                where += f" (line {p['line']})"
+            fix = f"; {p['fix']}" if p.get("fix") and p["fix"] not in p["message"] else ""
+            err.print(f"  {where}: {p['message']}{fix}", markup=False)
+
+
+def submitted(obj: dict[str, Any]) -> None:
+    run = obj["run"]
+    verb = "submitted" if obj["created"] else "already submitted (idempotency key)"
+    console.print(f"{verb} [bold]{run['id']}[/] → queue {run['queue']} ({run['stage']}, {run['chips']} chips)")
+    for w in obj.get("warnings", []):
+        err.print(f"warning: {w}", markup=False)
+
+
+def status(obj: dict[str, Any]) -> None:
+    t = Table(title=f"runs by stage — {obj['workspace']}")
+    states = ["queued", "admitted", "running", "suspended", "succeeded", "failed", "cancelled"]
+    t.add_column("stage")
+    for s in states:
+        t.add_column(s, justify="right")
+    for row in obj["stages"]:
+        t.add_row(row["stage"], *(str(row.get(s, 0)) for s in states))
+    console.print(t)
+    if obj["active"]:
+        a = Table(title="active runs")
+        for col in ("run", "stage", "state", "chips", "priority", "age"):
+            a.add_column(col)
+        for r in obj["active"]:
+            a.add_row(r["id"], r["stage"], r["state"], str(r["chips"]), r["priority"], _secs(r["age_s"]))
+        console.print(a)
+    else:
+        console.print("no active runs")
+
+
+def queues(obj: dict[str, Any]) -> None:
+    for q in obj["queues"]:
+        quota = ", ".join(f"{k}={v}" for k, v in q["quota"].items()) or "no quota"
+        t = Table(title=f"queue {q['name']} ({q['stage']}; {quota})")
+        for col in ("#", "run", "team", "priority", "chips", "waiting"):
+            t.add_column(col)
+        for p in q["pending"]:
+            t.add_row(str(p["position"]), p["id"], p["team"] or "-", p["priority"], str(p["chips"]),
+                      _secs(p["waiting_s"]))
+        if q["pending"]:
+            console.print(t)
+        else:
+            console.print(f"queue {q['name']} ({q['stage']}): empty")
+
+
+def run(obj: dict[str, Any]) -> None:
+    r, lin = obj["run"], obj["lineage"]
+    console.print(f"[bold]{r['id']}[/]  {r['state']}  stage {r['stage']}  queue {r['queue']}  "
+                  f"{r['chips']} chips  priority {r['priority']}")
+    t = Table(title="lineage", show_header=False)
+    t.add_column("field")
+    t.add_column("value")
+    for k, v in lin.items():
+        t.add_row(k, "-" if v is None else str(v))
+    console.print(t)
+    if obj["attempts"]:
+        a = Table(title="attempts")
+        for col in ("#", "state", "pool", "chips", "started", "ended", "exit"):
+            a.add_column(col)
+        for at in obj["attempts"]:
+            a.add_row(str(at["number"]), at["state"], at["pool"], str(at["chips"]), _when(at["started_at"]),
+                      _when(at["ended_at"]), "-" if at["exit_code"] is None else str(at["exit_code"]))
+        console.print(a)
+    events({"events": obj["events"]})
+
+
+def events(obj: dict[str, Any]) -> None:
+    t = Table(title="events")
+    for col in ("seq", "time", "type", "run", "attempt", "data"):
+        t.add_column(col)
+    for e in obj["events"]:
+        data = ", ".join(f"{k}={v}" for k, v in e["data"].items() if v is not None)
+        t.add_row(str(e["seq"]), _when(e["ts"]), e["type"], e["run"] or "-",
+                  "-" if e["attempt"] is None else str(e["attempt"]), data)
+    console.print(t)
+
+
+def changed(obj: dict[str, Any]) -> None:
+    r = obj["run"]
+    console.print(f"{r['id']} is now {r['state']}")
+
+
+def report(obj: dict[str, Any]) -> None:
+    t = Table(title="research-cycle metrics by stage × pool")
+    cols = ("stage", "pool", "runs", "ok", "failed", "success", "queue p50", "queue p95", "run p50",
+            "recoveries", "chip-h", "cost", "cost/effective run")
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("stage", "pool") else "right")
+    for g in [*obj["groups"], obj["totals"]]:
+        rate = g["success_rate"]
+        cper = g["cost_per_effective_run"]
+        t.add_row(g["stage"], g["pool"], str(g["runs"]), str(g["succeeded"]), str(g["failed"]),
+                  "-" if rate is None else f"{rate:.0%}", _secs(g["queue_time"]["p50"]), _secs(g["queue_time"]["p95"]),
+                  _secs(g["run_time"]["p50"]), str(g["recoveries"]), f"{g['chip_hours']:.2f}", f"${g['cost']:.2f}",
+                  "-" if cper is None else f"${cper:.2f}")
+    console.print(t)
+    pending = obj.get("pending") or {}
+    if pending:
+        console.print("waiting now: " + ", ".join(f"{s} {d['count']} runs (p50 {_secs(d['p50'])})"
+                                                 for s, d in pending.items()))

@@ -1,0 +1,84 @@
+"""Could any pool of the fleet ever hold a request? Decided at submit, before a run is created."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from crossrail.errors import PlacementError
+from crossrail.spec import Experiment, Fleet, Pool
+
+
+@dataclass(frozen=True)
+class PoolFit:
+    pool: str
+    fits: bool
+    reason: str
+
+
+def feasible_pools(exp: Experiment, fleet: Fleet) -> list[PoolFit]:
+    """For every pool, whether it could ever hold `exp` and, if not, why."""
+    return [_fit(exp, fleet, pool) for pool in fleet.spec.pools]
+
+
+def require_feasible(exp: Experiment, fleet: Fleet) -> list[PoolFit]:
+    """The pools that could hold `exp`; a PlacementError naming every pool's reason when none can."""
+    fits = feasible_pools(exp, fleet)
+    if not any(f.fits for f in fits):
+        res = exp.spec.resources
+        want = f"{res.chips} chips" if res.min_chips is None else f"{res.min_chips}..{res.max_chips or res.chips} chips"
+        lines = [f"  {f.pool}: {f.reason}" for f in fits] or ["  the fleet has no pools"]
+        raise PlacementError(
+            f"no pool of fleet {fleet.metadata.name!r} could ever hold {exp.metadata.name} ({want}):\n"
+            + "\n".join(lines)
+            + "\nchange spec.resources or spec.accelerators, or add a pool to the fleet"
+        )
+    return [f for f in fits if f.fits]
+
+
+def _fit(exp: Experiment, fleet: Fleet, pool: Pool) -> PoolFit:
+    res = exp.spec.resources
+    low, high = res.min_chips or res.chips, max(res.max_chips or res.chips, res.chips)
+    allow = exp.spec.accelerators.allow if exp.spec.accelerators and exp.spec.accelerators.allow else None
+    if allow is not None and pool.accelerator not in allow:
+        kinds = ", ".join(str(a) for a in allow)
+        return PoolFit(pool.name, False, f"{pool.accelerator} is not in spec.accelerators.allow [{kinds}]")
+    if low > pool.chips:
+        return PoolFit(pool.name, False, f"needs {low} chips; the pool has {pool.chips}")
+    sizes = _sizes(pool, low, min(high, pool.chips))
+    if not sizes:
+        return PoolFit(pool.name, False, _shape_reason(pool, low, high))
+    quota = _quota(exp, fleet, pool.name)
+    if quota is not None and quota < min(sizes):
+        return PoolFit(pool.name, False, f"the {exp.spec.stage} queue may use at most {quota} chips of this pool")
+    return PoolFit(pool.name, True, f"fits as {min(sizes)} chips")
+
+
+def _sizes(pool: Pool, low: int, high: int) -> list[int]:
+    """Chip counts in [low, high] the pool can allocate as one gang."""
+    shapes = pool.topology_shapes
+    if pool.accelerator == "tpu" and shapes:
+        return sorted({math.prod(s) for s in shapes if low <= math.prod(s) <= high})
+    per_host = pool.chips_per_host
+    return [n for n in range(low, high + 1) if n <= per_host or n % per_host == 0]
+
+
+def _shape_reason(pool: Pool, low: int, high: int) -> str:
+    want = str(low) if low == high else f"{low}..{high}"
+    if pool.accelerator == "tpu" and pool.topology_shapes:
+        shapes = ", ".join(f"{'x'.join(map(str, s))}={math.prod(s)}" for s in pool.topology_shapes)
+        return f"no allowed slice shape has {want} chips (shapes: {shapes})"
+    return f"{want} chips span hosts of {pool.chips_per_host} chips; above one host request whole hosts"
+
+
+def _quota(exp: Experiment, fleet: Fleet, pool: str) -> int | None:
+    """Chips of `pool` the experiment's queue could ever use: its own quota plus its cohort's."""
+    queue = fleet.queue_for(exp.spec.stage, exp.metadata.team)
+    if queue is None:
+        return None
+    total = queue.quota.get(pool, 0)
+    if queue.cohort:
+        total += sum(
+            q.quota.get(pool, 0) for q in fleet.spec.queues if q.cohort == queue.cohort and q.name != queue.name
+        )
+    return total

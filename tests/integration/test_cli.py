@@ -1,0 +1,124 @@
+"""The real `crossrail` command, in subprocesses, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crossrail.spec import ARTICLE_POLICY_YAML
+
+CLI = [sys.executable, "-m", "crossrail.cli"]
+
+BAD = """\
+apiVersion: crossrail/v1
+kind: Experiment
+metadata: {name: posttrain-gpu-run, team: alignment, owner: ada@example.com}
+spec:
+  stage: post_training
+  image: us-docker.pkg.dev/PROJECT/train/posttrain:latest
+  command: [python, -m, trainer.run]
+  code: {repo: https://github.com/acme/trainer, commit: auto}
+  dataset: {uri: /data/sft/v3, version: v3}
+  checkpoint: {dir: gs://MODEL_BUCKET/checkpoints/run-042}
+  resources:
+    chips: 8
+    nvidia.com/gpu: 8
+"""
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_STORE_URL")}
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def as_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert obj["apiVersion"] == "crossrail/v1"
+    return obj  # type: ignore[no-any-return]
+
+
+def test_validate_accepts_the_first_articles_policy_as_written(checkout: Path) -> None:
+    (checkout / "article.yaml").write_text(ARTICLE_POLICY_YAML)
+    proc = run(checkout, "validate", "article.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "valid" in proc.stdout
+
+
+def test_validate_names_each_portability_problem_with_its_line(checkout: Path) -> None:
+    (checkout / "article.yaml").write_text(ARTICLE_POLICY_YAML)
+    (checkout / "bad.yaml").write_text(BAD)
+    proc = run(checkout, "validate", "--policy", "article.yaml", "bad.yaml")
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert "Traceback" not in err
+    assert "spec.image (line 6)" in err and "digest" in err
+    assert "(line 13)" in err and "nvidia.com/gpu" in err and "spec.resources.chips" in err
+    assert "spec.dataset.uri (line 9)" in err
+    proc = run(checkout, "validate", "--policy", "article.yaml", "bad.yaml", "--json")
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["apiVersion"] == "crossrail/v1" and data["valid"] is False
+    lines = {p["line"] for p in data["problems"]}
+    assert {6, 9, 13} <= lines
+
+
+def test_submit_twice_with_a_key_creates_one_run_and_show_gives_the_lineage(checkout: Path) -> None:
+    exp = ".crossrail/experiments/eval-smoke.yaml"
+    first = as_json(run(checkout, "submit", exp, "--idempotency-key", "k", "--set", "spec.resources.chips=2", "--json"))
+    again = as_json(run(checkout, "submit", exp, "--idempotency-key", "k", "--set", "spec.resources.chips=2", "--json"))
+    assert (first["created"], again["created"]) == (True, False)
+    status = as_json(run(checkout, "status", "--json"))
+    assert [r["id"] for r in status["active"]] == ["eval-smoke-1"]  # type: ignore[attr-defined]
+    shown = as_json(run(checkout, "show", "eval-smoke", "--json"))
+    lineage = shown["lineage"]
+    for key in ("dataset_uri", "dataset_version", "code_repo", "code_commit", "config_uri", "config_digest",
+                "image", "image_digest", "checkpoint_dir", "spec_digest"):
+        assert lineage[key], key  # type: ignore[index]
+    assert shown["spec"]["spec"]["resources"]["chips"] == 2  # type: ignore[index]
+    events = as_json(run(checkout, "events", "--run", "eval-smoke-1", "--json"))
+    assert [e["type"] for e in events["events"]] == ["submitted", "queued"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        pytest.param(b"a: &a [*a, *a]\n" * 1, "", id="a-recursive-alias"),
+        pytest.param(b"!!python/object/apply:os.system ['echo pwned']\n", "python", id="a-python-tag"),
+        pytest.param(b"\xff\xfe\x00binary", "", id="binary-bytes"),
+    ],
+)
+def test_hostile_files_end_in_a_clear_error_and_exit_1(checkout: Path, content: bytes, needle: str) -> None:
+    (checkout / "evil.yaml").write_bytes(content)
+    proc = run(checkout, "submit", "evil.yaml")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "crossrail:" in proc.stderr
+    assert needle in proc.stderr
+    assert "pwned" not in proc.stdout
+    assert as_json(run(checkout, "status", "--json"))["active"] == []
+
+
+def test_usage_errors_exit_2(checkout: Path) -> None:
+    assert run(checkout, "submit").returncode == 2
+    assert run(checkout, "status", "--no-such-flag").returncode == 2
+
+
+def test_a_terminal_run_refuses_state_changes_with_exit_1(checkout: Path) -> None:
+    as_json(run(checkout, "submit", ".crossrail/experiments/eval-smoke.yaml", "--json"))
+    assert as_json(run(checkout, "cancel", "eval-smoke", "--json"))["run"]["state"] == "cancelled"  # type: ignore[index]
+    proc = run(checkout, "resume", "eval-smoke")
+    assert proc.returncode == 1 and "eval-smoke-1 is cancelled" in proc.stderr
+
+
+def test_a_command_outside_any_workspace_says_how_to_create_one(tmp_path: Path) -> None:
+    env_home = tmp_path / "home"
+    env_home.mkdir()
+    proc = subprocess.run([*CLI, "status"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HOME": str(env_home), "CROSSRAIL_HOME": ""})
+    assert proc.returncode == 1
+    assert "crossrail init" in proc.stderr

@@ -1,0 +1,204 @@
+"""Submit and run state changes through the client: lineage, idempotency, overrides, nothing partial."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from crossrail.client import Client
+from crossrail.core import Event, EventType, ManualClock
+from crossrail.errors import ConflictError, NotFoundError, PlacementError, SpecError
+
+IMAGE_DIGEST = "sha256:3f1c5e0a9b7d2c4e6f8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e"
+
+
+def nothing_written(client: Client) -> bool:
+    return client.service.store.list_runs() == [] and client.service.store.last_seq() == 0
+
+
+def test_submit_records_the_full_lineage(client: Client, experiments: Path, checkout: Path) -> None:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    out = client.submit(experiments / "pretrain-small.yaml")
+    assert out["apiVersion"] == "crossrail/v1" and out["created"] is True
+    assert out["run"]["id"] == "pretrain-small-1" and out["run"]["state"] == "queued"
+    lin = client.show("pretrain-small")["lineage"]
+    assert lin["code_commit"] == head
+    assert lin["dataset_version"].startswith("sha256:") and len(lin["dataset_version"]) == 71
+    assert lin["config_digest"].startswith("sha256:")
+    assert lin["image_digest"] == IMAGE_DIGEST
+    assert lin["run_checkpoint_dir"].endswith("/checkpoints/pretrain-small/pretrain-small-1")
+    recorded = client.show("pretrain-small-1")["spec"]["spec"]
+    assert recorded["code"]["commit"] == head  # "auto" is resolved in the recorded spec
+    assert recorded["dataset"]["version"] == lin["dataset_version"]
+
+
+def test_an_explicit_dataset_version_is_kept(client: Client, experiments: Path) -> None:
+    client.submit(experiments / "eval-smoke.yaml")
+    assert client.show("eval-smoke")["lineage"]["dataset_version"] == "heldout-v1"
+
+
+def test_the_same_file_twice_with_an_idempotency_key_creates_one_run(client: Client, experiments: Path) -> None:
+    a = client.submit(experiments / "eval-smoke.yaml", idempotency_key="k1")
+    b = client.submit(experiments / "eval-smoke.yaml", idempotency_key="k1")
+    c = client.submit(experiments / "eval-smoke.yaml")
+    assert (a["created"], b["created"], c["created"]) == (True, False, True)
+    assert a["run"]["id"] == b["run"]["id"] == "eval-smoke-1" and c["run"]["id"] == "eval-smoke-2"
+    assert [e["type"] for e in client.events("eval-smoke-1")["events"]] == ["submitted", "queued"]
+
+
+def test_an_idempotency_key_reused_with_a_changed_spec_is_refused(client: Client, experiments: Path) -> None:
+    client.submit(experiments / "eval-smoke.yaml", idempotency_key="k1")
+    with pytest.raises(ConflictError, match="different spec"):
+        client.submit(experiments / "eval-smoke.yaml", sets=["spec.resources.chips=2"], idempotency_key="k1")
+    assert len(client.service.store.list_runs()) == 1
+
+
+def test_set_overrides_land_in_the_recorded_spec(client: Client, experiments: Path) -> None:
+    out = client.submit(experiments / "eval-smoke.yaml", sets=["spec.resources.chips=2", "spec.env.SEED=7"])
+    assert out["run"]["chips"] == 2
+    spec = client.show(out["run"]["id"])["spec"]["spec"]
+    assert spec["resources"]["chips"] == 2
+    assert spec["env"]["SEED"] == "7"
+
+
+@pytest.mark.parametrize(
+    ("sets", "match"),
+    [
+        pytest.param(["spec.resources.chips=0"], "chips", id="an-override-that-breaks-the-schema"),
+        pytest.param(["spec.image=trainer:latest"], "digest", id="an-override-that-breaks-the-lint"),
+        pytest.param(["no-equals-sign"], "no-equals-sign", id="a-malformed-override"),
+    ],
+)
+def test_bad_overrides_are_refused_and_write_nothing(
+    client: Client, experiments: Path, sets: list[str], match: str
+) -> None:
+    with pytest.raises(SpecError, match=match):
+        client.submit(experiments / "eval-smoke.yaml", sets=sets)
+    assert nothing_written(client)
+
+
+def test_a_request_no_pool_could_ever_hold_is_rejected_with_each_pools_reason(
+    client: Client, experiments: Path
+) -> None:
+    with pytest.raises(PlacementError) as err:
+        client.submit(experiments / "eval-smoke.yaml", sets=["spec.resources.chips=64"])
+    assert "tpu-v5p: needs 64 chips; the pool has 8" in str(err.value)
+    assert "h100: needs 64 chips; the pool has 8" in str(err.value)
+    assert nothing_written(client)
+
+
+def test_a_tpu_only_request_of_a_shape_no_slice_has_is_rejected(client: Client, experiments: Path) -> None:
+    with pytest.raises(PlacementError, match="no allowed slice shape has 3 chips"):
+        client.submit(experiments / "eval-smoke.yaml",
+                      sets=["spec.resources.chips=3", "spec.accelerators={allow: [tpu]}"])
+    assert nothing_written(client)
+
+
+def test_a_missing_dataset_is_refused_naming_the_uri(client: Client, experiments: Path, checkout: Path) -> None:
+    (checkout / ".crossrail" / "data" / "corpus.txt").unlink()
+    with pytest.raises(SpecError, match=r"corpus.txt does not exist"):
+        client.submit(experiments / "pretrain-small.yaml")
+    assert nothing_written(client)
+
+
+def test_commit_auto_outside_a_git_checkout_is_refused(tmp_path: Path, clock: ManualClock) -> None:
+    Client.init(tmp_path)
+    with Client(cwd=tmp_path, clock=clock) as c, pytest.raises(SpecError, match="not a git checkout"):
+        c.submit(tmp_path / ".crossrail" / "experiments" / "eval-smoke.yaml")
+
+
+def test_a_dirty_checkout_is_submitted_with_a_warning(client: Client, experiments: Path, checkout: Path) -> None:
+    (checkout / "train.py").write_text("print('changed')\n")
+    out = client.submit(experiments / "eval-smoke.yaml")
+    assert any("uncommitted changes" in w for w in out["warnings"])
+
+
+def test_a_parent_must_exist_and_is_resolved_to_a_run_id(client: Client, experiments: Path) -> None:
+    with pytest.raises(SpecError, match="no run or experiment named 'pretrain-small'"):
+        client.submit(experiments / "posttrain-042.yaml")
+    assert nothing_written(client)
+    client.submit(experiments / "pretrain-small.yaml")
+    client.submit(experiments / "posttrain-042.yaml")
+    lin = client.show("posttrain-042")["lineage"]
+    assert (lin["parent_run"], lin["parent_checkpoint"]) == ("pretrain-small-1", "latest")
+
+
+def test_a_batch_with_one_bad_document_creates_nothing(client: Client, experiments: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((experiments / "eval-smoke.yaml").read_text().replace("chips: 1", "chips: -1"))
+    with pytest.raises(SpecError):
+        client.submit_many([experiments / "eval-smoke.yaml", bad])
+    assert nothing_written(client)
+
+
+def test_cancel_suspend_resume_follow_the_run_state_machine(client: Client, experiments: Path) -> None:
+    client.submit(experiments / "eval-smoke.yaml")
+    assert client.suspend("eval-smoke")["run"]["state"] == "suspended"
+    assert client.resume("eval-smoke")["run"]["state"] == "queued"
+    assert client.cancel("eval-smoke")["run"]["state"] == "cancelled"
+    seq = client.service.store.last_seq()
+    for action in (client.cancel, client.suspend, client.resume):
+        with pytest.raises(ConflictError, match="eval-smoke-1 is cancelled"):
+            action("eval-smoke")
+    assert client.service.store.last_seq() == seq  # refused changes add no event
+    types = [e["type"] for e in client.events("eval-smoke")["events"]]
+    assert types == ["submitted", "queued", "suspended", "resumed", "queued", "cancelled"]
+
+
+def test_an_unknown_run_is_not_found(client: Client) -> None:
+    with pytest.raises(NotFoundError, match="no run or experiment named 'ghost'"):
+        client.show("ghost")
+
+
+def test_resubmit_resume_starts_from_the_latest_committed_checkpoint(client: Client, experiments: Path) -> None:
+    client.submit(experiments / "pretrain-small.yaml", sets=["spec.resources.chips=2"])
+    with pytest.raises(ConflictError, match="no committed checkpoint"):
+        client.resubmit("pretrain-small", resume=True)
+    store = client.service.store
+    store.add_checkpoint(run="pretrain-small-1", attempt=1, step=50, uri="file:///ck/50", fmt="crossrail-ckpt/v1",
+                         parent_id=None, ts=1.0)
+    out = client.resubmit("pretrain-small", resume=True)
+    assert out["run"]["id"] == "pretrain-small-2" and out["run"]["chips"] == 2  # the recorded spec, overrides kept
+    lin = out["lineage"]
+    assert (lin["resumed_from"], lin["parent_run"], lin["parent_checkpoint"]) == (
+        "pretrain-small-1", "pretrain-small-1", "file:///ck/50")
+    assert client.show("pretrain-small-2")["spec"] == client.show("pretrain-small-1")["spec"]
+
+
+def test_queue_orders_by_priority_then_wait(client: Client, experiments: Path, clock: ManualClock) -> None:
+    client.submit(experiments / "eval-smoke.yaml")                              # low
+    clock.advance(10)
+    client.submit(experiments / "eval-smoke.yaml", sets=["spec.priority=critical"])
+    clock.advance(10)
+    client.submit(experiments / "eval-smoke.yaml", sets=["spec.priority=low"])
+    eval_q = next(q for q in client.queue()["queues"] if q["name"] == "eval")
+    assert [p["id"] for p in eval_q["pending"]] == ["eval-smoke-2", "eval-smoke-1", "eval-smoke-3"]
+    assert [p["waiting_s"] for p in eval_q["pending"]] == [10.0, 20.0, 0.0]
+
+
+def test_status_counts_runs_by_stage_and_state(client: Client, experiments: Path) -> None:
+    client.submit(experiments / "pretrain-small.yaml")
+    client.submit(experiments / "eval-smoke.yaml")
+    client.cancel("eval-smoke")
+    st = client.status()
+    rows = {r["stage"]: r for r in st["stages"]}
+    assert (rows["pretraining"]["queued"], rows["eval"]["cancelled"]) == (1, 1)
+    assert [r["id"] for r in st["active"]] == ["pretrain-small-1"]
+
+
+def test_report_is_computed_from_the_event_log(client: Client, experiments: Path, clock: ManualClock) -> None:
+    client.submit(experiments / "eval-smoke.yaml")
+    clock.advance(60)
+    store = client.service.store
+    start = {"pool": "h100", "accelerator": "gpu", "chip_type": "h100", "chips": 1, "cost_per_chip_hour": 3.0}
+    store.append_events([
+        Event(EventType.STARTED, clock.now(), "eval-smoke-1", 1, start),
+        Event(EventType.SUCCEEDED, clock.now() + 3600, "eval-smoke-1", 1, {"pool": "h100"}),
+    ])
+    rep = client.report()
+    group = next(g for g in rep["groups"] if g["pool"] == "h100")
+    assert group["stage"] == "eval" and group["succeeded"] == 1
+    assert group["queue_time"]["p50"] == 60.0
+    assert group["cost_per_effective_run"] == pytest.approx(3.0)
