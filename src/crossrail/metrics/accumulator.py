@@ -1,0 +1,303 @@
+"""A fold of the event log into per stage x pool tallies, snapshotted into a Report at any time."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from crossrail.core.events import Event, EventType
+from crossrail.metrics.distribution import Distribution
+from crossrail.metrics.report import ALL, NO_POOL, UNKNOWN_STAGE, GroupMetrics, Report
+
+GroupKey = tuple[str, str]  # (stage, pool)
+ACTIVE = "active"
+SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
+STATUSES = (SUCCEEDED, FAILED, CANCELLED, ACTIVE)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    number: int
+    key: GroupKey
+    chips: float
+    cost_per_chip_hour: float
+    started_ts: float
+
+
+@dataclass(slots=True)
+class _Run:
+    id: str
+    key: GroupKey  # the group the run counts in: its stage and the pool of its last started attempt
+    stage_known: bool
+    chips: float = 0.0
+    placement: dict[str, Any] = field(default_factory=dict)
+    waiting_since: float | None = None
+    recovering_since: float | None = None  # the failure or preemption the next start recovers from
+    attempt: _Attempt | None = None  # the attempt running now
+    last_attempt: int = 0
+    outcome: str | None = None
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Everything final about one group; running attempts and queue waits are added at snapshot time."""
+
+    runs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
+    queue_s: list[float] = field(default_factory=list)
+    run_s: list[float] = field(default_factory=list)
+    recovery_s: list[float] = field(default_factory=list)
+    recoveries: int = 0
+    chip_hours: float = 0.0
+    cost: float = 0.0
+    has_attempts: bool = False
+
+
+class MetricsAccumulator:
+    """Feed events in log (seq) order with add(); report(now) takes a snapshot and changes nothing.
+
+    Each event costs O(1); a snapshot costs one sort per distribution. Events of unknown types, fleet-wide
+    events and events that contradict what came before (an end with no start, anything after a run's
+    terminal event) are ignored rather than raised, so a partial log still yields numbers.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[str, _Run] = {}
+        self._tallies: dict[GroupKey, _Tally] = {}
+        self._running: dict[str, _Run] = {}
+        self._waiting: dict[str, _Run] = {}
+        self._handlers: dict[EventType, Callable[[_Run, Event], None]] = {
+            EventType.SUBMITTED: self._on_submitted,
+            EventType.QUEUED: self._on_queued,
+            EventType.PLACED: self._on_placed,
+            EventType.STARTED: self._on_started,
+            EventType.SUCCEEDED: self._on_succeeded,
+            EventType.FAILED: self._on_failed,
+            EventType.PREEMPTED: self._on_preempted,
+            EventType.CANCELLED: self._on_cancelled,
+            EventType.SUSPENDED: self._on_suspended,
+        }
+
+    def add(self, event: Event) -> None:
+        handler = self._handlers.get(event.type)
+        if handler is None or event.run is None:
+            return
+        run = self._runs.get(event.run)
+        if run is None:
+            run = self._runs[event.run] = self._new_run(event.run)
+        if run.outcome is None:  # a terminal run accepts no further change
+            handler(run, event)
+
+    def report(self, now: float) -> Report:
+        """The metrics as of `now`: running attempts count up to it, queued runs have waited until it."""
+        running = self._running_usage(now)
+        keys = sorted(k for k, t in self._tallies.items() if t.has_attempts or any(t.runs.values()))
+        groups = [_group_metrics(k, [self._tallies[k]], running.get(k, (0.0, 0.0))) for k in keys]
+        totals = _group_metrics(
+            (ALL, ALL),
+            list(self._tallies.values()),
+            (math.fsum(h for h, _ in running.values()), math.fsum(c for _, c in running.values())),
+        )
+        return Report(groups=groups, totals=totals, pending=self._pending(now), generated_at=now)
+
+    # -- event handlers ------------------------------------------------------------------------------
+
+    def _on_submitted(self, run: _Run, event: Event) -> None:
+        self._learn_stage(run, event)
+        run.chips = _number(event.data, "chips", run.chips)
+
+    def _on_queued(self, run: _Run, event: Event) -> None:
+        self._learn_stage(run, event)
+        if run.waiting_since is None:  # a repeated `queued` does not restart the wait
+            run.waiting_since = event.ts
+            self._waiting[run.id] = run
+
+    def _on_placed(self, run: _Run, event: Event) -> None:
+        run.placement = event.data
+
+    def _on_started(self, run: _Run, event: Event) -> None:
+        number = event.attempt if event.attempt is not None else run.last_attempt + 1
+        if number <= run.last_attempt:  # a repeated or stale start
+            return
+        if run.attempt is not None:  # its end never reached the log; bill it up to this start
+            self._close(run, event.ts, ended=False)
+        pool = _text(event.data, "pool", _text(run.placement, "pool", NO_POOL))
+        key = (run.key[0], pool)
+        tally = self._tally(key)
+        tally.has_attempts = True
+        if run.waiting_since is not None:
+            tally.queue_s.append(max(0.0, event.ts - run.waiting_since))
+            self._stop_waiting(run)
+        if run.recovering_since is not None:
+            tally.recoveries += 1
+            tally.recovery_s.append(max(0.0, event.ts - run.recovering_since))
+            run.recovering_since = None
+        self._move(run, key)
+        run.attempt = _Attempt(
+            number=number,
+            key=key,
+            chips=_number(event.data, "chips", _number(run.placement, "chips", run.chips)),
+            cost_per_chip_hour=_number(
+                event.data, "cost_per_chip_hour", _number(run.placement, "cost_per_chip_hour", 0.0)
+            ),
+            started_ts=event.ts,
+        )
+        run.last_attempt = number
+        self._running[run.id] = run
+
+    def _on_succeeded(self, run: _Run, event: Event) -> None:
+        self._end_attempt(run, event)
+        self._finish(run, SUCCEEDED, event.ts)
+
+    def _on_failed(self, run: _Run, event: Event) -> None:
+        self._end_attempt(run, event)
+        if event.data.get("final") is False:
+            self._await_recovery(run, event)
+        else:  # `final` true or missing: the run failed
+            self._finish(run, FAILED, event.ts)
+
+    def _on_preempted(self, run: _Run, event: Event) -> None:
+        self._end_attempt(run, event)
+        self._await_recovery(run, event)
+
+    def _on_cancelled(self, run: _Run, event: Event) -> None:
+        self._end_attempt(run, event)
+        self._finish(run, CANCELLED, event.ts)
+
+    def _on_suspended(self, run: _Run, event: Event) -> None:
+        # A suspended run leaves its queue, or its attempt stops; `resumed` and `queued` bring it back.
+        self._end_attempt(run, event)
+        self._stop_waiting(run)
+
+    # -- state changes -------------------------------------------------------------------------------
+
+    def _new_run(self, run_id: str) -> _Run:
+        run = _Run(id=run_id, key=(UNKNOWN_STAGE, NO_POOL), stage_known=False)
+        self._tally(run.key).runs[ACTIVE] += 1
+        return run
+
+    def _learn_stage(self, run: _Run, event: Event) -> None:
+        stage = _text(event.data, "stage", "")
+        # A run that started before its stage was named stays under the unknown stage with its attempts.
+        if run.stage_known or not stage or run.last_attempt > 0:
+            return
+        run.stage_known = True
+        self._move(run, (stage, NO_POOL))
+
+    def _end_attempt(self, run: _Run, event: Event) -> None:
+        attempt = run.attempt
+        if attempt is not None and event.attempt in (None, attempt.number):
+            self._close(run, event.ts, ended=True)
+
+    def _close(self, run: _Run, ts: float, *, ended: bool) -> None:
+        attempt = run.attempt
+        assert attempt is not None
+        duration_s = max(0.0, ts - attempt.started_ts)
+        tally = self._tallies[attempt.key]
+        if ended:
+            tally.run_s.append(duration_s)
+        chip_hours = attempt.chips * duration_s / 3600
+        tally.chip_hours += chip_hours
+        tally.cost += chip_hours * attempt.cost_per_chip_hour
+        run.attempt = None
+        del self._running[run.id]
+
+    def _await_recovery(self, run: _Run, event: Event) -> None:
+        if event.attempt is None or event.attempt >= run.last_attempt:  # not a stale report
+            run.recovering_since = event.ts
+
+    def _finish(self, run: _Run, outcome: str, ts: float) -> None:
+        if run.attempt is not None:  # ended by a run-level event that named another attempt
+            self._close(run, ts, ended=False)
+        self._stop_waiting(run)
+        runs = self._tallies[run.key].runs
+        runs[ACTIVE] -= 1
+        runs[outcome] += 1
+        run.outcome = outcome
+
+    def _stop_waiting(self, run: _Run) -> None:
+        run.waiting_since = None
+        self._waiting.pop(run.id, None)
+
+    def _move(self, run: _Run, key: GroupKey) -> None:
+        if key != run.key:
+            status = run.outcome or ACTIVE
+            self._tallies[run.key].runs[status] -= 1
+            self._tally(key).runs[status] += 1
+            run.key = key
+
+    def _tally(self, key: GroupKey) -> _Tally:
+        tally = self._tallies.get(key)
+        if tally is None:
+            tally = self._tallies[key] = _Tally()
+        return tally
+
+    # -- snapshot ------------------------------------------------------------------------------------
+
+    def _running_usage(self, now: float) -> dict[GroupKey, tuple[float, float]]:
+        """Chip-hours and cost of the attempts running at `now`, by group."""
+        usage: dict[GroupKey, tuple[float, float]] = {}
+        for run in self._running.values():
+            attempt = run.attempt
+            assert attempt is not None
+            chip_hours = attempt.chips * max(0.0, now - attempt.started_ts) / 3600
+            hours, cost = usage.get(attempt.key, (0.0, 0.0))
+            usage[attempt.key] = (hours + chip_hours, cost + chip_hours * attempt.cost_per_chip_hour)
+        return usage
+
+    def _pending(self, now: float) -> dict[str, Distribution]:
+        waits: dict[str, list[float]] = {}
+        for run in self._waiting.values():
+            assert run.waiting_since is not None
+            waits.setdefault(run.key[0], []).append(max(0.0, now - run.waiting_since))
+        return {stage: Distribution.of(waits[stage]) for stage in sorted(waits)}
+
+
+def compute(events: Iterable[Event], now: float) -> Report:
+    """The metrics of a whole log (in seq order) as of `now`."""
+    accumulator = MetricsAccumulator()
+    for event in events:
+        accumulator.add(event)
+    return accumulator.report(now)
+
+
+def _group_metrics(key: GroupKey, tallies: list[_Tally], running: tuple[float, float]) -> GroupMetrics:
+    def count(status: str) -> int:
+        return sum(t.runs[status] for t in tallies)
+
+    def values(pick: Callable[[_Tally], list[float]]) -> list[float]:
+        return [v for t in tallies for v in pick(t)]
+
+    succeeded, failed, cancelled, active = count(SUCCEEDED), count(FAILED), count(CANCELLED), count(ACTIVE)
+    finished = succeeded + failed + cancelled
+    cost = math.fsum([*(t.cost for t in tallies), running[1]])
+    return GroupMetrics(
+        stage=key[0],
+        pool=key[1],
+        runs=finished + active,
+        succeeded=succeeded,
+        failed=failed,
+        cancelled=cancelled,
+        active=active,
+        success_rate=succeeded / finished if finished else None,
+        queue_time=Distribution.of(values(lambda t: t.queue_s)),
+        run_time=Distribution.of(values(lambda t: t.run_s)),
+        recoveries=sum(t.recoveries for t in tallies),
+        recovery_time=Distribution.of(values(lambda t: t.recovery_s)),
+        chip_hours=math.fsum([*(t.chip_hours for t in tallies), running[0]]),
+        cost=cost,
+        cost_per_effective_run=cost / succeeded if succeeded else None,
+    )
+
+
+def _number(data: dict[str, Any], key: str, default: float) -> float:
+    value = data.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return default
+
+
+def _text(data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) and value else default

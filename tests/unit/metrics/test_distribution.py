@@ -1,0 +1,67 @@
+"""Percentiles agree with numpy's default (linear) method; distributions summarise durations."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crossrail.metrics import Distribution, percentile
+
+# Expected values are what numpy.percentile returns for the same input, bit for bit.
+KNOWN = [
+    pytest.param([15, 20, 35, 40, 50], 40, 29.0, id="the-textbook-example"),
+    pytest.param([1, 2, 3, 4], 50, 2.5, id="median-of-an-even-count-is-the-midpoint"),
+    pytest.param([1, 2, 3, 4], 95, 3.8499999999999996, id="p95-interpolates-between-the-top-two"),
+    pytest.param([100, 200, 400], 95, 380.0, id="p95-of-three-waits"),
+    pytest.param([10, 0, 5], 25, 2.5, id="unsorted-input-is-sorted-first"),
+    pytest.param([3.0], 95, 3.0, id="one-value-is-every-percentile"),
+    pytest.param([1, 2, 3, 4], 0, 1.0, id="p0-is-the-minimum"),
+    pytest.param([1, 2, 3, 4], 100, 4.0, id="p100-is-the-maximum"),
+    pytest.param([0.1, 0.7, 0.2], 33.3, 0.1666, id="a-fractional-q"),
+]
+
+
+@pytest.mark.parametrize(("values", "q", "expected"), KNOWN)
+def test_percentile_matches_numpy_linear_interpolation(
+    values: list[float], q: float, expected: float
+) -> None:
+    assert percentile(values, q) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "message"),
+    [
+        pytest.param([], 50, "at least one value", id="no-values"),
+        pytest.param([1.0], 101, "between 0 and 100", id="q-above-100"),
+        pytest.param([1.0], -1, "between 0 and 100", id="q-below-0"),
+    ],
+)
+def test_percentile_refuses_what_has_no_answer(values: list[float], q: float, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        percentile(values, q)
+
+
+@given(
+    st.lists(st.floats(min_value=0, max_value=1e7), min_size=1, max_size=50),
+    st.floats(min_value=0, max_value=100),
+)
+def test_a_percentile_lies_within_the_values_whatever_their_order(values: list[float], q: float) -> None:
+    p = percentile(values, q)
+
+    assert min(values) <= p <= max(values)
+    assert percentile(values[::-1], q) == p
+    assert (percentile(values, 0), percentile(values, 100)) == (min(values), max(values))
+
+
+def test_a_distribution_summarises_durations() -> None:
+    assert Distribution.of([30.0, 90.0, 60.0]) == Distribution(
+        count=3, p50=60.0, p95=87.0, mean=60.0, max=90.0
+    )
+
+
+def test_an_empty_distribution_has_a_count_and_nothing_else() -> None:
+    empty = Distribution.of([])
+
+    assert empty == Distribution(count=0, p50=None, p95=None, mean=None, max=None)
+    assert empty.as_dict() == {"count": 0, "p50": None, "p95": None, "mean": None, "max": None}
