@@ -27,13 +27,15 @@ from crossrail.core import Event, EventType
 from crossrail.spec import parse_document
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import make_checkout  # noqa: E402
+from conftest import make_checkout
 
 
 def experiment_docs(root: Path, n: int, offset: int) -> list[object]:
     template = (root / ".crossrail" / "experiments" / "eval-smoke.yaml").read_text()
-    return [parse_document(template.replace("name: eval-smoke", f"name: bench-{offset + i}"), f"bench-{i}.yaml")
-            for i in range(n)]
+    return [
+        parse_document(template.replace("name: eval-smoke", f"name: bench-{offset + i}"), f"bench-{i}.yaml")
+        for i in range(n)
+    ]
 
 
 def client_rate(root: Path, n: int, batch: int, rep: int) -> float:
@@ -42,7 +44,7 @@ def client_rate(root: Path, n: int, batch: int, rep: int) -> float:
         c.status()  # open and migrate outside the timed region
         t0 = time.perf_counter()
         for i in range(0, n, batch):
-            c.submit_documents(docs[i:i + batch])
+            c.submit_documents(docs[i : i + batch])
         return n / (time.perf_counter() - t0)
 
 
@@ -53,18 +55,26 @@ def raw_rate(root: Path, n: int, batch: int, rep: int) -> float:
     spec = json.dumps(sample["spec"])
     db = sqlite3.connect(root / f"raw-{rep}.db", isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, experiment TEXT, n INT, stage TEXT, state TEXT, "
-               "spec TEXT, dataset_uri TEXT, dataset_version TEXT, created_at REAL)")
-    db.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, type TEXT, run_id TEXT, data TEXT)")
+    db.execute(
+        "CREATE TABLE runs (id TEXT PRIMARY KEY, experiment TEXT, n INT, stage TEXT, state TEXT, "
+        "spec TEXT, dataset_uri TEXT, dataset_version TEXT, created_at REAL)"
+    )
+    db.execute(
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, type TEXT, run_id TEXT, data TEXT)"
+    )
     t0 = time.perf_counter()
     for i in range(0, n, batch):
         now = time.time()
-        rows = [(f"raw-{j}-1", f"raw-{j}", 1, "eval", "queued", spec, "file:///d", "v", now)
-                for j in range(i, min(n, i + batch))]
+        rows = [
+            (f"raw-{j}-1", f"raw-{j}", 1, "eval", "queued", spec, "file:///d", "v", now)
+            for j in range(i, min(n, i + batch))
+        ]
         db.execute("BEGIN IMMEDIATE")
         db.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)", rows)
-        db.executemany("INSERT INTO events (ts, type, run_id, data) VALUES (?,?,?,?)",
-                       [(now, t, r[0], "{}") for r in rows for t in ("submitted", "queued")])
+        db.executemany(
+            "INSERT INTO events (ts, type, run_id, data) VALUES (?,?,?,?)",
+            [(now, t, r[0], "{}") for r in rows for t in ("submitted", "queued")],
+        )
         db.execute("COMMIT")
     elapsed = time.perf_counter() - t0
     db.close()
@@ -127,8 +137,10 @@ def main() -> None:
     print(f"submit: {rate:,.0f} experiments/s (aim >= 1,000) vs raw SQLite {base:,.0f}/s: ratio {rate / base:.3f}")
     print(f"status in process at {args.events:,} events: {st:.1f} ms (aim <= 50 ms)")
     print(f"`crossrail status` wall time: {cli:.0f} ms (aim <= 600 ms)")
-    print(f"SUMMARY submit {rate:,.0f}/s ratio_vs_raw_sqlite {rate / base:.3f} status_ms {st:.1f} "
-          f"cli_status_ms {cli:.0f} experiments {args.experiments} events {args.events}")
+    print(
+        f"SUMMARY submit {rate:,.0f}/s ratio_vs_raw_sqlite {rate / base:.3f} status_ms {st:.1f} "
+        f"cli_status_ms {cli:.0f} experiments {args.experiments} events {args.events}"
+    )
 
 
 if __name__ == "__main__":

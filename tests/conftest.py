@@ -31,7 +31,9 @@ def make_checkout(path: Path) -> str:
     (path / "train.py").write_text("print('train')\n")
     for cmd in (["git", "init", "-q"], ["git", "add", "train.py"], ["git", "commit", "-qm", "c"]):
         subprocess.run(cmd, cwd=path, env=env, check=True)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.fixture

@@ -24,7 +24,9 @@ Home = Annotated[
     typer.Option("--home", envvar="CROSSRAIL_HOME", help="Workspace directory (default: nearest .crossrail/ above)."),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print the crossrail/v1 JSON object instead of tables.")]
-Policy = Annotated[Path | None, typer.Option("--policy", help="Placement policy to lint against (default: the workspace's).")]
+Policy = Annotated[
+    Path | None, typer.Option("--policy", help="Placement policy to lint against (default: the workspace's).")
+]
 RunRef = Annotated[str, typer.Argument(help="Run id, or an experiment name for its latest run.")]
 
 
@@ -91,7 +93,9 @@ def validate(
 def submit(
     file: Annotated[Path, typer.Argument(help="Experiment file.")],
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field: spec.resources.chips=4.")] = None,
-    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", help="Submit at most once per key.")] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option("--idempotency-key", help="Submit at most once per key.")
+    ] = None,
     home: Home = None,
     policy: Policy = None,
     as_json: Json = False,

@@ -126,7 +126,9 @@ class Client:
         results = self.service.submit_many(docs, sets=sets, idempotency_keys=idempotency_keys, cwd=self.cwd)
         return _obj("SubmitResults", results=[self._submitted(r) for r in results])
 
-    def submit_documents(self, docs: Sequence[Any], *, idempotency_keys: Sequence[str | None] | None = None) -> dict[str, Any]:
+    def submit_documents(
+        self, docs: Sequence[Any], *, idempotency_keys: Sequence[str | None] | None = None
+    ) -> dict[str, Any]:
         results = self.service.submit_many(docs, idempotency_keys=idempotency_keys, cwd=self.cwd)
         return _obj("SubmitResults", results=[self._submitted(r) for r in results])
 

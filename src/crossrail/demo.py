@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-console = Console(highlight=False)
+console = Console(highlight=False, width=max(shutil.get_terminal_size((140, 40)).columns, 120))
 
 BAD_EXPERIMENT = """\
 apiVersion: crossrail/v1
@@ -38,7 +39,9 @@ spec:
 
 def crossrail(*args: str, cwd: Path, check: bool = True) -> int:
     console.print(f"[bold cyan]$ crossrail {shlex.join(args)}[/]")
-    proc = subprocess.run([sys.executable, "-m", "crossrail.cli", *args], cwd=cwd, check=False)
+    # Tables are drawn for a wide terminal even when the demo's output is piped or logged.
+    env = {**os.environ, "COLUMNS": str(max(shutil.get_terminal_size((140, 40)).columns, 120))}
+    proc = subprocess.run([sys.executable, "-m", "crossrail.cli", *args], cwd=cwd, env=env, check=False)
     if check and proc.returncode != 0:
         console.print(f"[red]crossrail {args[0]} exited {proc.returncode}[/]")
         raise SystemExit(proc.returncode)
@@ -47,8 +50,13 @@ def crossrail(*args: str, cwd: Path, check: bool = True) -> int:
 
 def git_checkout(path: Path) -> None:
     """Make `path` a git checkout, as a researcher's training-code checkout would be (code.commit: auto)."""
-    env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
-           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "demo",
+        "GIT_AUTHOR_EMAIL": "demo@example.com",
+        "GIT_COMMITTER_NAME": "demo",
+        "GIT_COMMITTER_EMAIL": "demo@example.com",
+    }
     (path / "train.py").write_text("print('training code lives here')\n")
     for cmd in (["git", "init", "-q"], ["git", "add", "train.py"], ["git", "commit", "-qm", "trainer"]):
         subprocess.run(cmd, cwd=path, env=env, check=True)
@@ -72,8 +80,9 @@ def main() -> None:
         console.print(f"exit code {rc} (1 = invalid)")
 
         console.print(Rule("3. submit"))
-        pre, post, ev = (".crossrail/experiments/" + n for n in
-                         ("pretrain-small.yaml", "posttrain-042.yaml", "eval-smoke.yaml"))
+        pre, post, ev = (
+            ".crossrail/experiments/" + n for n in ("pretrain-small.yaml", "posttrain-042.yaml", "eval-smoke.yaml")
+        )
         crossrail("submit", pre, "--idempotency-key", "demo-pretrain", cwd=root)
         crossrail("submit", pre, "--idempotency-key", "demo-pretrain", cwd=root)
         crossrail("submit", post, cwd=root)

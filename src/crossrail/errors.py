@@ -40,7 +40,13 @@ class Problem:
         return text
 
     def as_dict(self) -> dict[str, object]:
-        return {"file": self.source, "line": self.line, "path": self.path, "message": self.message, "fix": self.fix}
+        return {
+            "file": self.source,
+            "line": self.line,
+            "path": self.path,
+            "message": self.message,
+            "fix": self.fix,
+        }
 
 
 class CrossrailError(Exception):

@@ -88,8 +88,14 @@ def queues(obj: dict[str, Any]) -> None:
         for col in ("#", "run", "team", "priority", "chips", "waiting"):
             t.add_column(col)
         for p in q["pending"]:
-            t.add_row(str(p["position"]), p["id"], p["team"] or "-", p["priority"], str(p["chips"]),
-                      _secs(p["waiting_s"]))
+            t.add_row(
+                str(p["position"]),
+                p["id"],
+                p["team"] or "-",
+                p["priority"],
+                str(p["chips"]),
+                _secs(p["waiting_s"]),
+            )
         if q["pending"]:
             console.print(t)
         else:
@@ -98,8 +104,10 @@ def queues(obj: dict[str, Any]) -> None:
 
 def run(obj: dict[str, Any]) -> None:
     r, lin = obj["run"], obj["lineage"]
-    console.print(f"[bold]{r['id']}[/]  {r['state']}  stage {r['stage']}  queue {r['queue']}  "
-                  f"{r['chips']} chips  priority {r['priority']}")
+    console.print(
+        f"[bold]{r['id']}[/]  {r['state']}  stage {r['stage']}  queue {r['queue']}  "
+        f"{r['chips']} chips  priority {r['priority']}"
+    )
     t = Table(title="lineage", show_header=False)
     t.add_column("field")
     t.add_column("value")
@@ -111,8 +119,15 @@ def run(obj: dict[str, Any]) -> None:
         for col in ("#", "state", "pool", "chips", "started", "ended", "exit"):
             a.add_column(col)
         for at in obj["attempts"]:
-            a.add_row(str(at["number"]), at["state"], at["pool"], str(at["chips"]), _when(at["started_at"]),
-                      _when(at["ended_at"]), "-" if at["exit_code"] is None else str(at["exit_code"]))
+            a.add_row(
+                str(at["number"]),
+                at["state"],
+                at["pool"],
+                str(at["chips"]),
+                _when(at["started_at"]),
+                _when(at["ended_at"]),
+                "-" if at["exit_code"] is None else str(at["exit_code"]),
+            )
         console.print(a)
     events({"events": obj["events"]})
 
@@ -123,8 +138,14 @@ def events(obj: dict[str, Any]) -> None:
         t.add_column(col)
     for e in obj["events"]:
         data = ", ".join(f"{k}={v}" for k, v in e["data"].items() if v is not None)
-        t.add_row(str(e["seq"]), _when(e["ts"]), e["type"], e["run"] or "-",
-                  "-" if e["attempt"] is None else str(e["attempt"]), data)
+        t.add_row(
+            str(e["seq"]),
+            _when(e["ts"]),
+            e["type"],
+            e["run"] or "-",
+            "-" if e["attempt"] is None else str(e["attempt"]),
+            data,
+        )
     console.print(t)
 
 
@@ -135,19 +156,44 @@ def changed(obj: dict[str, Any]) -> None:
 
 def report(obj: dict[str, Any]) -> None:
     t = Table(title="research-cycle metrics by stage × pool")
-    cols = ("stage", "pool", "runs", "ok", "failed", "success", "queue p50", "queue p95", "run p50",
-            "recoveries", "chip-h", "cost", "cost/effective run")
+    cols = (
+        "stage",
+        "pool",
+        "runs",
+        "ok",
+        "failed",
+        "success",
+        "queue p50",
+        "queue p95",
+        "run p50",
+        "recoveries",
+        "chip-h",
+        "cost",
+        "cost/effective run",
+    )
     for c in cols:
         t.add_column(c, justify="left" if c in ("stage", "pool") else "right")
     for g in [*obj["groups"], obj["totals"]]:
         rate = g["success_rate"]
         cper = g["cost_per_effective_run"]
-        t.add_row(g["stage"], g["pool"], str(g["runs"]), str(g["succeeded"]), str(g["failed"]),
-                  "-" if rate is None else f"{rate:.0%}", _secs(g["queue_time"]["p50"]), _secs(g["queue_time"]["p95"]),
-                  _secs(g["run_time"]["p50"]), str(g["recoveries"]), f"{g['chip_hours']:.2f}", f"${g['cost']:.2f}",
-                  "-" if cper is None else f"${cper:.2f}")
+        t.add_row(
+            g["stage"],
+            g["pool"],
+            str(g["runs"]),
+            str(g["succeeded"]),
+            str(g["failed"]),
+            "-" if rate is None else f"{rate:.0%}",
+            _secs(g["queue_time"]["p50"]),
+            _secs(g["queue_time"]["p95"]),
+            _secs(g["run_time"]["p50"]),
+            str(g["recoveries"]),
+            f"{g['chip_hours']:.2f}",
+            f"${g['cost']:.2f}",
+            "-" if cper is None else f"${cper:.2f}",
+        )
     console.print(t)
     pending = obj.get("pending") or {}
     if pending:
-        console.print("waiting now: " + ", ".join(f"{s} {d['count']} runs (p50 {_secs(d['p50'])})"
-                                                 for s, d in pending.items()))
+        console.print(
+            "waiting now: " + ", ".join(f"{s} {d['count']} runs (p50 {_secs(d['p50'])})" for s, d in pending.items())
+        )

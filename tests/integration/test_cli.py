@@ -33,7 +33,7 @@ spec:
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_STORE_URL")}
-    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 def as_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
@@ -57,13 +57,17 @@ def test_validate_names_each_portability_problem_with_its_line(checkout: Path) -
     assert proc.returncode == 1
     err = proc.stderr
     assert "Traceback" not in err
-    assert "spec.image (line 6)" in err and "digest" in err
-    assert "(line 13)" in err and "nvidia.com/gpu" in err and "spec.resources.chips" in err
+    assert "spec.image (line 6)" in err
+    assert "digest" in err
+    assert "(line 13)" in err
+    assert "nvidia.com/gpu" in err
+    assert "spec.resources.chips" in err
     assert "spec.dataset.uri (line 9)" in err
     proc = run(checkout, "validate", "--policy", "article.yaml", "bad.yaml", "--json")
     assert proc.returncode == 1
     data = json.loads(proc.stdout)
-    assert data["apiVersion"] == "crossrail/v1" and data["valid"] is False
+    assert data["apiVersion"] == "crossrail/v1"
+    assert data["valid"] is False
     lines = {p["line"] for p in data["problems"]}
     assert {6, 9, 13} <= lines
 
@@ -77,8 +81,18 @@ def test_submit_twice_with_a_key_creates_one_run_and_show_gives_the_lineage(chec
     assert [r["id"] for r in status["active"]] == ["eval-smoke-1"]  # type: ignore[attr-defined]
     shown = as_json(run(checkout, "show", "eval-smoke", "--json"))
     lineage = shown["lineage"]
-    for key in ("dataset_uri", "dataset_version", "code_repo", "code_commit", "config_uri", "config_digest",
-                "image", "image_digest", "checkpoint_dir", "spec_digest"):
+    for key in (
+        "dataset_uri",
+        "dataset_version",
+        "code_repo",
+        "code_commit",
+        "config_uri",
+        "config_digest",
+        "image",
+        "image_digest",
+        "checkpoint_dir",
+        "spec_digest",
+    ):
         assert lineage[key], key  # type: ignore[index]
     assert shown["spec"]["spec"]["resources"]["chips"] == 2  # type: ignore[index]
     events = as_json(run(checkout, "events", "--run", "eval-smoke-1", "--json"))
@@ -97,7 +111,8 @@ def test_hostile_files_end_in_a_clear_error_and_exit_1(checkout: Path, content: 
     (checkout / "evil.yaml").write_bytes(content)
     proc = run(checkout, "submit", "evil.yaml")
     assert proc.returncode == 1
-    assert "Traceback" not in proc.stderr and "crossrail:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "crossrail:" in proc.stderr
     assert needle in proc.stderr
     assert "pwned" not in proc.stdout
     assert as_json(run(checkout, "status", "--json"))["active"] == []
@@ -112,13 +127,21 @@ def test_a_terminal_run_refuses_state_changes_with_exit_1(checkout: Path) -> Non
     as_json(run(checkout, "submit", ".crossrail/experiments/eval-smoke.yaml", "--json"))
     assert as_json(run(checkout, "cancel", "eval-smoke", "--json"))["run"]["state"] == "cancelled"  # type: ignore[index]
     proc = run(checkout, "resume", "eval-smoke")
-    assert proc.returncode == 1 and "eval-smoke-1 is cancelled" in proc.stderr
+    assert proc.returncode == 1
+    assert "eval-smoke-1 is cancelled" in proc.stderr
 
 
 def test_a_command_outside_any_workspace_says_how_to_create_one(tmp_path: Path) -> None:
     env_home = tmp_path / "home"
     env_home.mkdir()
-    proc = subprocess.run([*CLI, "status"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "HOME": str(env_home), "CROSSRAIL_HOME": ""})
+    proc = subprocess.run(
+        [*CLI, "status"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(env_home), "CROSSRAIL_HOME": ""},
+        check=False,
+    )
     assert proc.returncode == 1
     assert "crossrail init" in proc.stderr

@@ -43,7 +43,11 @@ def git_head(cwd: Path) -> tuple[str | None, bool, str | None]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, False, f"git could not be run ({exc})"
     if head.returncode != 0:
-        return None, False, head.stderr.strip().splitlines()[-1] if head.stderr.strip() else "not a git checkout"
+        return (
+            None,
+            False,
+            head.stderr.strip().splitlines()[-1] if head.stderr.strip() else "not a git checkout",
+        )
     status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no"],
         cwd=cwd,

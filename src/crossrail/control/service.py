@@ -132,14 +132,30 @@ class Service:
 
     def _opening_events(self, new: NewRun, now: float, resumed_from: str | None) -> list[Event]:
         return [
-            Event(EventType.SUBMITTED, now, data={
-                "experiment": new.experiment, "stage": new.stage, "team": new.team, "owner": new.owner,
-                "chips": new.chips, "spec_digest": new.spec_digest, "idempotency_key": new.idempotency_key,
-                "resumed_from": resumed_from,
-            }),
-            Event(EventType.QUEUED, now, data={
-                "queue": new.queue, "stage": new.stage, "team": new.team, "priority": new.priority,
-            }),
+            Event(
+                EventType.SUBMITTED,
+                now,
+                data={
+                    "experiment": new.experiment,
+                    "stage": new.stage,
+                    "team": new.team,
+                    "owner": new.owner,
+                    "chips": new.chips,
+                    "spec_digest": new.spec_digest,
+                    "idempotency_key": new.idempotency_key,
+                    "resumed_from": resumed_from,
+                },
+            ),
+            Event(
+                EventType.QUEUED,
+                now,
+                data={
+                    "queue": new.queue,
+                    "stage": new.stage,
+                    "team": new.team,
+                    "priority": new.priority,
+                },
+            ),
         ]
 
     def _resolve(self, exp: Experiment, source: str, cwd: Path) -> tuple[dict[str, Any], lineage.Resolution]:
@@ -158,8 +174,9 @@ class Service:
             try:
                 res.config_digest = lineage.config_digest(exp.spec.config)
             except (OSError, ImportError, ValueError) as exc:
-                res.warnings.append(f"config {exp.spec.config} could not be read here ({_short(exc)}); "
-                                    "its digest is not recorded")
+                res.warnings.append(
+                    f"config {exp.spec.config} could not be read here ({_short(exc)}); its digest is not recorded"
+                )
         if res.problems:
             raise SpecError(res.problems)
         if spec.get("code") is not None:
@@ -173,14 +190,18 @@ class Service:
             self._git[key] = lineage.git_head(key)
         commit, dirty, error = self._git[key]
         if commit is None:
-            res.problems.append(Problem(
-                source, "spec.code.commit",
-                f"is 'auto' but {key} is not a git checkout ({error})",
-                fix="submit from the checkout of the training code, or set spec.code.commit to a commit id",
-            ))
+            res.problems.append(
+                Problem(
+                    source,
+                    "spec.code.commit",
+                    f"is 'auto' but {key} is not a git checkout ({error})",
+                    fix="submit from the checkout of the training code, or set spec.code.commit to a commit id",
+                )
+            )
         elif dirty:
-            res.warnings.append(f"the checkout at {key} has uncommitted changes; "
-                                f"commit {commit[:12]} does not reproduce them")
+            res.warnings.append(
+                f"the checkout at {key} has uncommitted changes; commit {commit[:12]} does not reproduce them"
+            )
         return commit
 
     def _dataset_version(self, uri: str, source: str, res: lineage.Resolution) -> str | None:
@@ -188,15 +209,24 @@ class Service:
             try:
                 self._datasets[uri] = lineage.dataset_version(uri)
             except FileNotFoundError:
-                res.problems.append(Problem(source, "spec.dataset.uri", f"{uri} does not exist",
-                                            fix="fix the URI, or give spec.dataset.version"))
+                res.problems.append(
+                    Problem(
+                        source,
+                        "spec.dataset.uri",
+                        f"{uri} does not exist",
+                        fix="fix the URI, or give spec.dataset.version",
+                    )
+                )
                 return None
             except (OSError, ImportError, ValueError) as exc:
-                res.problems.append(Problem(
-                    source, "spec.dataset.version",
-                    f"is not given and {uri} could not be read to resolve it ({_short(exc)})",
-                    fix="give spec.dataset.version, or install the filesystem for this scheme (e.g. gcsfs, s3fs)",
-                ))
+                res.problems.append(
+                    Problem(
+                        source,
+                        "spec.dataset.version",
+                        f"is not given and {uri} could not be read to resolve it ({_short(exc)})",
+                        fix="give spec.dataset.version, or install the filesystem for this scheme (e.g. gcsfs, s3fs)",
+                    )
+                )
                 return None
         return self._datasets[uri]
 
@@ -206,8 +236,16 @@ class Service:
             return None, None
         run = self.store.find_run(parent.run)
         if run is None:
-            raise SpecError([Problem(source, "spec.parent.run", f"no run or experiment named {parent.run!r}",
-                                     fix="submit the parent first, or name an existing run id")])
+            raise SpecError(
+                [
+                    Problem(
+                        source,
+                        "spec.parent.run",
+                        f"no run or experiment named {parent.run!r}",
+                        fix="submit the parent first, or name an existing run id",
+                    )
+                ]
+            )
         wanted = str(parent.checkpoint)
         ckpts = self.store.checkpoints(run.id)
         if wanted == "latest":
@@ -215,9 +253,16 @@ class Service:
         match = [c for c in ckpts if str(c.step) == wanted]
         if not match:
             steps = ", ".join(str(c.step) for c in ckpts) or "none yet"
-            raise SpecError([Problem(source, "spec.parent.checkpoint",
-                                     f"run {run.id} has no checkpoint at step {wanted} (committed: {steps})",
-                                     fix="use 'latest' or a committed step")])
+            raise SpecError(
+                [
+                    Problem(
+                        source,
+                        "spec.parent.checkpoint",
+                        f"run {run.id} has no checkpoint at step {wanted} (committed: {steps})",
+                        fix="use 'latest' or a committed step",
+                    )
+                ]
+            )
         return run.id, match[0].uri
 
     # --- resubmit and state changes --------------------------------------------------------------
@@ -229,14 +274,23 @@ class Service:
         if resume:
             ckpts = self.store.checkpoints(old.id)
             if not ckpts:
-                raise ConflictError(f"run {old.id} has no committed checkpoint to resume from; "
-                                    "resubmit without --resume to start over")
+                raise ConflictError(
+                    f"run {old.id} has no committed checkpoint to resume from; resubmit without --resume to start over"
+                )
             parent_run, parent_ckpt = old.id, ckpts[-1].uri
         now = self.clock.now()
         exp_row = {k: v for k, v in old.as_dict().items() if k in NewRun.__dataclass_fields__}
-        new = NewRun(**{**exp_row, "experiment_digest": _digest(old.spec), "experiment_spec": old.spec,
-                        "idempotency_key": idempotency_key, "resumed_from": old.id,
-                        "parent_run": parent_run, "parent_checkpoint": parent_ckpt})
+        new = NewRun(
+            **{
+                **exp_row,
+                "experiment_digest": _digest(old.spec),
+                "experiment_spec": old.spec,
+                "idempotency_key": idempotency_key,
+                "resumed_from": old.id,
+                "parent_run": parent_run,
+                "parent_checkpoint": parent_ckpt,
+            }
+        )
         events = self._opening_events(new, now, resumed_from=old.id)
         run, created = self.store.create_runs([new], now, [events])[0]
         return SubmitResult(run=run, created=created)
@@ -257,8 +311,12 @@ class Service:
         now = self.clock.now()
         events = [
             Event(EventType.RESUMED, now, run.id, data={"by": _user()}),
-            Event(EventType.QUEUED, now, run.id, data={"queue": run.queue, "stage": run.stage, "team": run.team,
-                                                       "priority": run.priority}),
+            Event(
+                EventType.QUEUED,
+                now,
+                run.id,
+                data={"queue": run.queue, "stage": run.stage, "team": run.team, "priority": run.priority},
+            ),
         ]
         return self.store.transition(run.id, [RunState.SUSPENDED], RunState.QUEUED, events)
 
@@ -280,11 +338,21 @@ class Service:
                 row["chips_requested_active"] += chips
         active = self.store.list_runs(states=[str(s) for s in ACTIVE_STATES], limit=limit)
         return {
-            "stages": [{"stage": s, **{str(k): stages[s].get(str(k), 0) for k in RunState}, **stages[s]}
-                       for s in sorted(stages)],
+            "stages": [
+                {"stage": s, **{str(k): stages[s].get(str(k), 0) for k in RunState}, **stages[s]}
+                for s in sorted(stages)
+            ],
             "active": [summary(r, self.clock.now()) for r in active],
-            "pools": [{"name": p.name, "accelerator": str(p.accelerator), "chip_type": p.chip_type,
-                       "chips": p.chips, "backend": str(p.backend)} for p in self.fleet.spec.pools],
+            "pools": [
+                {
+                    "name": p.name,
+                    "accelerator": str(p.accelerator),
+                    "chip_type": p.chip_type,
+                    "chips": p.chips,
+                    "backend": str(p.backend),
+                }
+                for p in self.fleet.spec.pools
+            ],
         }
 
     def queue(self) -> dict[str, Any]:
@@ -293,19 +361,25 @@ class Service:
         by_queue: dict[str, list[RunRecord]] = {}
         for run in pending:
             by_queue.setdefault(run.queue, []).append(run)
-        names = [q.name for q in self.fleet.spec.queues] + sorted(set(by_queue) - {q.name for q in self.fleet.spec.queues})
+        names = [q.name for q in self.fleet.spec.queues] + sorted(
+            set(by_queue) - {q.name for q in self.fleet.spec.queues}
+        )
         out = []
         for name in names:
             runs = sorted(by_queue.get(name, []), key=lambda r: (PRIORITY_RANK.get(r.priority, 9), r.updated_at, r.id))
             q = next((q for q in self.fleet.spec.queues if q.name == name), None)
-            out.append({
-                "name": name,
-                "stage": str(q.stage) if q is not None else (runs[0].stage if runs else None),
-                "team": q.team if q is not None else None,
-                "quota": dict(q.quota) if q is not None else {},
-                "pending": [{"position": i + 1, **summary(r, now), "waiting_s": round(now - r.updated_at, 3)}
-                            for i, r in enumerate(runs)],
-            })
+            out.append(
+                {
+                    "name": name,
+                    "stage": str(q.stage) if q is not None else (runs[0].stage if runs else None),
+                    "team": q.team if q is not None else None,
+                    "quota": dict(q.quota) if q is not None else {},
+                    "pending": [
+                        {"position": i + 1, **summary(r, now), "waiting_s": round(now - r.updated_at, 3)}
+                        for i, r in enumerate(runs)
+                    ],
+                }
+            )
         return {"queues": out}
 
     def show(self, ref: str) -> dict[str, Any]:
@@ -329,21 +403,37 @@ class Service:
 
 def summary(run: RunRecord, now: float) -> dict[str, Any]:
     return {
-        "id": run.id, "experiment": run.experiment, "stage": run.stage, "team": run.team, "owner": run.owner,
-        "state": run.state, "priority": run.priority, "chips": run.chips, "queue": run.queue,
-        "created_at": run.created_at, "updated_at": run.updated_at, "age_s": round(now - run.created_at, 3),
+        "id": run.id,
+        "experiment": run.experiment,
+        "stage": run.stage,
+        "team": run.team,
+        "owner": run.owner,
+        "state": run.state,
+        "priority": run.priority,
+        "chips": run.chips,
+        "queue": run.queue,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "age_s": round(now - run.created_at, 3),
     }
 
 
 def lineage_of(run: RunRecord) -> dict[str, Any]:
     return {
-        "dataset_uri": run.dataset_uri, "dataset_version": run.dataset_version,
-        "code_repo": run.code_repo, "code_commit": run.code_commit,
-        "config_uri": run.config_uri, "config_digest": run.config_digest,
-        "image": run.image, "image_digest": run.image_digest,
-        "checkpoint_dir": run.checkpoint_dir, "run_checkpoint_dir": f"{run.checkpoint_dir}/{run.id}",
-        "parent_run": run.parent_run, "parent_checkpoint": run.parent_checkpoint,
-        "resumed_from": run.resumed_from, "spec_digest": run.spec_digest,
+        "dataset_uri": run.dataset_uri,
+        "dataset_version": run.dataset_version,
+        "code_repo": run.code_repo,
+        "code_commit": run.code_commit,
+        "config_uri": run.config_uri,
+        "config_digest": run.config_digest,
+        "image": run.image,
+        "image_digest": run.image_digest,
+        "checkpoint_dir": run.checkpoint_dir,
+        "run_checkpoint_dir": f"{run.checkpoint_dir}/{run.id}",
+        "parent_run": run.parent_run,
+        "parent_checkpoint": run.parent_checkpoint,
+        "resumed_from": run.resumed_from,
+        "spec_digest": run.spec_digest,
         "idempotency_key": run.idempotency_key,
     }
 
@@ -362,4 +452,3 @@ def _user() -> str:
         return os.environ.get("CROSSRAIL_USER") or getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
-

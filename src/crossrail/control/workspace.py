@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -115,10 +116,31 @@ def _configs(ws: Workspace) -> dict[Path, str]:
 def _data(ws: Workspace) -> dict[Path, str]:
     """Small deterministic text, so a workspace needs nothing from the network."""
     rng = random.Random(42)
-    words = ("chip slice pool queue stage tensor shard step token batch loss rate host "
-             "ring mesh torus gradient optimizer checkpoint resume migrate").split()
+    words = [
+        "chip",
+        "slice",
+        "pool",
+        "queue",
+        "stage",
+        "tensor",
+        "shard",
+        "step",
+        "token",
+        "batch",
+        "loss",
+        "rate",
+        "host",
+        "ring",
+        "mesh",
+        "torus",
+        "gradient",
+        "optimizer",
+        "checkpoint",
+        "resume",
+        "migrate",
+    ]
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(6, 14))) + "." for _ in range(2000)]
-    sft = [json.dumps({"prompt": f"{a} {b}", "completion": f"{b} {a}"}) for a, b in zip(words, words[1:], strict=False)]
+    sft = [json.dumps({"prompt": f"{a} {b}", "completion": f"{b} {a}"}) for a, b in itertools.pairwise(words)]
     heldout = [json.dumps({"prompt": f"{w} {w}", "answer": w}) for w in words]
     return {
         ws.root / "data" / "corpus.txt": "\n".join(lines) + "\n",

@@ -84,8 +84,10 @@ class Store:
 
     # --- runs ----------------------------------------------------------------------------------
 
-    def create_runs(self, new: Sequence[NewRun], ts: float, events: Sequence[Sequence[Event]]) -> list[RunRecord]:
-        """Create runs, each with its opening events, in one transaction; returns them in order.
+    def create_runs(
+        self, new: Sequence[NewRun], ts: float, events: Sequence[Sequence[Event]]
+    ) -> list[tuple[RunRecord, bool]]:
+        """Create runs, each with its opening events, in one transaction; returns (run, created) in order.
 
         A run whose idempotency key was already used returns the existing run instead (its events
         are not appended). Reusing a key for a different spec is a ConflictError.
@@ -99,7 +101,7 @@ class Store:
                     raise StoreError(f"cannot create the run: {_reason(exc)}") from exc
         raise StoreError("cannot create the run: run numbers kept colliding with concurrent submissions")
 
-    def _create_one(self, conn: Connection, new: NewRun, ts: float, evs: Sequence[Event]) -> RunRecord:
+    def _create_one(self, conn: Connection, new: NewRun, ts: float, evs: Sequence[Event]) -> tuple[RunRecord, bool]:
         if new.idempotency_key is not None:
             row = conn.execute(select(t.runs).where(t.runs.c.idempotency_key == new.idempotency_key)).first()
             if row is not None:
@@ -109,7 +111,7 @@ class Store:
                         f"idempotency key {new.idempotency_key!r} was used for run {existing.id} with a "
                         "different spec; use a new key to submit a changed experiment"
                     )
-                return existing
+                return existing, False
         exp_id = _experiment_id(conn, new, ts)
         last = conn.execute(select(func.max(t.runs.c.n)).where(t.runs.c.experiment == new.experiment)).scalar()
         n = (last or 0) + 1
@@ -121,7 +123,7 @@ class Store:
             )
         )
         _append(conn, [Event(type=e.type, ts=e.ts, run=rid, attempt=e.attempt, data=e.data) for e in evs])
-        return self._run(conn, rid)
+        return self._run(conn, rid), True
 
     def get_run(self, rid: str) -> RunRecord:
         with self._read() as conn:
@@ -239,15 +241,29 @@ class Store:
             return [CheckpointRecord.from_row(r) for r in conn.execute(q)]
 
     def add_checkpoint(
-        self, *, run: str, attempt: int | None, step: int, uri: str, fmt: str, parent_id: int | None, ts: float
+        self,
+        *,
+        run: str,
+        attempt: int | None,
+        step: int,
+        uri: str,
+        fmt: str,
+        parent_id: int | None,
+        ts: float,
     ) -> CheckpointRecord:
         with self._write() as conn:
-            cid = conn.execute(
+            res = conn.execute(
                 insert(t.checkpoints).values(
-                    run_id=run, attempt=attempt, step=step, uri=uri, format=fmt, parent_id=parent_id, committed_at=ts
+                    run_id=run,
+                    attempt=attempt,
+                    step=step,
+                    uri=uri,
+                    format=fmt,
+                    parent_id=parent_id,
+                    committed_at=ts,
                 )
-            ).inserted_primary_key
-            row = conn.execute(select(t.checkpoints).where(t.checkpoints.c.id == cid[0])).one()
+            )
+            row = conn.execute(select(t.checkpoints).where(t.checkpoints.c.id == _pk(res))).one()
             return CheckpointRecord.from_row(row)
 
     def add_metric_samples(self, samples: Sequence[dict[str, Any]]) -> None:
@@ -308,7 +324,7 @@ def _experiment_id(conn: Connection, new: NewRun, ts: float) -> int:
             name=new.experiment, digest=new.experiment_digest, spec=new.experiment_spec, created_at=ts
         )
     )
-    return int(res.inserted_primary_key[0])
+    return _pk(res)
 
 
 def _append(conn: Connection, events: Sequence[Event]) -> list[int]:
@@ -317,13 +333,26 @@ def _append(conn: Connection, events: Sequence[Event]) -> list[int]:
         res = conn.execute(
             insert(t.events).values(ts=e.ts, type=str(e.type), run_id=e.run, attempt=e.attempt, data=e.data)
         )
-        seqs.append(int(res.inserted_primary_key[0]))
+        seqs.append(_pk(res))
     return seqs
+
+
+def _pk(result: Any) -> int:
+    key = result.inserted_primary_key
+    assert key is not None, "an insert into a table with an integer primary key returns it"
+    return int(key[0])
 
 
 def _event(row: Any) -> Event:
     m = row._mapping
-    return Event(type=EventType(m["type"]), ts=m["ts"], run=m["run_id"], attempt=m["attempt"], data=m["data"], seq=m["seq"])
+    return Event(
+        type=EventType(m["type"]),
+        ts=m["ts"],
+        run=m["run_id"],
+        attempt=m["attempt"],
+        data=m["data"],
+        seq=m["seq"],
+    )
 
 
 def _reason(exc: Exception) -> str:

@@ -19,13 +19,18 @@ def nothing_written(client: Client) -> bool:
 
 
 def test_submit_records_the_full_lineage(client: Client, experiments: Path, checkout: Path) -> None:
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
+    ).stdout.strip()
     out = client.submit(experiments / "pretrain-small.yaml")
-    assert out["apiVersion"] == "crossrail/v1" and out["created"] is True
-    assert out["run"]["id"] == "pretrain-small-1" and out["run"]["state"] == "queued"
+    assert out["apiVersion"] == "crossrail/v1"
+    assert out["created"] is True
+    assert out["run"]["id"] == "pretrain-small-1"
+    assert out["run"]["state"] == "queued"
     lin = client.show("pretrain-small")["lineage"]
     assert lin["code_commit"] == head
-    assert lin["dataset_version"].startswith("sha256:") and len(lin["dataset_version"]) == 71
+    assert lin["dataset_version"].startswith("sha256:")
+    assert len(lin["dataset_version"]) == 71
     assert lin["config_digest"].startswith("sha256:")
     assert lin["image_digest"] == IMAGE_DIGEST
     assert lin["run_checkpoint_dir"].endswith("/checkpoints/pretrain-small/pretrain-small-1")
@@ -44,7 +49,8 @@ def test_the_same_file_twice_with_an_idempotency_key_creates_one_run(client: Cli
     b = client.submit(experiments / "eval-smoke.yaml", idempotency_key="k1")
     c = client.submit(experiments / "eval-smoke.yaml")
     assert (a["created"], b["created"], c["created"]) == (True, False, True)
-    assert a["run"]["id"] == b["run"]["id"] == "eval-smoke-1" and c["run"]["id"] == "eval-smoke-2"
+    assert a["run"]["id"] == b["run"]["id"] == "eval-smoke-1"
+    assert c["run"]["id"] == "eval-smoke-2"
     assert [e["type"] for e in client.events("eval-smoke-1")["events"]] == ["submitted", "queued"]
 
 
@@ -91,8 +97,10 @@ def test_a_request_no_pool_could_ever_hold_is_rejected_with_each_pools_reason(
 
 def test_a_tpu_only_request_of_a_shape_no_slice_has_is_rejected(client: Client, experiments: Path) -> None:
     with pytest.raises(PlacementError, match="no allowed slice shape has 3 chips"):
-        client.submit(experiments / "eval-smoke.yaml",
-                      sets=["spec.resources.chips=3", "spec.accelerators={allow: [tpu]}"])
+        client.submit(
+            experiments / "eval-smoke.yaml",
+            sets=["spec.resources.chips=3", "spec.accelerators={allow: [tpu]}"],
+        )
     assert nothing_written(client)
 
 
@@ -157,18 +165,29 @@ def test_resubmit_resume_starts_from_the_latest_committed_checkpoint(client: Cli
     with pytest.raises(ConflictError, match="no committed checkpoint"):
         client.resubmit("pretrain-small", resume=True)
     store = client.service.store
-    store.add_checkpoint(run="pretrain-small-1", attempt=1, step=50, uri="file:///ck/50", fmt="crossrail-ckpt/v1",
-                         parent_id=None, ts=1.0)
+    store.add_checkpoint(
+        run="pretrain-small-1",
+        attempt=1,
+        step=50,
+        uri="file:///ck/50",
+        fmt="crossrail-ckpt/v1",
+        parent_id=None,
+        ts=1.0,
+    )
     out = client.resubmit("pretrain-small", resume=True)
-    assert out["run"]["id"] == "pretrain-small-2" and out["run"]["chips"] == 2  # the recorded spec, overrides kept
+    assert out["run"]["id"] == "pretrain-small-2"
+    assert out["run"]["chips"] == 2
     lin = out["lineage"]
     assert (lin["resumed_from"], lin["parent_run"], lin["parent_checkpoint"]) == (
-        "pretrain-small-1", "pretrain-small-1", "file:///ck/50")
+        "pretrain-small-1",
+        "pretrain-small-1",
+        "file:///ck/50",
+    )
     assert client.show("pretrain-small-2")["spec"] == client.show("pretrain-small-1")["spec"]
 
 
 def test_queue_orders_by_priority_then_wait(client: Client, experiments: Path, clock: ManualClock) -> None:
-    client.submit(experiments / "eval-smoke.yaml")                              # low
+    client.submit(experiments / "eval-smoke.yaml")  # low
     clock.advance(10)
     client.submit(experiments / "eval-smoke.yaml", sets=["spec.priority=critical"])
     clock.advance(10)
@@ -193,12 +212,15 @@ def test_report_is_computed_from_the_event_log(client: Client, experiments: Path
     clock.advance(60)
     store = client.service.store
     start = {"pool": "h100", "accelerator": "gpu", "chip_type": "h100", "chips": 1, "cost_per_chip_hour": 3.0}
-    store.append_events([
-        Event(EventType.STARTED, clock.now(), "eval-smoke-1", 1, start),
-        Event(EventType.SUCCEEDED, clock.now() + 3600, "eval-smoke-1", 1, {"pool": "h100"}),
-    ])
+    store.append_events(
+        [
+            Event(EventType.STARTED, clock.now(), "eval-smoke-1", 1, start),
+            Event(EventType.SUCCEEDED, clock.now() + 3600, "eval-smoke-1", 1, {"pool": "h100"}),
+        ]
+    )
     rep = client.report()
     group = next(g for g in rep["groups"] if g["pool"] == "h100")
-    assert group["stage"] == "eval" and group["succeeded"] == 1
+    assert group["stage"] == "eval"
+    assert group["succeeded"] == 1
     assert group["queue_time"]["p50"] == 60.0
     assert group["cost_per_effective_run"] == pytest.approx(3.0)

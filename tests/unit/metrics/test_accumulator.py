@@ -92,9 +92,7 @@ class Truth:
     usage: list[tuple[int, float, float, float | None]] = field(default_factory=list)
 
     def chip_hours_and_cost(self, now: float) -> tuple[float, float]:
-        hours = [
-            (chips * ((now if end is None else end) - start) / 3600, p) for chips, p, start, end in self.usage
-        ]
+        hours = [(chips * ((now if end is None else end) - start) / 3600, p) for chips, p, start, end in self.usage]
         return math.fsum(h for h, _ in hours), math.fsum(h * p for h, p in hours)
 
 
@@ -134,9 +132,7 @@ def told(plans: list[RunPlan]) -> tuple[list[Event], Truth]:
 
 @settings(deadline=None)
 @given(st.lists(run_plans(), max_size=12), st.lists(st.integers(min_value=0, max_value=400), max_size=4))
-def test_snapshots_while_feeding_equal_compute_on_the_same_prefix(
-    plans: list[RunPlan], cuts: list[int]
-) -> None:
+def test_snapshots_while_feeding_equal_compute_on_the_same_prefix(plans: list[RunPlan], cuts: list[int]) -> None:
     events, _ = told(plans)
     accumulator = MetricsAccumulator()
     fed = 0
@@ -161,9 +157,7 @@ def test_totals_equal_what_the_stories_say_happened(plans: list[RunPlan], extra_
     totals = report.totals
 
     assert totals.runs == len(plans)
-    assert (totals.succeeded, totals.failed, totals.cancelled, totals.active) == tuple(
-        truth.outcomes.values()
-    )
+    assert (totals.succeeded, totals.failed, totals.cancelled, totals.active) == tuple(truth.outcomes.values())
     assert (totals.queue_time.count, totals.run_time.count) == (truth.attempts, truth.finished_attempts)
     assert totals.recoveries == truth.recoveries == totals.recovery_time.count
     assert sum(d.count for d in report.pending.values()) == truth.waiting

@@ -23,9 +23,7 @@ KNOWN = [
 
 
 @pytest.mark.parametrize(("values", "q", "expected"), KNOWN)
-def test_percentile_matches_numpy_linear_interpolation(
-    values: list[float], q: float, expected: float
-) -> None:
+def test_percentile_matches_numpy_linear_interpolation(values: list[float], q: float, expected: float) -> None:
     assert percentile(values, q) == expected
 
 
@@ -55,9 +53,7 @@ def test_a_percentile_lies_within_the_values_whatever_their_order(values: list[f
 
 
 def test_a_distribution_summarises_durations() -> None:
-    assert Distribution.of([30.0, 90.0, 60.0]) == Distribution(
-        count=3, p50=60.0, p95=87.0, mean=60.0, max=90.0
-    )
+    assert Distribution.of([30.0, 90.0, 60.0]) == Distribution(count=3, p50=60.0, p95=87.0, mean=60.0, max=90.0)
 
 
 def test_an_empty_distribution_has_a_count_and_nothing_else() -> None:

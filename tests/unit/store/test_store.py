@@ -14,10 +14,22 @@ from crossrail.store import HEAD_REVISION, NewRun, Store
 
 def new_run(name: str = "exp", key: str | None = None, digest: str = "sha256:a") -> NewRun:
     return NewRun(
-        experiment=name, experiment_digest="sha256:e", experiment_spec={"name": name}, stage="eval",
-        team="t", owner="o", priority="normal", chips=2, queue="eval", spec={"name": name},
-        spec_digest=digest, dataset_uri="file:///d", dataset_version="v1", image="img@sha256:" + "0" * 64,
-        checkpoint_dir="file:///c", idempotency_key=key,
+        experiment=name,
+        experiment_digest="sha256:e",
+        experiment_spec={"name": name},
+        stage="eval",
+        team="t",
+        owner="o",
+        priority="normal",
+        chips=2,
+        queue="eval",
+        spec={"name": name},
+        spec_digest=digest,
+        dataset_uri="file:///d",
+        dataset_version="v1",
+        image="img@sha256:" + "0" * 64,
+        checkpoint_dir="file:///c",
+        idempotency_key=key,
     )
 
 
@@ -37,7 +49,15 @@ def test_open_migrates_a_new_database_to_head_and_reopening_keeps_data(tmp_path:
     s.create_runs([new_run()], 1.0, [opening(1.0)])
     s.close()
     names = set(inspect(create_engine(url)).get_table_names())
-    assert {"experiments", "runs", "attempts", "events", "checkpoints", "metric_samples", "alembic_version"} <= names
+    assert {
+        "experiments",
+        "runs",
+        "attempts",
+        "events",
+        "checkpoints",
+        "metric_samples",
+        "alembic_version",
+    } <= names
     assert [r.id for r in Store.open(url).list_runs()] == ["exp-1"]
 
 
@@ -102,10 +122,12 @@ def test_find_run_takes_a_run_id_or_an_experiment_name_for_its_latest_run(store:
 
 def test_checkpoints_link_to_their_parent(store: Store) -> None:
     store.create_runs([new_run()], 1.0, [opening(1.0)])
-    c1 = store.add_checkpoint(run="exp-1", attempt=1, step=10, uri="file:///c/10", fmt="crossrail-ckpt/v1",
-                              parent_id=None, ts=2.0)
-    c2 = store.add_checkpoint(run="exp-1", attempt=1, step=20, uri="file:///c/20", fmt="crossrail-ckpt/v1",
-                              parent_id=c1.id, ts=3.0)
+    c1 = store.add_checkpoint(
+        run="exp-1", attempt=1, step=10, uri="file:///c/10", fmt="crossrail-ckpt/v1", parent_id=None, ts=2.0
+    )
+    c2 = store.add_checkpoint(
+        run="exp-1", attempt=1, step=20, uri="file:///c/20", fmt="crossrail-ckpt/v1", parent_id=c1.id, ts=3.0
+    )
     assert [c.step for c in store.checkpoints("exp-1")] == [10, 20]
     assert c2.parent_id == c1.id
 

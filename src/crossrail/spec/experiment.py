@@ -1,0 +1,203 @@
+"""The Experiment document: what to run, on how many chips, from which code, data and checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from crossrail.spec.common import (
+    Accelerator,
+    ApiVersion,
+    Items,
+    Name,
+    NonEmpty,
+    Seconds,
+    SpecModel,
+    Stage,
+    Text,
+    as_dict,
+    as_int,
+    nested,
+    raise_items,
+)
+
+Priority = Literal["low", "normal", "high", "critical"]
+Preference = Literal["tpu", "gpu", "cpu", "mixed", "any"]
+PositiveInt = Annotated[int, Field(strict=True, gt=0)]
+
+_ACCELERATORS = frozenset(a.value for a in Accelerator)
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
+class Metadata(SpecModel):
+    name: Name
+    team: NonEmpty | None = None
+    owner: NonEmpty | None = None
+    labels: dict[str, Text] = Field(default_factory=dict)
+
+
+class CodeRef(SpecModel):
+    """The code a run executes; `commit: auto` is resolved to the submitting checkout's HEAD."""
+
+    repo: NonEmpty | None = None
+    commit: str = "auto"
+
+    @field_validator("commit")
+    @classmethod
+    def _commit(cls, value: str) -> str:
+        if value == "auto":
+            return value
+        if not _COMMIT.fullmatch(value.lower()):
+            raise ValueError(f"{value!r} is not a commit; write `auto` or 7 to 40 hex digits")
+        return value.lower()
+
+
+class DatasetRef(SpecModel):
+    """The data a run reads; a missing version is resolved when the experiment is submitted."""
+
+    uri: NonEmpty
+    version: Text | None = None
+
+
+class CheckpointSpec(SpecModel):
+    dir: NonEmpty
+    format: NonEmpty = "crossrail-ckpt/v1"
+    every_s: Seconds | None = Field(default=None, alias="every")
+    keep_last: int = Field(default=3, strict=True, ge=1)
+
+
+class Resources(SpecModel):
+    """Chips a run asks for; `min_chips`..`max_chips` is the range an elastic run may be resized within."""
+
+    chips: PositiveInt
+    min_chips: PositiveInt | None = None
+    max_chips: PositiveInt | None = None
+    duration_s: Seconds | None = Field(default=None, alias="duration")
+
+    @model_validator(mode="after")
+    def _range(self) -> Resources:
+        raise_items(chip_range_items(self.chips, self.min_chips, self.max_chips))
+        return self
+
+
+def chip_range_items(chips: int | None, min_chips: int | None, max_chips: int | None) -> Items:
+    """min_chips <= chips <= max_chips, for the values that are known."""
+    items: Items = []
+    if chips is None:
+        return items
+    if min_chips is not None and min_chips > chips:
+        message = f"must be <= chips (got min_chips {min_chips} > chips {chips})"
+        items.append((("min_chips",), message, f"lower min_chips to at most {chips}"))
+    if max_chips is not None and max_chips < chips:
+        message = f"must be >= chips (got max_chips {max_chips} < chips {chips})"
+        items.append((("max_chips",), message, f"raise max_chips to at least {chips}"))
+    return items
+
+
+class AcceleratorPrefs(SpecModel):
+    """Which accelerators a run prefers and accepts; overrides the placement policy's stage preference."""
+
+    prefer: Preference | None = None
+    allow: list[Accelerator] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _prefer_allowed(self) -> AcceleratorPrefs:
+        allow = [str(a) for a in self.allow] if self.allow is not None else None
+        raise_items(preference_items(self.prefer, allow))
+        return self
+
+
+def preference_items(prefer: str | None, allow: list[str] | None) -> Items:
+    """A preferred tpu, gpu or cpu must be one the run allows."""
+    if prefer not in ("tpu", "gpu", "cpu") or allow is None or prefer in allow:
+        return []
+    allowed = ", ".join(allow)
+    fix = f"add {prefer} to spec.accelerators.allow or prefer one of {allowed}"
+    return [(("prefer",), f"prefers {prefer} but allow lists only {allowed}", fix)]
+
+
+class ParentRef(SpecModel):
+    """Start from another run's checkpoint: `checkpoint` is `latest` or a step number."""
+
+    run: NonEmpty
+    checkpoint: int | Literal["latest"] = "latest"
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _step(cls, value: Any) -> Any:
+        if value == "latest":
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        raise ValueError(f"{value!r} is not a checkpoint; write `latest` or a step number such as 1200")
+
+
+class Retries(SpecModel):
+    max: int = Field(default=0, strict=True, ge=0)
+    exit_codes: list[Annotated[int, Field(strict=True)]] = Field(default_factory=list)
+
+
+class ExperimentSpec(SpecModel):
+    stage: Stage
+    image: NonEmpty
+    command: list[NonEmpty] = Field(min_length=1)
+    args: list[Text] = Field(default_factory=list)
+    config: NonEmpty | None = None
+    code: CodeRef = Field(default_factory=CodeRef)
+    dataset: DatasetRef
+    checkpoint: CheckpointSpec
+    resources: Resources
+    accelerators: AcceleratorPrefs = Field(default_factory=AcceleratorPrefs)
+    parent: ParentRef | None = None
+    retries: Retries = Field(default_factory=Retries)
+    priority: Priority = "normal"
+    env: dict[str, Text] = Field(default_factory=dict)
+
+
+class Experiment(SpecModel):
+    api_version: ApiVersion = Field(alias="apiVersion")
+    kind: Literal["Experiment"]
+    metadata: Metadata
+    spec: ExperimentSpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def team(self) -> str | None:
+        return self.metadata.team
+
+    @property
+    def stage(self) -> Stage:
+        return self.spec.stage
+
+    @property
+    def chips(self) -> int:
+        return self.spec.resources.chips
+
+
+def cross_checks(data: Any) -> Items:
+    """The cross-field checks above, run on unvalidated data so they report even when other fields fail."""
+    spec = as_dict(as_dict(data).get("spec"))
+    resources = as_dict(spec.get("resources"))
+    counts = [as_int(resources.get(k)) for k in ("chips", "min_chips", "max_chips")]
+    chips, least, most = (n if n is not None and n > 0 else None for n in counts)
+    items = nested(("spec", "resources"), chip_range_items(chips, least, most))
+    accelerators = as_dict(spec.get("accelerators"))
+    prefer, allow = accelerators.get("prefer"), accelerators.get("allow")
+    if isinstance(prefer, str) and isinstance(allow, list) and all(isinstance(a, str) for a in allow) and allow:
+        items += nested(("spec", "accelerators"), preference_items(prefer, allow))
+    return items
+
+
+def experiment_digest(exp: Experiment) -> str:
+    """`sha256:<hex>` of the experiment's canonical JSON: equal experiments have equal digests."""
+    canonical = json.dumps(exp.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()

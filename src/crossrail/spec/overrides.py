@@ -1,0 +1,84 @@
+"""`--set path=value` overrides applied to a Document before it is validated."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from crossrail.errors import Problem, SpecError
+from crossrail.spec.loader import Document, parse_value
+from crossrail.spec.paths import Path, format_path
+from crossrail.spec.problems import show
+
+
+def apply_overrides(doc: Document, sets: Sequence[str]) -> Document:
+    """A new Document with each `dotted.path=value` applied in order; `doc` is left unchanged.
+
+    The value is read as YAML (`4` is a number, `[a, b]` a list, `~` null, nothing an empty string).
+    Missing mapping keys along the path are created; list items are addressed by index (`spec.args.1`).
+    Every malformed override is reported in one SpecError.
+    """
+    data = copy.deepcopy(doc.data)
+    lines = dict(doc.lines)
+    problems: list[Problem] = []
+    for raw in sets:
+        try:
+            keys, value = _parse(raw, doc.source)
+            path = _assign(data, keys, value, raw, doc.source)
+        except SpecError as exc:
+            problems.extend(exc.problems)
+            continue
+        lines = {p: n for p, n in lines.items() if p[: len(path)] != path}
+    if problems:
+        raise SpecError(problems)
+    return Document(doc.source, data, lines)
+
+
+def _problem(source: str, raw: str, message: str, fix: str | None = None) -> SpecError:
+    key = raw.partition("=")[0].strip() if "=" in raw else ""
+    return SpecError([Problem(source, key, f"--set {raw!r}: {message}", fix=fix)])
+
+
+def _parse(raw: str, source: str) -> tuple[tuple[str, ...], Any]:
+    key, sep, text = raw.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise _problem(source, raw, "expected key=value", "write e.g. --set spec.resources.chips=4")
+    path = tuple(key.split("."))
+    if not all(path):
+        raise _problem(source, raw, f"{key!r} has an empty part", "separate keys with single dots")
+    if not text.strip():
+        return path, ""
+    try:
+        value, _ = parse_value(text, f"--set {key}")
+    except SpecError as exc:
+        reason = "; ".join(p.message for p in exc.problems)
+        raise _problem(source, raw, f"the value is not valid YAML ({reason})", "quote it") from None
+    return path, value
+
+
+def _assign(data: Any, keys: tuple[str, ...], value: Any, raw: str, source: str) -> Path:
+    """Set `value` at `keys` inside `data`; the path actually written, list indexes as ints."""
+    node: Any = data
+    path: Path = ()
+    for depth, key in enumerate(keys):
+        part: str | int = key
+        if isinstance(node, list):
+            if not (key.isascii() and key.isdigit()) or int(key) >= len(node):
+                bound = f"0 to {len(node) - 1}" if node else "none, the list is empty"
+                message = f"{format_path(path)} is a list; index {key!r} is not one of {bound}"
+                raise _problem(source, raw, message)
+            part = int(key)
+        elif not isinstance(node, dict):
+            shown = format_path(path) or "the document"
+            raise _problem(source, raw, f"{shown} is {show(node)}, not a mapping or a list")
+        path = (*path, part)
+        if depth == len(keys) - 1:
+            node[part] = value
+        elif isinstance(node, dict) and node.get(part) is None:
+            node[part] = {}
+            node = node[part]
+        else:
+            node = node[part]
+    return path

@@ -1,0 +1,78 @@
+"""The placement policy: each stage's preferred accelerator and metrics, and what portability means."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from crossrail.spec.common import ApiVersion, NonEmpty, SpecModel, Stage, Text
+
+# The policy of the article crossrail grew from, kept byte for byte so `crossrail init` can write it out.
+ARTICLE_POLICY_YAML = """workloads:
+  pretraining:
+    preferred_accelerator: tpu
+    metrics:
+      - tokens_per_second
+      - checkpoint_write_seconds
+      - accelerator_utilization
+  post_training:
+    preferred_accelerator: gpu
+    metrics:
+      - steps_per_hour
+      - experiment_queue_seconds
+      - eval_pass_rate
+  reinforcement_learning:
+    preferred_accelerator: mixed
+    metrics:
+      - samples_per_second
+      - learner_idle_seconds
+      - policy_lag_steps
+portability_requirements:
+  checkpoint_format: versioned
+  dataset_uri_scheme: object-storage
+  experiment_metadata: required
+  container_image: pinned-by-digest
+"""
+
+PreferredAccelerator = Literal["tpu", "gpu", "mixed", "any"]
+Objective = Literal["throughput_per_cost", "time_to_result", "cost"]
+
+
+class WorkloadPolicy(SpecModel):
+    """One stage's placement: its preferred accelerator, the metrics it is judged by, its objective."""
+
+    preferred_accelerator: PreferredAccelerator = "any"
+    metrics: list[NonEmpty] = Field(default_factory=list)
+    objective: Objective | None = None
+
+
+class PortabilityRequirements(SpecModel):
+    """What an experiment must state so it can run on any pool; every value defaults to the strict one."""
+
+    checkpoint_format: Literal["versioned", "any"] = "versioned"
+    dataset_uri_scheme: Literal["object-storage", "any"] = "object-storage"
+    experiment_metadata: Literal["required", "optional"] = "required"
+    container_image: Literal["pinned-by-digest", "any"] = "pinned-by-digest"
+    local_uri_schemes: list[NonEmpty] = Field(default_factory=list)
+
+
+class PolicyMetadata(SpecModel):
+    name: NonEmpty | None = None
+    labels: dict[str, Text] = Field(default_factory=dict)
+
+
+class PlacementPolicy(SpecModel):
+    api_version: ApiVersion | None = Field(default=None, alias="apiVersion")
+    kind: Literal["PlacementPolicy"] | None = None
+    metadata: PolicyMetadata = Field(default_factory=PolicyMetadata)
+    workloads: dict[Stage, WorkloadPolicy] = Field(default_factory=dict)
+    portability_requirements: PortabilityRequirements = Field(default_factory=PortabilityRequirements)
+
+    def for_stage(self, stage: Stage | str) -> WorkloadPolicy:
+        """The stage's workload policy; a stage the file does not name prefers `any` accelerator."""
+        return self.workloads.get(Stage(stage), WorkloadPolicy())
+
+    @property
+    def portability(self) -> PortabilityRequirements:
+        return self.portability_requirements

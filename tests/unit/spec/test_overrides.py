@@ -1,0 +1,92 @@
+"""`--set` overrides: YAML values at dotted paths, a new Document each time, malformed ones named."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from crossrail.errors import SpecError
+from crossrail.spec import apply_overrides, parse_experiment
+
+from .builders import EXPERIMENT_YAML, doc
+
+
+def test_overrides_set_typed_values_and_leave_the_input_unchanged() -> None:
+    original = doc(EXPERIMENT_YAML)
+    before = copy.deepcopy(original.data)
+
+    changed = apply_overrides(original, ["spec.resources.chips=4", "spec.env.FOO=bar", "spec.args.1=300"])
+
+    assert original.data == before
+    exp = parse_experiment(changed)
+    assert exp.spec.resources.chips == 4
+    assert exp.spec.env == {"LOG_LEVEL": "info", "FOO": "bar"}
+    assert exp.spec.args == ["--steps", "300"]
+
+
+def test_overridden_paths_lose_their_lines_and_others_keep_them() -> None:
+    changed = apply_overrides(doc(EXPERIMENT_YAML), ["spec.resources={chips: 2}"])
+
+    assert ("spec", "resources") not in changed.lines
+    assert ("spec", "resources", "chips") not in changed.lines
+    assert changed.line_of(("spec", "resources", "chips")) == 4  # falls back to `spec:`
+    assert changed.lines[("spec", "image")] == 6
+
+
+@pytest.mark.parametrize(
+    ("override", "path", "value"),
+    [
+        pytest.param("spec.priority=high", ("spec", "priority"), "high", id="plain-text"),
+        pytest.param("spec.command=[python, train.py]", ("spec", "command"), ["python", "train.py"], id="flow-list"),
+        pytest.param("spec.accelerators={prefer: tpu}", ("spec", "accelerators"), {"prefer": "tpu"}, id="flow-mapping"),
+        pytest.param("spec.config=~", ("spec", "config"), None, id="null"),
+        pytest.param("spec.env.EMPTY=", ("spec", "env", "EMPTY"), "", id="nothing-is-an-empty-string"),
+        pytest.param("spec.env.URL=a=b", ("spec", "env", "URL"), "a=b", id="value-may-contain-equals"),
+        pytest.param("spec.new.deep.key=1", ("spec", "new", "deep", "key"), 1, id="missing-mappings-are-created"),
+    ],
+)
+def test_values_are_read_as_yaml(override: str, path: tuple[str, ...], value: object) -> None:
+    data = apply_overrides(doc(EXPERIMENT_YAML), [override]).data
+    for key in path:
+        data = data[key]
+
+    assert data == value
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        pytest.param("spec.resources.chips", "expected key=value", id="no-equals"),
+        pytest.param("=4", "expected key=value", id="no-key"),
+        pytest.param("spec..chips=4", "has an empty part", id="empty-path-part"),
+        pytest.param("spec.args.7=x", "spec.args is a list; index '7' is not one of 0 to 1", id="index-out-of-range"),
+        pytest.param("spec.retries.exit_codes.0=1", "none, the list is empty", id="empty-list-is-not-grown"),
+        pytest.param("spec.args.first=x", "index 'first' is not one of 0 to 1", id="list-index-not-a-number"),
+        pytest.param("spec.image.tag=v2", "spec.image is 'us-docker.pkg.dev", id="into-a-string"),
+        pytest.param("spec.args=[1, 2", "the value is not valid YAML", id="unclosed-flow"),
+        pytest.param(
+            "spec.env.X=!!python/name:os.system",
+            "tag !!python/name:os.system is not allowed",
+            id="hostile-tag",
+        ),
+        pytest.param("spec.env.X=a\n---\nb", "more than one document", id="two-documents"),
+    ],
+)
+def test_a_malformed_override_is_named(override: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        apply_overrides(doc(EXPERIMENT_YAML), [override])
+
+    (problem,) = caught.value.problems
+    assert problem.message.startswith(f"--set {override!r}: ")
+    assert message in problem.message
+
+
+def test_every_malformed_override_is_reported_together() -> None:
+    with pytest.raises(SpecError) as caught:
+        apply_overrides(doc(EXPERIMENT_YAML), ["a", "spec.resources.chips=2", "b"])
+
+    assert [p.message for p in caught.value.problems] == [
+        "--set 'a': expected key=value",
+        "--set 'b': expected key=value",
+    ]
