@@ -70,8 +70,7 @@ class Client:
         from crossrail.store import Store
 
         self.workspace.check()
-        fleet, policy = self.fleet, self.policy
-        return Service(Store.open(self.workspace.store_url), fleet, policy, self.clock)
+        return Service(Store.open(self.workspace.store_url), lambda: self.fleet, lambda: self.policy, self.clock)
 
     def close(self) -> None:
         if "service" in self.__dict__:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
+STATUS_ROWS = 20
 
 
 def _when(ts: float | None) -> str:
@@ -74,9 +75,12 @@ def status(obj: dict[str, Any]) -> None:
         a = Table(title="active runs")
         for col in ("run", "stage", "state", "chips", "priority", "age"):
             a.add_column(col)
-        for r in obj["active"]:
+        for r in obj["active"][:STATUS_ROWS]:
             a.add_row(r["id"], r["stage"], r["state"], str(r["chips"]), r["priority"], _secs(r["age_s"]))
         console.print(a)
+        more = obj.get("active_total", len(obj["active"])) - min(len(obj["active"]), STATUS_ROWS)
+        if more > 0:
+            console.print(f"... and {more} more active runs (`crossrail queue` lists every pending run)")
     else:
         console.print("no active runs")
 

@@ -10,19 +10,20 @@ import getpass
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossrail.control import lineage
 from crossrail.core import Clock, Event, EventType, RunState
 from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
-from crossrail.metrics import Report, compute
-from crossrail.scheduling import require_feasible
-from crossrail.spec import Document, Experiment, Fleet, PlacementPolicy, apply_overrides, check_experiment
-from crossrail.spec import experiment_digest as _experiment_digest
 from crossrail.store import NewRun, RunRecord, Store
+
+if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the commands that use them
+    from crossrail.metrics import Report
+    from crossrail.spec import Document, Experiment, Fleet, PlacementPolicy
 
 PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 ACTIVE_STATES = (RunState.QUEUED, RunState.ADMITTED, RunState.RUNNING, RunState.SUSPENDED)
@@ -45,13 +46,32 @@ class _Prepared:
 class Service:
     """One workspace's control plane, in process."""
 
-    def __init__(self, store: Store, fleet: Fleet, policy: PlacementPolicy, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        fleet: Fleet | Callable[[], Fleet],
+        policy: PlacementPolicy | Callable[[], PlacementPolicy],
+        clock: Clock,
+    ) -> None:
+        """`fleet` and `policy` may be given as loaders, read the first time a command needs them."""
         self.store = store
-        self.fleet = fleet
-        self.policy = policy
+        self._fleet_source = fleet
+        self._policy_source = policy
         self.clock = clock
+        # Lookups shared by the documents of one submit call (a file may change between calls).
         self._git: dict[Path, tuple[str | None, bool, str | None]] = {}
         self._datasets: dict[str, str] = {}
+        self._configs: dict[str, str | BaseException] = {}
+
+    @cached_property
+    def fleet(self) -> Fleet:
+        src = self._fleet_source
+        return src() if callable(src) else src
+
+    @cached_property
+    def policy(self) -> PlacementPolicy:
+        src = self._policy_source
+        return src() if callable(src) else src
 
     # --- submit --------------------------------------------------------------------------------
 
@@ -78,6 +98,9 @@ class Service:
         if len(keys) != len(docs):
             raise ValueError("one idempotency key (or None) per document")
         now = self.clock.now()
+        self._git.clear()
+        self._datasets.clear()
+        self._configs.clear()
         prepared, problems = [], []
         for doc, key in zip(docs, keys, strict=True):
             try:
@@ -93,6 +116,9 @@ class Service:
         ]
 
     def _prepare(self, doc: Document, sets: Sequence[str], key: str | None, cwd: Path, now: float) -> _Prepared:
+        from crossrail.scheduling import require_feasible
+        from crossrail.spec import apply_overrides, check_experiment, experiment_digest
+
         doc = apply_overrides(doc, sets) if sets else doc
         exp = check_experiment(doc, self.policy)
         require_feasible(exp, self.fleet)
@@ -104,7 +130,7 @@ class Service:
         run_dir = str(exp.spec.checkpoint.dir).rstrip("/")
         new = NewRun(
             experiment=exp.metadata.name,
-            experiment_digest=_experiment_digest(exp),
+            experiment_digest=experiment_digest(exp),
             experiment_spec=exp.model_dump(mode="json", by_alias=True),
             stage=str(exp.spec.stage),
             team=exp.metadata.team,
@@ -171,18 +197,25 @@ class Service:
         else:
             res.dataset_version = self._dataset_version(exp.spec.dataset.uri, source, res)
         if exp.spec.config:
-            try:
-                res.config_digest = lineage.config_digest(exp.spec.config)
-            except (OSError, ImportError, ValueError) as exc:
-                res.warnings.append(
-                    f"config {exp.spec.config} could not be read here ({_short(exc)}); its digest is not recorded"
-                )
+            res.config_digest = self._config_digest(exp.spec.config, res)
         if res.problems:
             raise SpecError(res.problems)
         if spec.get("code") is not None:
             spec["code"]["commit"] = commit
         spec["dataset"]["version"] = res.dataset_version
         return recorded, res
+
+    def _config_digest(self, uri: str, res: lineage.Resolution) -> str | None:
+        if uri not in self._configs:
+            try:
+                self._configs[uri] = lineage.config_digest(uri)
+            except (OSError, ImportError, ValueError) as exc:
+                self._configs[uri] = exc
+        digest = self._configs[uri]
+        if isinstance(digest, BaseException):
+            res.warnings.append(f"config {uri} could not be read here ({_short(digest)}); its digest is not recorded")
+            return None
+        return digest
 
     def _git_head(self, cwd: Path, source: str, res: lineage.Resolution) -> str | None:
         key = cwd.resolve()
@@ -343,16 +376,7 @@ class Service:
                 for s in sorted(stages)
             ],
             "active": [summary(r, self.clock.now()) for r in active],
-            "pools": [
-                {
-                    "name": p.name,
-                    "accelerator": str(p.accelerator),
-                    "chip_type": p.chip_type,
-                    "chips": p.chips,
-                    "backend": str(p.backend),
-                }
-                for p in self.fleet.spec.pools
-            ],
+            "active_total": sum(r.get(str(st), 0) for r in stages.values() for st in ACTIVE_STATES),
         }
 
     def queue(self) -> dict[str, Any]:
@@ -398,6 +422,8 @@ class Service:
         return self.store.events(run=run_id, after_seq=after_seq, limit=limit)
 
     def report(self) -> Report:
+        from crossrail.metrics import compute
+
         return compute(self.store.events(), self.clock.now())
 
 

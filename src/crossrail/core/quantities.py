@@ -17,7 +17,10 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration; write e.g. 90s, 10m, 6h or 1h30m")
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise ValueError(f"{value!r} is too large for a duration") from None
     else:
         text = value.strip().lower().replace(" ", "")
         pos, seconds = 0, 0.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from crossrail.errors import ConflictError, NotFoundError, StoreError
 from crossrail.store import schema as t
 from crossrail.store.records import AttemptRecord, CheckpointRecord, NewRun, RunRecord
 
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -95,35 +96,11 @@ class Store:
         for _attempt in range(5):
             try:
                 with self._write() as conn:
-                    return [self._create_one(conn, n, ts, evs) for n, evs in zip(new, events, strict=True)]
+                    return _Batch(conn, ts).create(new, events)
             except IntegrityError as exc:
                 if "uq_runs_experiment_n" not in str(exc) and "runs.experiment, runs.n" not in str(exc):
                     raise StoreError(f"cannot create the run: {_reason(exc)}") from exc
         raise StoreError("cannot create the run: run numbers kept colliding with concurrent submissions")
-
-    def _create_one(self, conn: Connection, new: NewRun, ts: float, evs: Sequence[Event]) -> tuple[RunRecord, bool]:
-        if new.idempotency_key is not None:
-            row = conn.execute(select(t.runs).where(t.runs.c.idempotency_key == new.idempotency_key)).first()
-            if row is not None:
-                existing = RunRecord.from_row(row)
-                if existing.spec_digest != new.spec_digest:
-                    raise ConflictError(
-                        f"idempotency key {new.idempotency_key!r} was used for run {existing.id} with a "
-                        "different spec; use a new key to submit a changed experiment"
-                    )
-                return existing, False
-        exp_id = _experiment_id(conn, new, ts)
-        last = conn.execute(select(func.max(t.runs.c.n)).where(t.runs.c.experiment == new.experiment)).scalar()
-        n = (last or 0) + 1
-        rid = run_id(new.experiment, n)
-        values = {k: v for k, v in new.__dict__.items() if k not in ("experiment_digest", "experiment_spec")}
-        conn.execute(
-            insert(t.runs).values(
-                id=rid, n=n, experiment_id=exp_id, state="queued", created_at=ts, updated_at=ts, **values
-            )
-        )
-        _append(conn, [Event(type=e.type, ts=e.ts, run=rid, attempt=e.attempt, data=e.data) for e in evs])
-        return self._run(conn, rid), True
 
     def get_run(self, rid: str) -> RunRecord:
         with self._read() as conn:
@@ -154,15 +131,31 @@ class Store:
         limit: int | None = None,
         newest_first: bool = True,
     ) -> list[RunRecord]:
+        """Runs in creation order (newest first by default), optionally filtered and limited."""
+        wanted = None if states is None else sorted({str(s) for s in states})
+        if wanted is not None and limit is not None and len(wanted) > 1:
+            # One index range per state, each stopped at `limit`, merged here: the database never
+            # sorts every matching run to return a few (ix_runs_state_created).
+            merged = [
+                r
+                for s in wanted
+                for r in self.list_runs(
+                    states=[s], stage=stage, experiment=experiment, limit=limit, newest_first=newest_first
+                )
+            ]
+            merged.sort(key=lambda r: (r.created_at, r.id), reverse=newest_first)
+            return merged[:limit]
         q = select(t.runs)
-        if states is not None:
-            q = q.where(t.runs.c.state.in_(list(states)))
+        if wanted is not None:
+            q = q.where(t.runs.c.state.in_(wanted))
         if stage is not None:
             q = q.where(t.runs.c.stage == stage)
         if experiment is not None:
             q = q.where(t.runs.c.experiment == experiment)
-        order = t.runs.c.created_at.desc() if newest_first else t.runs.c.created_at.asc()
-        q = q.order_by(order, t.runs.c.id)
+        if newest_first:
+            q = q.order_by(t.runs.c.created_at.desc(), t.runs.c.id.desc())
+        else:
+            q = q.order_by(t.runs.c.created_at.asc(), t.runs.c.id.asc())
         if limit is not None:
             q = q.limit(limit)
         with self._read() as conn:
@@ -312,29 +305,116 @@ def _revision(conn: Connection) -> str | None:
     return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
-def _experiment_id(conn: Connection, new: NewRun, ts: float) -> int:
-    q = select(t.experiments.c.id).where(
-        t.experiments.c.name == new.experiment, t.experiments.c.digest == new.experiment_digest
-    )
-    found = conn.execute(q).scalar()
-    if found is not None:
-        return int(found)
-    res = conn.execute(
-        insert(t.experiments).values(
-            name=new.experiment, digest=new.experiment_digest, spec=new.experiment_spec, created_at=ts
+class _Batch:
+    """Creating many runs in one transaction with a handful of statements, not a handful per run."""
+
+    def __init__(self, conn: Connection, ts: float) -> None:
+        self.conn, self.ts = conn, ts
+
+    def create(self, new: Sequence[NewRun], events: Sequence[Sequence[Event]]) -> list[tuple[RunRecord, bool]]:
+        existing = self._existing_keys([n.idempotency_key for n in new if n.idempotency_key is not None])
+        next_n = self._next_numbers({n.experiment for n in new})
+        exp_ids = self._experiment_ids(new)
+        out: list[tuple[RunRecord, bool]] = []
+        rows: list[dict[str, Any]] = []
+        event_rows: list[dict[str, Any]] = []
+        for item, evs in zip(new, events, strict=True):
+            key = item.idempotency_key
+            if key is not None and key in existing:
+                out.append((_replay(existing[key], item), False))
+                continue
+            n = next_n[item.experiment]
+            next_n[item.experiment] = n + 1
+            rid = run_id(item.experiment, n)
+            values = {k: v for k, v in item.__dict__.items() if k not in ("experiment_digest", "experiment_spec")}
+            row = {
+                "id": rid,
+                "n": n,
+                "experiment_id": exp_ids[(item.experiment, item.experiment_digest)],
+                "state": "queued",
+                "created_at": self.ts,
+                "updated_at": self.ts,
+                **values,
+            }
+            rows.append(row)
+            event_rows.extend(_event_row(e, rid) for e in evs)
+            record = RunRecord(**{f.name: row[f.name] for f in fields(RunRecord)})
+            if key is not None:
+                existing[key] = record
+            out.append((record, True))
+        if rows:
+            self.conn.execute(insert(t.runs), rows)
+        if event_rows:
+            self.conn.execute(insert(t.events), event_rows)
+        return out
+
+    def _existing_keys(self, keys: list[str]) -> dict[str, RunRecord]:
+        found: dict[str, RunRecord] = {}
+        for chunk in _chunks(sorted(set(keys))):
+            for row in self.conn.execute(select(t.runs).where(t.runs.c.idempotency_key.in_(chunk))):
+                found[row.idempotency_key] = RunRecord.from_row(row)
+        return found
+
+    def _next_numbers(self, names: set[str]) -> dict[str, int]:
+        out = dict.fromkeys(names, 1)
+        for chunk in _chunks(sorted(names)):
+            q = (
+                select(t.runs.c.experiment, func.max(t.runs.c.n))
+                .where(t.runs.c.experiment.in_(chunk))
+                .group_by(t.runs.c.experiment)
+            )
+            for name, last in self.conn.execute(q):
+                out[name] = int(last) + 1
+        return out
+
+    def _experiment_ids(self, new: Sequence[NewRun]) -> dict[tuple[str, str], int]:
+        wanted = {(n.experiment, n.experiment_digest): n.experiment_spec for n in new}
+        ids = self._known_experiments(list(wanted))
+        missing = [
+            {"name": name, "digest": digest, "spec": spec, "created_at": self.ts}
+            for (name, digest), spec in wanted.items()
+            if (name, digest) not in ids
+        ]
+        if missing:
+            self.conn.execute(insert(t.experiments), missing)
+            ids = self._known_experiments(list(wanted))
+        return ids
+
+    def _known_experiments(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        found: dict[tuple[str, str], int] = {}
+        names = sorted({name for name, _ in pairs})
+        for chunk in _chunks(names):
+            q = select(t.experiments.c.id, t.experiments.c.name, t.experiments.c.digest).where(
+                t.experiments.c.name.in_(chunk)
+            )
+            for eid, name, digest in self.conn.execute(q):
+                found[(name, digest)] = int(eid)
+        return found
+
+
+def _replay(existing: RunRecord, item: NewRun) -> RunRecord:
+    if existing.spec_digest != item.spec_digest:
+        raise ConflictError(
+            f"idempotency key {item.idempotency_key!r} was used for run {existing.id} with a "
+            "different spec; use a new key to submit a changed experiment"
         )
-    )
-    return _pk(res)
+    return existing
+
+
+def _chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _event_row(e: Event, run: str | None = None) -> dict[str, Any]:
+    return {"ts": e.ts, "type": str(e.type), "run_id": run or e.run, "attempt": e.attempt, "data": e.data}
 
 
 def _append(conn: Connection, events: Sequence[Event]) -> list[int]:
-    seqs = []
-    for e in events:
-        res = conn.execute(
-            insert(t.events).values(ts=e.ts, type=str(e.type), run_id=e.run, attempt=e.attempt, data=e.data)
-        )
-        seqs.append(_pk(res))
-    return seqs
+    if not events:
+        return []
+    stmt = insert(t.events).returning(t.events.c.seq, sort_by_parameter_order=True)
+    return [int(seq) for seq in conn.execute(stmt, [_event_row(e) for e in events]).scalars()]
 
 
 def _pk(result: Any) -> int:

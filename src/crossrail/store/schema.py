@@ -61,7 +61,8 @@ runs = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     UniqueConstraint("experiment", "n", name="uq_runs_experiment_n"),
-    Index("ix_runs_state", "state"),
+    Index("ix_runs_stage_state_chips", "stage", "state", "chips"),
+    Index("ix_runs_state_created", "state", "created_at"),
     Index("ix_runs_experiment", "experiment"),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,13 @@ def opening(ts: float) -> list[Event]:
     return [Event(EventType.SUBMITTED, ts), Event(EventType.QUEUED, ts)]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store.open(f"sqlite:///{tmp_path / 'state.db'}")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Every store test runs on SQLite and on a real PostgreSQL server."""
+    url = f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    s = Store.open(url)
+    yield s
+    s.close()
 
 
 def test_open_migrates_a_new_database_to_head_and_reopening_keeps_data(tmp_path: Path) -> None:
@@ -135,3 +140,28 @@ def test_checkpoints_link_to_their_parent(store: Store) -> None:
 def test_an_unreachable_database_is_a_store_error_naming_the_url(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="cannot open the state store"):
         Store.open(f"sqlite:///{tmp_path / 'missing-dir' / 'state.db'}")
+
+
+def test_a_database_at_an_older_revision_is_upgraded_on_open_keeping_its_rows(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from crossrail.store.repository import _MIGRATIONS
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.exec_driver_sql(
+            "INSERT INTO experiments (name, digest, spec, created_at) VALUES ('old', 'sha256:o', '{}', 1.0)"
+        )
+    engine.dispose()
+    store = Store.open(url)
+    assert store.revision() == HEAD_REVISION
+    indexes = {ix["name"] for ix in inspect(create_engine(url)).get_indexes("runs")}
+    assert {"ix_runs_stage_state_chips", "ix_runs_state_created"} <= indexes
+    made = store.create_runs([new_run("old")], 2.0, [opening(2.0)])
+    assert made[0][0].id == "old-1"
