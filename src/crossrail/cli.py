@@ -224,6 +224,69 @@ def report(home: Home = None, as_json: Json = False) -> None:
     _run(go)
 
 
+@app.command()
+def agent(
+    until_idle: Annotated[bool, typer.Option("--until-idle", help="Stop when no run is queued or running.")] = False,
+    poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between reconcile passes.")] = 0.5,
+    fallback_wait: Annotated[
+        float, typer.Option("--fallback-wait", min=0, help="Seconds a run waits for its preferred accelerator.")
+    ] = 60.0,
+    grace: Annotated[
+        float, typer.Option("--grace", min=0, help="Seconds a stopped attempt gets to checkpoint.")
+    ] = 30.0,
+    home: Home = None,
+) -> None:
+    """Run the reconcile agent: admit queued runs, launch, watch, checkpoint, retry."""
+
+    def go() -> None:
+        from crossrail import render
+        from crossrail.control.agent import AgentConfig, agent_lock
+
+        cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace)
+        with _client(home) as c, agent_lock(c.workspace.root):
+            render.console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
+            try:
+                c.agent(cfg).run(until_idle=until_idle, on_tick=render.tick)
+            except KeyboardInterrupt:
+                render.console.print("agent stopped; running attempts continue and are re-adopted on restart")
+
+    _run(go)
+
+
+@app.command()
+def logs(
+    run: RunRef,
+    attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="Only this attempt.")] = None,
+    home: Home = None,
+    as_json: Json = False,
+) -> None:
+    """Each attempt's log, with its pool and how it ended."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.logs(run, attempt), as_json, render.logs)
+
+    _run(go)
+
+
+@app.command()
+def demo(
+    quick: Annotated[bool, typer.Option("--quick", help="A reduced demo (fewer, shorter runs) for tests.")] = False,
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="Where to create the demo workspace (default: a new temporary one).")
+    ] = None,
+) -> None:
+    """A fresh workspace: real training runs on a TPU-like and a GPU-like pool, a killed attempt and its retry."""
+    from crossrail.demo import run_demo
+
+    def go() -> None:
+        run_demo(quick=quick, directory=directory)
+
+    _run(go)
+
+
 def main() -> None:
     app()
 

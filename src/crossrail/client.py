@@ -72,6 +72,18 @@ class Client:
         self.workspace.check()
         return Service(Store.open(self.workspace.store_url), lambda: self.fleet, lambda: self.policy, self.clock)
 
+    @cached_property
+    def executor(self) -> Any:
+        from crossrail.executors.local import LocalExecutor
+
+        return LocalExecutor(self.workspace.check().root / "attempts")
+
+    def agent(self, config: Any = None) -> Any:
+        """The reconcile agent over this workspace (crossrail.control.agent.Agent); run it under `agent_lock`."""
+        from crossrail.control.agent import Agent
+
+        return Agent(self.service, self.executor, self.workspace.root / "reports", config)
+
     def close(self) -> None:
         if "service" in self.__dict__:
             self.service.store.close()
@@ -175,5 +187,65 @@ class Client:
 
         return _obj("RunStateChange", run=summary(run, self.clock.now()))
 
+    def logs(self, ref: str, attempt: int | None = None) -> dict[str, Any]:
+        run = self.service.get(ref)
+        attempts = self.service.store.attempts(run.id)
+        chosen = [a for a in attempts if attempt is None or a.number == attempt]
+        if attempt is not None and not chosen:
+            from crossrail.errors import NotFoundError
+
+            raise NotFoundError(f"run {run.id} has no attempt {attempt} (it has {len(attempts)})")
+        return _obj(
+            "Logs",
+            run=run.id,
+            attempts=[
+                {
+                    "attempt": a.number,
+                    "pool": a.pool,
+                    "state": a.state,
+                    "exit_code": a.exit_code,
+                    "signal": a.signal,
+                    "reason": a.reason,
+                    "log": self.executor.logs(run.id, a.number),
+                }
+                for a in chosen
+            ],
+        )
+
+    def wait(self, ref: str, *, timeout_s: float | None = None, on_tick: Any = None) -> dict[str, Any]:
+        """Block until the run ends, running an agent in this process when none runs on the workspace."""
+        import time
+
+        from crossrail.control.agent import agent_lock
+        from crossrail.errors import WorkspaceError
+
+        run_id = self.service.get(ref).id
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        def done() -> bool:
+            if deadline is not None and time.monotonic() > deadline:
+                raise WorkspaceError(f"run {run_id} did not end within {timeout_s:g}s; it keeps running")
+            return self.service.store.get_run(run_id).state in ("succeeded", "failed", "cancelled")
+
+        try:
+            with agent_lock(self.workspace.root):
+                self.agent().run(should_stop=done, on_tick=on_tick)
+        except WorkspaceError as exc:
+            if "another crossrail agent" not in str(exc):
+                raise
+            while not done():
+                time.sleep(0.5)
+        return self.show(run_id)
+
     def report(self) -> dict[str, Any]:
-        return _obj("Report", **self.service.report().as_dict())
+        """The event-log metrics, with each group's median reported `tokens_per_second` beside them."""
+        from crossrail.metrics import percentile
+
+        body = self.service.report().as_dict()
+        samples = self.service.store.metric_by_group("tokens_per_second")
+        for group in body["groups"]:
+            values = samples.get((group["stage"], group["pool"]))
+            group["tokens_per_second_p50"] = percentile(values, 50) if values else None
+        every = [v for vs in samples.values() for v in vs]
+        body["totals"]["tokens_per_second_p50"] = percentile(every, 50) if every else None
+        return _obj("Report", **body)

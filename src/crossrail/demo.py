@@ -1,51 +1,35 @@
-"""`make demo`: a fresh workspace in a temporary directory, driven through the `crossrail` command.
+"""`crossrail demo` (and `make demo`): real training runs on a TPU-like and a GPU-like pool of this machine.
 
-It validates the example experiments and the first article's policy, shows what the portability lint
-says about a hardware-bound experiment, submits the examples (one twice with an idempotency key, one
-with an override), and prints the status, the queues, one run's lineage and the metrics report.
-Experiments are queued, not run: the local executor arrives with the execution layer.
+In a fresh workspace it validates the examples, submits pretraining, post-training from the pretraining
+run's checkpoint, an eval of the post-trained model and a few small experiments, and runs the agent in
+this process. Once the pretraining attempt has committed a checkpoint its training process is killed;
+the agent retries it on the other pool, where it resumes from that checkpoint. It ends with the
+research-cycle metrics per stage and pool, and leaves the workspace in place for `crossrail` commands.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shlex
 import shutil
+import signal
 import subprocess
-import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
-from rich.rule import Rule
+from rich.live import Live
+from rich.table import Table
 
-console = Console(highlight=False, width=max(shutil.get_terminal_size((140, 40)).columns, 120))
+from crossrail.client import Client
+from crossrail.errors import CrossrailError
 
-BAD_EXPERIMENT = """\
-apiVersion: crossrail/v1
-kind: Experiment
-metadata: {name: posttrain-gpu-run, team: alignment, owner: ada@example.com}
-spec:
-  stage: post_training
-  image: us-docker.pkg.dev/PROJECT/train/posttrain:latest
-  command: [python, -m, trainer.run]
-  dataset: {uri: /data/sft/v3, version: v3}
-  checkpoint: {dir: gs://MODEL_BUCKET/checkpoints/run-042}
-  resources:
-    chips: 8
-    nvidia.com/gpu: 8
-"""
-
-
-def crossrail(*args: str, cwd: Path, check: bool = True) -> int:
-    console.print(f"[bold cyan]$ crossrail {shlex.join(args)}[/]")
-    # Tables are drawn for a wide terminal even when the demo's output is piped or logged.
-    env = {**os.environ, "COLUMNS": str(max(shutil.get_terminal_size((140, 40)).columns, 120))}
-    proc = subprocess.run([sys.executable, "-m", "crossrail.cli", *args], cwd=cwd, env=env, check=False)
-    if check and proc.returncode != 0:
-        console.print(f"[red]crossrail {args[0]} exited {proc.returncode}[/]")
-        raise SystemExit(proc.returncode)
-    return proc.returncode
+# Tables are drawn for a wide terminal even when the output is piped or logged (as `make demo` often is).
+WIDTH = max(shutil.get_terminal_size((150, 40)).columns, 150)
+os.environ.setdefault("COLUMNS", str(WIDTH))
+console = Console(highlight=False, width=WIDTH)
 
 
 def git_checkout(path: Path) -> None:
@@ -57,55 +41,161 @@ def git_checkout(path: Path) -> None:
         "GIT_COMMITTER_NAME": "demo",
         "GIT_COMMITTER_EMAIL": "demo@example.com",
     }
-    (path / "train.py").write_text("print('training code lives here')\n")
+    (path / "train.py").write_text("# the team's training code lives in this checkout\n")
     for cmd in (["git", "init", "-q"], ["git", "add", "train.py"], ["git", "commit", "-qm", "trainer"]):
-        subprocess.run(cmd, cwd=path, env=env, check=True)
+        subprocess.run(cmd, cwd=path, env=env, check=True, capture_output=True)
+
+
+def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: float = 600.0) -> dict[str, Any]:
+    """Run the demo; returns the final report object. Raises CrossrailError if a run does not succeed."""
+    root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="crossrail-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ.pop("CROSSRAIL_HOME", None)
+    git_checkout(root)
+    Client.init(root, force=True)
+    console.rule("crossrail demo")
+    console.print(f"workspace: {root / '.crossrail'}")
+    with Client(cwd=root) as client:
+        exps = client.workspace.experiments_dir
+        result = client.validate(sorted(exps.glob("*.yaml")))
+        console.print(
+            f"validated {len(result['files'])} example experiments: "
+            f"{'all valid' if result['valid'] else result['problems']}"
+        )
+        runs = _submit_all(client, exps, quick)
+        killed = _drive(client, runs, timeout_s)
+        report = client.report()
+    _summarise(client, runs, killed, report, root)
+    return report
+
+
+def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
+    steps = ("60", "30") if quick else ("200", "100")
+    sub = [
+        client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}"]),
+        client.submit(exps / "posttrain-042.yaml", sets=[f"spec.args.1={steps[1]}"]),
+        client.submit(exps / "eval-smoke.yaml", sets=["spec.parent={run: posttrain-042, checkpoint: latest}"]),
+    ]
+    for i, lr in enumerate(["0.05", "0.2"] if quick else ["0.05", "0.1", "0.2"]):
+        sub.append(
+            client.submit(
+                exps / "pretrain-small.yaml",
+                sets=[
+                    f"metadata.name=sweep-lr-{i + 1}",
+                    "spec.stage=experiment",
+                    "spec.resources.chips=1",
+                    "spec.args=[--steps, '40', --checkpoint-every-steps, '20', --lr, '" + lr + "']",
+                    "spec.priority=low",
+                ],
+            )
+        )
+    for s in sub:
+        r = s["run"]
+        console.print(f"submitted {r['id']:<16} stage {r['stage']:<14} {r['chips']} chips -> queue {r['queue']}")
+    return [s["run"]["id"] for s in sub]
+
+
+def _drive(client: Client, runs: list[str], timeout_s: float) -> dict[str, Any]:
+    """Run the agent here until every run ended; kill the pretraining attempt after its first checkpoint."""
+    from crossrail.control.agent import AgentConfig, agent_lock
+
+    store = client.service.store
+    target, killed = runs[0], dict[str, Any]()
+    deadline = time.monotonic() + timeout_s
+
+    def done() -> bool:
+        if not killed:
+            killed.update(_maybe_kill(client, target))
+        if time.monotonic() > deadline:
+            raise CrossrailError(f"the demo did not finish within {timeout_s:.0f}s; see `crossrail status`")
+        return all(store.get_run(r).state in ("succeeded", "failed", "cancelled") for r in runs)
+
+    config = AgentConfig(poll_s=0.3, fallback_wait_s=5.0, stop_grace_s=10.0, heartbeat_s=2.0)
+    with agent_lock(client.workspace.root), Live(_table(client, runs), console=console, refresh_per_second=4) as live:
+        client.agent(config).run(should_stop=done, on_tick=lambda _t: live.update(_table(client, runs)))
+        live.update(_table(client, runs))
+    console.print()
+    return killed
+
+
+def _maybe_kill(client: Client, run_id: str) -> dict[str, Any]:
+    """SIGKILL the training process of `run_id`'s first attempt once it has committed a checkpoint."""
+    store = client.service.store
+    attempts = store.attempts(run_id)
+    if not attempts or attempts[0].state != "running" or not store.checkpoints(run_id):
+        return {}
+    child = client.workspace.root / "attempts" / run_id / "1" / "child.json"
+    try:
+        pid = int(json.loads(child.read_text())["pid"])
+        os.killpg(pid, signal.SIGKILL)
+    except (OSError, ValueError, KeyError):
+        return {}
+    step = store.checkpoints(run_id)[-1].step
+    console.print(
+        f"[red]killed[/] the training process of {run_id} attempt 1 on {attempts[0].pool} "
+        f"(last committed checkpoint: step {step})"
+    )
+    return {"run": run_id, "pool": attempts[0].pool, "step": step}
+
+
+def _table(client: Client, runs: list[str]) -> Table:
+    store = client.service.store
+    t = Table(title="runs")
+    for col in ("run", "stage", "state", "attempt", "pool", "step", "loss"):
+        t.add_column(col)
+    for rid in runs:
+        run = store.get_run(rid)
+        atts = store.attempts(rid)
+        last = atts[-1] if atts else None
+        losses = store.metric_samples(rid, "loss")
+        ckpt = store.checkpoints(rid)
+        t.add_row(
+            rid,
+            run.stage,
+            run.state,
+            str(last.number) if last else "-",
+            last.pool if last else "-",
+            str(losses[-1]["step"]) if losses else (str(ckpt[-1].step) if ckpt else "-"),
+            f"{losses[-1]['value']:.3f}" if losses else "-",
+        )
+    return t
+
+
+def _summarise(client: Client, runs: list[str], killed: dict[str, Any], report: dict[str, Any], root: Path) -> None:
+    from crossrail import render
+
+    with Client(cwd=root) as c:
+        store = c.service.store
+        if killed:
+            att = store.attempts(killed["run"])
+            resumed = [
+                e for e in store.events(run=killed["run"], types=["reported"]) if e.data.get("name") == "resumed"
+            ]
+            step = resumed[-1].data.get("data", {}).get("step") if resumed else None
+            console.print(
+                f"{killed['run']}: attempt 1 on {att[0].pool} was killed at/after step {killed['step']}; "
+                f"attempt {att[-1].number} ran on {att[-1].pool} and resumed from step {step}"
+            )
+        for rid in runs:
+            losses = store.metric_samples(rid, "loss")
+            if len(losses) > 1:
+                console.print(f"{rid}: loss {losses[0]['value']:.3f} -> {losses[-1]['value']:.3f}")
+        render.report(report)
+        failed = [r for r in runs if store.get_run(r).state != "succeeded"]
+    console.print(
+        f"workspace kept at {root / '.crossrail'}; try: crossrail --help, "
+        f"CROSSRAIL_HOME={root / '.crossrail'} crossrail show {runs[0]}"
+    )
+    if failed:
+        raise CrossrailError(f"runs that did not succeed: {', '.join(failed)}; see `crossrail logs RUN`")
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="crossrail-demo-") as tmp:
-        root = Path(tmp)
-        os.environ.pop("CROSSRAIL_HOME", None)
-        git_checkout(root)
-        console.print(Rule("1. a workspace"))
-        crossrail("init", cwd=root)
-        exps = sorted(str(p.relative_to(root)) for p in (root / ".crossrail" / "experiments").glob("*.yaml"))
-
-        console.print(Rule("2. validation and the portability lint"))
-        crossrail("validate", *exps, ".crossrail/policy.yaml", ".crossrail/fleet.yaml", cwd=root)
-        bad = root / "posttrain-gpu-run.yaml"
-        bad.write_text(BAD_EXPERIMENT)
-        console.print("a hardware-bound copy of the article's Job, under the strict article policy:")
-        rc = crossrail("validate", "--policy", str(_article_policy(root)), bad.name, cwd=root, check=False)
-        console.print(f"exit code {rc} (1 = invalid)")
-
-        console.print(Rule("3. submit"))
-        pre, post, ev = (
-            ".crossrail/experiments/" + n for n in ("pretrain-small.yaml", "posttrain-042.yaml", "eval-smoke.yaml")
-        )
-        crossrail("submit", pre, "--idempotency-key", "demo-pretrain", cwd=root)
-        crossrail("submit", pre, "--idempotency-key", "demo-pretrain", cwd=root)
-        crossrail("submit", post, cwd=root)
-        crossrail("submit", ev, "--set", "spec.resources.chips=2", "--set", "spec.priority=high", cwd=root)
-        console.print("a request no pool could ever hold is refused at submit:")
-        crossrail("submit", ev, "--set", "spec.resources.chips=64", cwd=root, check=False)
-
-        console.print(Rule("4. queues, lineage, state changes, metrics"))
-        crossrail("queue", cwd=root)
-        crossrail("show", "posttrain-042", cwd=root)
-        crossrail("suspend", "eval-smoke", cwd=root)
-        crossrail("status", cwd=root)
-        crossrail("report", cwd=root)
-        console.print(Rule("done"))
-        console.print("Runs are queued, not executed, in this version; the workspace was temporary.")
-
-
-def _article_policy(root: Path) -> Path:
-    from crossrail.spec import ARTICLE_POLICY_YAML
-
-    path = root / "article-policy.yaml"
-    path.write_text(ARTICLE_POLICY_YAML)
-    return path
+    try:
+        run_demo()
+    except CrossrailError as exc:
+        console.print(f"crossrail: {exc}")
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

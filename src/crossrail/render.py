@@ -170,6 +170,7 @@ def report(obj: dict[str, Any]) -> None:
         "queue p50",
         "queue p95",
         "run p50",
+        "tokens/s p50",
         "recoveries",
         "chip-h",
         "cost",
@@ -190,6 +191,7 @@ def report(obj: dict[str, Any]) -> None:
             _secs(g["queue_time"]["p50"]),
             _secs(g["queue_time"]["p95"]),
             _secs(g["run_time"]["p50"]),
+            "-" if g.get("tokens_per_second_p50") is None else f"{g['tokens_per_second_p50']:,.0f}",
             str(g["recoveries"]),
             f"{g['chip_hours']:.2f}",
             f"${g['cost']:.2f}",
@@ -201,3 +203,17 @@ def report(obj: dict[str, Any]) -> None:
         console.print(
             "waiting now: " + ", ".join(f"{s} {d['count']} runs (p50 {_secs(d['p50'])})" for s, d in pending.items())
         )
+
+
+def tick(t: Any) -> None:
+    if t.admitted or t.ended:
+        console.print(f"admitted {t.admitted}, ended {t.ended}; now {t.running} running, {t.queued} queued")
+
+
+def logs(obj: dict[str, Any]) -> None:
+    for a in obj["attempts"]:
+        how = a["state"] if a["exit_code"] is None else f"{a['state']}, exit {a['exit_code']}"
+        if a.get("signal") is not None:
+            how += f", signal {a['signal']}"
+        console.rule(f"{obj['run']} attempt {a['attempt']} on {a['pool']} ({how})")
+        console.print(a["log"] or "(no output)", markup=False, highlight=False, end="")

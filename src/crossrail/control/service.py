@@ -328,14 +328,24 @@ class Service:
         run, created = self.store.create_runs([new], now, [events])[0]
         return SubmitResult(run=run, created=created)
 
+    def _current_attempt(self, run: RunRecord) -> int | None:
+        active = [a.number for a in self.store.attempts(run.id) if a.state in ("starting", "running")]
+        return active[-1] if active else None
+
     def cancel(self, ref: str, reason: str = "cancelled by user") -> RunRecord:
         run = self.get(ref)
-        ev = Event(EventType.CANCELLED, self.clock.now(), run.id, data={"reason": reason, "by": _user()})
+        ev = Event(
+            EventType.CANCELLED,
+            self.clock.now(),
+            run.id,
+            self._current_attempt(run),
+            data={"reason": reason, "by": _user()},
+        )
         return self.store.transition(run.id, [str(s) for s in ACTIVE_STATES], RunState.CANCELLED, [ev])
 
     def suspend(self, ref: str) -> RunRecord:
         run = self.get(ref)
-        ev = Event(EventType.SUSPENDED, self.clock.now(), run.id, data={"by": _user()})
+        ev = Event(EventType.SUSPENDED, self.clock.now(), run.id, self._current_attempt(run), data={"by": _user()})
         allowed = [RunState.QUEUED, RunState.ADMITTED, RunState.RUNNING]
         return self.store.transition(run.id, [str(s) for s in allowed], RunState.SUSPENDED, [ev])
 

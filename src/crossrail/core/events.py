@@ -23,6 +23,7 @@ class EventType(StrEnum):
     SUSPENDED = "suspended"
     RESUMED = "resumed"
     CAPACITY_CHANGED = "capacity_changed"
+    REPORTED = "reported"
 
 
 class RunState(StrEnum):

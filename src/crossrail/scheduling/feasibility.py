@@ -45,7 +45,7 @@ def _fit(exp: Experiment, fleet: Fleet, pool: Pool) -> PoolFit:
         return PoolFit(pool.name, False, f"{pool.accelerator} is not in spec.accelerators.allow [{kinds}]")
     if low > pool.chips:
         return PoolFit(pool.name, False, f"needs {low} chips; the pool has {pool.chips}")
-    sizes = _sizes(pool, low, min(high, pool.chips))
+    sizes = allocatable_sizes(pool, low, min(high, pool.chips))
     if not sizes:
         return PoolFit(pool.name, False, _shape_reason(pool, low, high))
     quota = _quota(exp, fleet, pool.name)
@@ -54,7 +54,7 @@ def _fit(exp: Experiment, fleet: Fleet, pool: Pool) -> PoolFit:
     return PoolFit(pool.name, True, f"fits as {min(sizes)} chips")
 
 
-def _sizes(pool: Pool, low: int, high: int) -> list[int]:
+def allocatable_sizes(pool: Pool, low: int, high: int) -> list[int]:
     """Chip counts in [low, high] the pool can allocate as one gang."""
     shapes = pool.topology_shapes
     if pool.accelerator == "tpu" and shapes:

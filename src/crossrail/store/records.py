@@ -94,6 +94,12 @@ class AttemptRecord:
     ended_at: float | None
     exit_code: int | None
     reason: str | None
+    report_uri: str | None = None
+    report_cursor: str | None = None
+    last_heartbeat: float | None = None
+    signal: int | None = None
+    stopped_by: str | None = None
+    created_at: float | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> AttemptRecord:

@@ -22,7 +22,8 @@ from crossrail.errors import ConflictError, NotFoundError, StoreError
 from crossrail.store import schema as t
 from crossrail.store.records import AttemptRecord, CheckpointRecord, NewRun, RunRecord
 
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
+ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -224,9 +225,148 @@ class Store:
         with self._read() as conn:
             return [AttemptRecord.from_row(r) for r in conn.execute(q)]
 
-    def add_attempt(self, attempt: AttemptRecord) -> None:
+    def active_attempts(self) -> list[AttemptRecord]:
+        """Attempts not yet ended (`starting` or `running`), oldest first."""
+        q = select(t.attempts).where(t.attempts.c.state.in_(ACTIVE_ATTEMPT_STATES)).order_by(t.attempts.c.id)
+        with self._read() as conn:
+            return [AttemptRecord.from_row(r) for r in conn.execute(q)]
+
+    def admit(self, attempt: AttemptRecord, events: Sequence[Event]) -> AttemptRecord | None:
+        """Create `attempt` (state `starting`) and move its run queued -> admitted, in one transaction.
+
+        Returns None, writing nothing, when the run is no longer queued (cancelled or suspended meanwhile).
+        """
         with self._write() as conn:
+            moved = conn.execute(
+                update(t.runs)
+                .where(t.runs.c.id == attempt.run_id, t.runs.c.state == "queued")
+                .values(state="admitted", updated_at=attempt.created_at)
+            ).rowcount
+            if not moved:
+                return None
             conn.execute(insert(t.attempts).values(**attempt.as_dict()))
+            _append(conn, events)
+            return attempt
+
+    def mark_started(self, rid: str, number: int, ts: float, events: Sequence[Event]) -> bool:
+        """starting -> running for the attempt, admitted -> running for its run; False if already done."""
+        with self._write() as conn:
+            moved = conn.execute(
+                update(t.attempts)
+                .where(t.attempts.c.run_id == rid, t.attempts.c.number == number, t.attempts.c.state == "starting")
+                .values(state="running", started_at=ts, last_heartbeat=ts)
+            ).rowcount
+            if not moved:
+                return False
+            conn.execute(
+                update(t.runs)
+                .where(t.runs.c.id == rid, t.runs.c.state == "admitted")
+                .values(state="running", updated_at=ts)
+            )
+            _append(conn, events)
+            return True
+
+    def end_attempt(
+        self,
+        rid: str,
+        number: int,
+        *,
+        state: str,
+        ended_at: float,
+        exit_code: int | None,
+        signal: int | None,
+        stopped_by: str | None,
+        reason: str,
+        run_state: str | None,
+        events: Sequence[Event],
+    ) -> bool:
+        """Record an attempt's end (and its run's next state) once; False if it was already recorded."""
+        with self._write() as conn:
+            moved = conn.execute(
+                update(t.attempts)
+                .where(
+                    t.attempts.c.run_id == rid,
+                    t.attempts.c.number == number,
+                    t.attempts.c.state.in_(ACTIVE_ATTEMPT_STATES),
+                )
+                .values(
+                    state=state,
+                    ended_at=ended_at,
+                    exit_code=exit_code,
+                    signal=signal,
+                    stopped_by=stopped_by,
+                    reason=reason,
+                )
+            ).rowcount
+            if not moved:
+                return False
+            if run_state is not None:
+                conn.execute(
+                    update(t.runs)
+                    .where(t.runs.c.id == rid, t.runs.c.state.in_(("admitted", "running")))
+                    .values(state=run_state, updated_at=ended_at)
+                )
+            _append(conn, events)
+            return True
+
+    def ingest(
+        self,
+        rid: str,
+        number: int,
+        *,
+        old_cursor: str | None,
+        new_cursor: str,
+        events: Sequence[Event],
+        samples: Sequence[dict[str, Any]],
+        checkpoints: Sequence[dict[str, Any]],
+        heartbeat: float | None,
+    ) -> bool:
+        """Store what an attempt reported since `old_cursor`, once: the cursor moves in the same transaction."""
+        with self._write() as conn:
+            cond = (
+                t.attempts.c.report_cursor.is_(None) if old_cursor is None else t.attempts.c.report_cursor == old_cursor
+            )
+            values: dict[str, Any] = {"report_cursor": new_cursor}
+            if heartbeat is not None:
+                values["last_heartbeat"] = heartbeat
+            moved = conn.execute(
+                update(t.attempts)
+                .where(t.attempts.c.run_id == rid, t.attempts.c.number == number, cond)
+                .values(**values)
+            ).rowcount
+            if not moved:
+                return False
+            if samples:
+                conn.execute(insert(t.metric_samples), list(samples))
+            extra = [self._index_checkpoint(conn, rid, number, c) for c in checkpoints]
+            _append(conn, [*events, *[e for e in extra if e is not None]])
+            return True
+
+    def _index_checkpoint(self, conn: Connection, rid: str, number: int, c: dict[str, Any]) -> Event | None:
+        known = conn.execute(
+            select(t.checkpoints.c.id).where(t.checkpoints.c.run_id == rid, t.checkpoints.c.step == c["step"])
+        ).scalar()
+        if known is not None:
+            return None
+        parent = conn.execute(
+            select(t.checkpoints.c.id, t.checkpoints.c.uri)
+            .where(t.checkpoints.c.run_id == rid, t.checkpoints.c.step < c["step"])
+            .order_by(t.checkpoints.c.step.desc())
+            .limit(1)
+        ).first()
+        conn.execute(
+            insert(t.checkpoints).values(
+                run_id=rid,
+                attempt=number,
+                step=c["step"],
+                uri=c["uri"],
+                format=c.get("format", "crossrail-ckpt/v1"),
+                parent_id=parent[0] if parent else None,
+                committed_at=c["ts"],
+            )
+        )
+        data = {"step": c["step"], "uri": c["uri"], "parent": parent[1] if parent else None}
+        return Event(EventType.CHECKPOINTED, c["ts"], rid, number, data)
 
     def checkpoints(self, rid: str) -> list[CheckpointRecord]:
         q = select(t.checkpoints).where(t.checkpoints.c.run_id == rid).order_by(t.checkpoints.c.step)
@@ -263,6 +403,22 @@ class Store:
         if samples:
             with self._write() as conn:
                 conn.execute(insert(t.metric_samples), list(samples))
+
+    def metric_by_group(self, name: str) -> dict[tuple[str, str], list[float]]:
+        """Every sample of metric `name`, grouped by (stage of its run, pool of its attempt)."""
+        ms, a, r = t.metric_samples, t.attempts, t.runs
+        q = (
+            select(r.c.stage, a.c.pool, ms.c.value)
+            .select_from(
+                ms.join(r, r.c.id == ms.c.run_id).join(a, (a.c.run_id == ms.c.run_id) & (a.c.number == ms.c.attempt))
+            )
+            .where(ms.c.name == name)
+        )
+        out: dict[tuple[str, str], list[float]] = {}
+        with self._read() as conn:
+            for stage, pool, value in conn.execute(q):
+                out.setdefault((stage, pool), []).append(float(value))
+        return out
 
     def metric_samples(self, rid: str, name: str | None = None) -> list[dict[str, Any]]:
         q = select(t.metric_samples).where(t.metric_samples.c.run_id == rid)

@@ -87,7 +87,14 @@ attempts = Table(
     Column("ended_at", Float),
     Column("exit_code", Integer),
     Column("reason", Text),
+    Column("report_uri", String(2048)),
+    Column("report_cursor", String(64)),
+    Column("last_heartbeat", Float),
+    Column("signal", Integer),
+    Column("stopped_by", String(16)),
+    Column("created_at", Float),
     UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
+    Index("ix_attempts_state", "state"),
 )
 
 events = Table(

@@ -1,0 +1,441 @@
+"""The reconcile agent: store state + executor observations + report channels -> decisions -> actions.
+
+Level-triggered: every pass reads what is (attempts in the store, processes the executor sees, records
+the runtime wrote) and moves each thing one step towards what should be. Every step is one guarded
+store transaction that records its events, and every executor action is idempotent, so the agent can be
+killed at any line and started again: it loses no attempt and starts none twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crossrail.control.attempts import classify, launch_request
+from crossrail.control.executor import AttemptStatus, Executor
+from crossrail.control.service import Service
+from crossrail.core import Event, EventType
+from crossrail.errors import WorkspaceError
+from crossrail.runtime.report import read_new
+from crossrail.scheduling.fifo import Decision, Pending, cycle, usage_from
+from crossrail.store import AttemptRecord, RunRecord
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    poll_s: float = 0.5
+    stop_grace_s: float = 30.0
+    fallback_wait_s: float = 60.0
+    heartbeat_s: float = 10.0
+    heartbeat_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one pass saw: active attempts and queued runs after it, and how many it admitted and ended."""
+
+    running: int
+    queued: int
+    admitted: int
+    ended: int
+
+    @property
+    def idle(self) -> bool:
+        return self.running == 0 and self.queued == 0
+
+
+@contextmanager
+def agent_lock(root: Path) -> Iterator[None]:
+    """One agent per workspace: an exclusive lock on `<workspace>/agent.lock`, released when the process dies."""
+    path = root / "agent.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WorkspaceError(f"another crossrail agent is running on {root} (lock {path})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+def agent_running(root: Path) -> bool:
+    try:
+        with agent_lock(root):
+            return False
+    except WorkspaceError:
+        return True
+
+
+class Agent:
+    def __init__(self, service: Service, executor: Executor, reports_dir: Path, config: AgentConfig | None = None):
+        self.service = service
+        self.store = service.store
+        self.executor = executor
+        self.reports_dir = reports_dir
+        self.config = config or AgentConfig()
+        self.clock = service.clock
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        until_idle: bool = False,
+        should_stop: Callable[[], bool] = lambda: False,
+        on_tick: Callable[[Tick], None] | None = None,
+    ) -> None:
+        while not should_stop():
+            tick = self.reconcile()
+            if on_tick is not None:
+                on_tick(tick)
+            if until_idle and tick.idle:
+                return
+            time.sleep(self.config.poll_s)
+
+    def reconcile(self) -> Tick:
+        """One level-triggered pass: (1) attempts, (2) stale executor records, (3) admission."""
+        statuses = {(s.run, s.attempt): s for s in self.executor.observe()}
+        ended = 0
+        for att in self.store.active_attempts():
+            ended += self._reconcile_attempt(att, statuses.get((att.run_id, att.number)))
+        self._forget_recorded(statuses)
+        admitted = self._schedule()
+        running = len(self.store.active_attempts())
+        queued = len(self.store.list_runs(states=["queued"]))
+        return Tick(running=running, queued=queued, admitted=admitted, ended=ended)
+
+    # --- one attempt ---------------------------------------------------------------------------
+
+    def _reconcile_attempt(self, att: AttemptRecord, status: AttemptStatus | None) -> int:
+        run = self.store.get_run(att.run_id)
+        att = self._ingest(att)
+        if status is None and att.state == "starting":
+            if run.state in ("cancelled", "suspended"):
+                status = AttemptStatus(
+                    att.run_id,
+                    att.number,
+                    "exited",
+                    stopped_by=_stop_reason(run.state),
+                    detail="stopped before it was launched",
+                )
+            else:
+                self._launch(run, att)
+                return 0
+        if status is None:
+            status = AttemptStatus(att.run_id, att.number, "lost", detail="the executor has no record of it")
+        if status.phase == "running":
+            return self._watch(run, att, status)
+        if att.state == "starting" and status.started_at is not None:
+            # It started and ended while no agent watched: record the start first, so no attempt ends unstarted.
+            self._started(run, att, status.started_at)
+        att = self._ingest(att)  # whatever the process wrote before it ended
+        return self._end(run, att, status)
+
+    def _watch(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
+        now = self.clock.now()
+        if att.state == "starting":
+            self._started(run, att, status.started_at or now)
+        if run.state in ("cancelled", "suspended"):
+            self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
+        elif not getattr(self.executor, "sees_processes", True):
+            last = att.last_heartbeat or att.started_at or now
+            if now - last > self.config.heartbeat_timeout_s:
+                lost = AttemptStatus(run.id, att.number, "lost", detail=f"no heartbeat for {now - last:.0f}s")
+                self.executor.stop(run.id, att.number, 0.0, "preempted")
+                return self._end(run, att, lost)
+        return 0
+
+    def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
+        parent = self._parent_checkpoint(run)
+        request = launch_request(run, att, parent_checkpoint=parent, heartbeat_s=self.config.heartbeat_s)
+        try:
+            status = self.executor.launch(request)
+        except OSError as exc:
+            lost = AttemptStatus(run.id, att.number, "lost", detail=f"could not be launched: {exc}")
+            self._end(run, att, lost)
+            return
+        if status.phase == "running":
+            self._started(run, att, status.started_at or self.clock.now())
+
+    def _started(self, run: RunRecord, att: AttemptRecord, ts: float) -> None:
+        data = {
+            "pool": att.pool,
+            "accelerator": att.accelerator,
+            "chip_type": att.chip_type,
+            "chips": att.chips,
+            "cost_per_chip_hour": att.cost_per_chip_hour,
+        }
+        self.store.mark_started(run.id, att.number, ts, [Event(EventType.STARTED, ts, run.id, att.number, data)])
+
+    def _end(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
+        spec = run.spec.get("spec", {})
+        retries = spec.get("retries") or {}
+        outcome = classify(status, run, list(retries.get("exit_codes") or []))
+        now = status.ended_at or self.clock.now()
+        events: list[Event] = []
+        run_state: str | None = None
+        if outcome.succeeded:
+            events.append(Event(EventType.SUCCEEDED, now, run.id, att.number, {"pool": att.pool}))
+            run_state = "succeeded"
+        elif not outcome.by_user:
+            retry = outcome.retryable and att.number <= int(retries.get("max") or 0)
+            reason = (
+                outcome.reason
+                if retry or not outcome.retryable
+                else (f"{outcome.reason}; no retries left (spec.retries.max = {int(retries.get('max') or 0)})")
+            )
+            kind = EventType.PREEMPTED if outcome.attempt_state == "preempted" else EventType.FAILED
+            events.append(
+                Event(
+                    kind,
+                    now,
+                    run.id,
+                    att.number,
+                    {
+                        "pool": att.pool,
+                        "reason": reason,
+                        "exit_code": status.exit_code,
+                        "signal": status.signal,
+                        "retryable": outcome.retryable,
+                        "final": not retry,
+                    },
+                )
+            )
+            if retry:
+                events += [
+                    Event(EventType.RETRIED, now, run.id, None, {"next_attempt": att.number + 1, "reason": reason}),
+                    Event(
+                        EventType.QUEUED,
+                        now,
+                        run.id,
+                        None,
+                        {"queue": run.queue, "stage": run.stage, "team": run.team, "priority": run.priority},
+                    ),
+                ]
+            run_state = "queued" if retry else "failed"
+        changed = self.store.end_attempt(
+            run.id,
+            att.number,
+            state=outcome.attempt_state,
+            ended_at=now,
+            exit_code=status.exit_code,
+            signal=status.signal,
+            stopped_by=status.stopped_by,
+            reason=outcome.reason,
+            run_state=run_state,
+            events=events,
+        )
+        self.executor.forget(run.id, att.number)
+        return int(changed)
+
+    def _forget_recorded(self, statuses: dict[tuple[str, int], AttemptStatus]) -> None:
+        """Executor records of attempts whose end the store already holds (a crash between the two steps)."""
+        active = {(a.run_id, a.number) for a in self.store.active_attempts()}
+        for key, status in statuses.items():
+            if status.phase != "running" and key not in active:
+                self.executor.forget(*key)
+
+    # --- report channel ------------------------------------------------------------------------
+
+    def _ingest(self, att: AttemptRecord) -> AttemptRecord:
+        if not att.report_uri:
+            return att
+        records, cursor = read_new(att.report_uri, att.report_cursor)
+        if not records and cursor == att.report_cursor:
+            return att
+        events, samples, ckpts, beat = _translate(att, records, self.clock.now())
+        self.store.ingest(
+            att.run_id,
+            att.number,
+            old_cursor=att.report_cursor,
+            new_cursor=cursor,
+            events=events,
+            samples=samples,
+            checkpoints=ckpts,
+            heartbeat=beat,
+        )
+        return _replace(att, report_cursor=cursor, last_heartbeat=beat or att.last_heartbeat)
+
+    # --- admission -----------------------------------------------------------------------------
+
+    def _schedule(self) -> int:
+        now = self.clock.now()
+        queued = self.store.list_runs(states=["queued"], newest_first=False)
+        if not queued:
+            return 0
+        active = self.store.active_attempts()
+        queues = {
+            r.id: r.queue
+            for r in self.store.list_runs(states=["admitted", "running", "cancelled", "suspended", "queued"])
+        }
+        usage = usage_from([(queues.get(a.run_id, ""), a.pool, a.chips) for a in active])
+        runs = {r.id: r for r in queued}
+        pending = [p for r in queued if (p := self._pending(r, now)) is not None]
+        decisions = cycle(pending, self._local_fleet(), usage, now, self.config.fallback_wait_s)
+        return sum(self._admit(runs[d.run], d, now) for d in decisions)
+
+    def _pending(self, run: RunRecord, now: float) -> Pending | None:
+        if not self._parent_ready(run, now):
+            return None
+        spec = run.spec.get("spec", {})
+        res = spec.get("resources") or {}
+        acc = spec.get("accelerators") or {}
+        prefer, source = acc.get("prefer"), " by spec.accelerators.prefer"
+        if not prefer:
+            prefer = str(self.service.policy.for_stage(run.stage).preferred_accelerator)
+            source = f" by the {run.stage} placement policy"
+        attempts = self.store.attempts(run.id)
+        last = attempts[-1] if attempts else None
+        avoid = last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None
+        return Pending(
+            run=run.id,
+            queue=run.queue,
+            priority=run.priority,
+            queued_at=run.updated_at,
+            chips=int(res.get("chips") or run.chips),
+            min_chips=res.get("min_chips"),
+            max_chips=res.get("max_chips"),
+            allow=tuple(acc["allow"]) if acc.get("allow") else None,
+            prefer=str(prefer),
+            avoid_pool=avoid,
+            prefer_source=source,
+        )
+
+    def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
+        pool = self.service.fleet.pool(d.pool)
+        number = len(self.store.attempts(run.id)) + 1
+        report = self.reports_dir / run.id / f"{number}.jsonl"
+        att = AttemptRecord(
+            run_id=run.id,
+            number=number,
+            state="starting",
+            pool=pool.name,
+            accelerator=str(pool.accelerator),
+            chip_type=pool.chip_type,
+            chips=d.chips,
+            cost_per_chip_hour=pool.cost_per_chip_hour,
+            dataset_uri=run.dataset_uri,
+            dataset_version=run.dataset_version,
+            code_commit=run.code_commit,
+            config_digest=run.config_digest,
+            image_digest=run.image_digest,
+            started_at=None,
+            ended_at=None,
+            exit_code=None,
+            reason=None,
+            report_uri=str(report),
+            created_at=now,
+        )
+        placed = {
+            "pool": pool.name,
+            "accelerator": str(pool.accelerator),
+            "chip_type": pool.chip_type,
+            "chips": d.chips,
+            "cost_per_chip_hour": pool.cost_per_chip_hour,
+            "reason": d.reason,
+        }
+        events = [
+            Event(EventType.PLACED, now, run.id, number, placed),
+            Event(EventType.ADMITTED, now, run.id, number, {"pool": pool.name, "chips": d.chips}),
+        ]
+        if self.store.admit(att, events) is None:
+            return 0
+        report.parent.mkdir(parents=True, exist_ok=True)
+        self._launch(self.store.get_run(run.id), att)
+        return 1
+
+    def _local_fleet(self) -> Any:
+        fleet = self.service.fleet
+        pools = [p for p in fleet.spec.pools if str(p.backend) == "local"]
+        return fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"pools": pools})})
+
+    # --- parents -------------------------------------------------------------------------------
+
+    def _parent_ready(self, run: RunRecord, now: float) -> bool:
+        """A run that starts from another run's `latest` checkpoint waits until that run has ended."""
+        if run.parent_checkpoint != "latest" or run.parent_run is None:
+            return True
+        parent = self.store.get_run(run.parent_run)
+        if parent.state not in TERMINAL:
+            return False
+        if self.store.checkpoints(parent.id):
+            return True
+        reason = f"parent run {parent.id} ended {parent.state} without a committed checkpoint"
+        ev = Event(EventType.FAILED, now, run.id, None, {"reason": reason, "retryable": False, "final": True})
+        self.store.transition(run.id, ["queued"], "failed", [ev])
+        return False
+
+    def _parent_checkpoint(self, run: RunRecord) -> str | None:
+        if run.parent_checkpoint != "latest" or run.parent_run is None:
+            return run.parent_checkpoint
+        ckpts = self.store.checkpoints(run.parent_run)
+        return ckpts[-1].uri if ckpts else None
+
+
+def _stop_reason(state: str) -> Any:
+    return "cancelled" if state == "cancelled" else "suspended"
+
+
+def _replace(att: AttemptRecord, **changes: Any) -> AttemptRecord:
+    from dataclasses import replace
+
+    return replace(att, **changes)
+
+
+def _translate(
+    att: AttemptRecord, records: list[dict[str, Any]], now: float
+) -> tuple[list[Event], list[dict[str, Any]], list[dict[str, Any]], float | None]:
+    """Runtime records -> events, metric samples and checkpoints to index, plus the last heartbeat time."""
+    events: list[Event] = []
+    samples: list[dict[str, Any]] = []
+    ckpts: list[dict[str, Any]] = []
+    beat: float | None = None
+    for r in records:
+        ts = float(r.get("ts") or now)
+        kind = r.get("type")
+        if kind == "metric":
+            samples.append(
+                {
+                    "run_id": att.run_id,
+                    "attempt": att.number,
+                    "ts": ts,
+                    "step": r.get("step"),
+                    "name": str(r["name"]),
+                    "value": float(r["value"]),
+                }
+            )
+        elif kind == "heartbeat":
+            beat = max(beat or ts, ts)
+            events.append(Event(EventType.HEARTBEAT, ts, att.run_id, att.number, {"step": r.get("step")}))
+        elif kind == "checkpoint":
+            beat = max(beat or ts, ts)
+            ckpts.append({"step": int(r["step"]), "uri": str(r["uri"]), "ts": ts})
+        elif kind == "event":
+            events.append(
+                Event(
+                    EventType.REPORTED, ts, att.run_id, att.number, {"name": r.get("name"), "data": r.get("data") or {}}
+                )
+            )
+        else:
+            line = str(r.get("line", ""))[:200]
+            events.append(
+                Event(
+                    EventType.REPORTED,
+                    now,
+                    att.run_id,
+                    att.number,
+                    {"name": "invalid", "data": {"reason": r.get("reason"), "line": line}},
+                )
+            )
+    return events, samples, ckpts, beat

@@ -1,0 +1,100 @@
+"""What an attempt is launched with, and what its end means: the exit-code contract (docs/runtime.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from crossrail.control.executor import AttemptStatus, LaunchRequest
+from crossrail.store import AttemptRecord, RunRecord
+
+EX_TEMPFAIL = 75
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an ended attempt is recorded: its state, whether the run may retry, and why."""
+
+    attempt_state: str  # succeeded | failed | preempted | lost | cancelled | suspended
+    retryable: bool
+    succeeded: bool
+    reason: str
+    by_user: bool = False  # cancelled or suspended: the run's state was already set by the command
+
+
+def classify(status: AttemptStatus, run: RunRecord, retry_codes: list[int]) -> Outcome:  # noqa: PLR0911 (one return per rule)
+    """The exit-code contract: 0 succeeded; 75 retryable; stopped by crossrail -> preempted or as asked;
+    another signal or lost -> retryable; any other code fails, retried only if listed in spec.retries.exit_codes."""
+    stopped = status.stopped_by
+    if stopped in ("cancelled", "suspended") or run.state in ("cancelled", "suspended"):
+        why = stopped or run.state
+        return Outcome(why, retryable=False, succeeded=False, reason=f"stopped by crossrail ({why})", by_user=True)
+    if stopped == "preempted":
+        return Outcome("preempted", retryable=True, succeeded=False, reason="preempted by crossrail")
+    if status.phase == "lost":
+        return Outcome("lost", retryable=True, succeeded=False, reason=f"lost: {status.detail or 'no exit status'}")
+    if status.signal is not None:
+        return Outcome("failed", retryable=True, succeeded=False, reason=f"killed by signal {status.signal}")
+    code = status.exit_code
+    if code == 0:
+        return Outcome("succeeded", retryable=False, succeeded=True, reason="exit 0")
+    if code == EX_TEMPFAIL:
+        return Outcome("failed", retryable=True, succeeded=False, reason="exit 75 (EX_TEMPFAIL): retryable")
+    if code in retry_codes:
+        return Outcome(
+            "failed", retryable=True, succeeded=False, reason=f"exit {code}, listed in spec.retries.exit_codes"
+        )
+    return Outcome(
+        "failed",
+        retryable=False,
+        succeeded=False,
+        reason=f"exit {code}: a failure of the training code, not retried unless listed in spec.retries.exit_codes",
+    )
+
+
+def launch_request(
+    run: RunRecord, att: AttemptRecord, *, parent_checkpoint: str | None, heartbeat_s: float
+) -> LaunchRequest:
+    spec: dict[str, Any] = run.spec.get("spec", {})
+    resolved = {
+        **run.spec,
+        "run": run.id,
+        "attempt": att.number,
+        "lineage": {
+            "dataset_uri": run.dataset_uri,
+            "dataset_version": run.dataset_version,
+            "code_repo": run.code_repo,
+            "code_commit": run.code_commit,
+            "config_digest": run.config_digest,
+            "image_digest": run.image_digest,
+            "parent_run": run.parent_run,
+            "resumed_from": run.resumed_from,
+        },
+        "placement": {"pool": att.pool, "accelerator": att.accelerator, "chip_type": att.chip_type, "chips": att.chips},
+        "parent_checkpoint": parent_checkpoint,
+    }
+    env = {
+        **{str(k): str(v) for k, v in (spec.get("env") or {}).items()},
+        "TRAINING_BACKEND": att.accelerator,
+        "EXPERIMENT_ID": run.experiment,
+        "CROSSRAIL_RUN_ID": run.id,
+        "CROSSRAIL_ATTEMPT": str(att.number),
+        "CROSSRAIL_CHECKPOINT_DIR": f"{run.checkpoint_dir}/{run.id}",
+        "CROSSRAIL_CONFIG": run.config_uri or "",
+        "CROSSRAIL_DATASET": run.dataset_uri,
+        "CROSSRAIL_REPORT": att.report_uri or "",
+        "CROSSRAIL_SPEC": json.dumps(resolved, sort_keys=True),
+        "CROSSRAIL_HEARTBEAT_S": f"{heartbeat_s:g}",
+    }
+    command = [str(c) for c in spec.get("command", [])] + [str(a) for a in spec.get("args", [])]
+    return LaunchRequest(
+        run=run.id,
+        attempt=att.number,
+        pool=att.pool,
+        accelerator=att.accelerator,
+        chip_type=att.chip_type,
+        chips=att.chips,
+        command=command,
+        env=env,
+    )

@@ -1,0 +1,325 @@
+"""The local executor: each attempt a detached, supervised process tree on this machine, re-adopted after restarts.
+
+Everything it knows lives under `state_dir/<run>/<attempt>/`, so a restarted agent sees exactly what the
+previous one saw. The supervisor (crossrail.executors.supervisor) writes `supervisor.json`, `child.json`,
+`log.txt` and `status.json`; the executor writes `request.json`, `stop.json`, `lost.json`, `forgotten.json`,
+and `status.json` when no supervisor could. An attempt's `started_at` and `ended_at` are wall-clock times
+the supervisor measured (None where none did); the injected clock stamps the executor's own records.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import suppress
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, cast, get_args
+
+from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
+from crossrail.core.clock import Clock, SystemClock
+from crossrail.core.ids import attempt_id, parse_run_id
+from crossrail.errors import ConflictError, UsageError
+from crossrail.executors.supervisor import (
+    CHILD,
+    DEFAULT_LOG_MAX_BYTES,
+    LOG,
+    LOG_ROTATED,
+    REQUEST,
+    STATUS,
+    STOP,
+    SUPERVISOR,
+    is_alive,
+    kill_session,
+    read_json,
+    write_json_atomic,
+    write_json_once,
+)
+
+LOST = "lost.json"
+FORGOTTEN = "forgotten.json"
+SUPERVISOR_LOG = "supervisor.log"
+RECORDS = (REQUEST, SUPERVISOR, CHILD, STATUS, STOP, LOST, SUPERVISOR_LOG)
+
+LAUNCH_WAIT_S = 5.0  # how long launch() waits for the supervisor to claim the attempt
+START_TIMEOUT_S = 10.0  # an attempt no supervisor has claimed after this long never will be
+STOP_REASONS: tuple[str, ...] = get_args(StopReason)
+NEVER_STARTED = "never started: no supervisor claimed the attempt (the launch was interrupted)"
+VANISHED = "the supervisor vanished without recording an exit"
+
+
+class LocalExecutor:
+    """Runs attempts as processes on this machine; satisfies crossrail.control.executor.Executor.
+
+    Not thread-safe, and one agent per `state_dir`: the agent calls it from one thread.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        python: str = sys.executable,
+        log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+        keep_logs: int = 200,
+        clock: Clock | None = None,
+    ) -> None:
+        if log_max_bytes < 1 or keep_logs < 0:
+            raise UsageError(f"log_max_bytes must be > 0 and keep_logs >= 0 (got {log_max_bytes}, {keep_logs})")
+        self.state_dir = Path(state_dir).absolute()  # the supervisor runs in the attempt directory
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.python = python
+        self.log_max_bytes = log_max_bytes
+        self.keep_logs = keep_logs
+        self._clock = clock or SystemClock()
+        self._unreaped: list[subprocess.Popen[bytes]] = []
+
+    def launch(self, request: LaunchRequest) -> AttemptStatus:
+        """1. claim the attempt's directory, 2. write the request, 3. start its supervisor, 4. say how it is."""
+        directory = self._dir(request.run, request.attempt)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            return self._known(directory)
+        record = {"request": asdict(request), "launched_at": self._clock.now(), "log_max_bytes": self.log_max_bytes}
+        write_json_atomic(directory / REQUEST, record)
+        self._start_supervisor(directory)
+        return self._known(directory)
+
+    def observe(self) -> list[AttemptStatus]:
+        self._unreaped = [p for p in self._unreaped if p.poll() is None]
+        found = [status for directory in self._attempt_dirs() if (status := self._status(directory)) is not None]
+        return sorted(found, key=lambda s: (s.run, s.attempt))
+
+    def stop(self, run: str, attempt: int, grace_s: float, reason: StopReason) -> None:
+        """Record the stop (the first reason wins) and SIGTERM the supervisor, which ends the command's group."""
+        if reason not in STOP_REASONS or grace_s < 0:
+            raise UsageError(f"stop needs grace_s >= 0 and a reason in {STOP_REASONS} (got {grace_s}, {reason!r})")
+        directory = self._dir(run, attempt)
+        status = self._status(directory, stop_reason=reason) if directory.is_dir() else None
+        if status is None or status.phase != "running":
+            return
+        write_json_once(directory / STOP, {"reason": reason, "grace_s": grace_s, "requested_at": self._clock.now()})
+        supervisor = read_json(directory / SUPERVISOR)
+        if supervisor is None:  # not claimed yet: the supervisor reads stop.json before it starts the command
+            return
+        if is_alive(supervisor):
+            with suppress(ProcessLookupError):
+                os.kill(supervisor["pid"], signal.SIGTERM)
+                return
+        self._status(directory, stop_reason=reason)  # it ended between the two looks; settle it now
+
+    def resize(self, run: str, attempt: int, chips: int) -> bool:
+        return False
+
+    def logs(self, run: str, attempt: int) -> str:
+        """The rotated part of the log, then the current part."""
+        directory = self._dir(run, attempt)
+        for _ in range(5):  # a rotation while reading shows as changed inodes; read again
+            before = _inodes(directory)
+            text = b"".join(_read_bytes(directory / name) for name in (LOG_ROTATED, LOG))
+            if _inodes(directory) == before:
+                break
+        return text.decode("utf-8", errors="replace")
+
+    def forget(self, run: str, attempt: int) -> None:
+        """Drop every record of an ended attempt but its log; keep the logs of the newest `keep_logs` forgotten."""
+        directory = self._dir(run, attempt)
+        if not directory.is_dir():
+            return
+        if not (directory / FORGOTTEN).exists():
+            status = self._status(directory)
+            if status is not None and status.phase == "running":
+                raise ConflictError(
+                    f"attempt {attempt_id(run, attempt)} is still running; stop it and wait for its end in observe()"
+                )
+            write_json_atomic(directory / FORGOTTEN, {"forgotten_at": self._clock.now()})
+        for name in RECORDS:
+            (directory / name).unlink(missing_ok=True)
+        self._prune()
+
+    # Reading one attempt's state.
+
+    def _status(self, directory: Path, *, stop_reason: StopReason | None = None) -> AttemptStatus | None:
+        """What the files and the processes say of one attempt; None once it is forgotten.
+
+        Settles what can be settled: a supervisor that vanished is declared lost once (killing what still
+        runs of its session), and so is an attempt no supervisor claimed in START_TIMEOUT_S.
+        """
+        if (directory / FORGOTTEN).exists():
+            return None
+        ended = self._recorded_end(directory)
+        if ended is not None:
+            return ended
+        supervisor = read_json(directory / SUPERVISOR)
+        if supervisor is None:
+            if self._age_s(directory) < START_TIMEOUT_S:
+                return self._attempt_status(directory, "running", detail="starting")
+            write_json_once(directory / SUPERVISOR, {"pid": None, "start_ticks": None})  # races a late supervisor
+            supervisor = read_json(directory / SUPERVISOR)
+        if supervisor is None or supervisor.get("pid") is None:
+            return self._declare_lost(directory, NEVER_STARTED)
+        if is_alive(supervisor):
+            return self._running(directory)
+        return self._recorded_end(directory) or self._settle_orphan(directory, stop_reason)
+
+    def _recorded_end(self, directory: Path) -> AttemptStatus | None:
+        status = read_json(directory / STATUS)
+        if status is not None:
+            return self._attempt_status(
+                directory,
+                "exited",
+                exit_code=status.get("exit_code"),
+                signal=status.get("signal"),
+                stopped_by=_reason(status.get("stopped_by")),
+                started_at=status.get("started_at"),
+                ended_at=status.get("ended_at"),
+                detail=status.get("detail") or "",
+            )
+        lost = read_json(directory / LOST)
+        if lost is not None:
+            return self._attempt_status(directory, "lost", detail=lost.get("detail") or VANISHED)
+        return None
+
+    def _running(self, directory: Path) -> AttemptStatus:
+        stop = read_json(directory / STOP)
+        detail = f"stopping ({stop.get('reason')}, grace {stop.get('grace_s')} s)" if stop else ""
+        return self._attempt_status(directory, "running", detail=detail)
+
+    def _settle_orphan(self, directory: Path, stop_reason: StopReason | None) -> AttemptStatus | None:
+        """The supervisor is gone with no record: end what still runs of its session, then record what happened."""
+        supervisor = read_json(directory / SUPERVISOR) or {}
+        session = supervisor.get("session")
+        # Unwatched processes must not keep burning chips; nobody is left to wait out a grace period.
+        if not isinstance(session, int) or kill_session(session) == 0:
+            return self._declare_lost(directory, VANISHED)
+        if stop_reason is not None:
+            write_json_once(
+                directory / STATUS,
+                {
+                    "exit_code": None,
+                    "signal": int(signal.SIGKILL),
+                    "started_at": (read_json(directory / CHILD) or {}).get("started_at"),
+                    "ended_at": None,  # started_at and ended_at are the supervisor's measurements only
+                    "stopped_by": stop_reason,
+                    "detail": "the supervisor had vanished; stop() killed the command's processes",
+                },
+            )
+            return self._recorded_end(directory)
+        return self._declare_lost(directory, f"{VANISHED}; the command still ran and its processes were killed")
+
+    def _declare_lost(self, directory: Path, detail: str) -> AttemptStatus | None:
+        write_json_once(directory / LOST, {"detail": detail, "declared_at": self._clock.now()})
+        return self._recorded_end(directory)
+
+    def _attempt_status(self, directory: Path, phase: AttemptPhase, **fields: Any) -> AttemptStatus:
+        fields.setdefault("started_at", (read_json(directory / CHILD) or {}).get("started_at"))
+        fields.setdefault("stopped_by", _reason((read_json(directory / STOP) or {}).get("reason")))
+        return AttemptStatus(run=directory.parent.name, attempt=int(directory.name), phase=phase, **fields)
+
+    def _known(self, directory: Path) -> AttemptStatus:
+        status = self._status(directory)
+        if status is None:
+            run, attempt = directory.parent.name, int(directory.name)
+            raise ConflictError(f"attempt {attempt_id(run, attempt)} was forgotten; launch it under a new number")
+        return status
+
+    def _age_s(self, directory: Path) -> float:
+        """How long ago the attempt was launched."""
+        request = read_json(directory / REQUEST)
+        if request is not None and isinstance(request.get("launched_at"), int | float):
+            return self._clock.now() - float(request["launched_at"])
+        # Interrupted before request.json was written: the directory's age, on the file system's (wall) clock.
+        return time.time() - directory.stat().st_mtime
+
+    # Starting supervisors.
+
+    def _start_supervisor(self, directory: Path) -> None:
+        """Start the supervisor in its own session and wait briefly until it has claimed the attempt."""
+        deadline = time.monotonic() + LAUNCH_WAIT_S
+        command = [self.python, "-m", "crossrail.executors.supervisor", str(directory)]
+        try:
+            with open(directory / SUPERVISOR_LOG, "ab") as err:
+                parent = subprocess.Popen(
+                    command,
+                    cwd=directory,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            self._record_start_failure(directory, f"cannot run {self.python!r}: {exc.strerror}")
+            return
+        try:
+            returncode = parent.wait(timeout=LAUNCH_WAIT_S)  # it forks the supervisor off and exits
+        except subprocess.TimeoutExpired:
+            self._unreaped.append(parent)
+            return
+        if returncode != 0:
+            self._record_start_failure(directory, f"the supervisor exited {returncode} before starting the command")
+            return
+        while not (directory / SUPERVISOR).exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def _record_start_failure(self, directory: Path, detail: str) -> None:
+        lines = (directory / SUPERVISOR_LOG).read_text(errors="replace").strip().splitlines()
+        if lines:
+            detail += f": {lines[-1]}"
+        record = {"exit_code": 127, "signal": None, "started_at": None, "ended_at": None}
+        write_json_once(directory / STATUS, {**record, "stopped_by": None, "detail": detail})
+
+    # Directories.
+
+    def _dir(self, run: str, attempt: int) -> Path:
+        if parse_run_id(run) is None or isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+            raise UsageError(f"no attempt {run!r}/{attempt!r}; use a run id '<experiment>-<n>' and an attempt >= 1")
+        return self.state_dir / run / str(attempt)
+
+    def _attempt_dirs(self) -> list[Path]:
+        return [
+            attempt
+            for run in self.state_dir.iterdir()
+            if run.is_dir() and parse_run_id(run.name) is not None
+            for attempt in run.iterdir()
+            if attempt.is_dir() and attempt.name.isdigit()
+        ]
+
+    def _prune(self) -> None:
+        """Delete the oldest forgotten attempts beyond `keep_logs`, logs and all."""
+        forgotten = []
+        for directory in self._attempt_dirs():
+            marker = read_json(directory / FORGOTTEN)
+            if marker is not None:
+                written_ns = (directory / FORGOTTEN).stat().st_mtime_ns  # orders forgets an unmoving clock ties
+                forgotten.append((float(marker.get("forgotten_at", 0.0)), written_ns, str(directory), directory))
+        forgotten.sort()
+        for *_, directory in forgotten[: max(0, len(forgotten) - self.keep_logs)]:
+            shutil.rmtree(directory, ignore_errors=True)
+            with suppress(OSError):  # the run still has other attempts
+                directory.parent.rmdir()
+
+
+def _reason(value: object) -> StopReason | None:
+    return cast(StopReason, value) if value in STOP_REASONS else None
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _inodes(directory: Path) -> tuple[int | None, ...]:
+    found: list[int | None] = []
+    for name in (LOG_ROTATED, LOG):
+        try:
+            found.append((directory / name).stat().st_ino)
+        except FileNotFoundError:
+            found.append(None)
+    return tuple(found)

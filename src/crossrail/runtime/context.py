@@ -1,0 +1,190 @@
+"""What crossrail tells a training process about itself, read once from the environment it launched it with."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from crossrail.core import parse_duration
+from crossrail.errors import CrossrailError
+
+Backend = Literal["tpu", "gpu", "cpu"]
+BACKENDS: tuple[Backend, ...] = ("tpu", "gpu", "cpu")
+REQUIRED = (
+    "TRAINING_BACKEND",
+    "EXPERIMENT_ID",
+    "CROSSRAIL_RUN_ID",
+    "CROSSRAIL_ATTEMPT",
+    "CROSSRAIL_CHECKPOINT_DIR",
+    "CROSSRAIL_DATASET",
+    "CROSSRAIL_REPORT",
+)
+DEFAULT_HEARTBEAT_S = 10.0
+LAUNCHED_BY = (
+    "this process must be launched by crossrail, which sets every one of these variables, "
+    "or they must be set by hand (see docs/runtime.md)"
+)
+
+
+class ContextError(CrossrailError):
+    """The environment lacks or garbles variables crossrail sets; lists every one at once."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        lines = [f"crossrail: {len(problems)} {noun} in the environment of this process"]
+        lines += [f"  {p}" for p in problems]
+        lines.append(LAUNCHED_BY)
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class RuntimeContext:
+    """One attempt of one run, as the training process sees it.
+
+    `spec` is the resolved experiment document (with the agent's top-level `lineage`, `placement` and
+    `parent_checkpoint`); the properties below read the parts of it the runtime uses.
+    """
+
+    backend: Backend
+    experiment: str
+    run: str
+    attempt: int
+    checkpoint_dir: str
+    dataset: str
+    report: str
+    config: str | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+    checkpoint_every_s: float | None = None
+    keep_last: int | None = None
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeContext:
+        """Read the context from `environ` (default os.environ); ContextError lists every problem."""
+        env = os.environ if environ is None else environ
+        problems = [f"{name}: not set" for name in REQUIRED if not env.get(name, "").strip()]
+        backend = env.get("TRAINING_BACKEND", "").strip()
+        if backend and backend not in BACKENDS:
+            problems.append(f"TRAINING_BACKEND: {backend!r} is not one of {', '.join(BACKENDS)}")
+        attempt = _int(env, "CROSSRAIL_ATTEMPT", problems)
+        spec = _spec(env, problems)
+        every_s, keep_last = _checkpoint_policy(spec, problems)
+        heartbeat_s = _seconds(env, "CROSSRAIL_HEARTBEAT_S", problems)
+        if problems:
+            raise ContextError(problems)
+        assert attempt is not None  # CROSSRAIL_ATTEMPT is required, so a missing one is a problem above
+        return cls(
+            backend=cast(Backend, backend),
+            experiment=env["EXPERIMENT_ID"].strip(),
+            run=env["CROSSRAIL_RUN_ID"].strip(),
+            attempt=attempt,
+            checkpoint_dir=env["CROSSRAIL_CHECKPOINT_DIR"].strip(),
+            dataset=env["CROSSRAIL_DATASET"].strip(),
+            report=env["CROSSRAIL_REPORT"].strip(),
+            config=env.get("CROSSRAIL_CONFIG", "").strip() or None,
+            spec=spec,
+            checkpoint_every_s=every_s,
+            keep_last=keep_last,
+            heartbeat_s=heartbeat_s if heartbeat_s is not None else DEFAULT_HEARTBEAT_S,
+        )
+
+    @property
+    def lineage(self) -> dict[str, Any]:
+        """The agent's resolved lineage: dataset_version, code_commit, config_digest, image_digest."""
+        return dict(_section(self.spec, "lineage"))
+
+    @property
+    def placement(self) -> dict[str, Any]:
+        """Where this attempt runs: pool, chip_type, accelerator, chips."""
+        return dict(_section(self.spec, "placement"))
+
+    @property
+    def parent_checkpoint(self) -> str | None:
+        """The checkpoint (or run checkpoint directory) this run starts from, when it has a parent."""
+        value = self.spec.get("parent_checkpoint")
+        return value if isinstance(value, str) and value.strip() else None
+
+    def checkpoint_lineage(self, framework: str, parent: str | None = None) -> dict[str, Any]:
+        """The `lineage` block a checkpoint of this attempt carries (docs/formats/checkpoint.md)."""
+        lineage, placement = self.lineage, self.placement
+        return {
+            "run": self.run,
+            "attempt": self.attempt,
+            "parent": parent,
+            "dataset_version": lineage.get("dataset_version"),
+            "code_commit": lineage.get("code_commit"),
+            "hardware": {k: placement.get(k) for k in ("pool", "chip_type", "accelerator")},
+            "framework": framework,
+        }
+
+
+def _int(env: Mapping[str, str], name: str, problems: list[str]) -> int | None:
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        problems.append(f"{name}: {text!r} is not a whole number")
+        return None
+    if value < 0:
+        problems.append(f"{name}: must be >= 0 (got {value})")
+        return None
+    return value
+
+
+def _seconds(env: Mapping[str, str], name: str, problems: list[str]) -> float | None:
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        problems.append(f"{name}: {text!r} is not a number of seconds")
+        return None
+    if not value > 0:
+        problems.append(f"{name}: must be > 0 seconds (got {text})")
+        return None
+    return value
+
+
+def _spec(env: Mapping[str, str], problems: list[str]) -> dict[str, Any]:
+    text = env.get("CROSSRAIL_SPEC", "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.append(f"CROSSRAIL_SPEC: not JSON ({exc})")
+        return {}
+    if not isinstance(value, dict):
+        problems.append(f"CROSSRAIL_SPEC: must be a JSON object (got {type(value).__name__})")
+        return {}
+    return value
+
+
+def _checkpoint_policy(spec: Mapping[str, Any], problems: list[str]) -> tuple[float | None, int | None]:
+    """spec.checkpoint.every (seconds or a duration such as `2m`; null: none) and spec.checkpoint.keep_last."""
+    checkpoint = _section(_section(spec, "spec"), "checkpoint")
+    every, keep_last = checkpoint.get("every", checkpoint.get("every_s")), checkpoint.get("keep_last")
+    every_s = None
+    if every is not None:
+        try:
+            every_s = parse_duration(every)
+        except ValueError as exc:
+            problems.append(f"CROSSRAIL_SPEC: spec.checkpoint.every: {exc}")
+    if keep_last is not None and (not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 1):
+        problems.append(f"CROSSRAIL_SPEC: spec.checkpoint.keep_last must be a whole number >= 1 (got {keep_last!r})")
+        keep_last = None
+    return every_s, keep_last
+
+
+def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,363 @@
+"""The reporting channel: training code writes metric, heartbeat, checkpoint and event records; the agent reads them.
+
+Writer and reader live together so the record format (docs/runtime.md) has one home. A local path or
+`file://` URI is one JSON-lines file appended a whole line at a time; any other fsspec URI is a prefix under
+which numbered chunks `chunk-000001.jsonl`, ... are each written whole, once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from crossrail.errors import CrossrailError
+from crossrail.runtime.context import RuntimeContext
+from crossrail.runtime.storage import filesystem, local_path
+
+RECORD_VERSION = 1
+RecordType = Literal["metric", "heartbeat", "checkpoint", "event"]
+RECORD_TYPES: tuple[RecordType, ...] = ("metric", "heartbeat", "checkpoint", "event")
+NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+ENVELOPE = frozenset({"v", "ts", "run", "attempt", "type"})
+INVALID_LINE_CHARS = 500
+
+
+def chunk_name(n: int) -> str:
+    return f"chunk-{n:06d}.jsonl"
+
+
+class _FileSink:
+    """Appends each record as one write of one whole line to a local file."""
+
+    def __init__(self, path: str) -> None:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size
+        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            # An earlier writer died mid-line; end that line so the reader reports it and ours stay whole.
+            self._write(b"\n")
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def write(self, line: bytes, durable: bool) -> None:
+        self._write(line)
+        if durable:
+            os.fsync(self._fd)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class _ChunkSink:
+    """Buffers records and writes them as numbered chunk objects, each whole and never rewritten."""
+
+    def __init__(self, uri: str, clock: Callable[[], float], flush_records: int, flush_s: float) -> None:
+        self._fs, self._root = filesystem(uri)
+        self._root = self._root.rstrip("/")
+        self._clock, self._flush_records, self._flush_s = clock, flush_records, flush_s
+        self._buffer: list[bytes] = []
+        self._oldest = 0.0
+        self._next: int | None = None
+
+    def write(self, line: bytes, durable: bool) -> None:
+        if not self._buffer:
+            self._oldest = self._clock()
+        self._buffer.append(line)
+        due = len(self._buffer) >= self._flush_records or self._clock() - self._oldest >= self._flush_s
+        if durable or due:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buffer:
+            return
+        if self._next is None:
+            self._next = self._last_chunk() + 1
+        self._fs.pipe_file(f"{self._root}/{chunk_name(self._next)}", b"".join(self._buffer))
+        self._next += 1
+        self._buffer.clear()
+
+    def close(self) -> None:
+        self.flush()
+
+    def _last_chunk(self) -> int:
+        """The highest chunk number already under the prefix, so a restarted writer never rewrites one."""
+        try:
+            names = [os.path.basename(str(p)) for p in self._fs.ls(self._root, detail=False)]
+        except FileNotFoundError:
+            return 0
+        numbers = [int(n[6:12]) for n in names if n.startswith("chunk-") and n[6:12].isdigit()]
+        return max(numbers, default=0)
+
+
+class Reporter:
+    """Writes report records for one attempt; thread-safe, usable as a context manager.
+
+    `Reporter(ctx)` reports where the RuntimeContext says; `Reporter(target, run=..., attempt=...)` anywhere.
+    """
+
+    def __init__(
+        self,
+        target: str | RuntimeContext,
+        run: str | None = None,
+        attempt: int | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        flush_records: int = 100,
+        flush_s: float = 5.0,
+    ) -> None:
+        if isinstance(target, RuntimeContext):
+            run, attempt, target = target.run, target.attempt, target.report
+        if run is None or attempt is None:
+            raise CrossrailError("Reporter needs run and attempt with a target; or pass a RuntimeContext")
+        self.target: str = target
+        self.run, self.attempt = run, attempt
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        path = local_path(target)
+        self._sink: _FileSink | _ChunkSink = (
+            _FileSink(path) if path is not None else _ChunkSink(target, clock, flush_records, flush_s)
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def metric(self, name: str, value: float, step: int | None = None) -> None:
+        self._emit("metric", {"name": name, "value": _value(value), "step": _step(step)})
+
+    def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
+        for name, value in values.items():
+            self.metric(name, value, step)
+
+    def heartbeat(self, step: int | None = None) -> None:
+        self._emit("heartbeat", {"step": _step(step)})
+
+    def checkpoint(self, step: int, uri: str, **extra: Any) -> None:
+        """A committed checkpoint; made durable before returning (fsync, or its chunk written)."""
+        clash = ENVELOPE & extra.keys()
+        if clash:
+            raise CrossrailError(f"checkpoint record fields {sorted(clash)} are reserved; rename them")
+        self._emit("checkpoint", {"step": int(step), "uri": uri, **extra}, durable=True)
+
+    def event(self, name: str, **data: Any) -> None:
+        self._emit("event", {"name": name, "data": data})
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._sink.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._sink.close()
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _emit(self, kind: RecordType, fields: dict[str, Any], durable: bool = False) -> None:
+        with self._lock:
+            if self._closed:
+                raise CrossrailError(f"the reporter for {self.target} is closed; records after close() are lost")
+            record = {"v": RECORD_VERSION, "ts": self._clock(), "run": self.run, "attempt": self.attempt}
+            line = json.dumps({**record, "type": kind, **fields}, separators=(",", ":"), allow_nan=False)
+            self._sink.write(line.encode() + b"\n", durable)
+
+
+class HeartbeatThread(threading.Thread):
+    """Reports a heartbeat at start and every `interval_s` until stopped; `step_fn` gives the current step."""
+
+    def __init__(
+        self, reporter: Reporter, interval_s: float = 10.0, step_fn: Callable[[], int | None] | None = None
+    ) -> None:
+        super().__init__(name="crossrail-heartbeat", daemon=True)
+        self.reporter, self.interval_s, self.step_fn = reporter, interval_s, step_fn
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self.reporter.heartbeat(self.step_fn() if self.step_fn else None)
+            except CrossrailError:
+                if self.reporter.closed:
+                    return  # the process is shutting down and closed the channel first
+                raise
+            except OSError as exc:  # a storage blip must not end heartbeats for the rest of the run
+                print(f"crossrail: heartbeat not written ({exc}); trying again in {self.interval_s} s", file=sys.stderr)
+            self._stopped.wait(self.interval_s)
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        self._stopped.set()
+        if self.is_alive():
+            self.join(timeout_s)
+
+
+def _value(value: float) -> float | str:
+    number = float(value)
+    if math.isfinite(number):
+        return number
+    return "nan" if math.isnan(number) else ("inf" if number > 0 else "-inf")
+
+
+def _step(step: int | None) -> int | None:
+    return None if step is None else int(step)
+
+
+# ---- reading -------------------------------------------------------------------------------------------
+
+
+def read_new(target: str, cursor: str | None) -> tuple[list[dict[str, Any]], str]:
+    """The complete records written to `target` after `cursor`, and the cursor to pass next time.
+
+    Lines that are not valid records come back as `{"type": "invalid", "line", "reason", "where"}`;
+    content never raises. A target that does not exist yet gives no records and the cursor unchanged.
+    """
+    path = local_path(target)
+    if path is not None:
+        return _read_file(path, _cursor(cursor))
+    return _read_chunks(target, _cursor(cursor))
+
+
+def _cursor(cursor: str | None) -> int:
+    if cursor is None or cursor == "":
+        return 0
+    if not cursor.isdigit():
+        raise CrossrailError(f"report cursor {cursor!r} was not returned by read_new; pass None to read from the start")
+    return int(cursor)
+
+
+def _read_file(path: str, offset: int) -> tuple[list[dict[str, Any]], str]:
+    """Whole lines from byte `offset`; a trailing line without its newline is left for the next call."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], str(offset)
+    end = data.rfind(b"\n") + 1
+    records, start = [], 0
+    while start < end:
+        stop = data.index(b"\n", start)
+        records.append(parse_line(data[start:stop], f"byte {offset + start}"))
+        start = stop + 1
+    return records, str(offset + end)
+
+
+def _read_chunks(target: str, consumed: int) -> tuple[list[dict[str, Any]], str]:
+    """Every chunk after the first `consumed`, in order, up to the first one not written yet."""
+    fs, root = filesystem(target)
+    root = root.rstrip("/")
+    records: list[dict[str, Any]] = []
+    while True:
+        name = chunk_name(consumed + 1)
+        try:
+            data = bytes(fs.cat_file(f"{root}/{name}"))
+        except FileNotFoundError:
+            return records, str(consumed)
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        records += [parse_line(line, f"{name} line {i}") for i, line in enumerate(lines, 1)]
+        consumed += 1
+
+
+def parse_line(raw: bytes, where: str) -> dict[str, Any]:
+    """One record from one line, or an `invalid` record saying why not."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _invalid(text, f"not JSON ({exc})", where)
+    reason = _check(value)
+    if reason:
+        return _invalid(text, reason, where)
+    if value["type"] in ("metric", "heartbeat"):
+        value.setdefault("step", None)
+    if value["type"] == "metric" and isinstance(value["value"], str):
+        value["value"] = NONFINITE[value["value"]]
+    return dict(value)
+
+
+def _invalid(text: str, reason: str, where: str) -> dict[str, Any]:
+    return {"type": "invalid", "line": text[:INVALID_LINE_CHARS], "reason": reason, "where": where}
+
+
+Check = tuple[str, Callable[[Any], bool], str]
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return (isinstance(x, int | float) and not isinstance(x, bool)) and math.isfinite(x)
+
+
+def _is_name(x: Any) -> bool:
+    return isinstance(x, str) and bool(x)
+
+
+def _is_step(x: Any) -> bool:
+    return x is None or _is_int(x)
+
+
+def _is_value(x: Any) -> bool:
+    return _is_number(x) or (isinstance(x, str) and x in NONFINITE)
+
+
+_ENVELOPE: tuple[Check, ...] = (
+    ("ts", _is_number, "a number"),
+    ("run", lambda x: isinstance(x, str), "a string"),
+    ("attempt", _is_int, "an integer"),
+)
+_FIELDS: dict[str, tuple[Check, ...]] = {
+    "metric": (
+        ("name", _is_name, "a non-empty string"),
+        ("value", _is_value, 'a number or "nan", "inf", "-inf"'),
+        ("step", _is_step, "an integer or null"),
+    ),
+    "heartbeat": (("step", _is_step, "an integer or null"),),
+    "checkpoint": (
+        ("step", _is_int, "an integer"),
+        ("uri", _is_name, "a non-empty string"),
+        ("tokens", _is_step, "an integer or null"),
+    ),
+    "event": (("name", _is_name, "a non-empty string"), ("data", lambda x: isinstance(x, dict), "an object")),
+}
+_OPTIONAL = frozenset({("metric", "step"), ("heartbeat", "step"), ("checkpoint", "tokens")})
+
+
+def _check(value: Any) -> str | None:
+    """Why `value` is not a v1 record, or None."""
+    if not isinstance(value, dict):
+        return f"a record must be a JSON object (got {type(value).__name__})"
+    if value.get("v") != RECORD_VERSION:
+        return f"unsupported record version v={value.get('v')!r}; this reader understands v={RECORD_VERSION}"
+    if value.get("type") not in RECORD_TYPES:
+        return f"unknown record type {value.get('type')!r}; expected one of {', '.join(RECORD_TYPES)}"
+    for key, ok, what in _ENVELOPE + _FIELDS[value["type"]]:
+        if key not in value and (value["type"], key) in _OPTIONAL:
+            continue
+        if key not in value:
+            return f"{value['type']} record lacks {key!r}"
+        if not ok(value[key]):
+            return f"{value['type']} record field {key!r} must be {what} (got {value[key]!r})"
+    return None

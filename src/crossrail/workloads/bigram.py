@@ -1,0 +1,291 @@
+"""The reference workload: trains (or with --eval, evaluates) the byte bigram model under crossrail.
+
+    python -m crossrail.workloads.bigram [--steps N] [--checkpoint-every-steps K] [--step-sleep S]
+                                         [--lr LR] [--batch B] [--block T] [--seed S] [--eval]
+
+It reads everything else from the environment crossrail sets (docs/runtime.md) and follows the exit-code
+contract there: 0 done, 75 stopped by SIGTERM after writing a checkpoint, 2 bad input (no dataset, bad config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from crossrail.errors import CrossrailError
+from crossrail.runtime import (
+    Checkpointer,
+    CheckpointNotFound,
+    HeartbeatThread,
+    Reporter,
+    RuntimeContext,
+    load,
+    read_bytes,
+    read_text,
+    resolve,
+)
+from crossrail.workloads.bigram_model import MODEL_KIND, Adam, Bigram, Bytes, batch, evaluate, train_step
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_TEMPFAIL = 0, 2, 75
+DEFAULT_EVERY_STEPS = 20
+PROG = "crossrail.workloads.bigram"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Arguments over the config file over defaults, validated once."""
+
+    steps: int
+    lr: float
+    batch: int
+    block: int
+    seed: int
+    every_steps: int | None
+    every_s: float | None
+    step_sleep_s: float
+    eval: bool
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=PROG, description="Train a byte bigram model under crossrail.")
+    p.add_argument("--steps", type=int, default=200, help="train until this step (default 200)")
+    p.add_argument("--checkpoint-every-steps", type=int, help="default: spec.checkpoint.every in time, else 20 steps")
+    p.add_argument("--step-sleep", type=float, default=0.02, help="seconds to pause after each step (default 0.02)")
+    p.add_argument("--lr", type=float, help="Adam learning rate (default: optim.lr of the config, else 0.01)")
+    p.add_argument("--batch", type=int, help="windows per step (default: optim.batch of the config, else 16)")
+    p.add_argument("--block", type=int, help="bytes per window (default: model.context of the config, else 64)")
+    p.add_argument("--seed", type=int, help="data sampling seed (default: seed of the config, else 0)")
+    p.add_argument("--eval", action="store_true", help="evaluate the latest checkpoint instead of training")
+    return p.parse_args(argv)
+
+
+def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
+    config = read_config(ctx.config) if ctx.config else {}
+    optim, model = _section(config, "optim"), _section(config, "model")
+    problems: list[str] = []
+    chosen = {
+        "lr": _pick("optim.lr", args.lr, optim.get("lr"), 0.01, float, problems=problems),
+        "batch": _pick("optim.batch", args.batch, optim.get("batch"), 16, int, problems=problems),
+        "block": _pick("model.context", args.block, model.get("context"), 64, int, problems=problems),
+        "seed": _pick("seed", args.seed, config.get("seed"), 0, int, problems=problems),
+    }
+    every_steps = args.checkpoint_every_steps
+    every_s = ctx.checkpoint_every_s if every_steps is None else None
+    if every_steps is None and every_s is None:
+        every_steps = DEFAULT_EVERY_STEPS
+    problems += [f"{k} must be > 0 (got {v})" for k, v in chosen.items() if k != "seed" and v is not None and not v > 0]
+    if args.steps < 0 or args.step_sleep < 0:
+        problems.append(f"steps and step-sleep must be >= 0 (got {args.steps}, {args.step_sleep})")
+    if every_steps is not None and every_steps < 1:
+        problems.append(f"checkpoint-every-steps must be >= 1 (got {every_steps})")
+    if problems:
+        raise CrossrailError(f"{PROG}: " + "; ".join(problems))
+    return Settings(
+        steps=args.steps,
+        every_steps=every_steps,
+        every_s=every_s,
+        step_sleep_s=args.step_sleep,
+        eval=args.eval,
+        **chosen,
+    )
+
+
+def read_config(uri: str) -> dict[str, Any]:
+    """The trainer config: JSON, or YAML when PyYAML is installed (the workspace writes YAML)."""
+    text = read_text(uri)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            import yaml
+        except ImportError as exc:
+            raise CrossrailError(f"{uri} is not JSON; install PyYAML to read YAML configs, or write JSON") from exc
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise CrossrailError(f"{uri} is neither JSON nor YAML: {exc}") from exc
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CrossrailError(f"{uri} must hold a mapping such as `optim: {{lr: 0.003, batch: 16}}`")
+    return value
+
+
+def _section(config: dict[str, Any], key: str) -> dict[str, Any]:
+    value = config.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _pick(key: str, arg: Any, configured: Any, default: Any, kind: type, *, problems: list[str]) -> Any:
+    """The argument, else the config's value, else the default, as `kind`; a value that is not one is a problem."""
+    value = arg if arg is not None else configured if configured is not None else default
+    try:
+        number = kind(value)  # YAML reads 3e-3 (no dot) as a string; float() takes it
+    except (TypeError, ValueError):
+        problems.append(f"{key}: {value!r} is not a {kind.__name__}")
+        return None
+    if kind is int and isinstance(value, float) and value != number:
+        problems.append(f"{key}: {value!r} is not a whole number")
+    return number
+
+
+def read_dataset(ctx: RuntimeContext) -> Bytes:
+    try:
+        data = np.frombuffer(read_bytes(ctx.dataset), np.uint8)
+    except CrossrailError as exc:
+        raise CrossrailError(f"{PROG}: cannot read the dataset (CROSSRAIL_DATASET): {exc}") from exc
+    if len(data) < 2:
+        raise CrossrailError(f"{PROG}: the dataset {ctx.dataset} has {len(data)} bytes; it needs at least 2")
+    return data
+
+
+class Trainer:
+    """One attempt: pick the starting point, train with reports and checkpoints, stop cleanly on SIGTERM."""
+
+    def __init__(self, ctx: RuntimeContext, cfg: Settings, data: Bytes, reporter: Reporter) -> None:
+        self.ctx, self.cfg, self.data, self.reporter = ctx, cfg, data, reporter
+        self.block = min(cfg.block, len(data) - 1)
+        self.adam = Adam(cfg.lr)
+        self.stop_signal: int | None = None
+        self.saved_step: int | None = None  # the step of the newest checkpoint this run holds
+        self.model, parent = self.start()
+        lineage = ctx.checkpoint_lineage("numpy", parent=parent)
+        self.checkpointer = Checkpointer(ctx.checkpoint_dir, lineage=lineage, keep_last=ctx.keep_last)
+
+    def start(self) -> tuple[Bigram, str | None]:
+        """The model to train and the checkpoint it comes from.
+
+        1. this run's newest valid checkpoint (a retry resumes); 2. the parent's checkpoint; 3. zeros.
+        """
+        own = Checkpointer(self.ctx.checkpoint_dir).latest(on_skip=self._skipped)
+        if own is not None:
+            tensors, manifest = Checkpointer(self.ctx.checkpoint_dir).restore(own.step)
+            _check_kind(manifest, own.uri)
+            self.reporter.event("resumed", step=own.step, **{"from": own.uri})
+            self.saved_step = own.step
+            return Bigram.from_tensors(tensors, own.step), own.uri
+        parent = self.ctx.parent_checkpoint
+        if parent is None or parent == "latest":
+            return Bigram(), None
+        try:
+            info = resolve(parent)
+        except CheckpointNotFound as exc:
+            print(f"{PROG}: starting from scratch: {exc}", file=sys.stderr)
+            self.reporter.event("parent_not_found", uri=parent, reason=str(exc))
+            return Bigram(), None
+        tensors, manifest = load(info.uri)
+        _check_kind(manifest, info.uri)
+        self.reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
+        return Bigram.from_tensors(tensors, 0, weights_only=True), info.uri
+
+    def _skipped(self, uri: str, reason: str) -> None:
+        print(f"{PROG}: skipping damaged checkpoint {uri}: {reason}", file=sys.stderr)
+        self.reporter.event("checkpoint_skipped", uri=uri, reason=reason)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        heartbeat = HeartbeatThread(self.reporter, self.ctx.heartbeat_s, step_fn=lambda: self.model.step)
+        heartbeat.start()
+        try:
+            return self._loop()
+        finally:
+            heartbeat.stop()
+
+    def _loop(self) -> int:
+        begun, first = time.monotonic(), self.model.step
+        last_checkpoint = begun
+        while self.model.step < self.cfg.steps and self.stop_signal is None:
+            self._step()
+            if self._checkpoint_due(last_checkpoint):
+                self.checkpoint()
+                last_checkpoint = time.monotonic()
+            time.sleep(self.cfg.step_sleep_s)
+        if self.saved_step != self.model.step:
+            self.checkpoint()
+        if self.stop_signal is not None and self.model.step < self.cfg.steps:
+            self.reporter.event("stopped", signal=signal.Signals(self.stop_signal).name, step=self.model.step)
+            return EXIT_TEMPFAIL
+        if self.model.step > first:
+            hours = (time.monotonic() - begun) / 3600
+            self.reporter.metric("steps_per_hour", (self.model.step - first) / hours, self.model.step)
+        return EXIT_OK
+
+    def _step(self) -> None:
+        began = time.perf_counter()
+        x, y = batch(self.data, self.model.step + 1, self.cfg.seed, self.cfg.batch, self.block)
+        loss = train_step(self.model, x, y, self.adam)
+        took = time.perf_counter() - began
+        metrics = {"loss": loss, "tokens_per_second": len(x) / took, "step_time_s": took}
+        self.reporter.metrics(metrics, self.model.step)
+
+    def _checkpoint_due(self, last_checkpoint: float) -> bool:
+        if self.cfg.every_steps is not None:
+            return self.model.step % self.cfg.every_steps == 0
+        return self.cfg.every_s is not None and time.monotonic() - last_checkpoint >= self.cfg.every_s
+
+    def checkpoint(self) -> None:
+        began, step = time.perf_counter(), self.model.step
+        uri = self.checkpointer.save(self.model.tensors(), step, self.state())
+        self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
+        self.reporter.checkpoint(step, uri, tokens=step * self.cfg.batch * self.block)
+        self.saved_step = step
+
+    def state(self) -> dict[str, Any]:
+        """What rebuilds this trainer besides the tensors: model kind, optimizer scalars, data position."""
+        a = self.adam
+        optimizer = {"name": "adam", "lr": a.lr, "beta1": a.beta1, "beta2": a.beta2, "eps": a.eps}
+        return {
+            "model": MODEL_KIND,
+            "optimizer": {**optimizer, "t": self.model.step},
+            "rng": {"seed": self.cfg.seed, "batches": "numpy default_rng([seed, step])"},
+            "data": {"position": self.model.step, "batch": self.cfg.batch, "block": self.block},
+        }
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.stop_signal = signum  # acted on after the current step, so the checkpoint holds a whole step
+
+
+def _check_kind(manifest: dict[str, Any], uri: str) -> None:
+    kind = manifest["state"].get("model")
+    if kind != MODEL_KIND:
+        raise CrossrailError(f"{PROG}: {uri} holds model {kind!r}, not {MODEL_KIND}; point at a bigram checkpoint")
+
+
+def run_eval(ctx: RuntimeContext, data: Bytes, reporter: Reporter) -> int:
+    """Report eval_loss and eval_pass_rate of the newest valid checkpoint of this run, else of the parent."""
+    own = Checkpointer(ctx.checkpoint_dir).latest()
+    source = own.uri if own else ctx.parent_checkpoint
+    if source is None or source == "latest":
+        raise CheckpointNotFound(f"{PROG}: nothing to evaluate: no checkpoint in {ctx.checkpoint_dir} and no parent")
+    tensors, manifest = load(source)
+    _check_kind(manifest, source)
+    loss, pass_rate = evaluate(Bigram.from_tensors(tensors, 0, weights_only=True).weight, data)
+    reporter.metrics({"eval_loss": loss, "eval_pass_rate": pass_rate}, manifest["step"])
+    reporter.event("evaluated", uri=source, step=manifest["step"], pairs=len(data) - 1)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        ctx = RuntimeContext.from_env()
+        cfg = settings(args, ctx)
+        data = read_dataset(ctx)
+        with Reporter(ctx) as reporter:
+            if cfg.eval:
+                return run_eval(ctx, data, reporter)
+            return Trainer(ctx, cfg, data, reporter).run()
+    except CrossrailError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

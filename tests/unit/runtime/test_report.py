@@ -1,0 +1,342 @@
+"""The reporting channel: records written by training code and read back by the agent, over both transports."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crossrail.errors import CrossrailError
+from crossrail.runtime import HeartbeatThread, Reporter, RuntimeContext, read_new
+
+
+class Ticks:
+    """A clock for the reporter that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def kinds(records: list[dict[str, Any]]) -> list[str]:
+    return [r["type"] for r in records]
+
+
+def test_file_records_round_trip_through_read_new(tmp_path: Path) -> None:
+    target = str(tmp_path / "attempt" / "report.jsonl")
+    with Reporter(target, run="pretrain-small-1", attempt=2, clock=Ticks()) as r:
+        r.metric("loss", 2.5, step=10)
+        r.metrics({"lr": 0.01, "grad_norm": 1}, step=10)
+        r.heartbeat(step=10)
+        r.checkpoint(10, "file:///ckpt/step-0000000010", tokens=4096)
+        r.event("resumed", step=8, uri="file:///ckpt/step-0000000008")
+    records, cursor = read_new(target, None)
+    assert kinds(records) == ["metric", "metric", "metric", "heartbeat", "checkpoint", "event"]
+    assert records[0] == {
+        "v": 1,
+        "ts": 100.0,
+        "run": "pretrain-small-1",
+        "attempt": 2,
+        "type": "metric",
+        "name": "loss",
+        "value": 2.5,
+        "step": 10,
+    }
+    assert records[2]["value"] == 1.0
+    assert isinstance(records[2]["value"], float)
+    assert records[4] | {"ts": 0} == {
+        "v": 1,
+        "ts": 0,
+        "run": "pretrain-small-1",
+        "attempt": 2,
+        "type": "checkpoint",
+        "step": 10,
+        "uri": "file:///ckpt/step-0000000010",
+        "tokens": 4096,
+    }
+    assert records[5]["data"] == {"step": 8, "uri": "file:///ckpt/step-0000000008"}
+    assert cursor == str((tmp_path / "attempt" / "report.jsonl").stat().st_size)
+    assert read_new(target, cursor) == ([], cursor)
+
+
+def test_the_cursor_resumes_exactly_after_the_records_already_read(tmp_path: Path) -> None:
+    target = (tmp_path / "report.jsonl").as_uri()
+    r = Reporter(target, run="r-1", attempt=1)
+    r.metric("loss", 3.0, 1)
+    first, cursor = read_new(target, None)
+    r.metric("loss", 2.0, 2)
+    r.metric("loss", 1.0, 3)
+    second, cursor = read_new(target, cursor)
+    r.close()
+    assert [x["value"] for x in first] == [3.0]
+    assert [x["value"] for x in second] == [2.0, 1.0]
+    assert read_new(target, cursor)[0] == []
+
+
+def test_a_partial_trailing_line_is_left_until_it_is_complete(tmp_path: Path) -> None:
+    path = tmp_path / "report.jsonl"
+    whole = json.dumps({"v": 1, "ts": 1.0, "run": "r-1", "attempt": 1, "type": "heartbeat", "step": 4})
+    path.write_text(whole + "\n" + whole[:20])
+    records, cursor = read_new(str(path), None)
+    assert kinds(records) == ["heartbeat"]
+    assert cursor == str(len(whole) + 1)
+    assert read_new(str(path), cursor) == ([], cursor)
+    with path.open("a") as f:
+        f.write(whole[20:] + "\n")
+    records, cursor = read_new(str(path), cursor)
+    assert records == [json.loads(whole)]
+    assert cursor == str(path.stat().st_size)
+
+
+def test_a_writer_continuing_after_a_torn_line_keeps_its_own_lines_whole(tmp_path: Path) -> None:
+    path = tmp_path / "report.jsonl"
+    path.write_text('{"v": 1, "ts": 1.0, "ru')  # an earlier attempt killed mid-line
+    with Reporter(str(path), run="r-1", attempt=2) as r:
+        r.heartbeat(1)
+    records, _ = read_new(str(path), None)
+    assert kinds(records) == ["invalid", "heartbeat"]
+    assert records[1]["attempt"] == 2
+
+
+def raw(**fields: object) -> str:
+    """A record line with the envelope filled in; `fields` override or add."""
+    return json.dumps({"v": 1, "ts": 1, "run": "r", "attempt": 1} | fields)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        pytest.param("not json at all", "not JSON", id="not-json"),
+        pytest.param("[1, 2]", "JSON object", id="not-an-object"),
+        pytest.param(raw(v=2, type="heartbeat"), "version", id="newer-version"),
+        pytest.param(raw(type="gossip"), "unknown record type", id="unknown-type"),
+        pytest.param(raw(type="metric", name="x"), "lacks 'value'", id="metric-without-value"),
+        pytest.param(raw(type="metric", name="x", value=[1]), "'value'", id="metric-value-a-list"),
+        pytest.param(raw(type="heartbeat", attempt="1"), "'attempt'", id="attempt-as-text"),
+        pytest.param(raw(type="checkpoint", step=3), "'uri'", id="checkpoint-without-uri"),
+        pytest.param(raw(type="event", name="x", data=3), "'data'", id="event-data-not-an-object"),
+        pytest.param("", "not JSON", id="empty-line"),
+    ],
+)
+def test_lines_that_are_not_records_come_back_as_invalid_and_reading_goes_on(
+    tmp_path: Path, line: str, reason: str
+) -> None:
+    path = tmp_path / "report.jsonl"
+    good = json.dumps({"v": 1, "ts": 1.0, "run": "r-1", "attempt": 1, "type": "heartbeat", "step": None})
+    path.write_text(f"{good}\n{line}\n{good}\n")
+    records, cursor = read_new(str(path), None)
+    assert kinds(records) == ["heartbeat", "invalid", "heartbeat"]
+    assert reason in records[1]["reason"]
+    assert records[1]["line"] == line
+    assert records[1]["where"] == f"byte {len(good) + 1}"
+    assert cursor == str(path.stat().st_size)
+
+
+def test_undecodable_bytes_are_an_invalid_record_not_an_exception(tmp_path: Path) -> None:
+    path = tmp_path / "report.jsonl"
+    path.write_bytes(b"\xff\xfe garbage\n")
+    records, _ = read_new(str(path), None)
+    assert kinds(records) == ["invalid"]
+
+
+def test_a_missing_report_has_no_records_and_keeps_the_cursor(tmp_path: Path, memfs: Any) -> None:
+    assert read_new(str(tmp_path / "absent.jsonl"), "42") == ([], "42")
+    assert read_new("memory://absent/prefix", "3") == ([], "3")
+    assert read_new("memory://absent/prefix", None) == ([], "0")
+
+
+def test_a_cursor_read_new_did_not_return_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CrossrailError, match="cursor"):
+        read_new(str(tmp_path / "r.jsonl"), "chunk-3")
+
+
+def test_a_diverged_loss_is_reported_as_nan_and_read_back_as_nan(tmp_path: Path) -> None:
+    target = str(tmp_path / "r.jsonl")
+    with Reporter(target, run="r-1", attempt=1) as r:
+        r.metric("loss", math.nan, 5)
+        r.metric("grad_norm", -math.inf, 5)
+    raw = (tmp_path / "r.jsonl").read_text()
+    assert "NaN" not in raw  # strict JSON, readable by any parser
+    records, _ = read_new(target, None)
+    assert math.isnan(records[0]["value"])
+    assert records[1]["value"] == -math.inf
+
+
+def test_chunks_are_numbered_and_each_is_written_whole_once(memfs: Any) -> None:
+    ticks = Ticks()
+    r = Reporter("memory://reports/run-1/attempt-1", run="run-1", attempt=1, clock=ticks, flush_records=3, flush_s=5)
+    for step in range(1, 8):
+        r.metric("loss", 1.0 / step, step)
+    assert sorted(memfs.ls("/reports/run-1/attempt-1", detail=False)) == [
+        "/reports/run-1/attempt-1/chunk-000001.jsonl",
+        "/reports/run-1/attempt-1/chunk-000002.jsonl",
+    ]
+    first = memfs.cat_file("/reports/run-1/attempt-1/chunk-000001.jsonl")
+    r.close()
+    assert memfs.cat_file("/reports/run-1/attempt-1/chunk-000001.jsonl") == first
+    records, cursor = read_new("memory://reports/run-1/attempt-1", None)
+    assert [x["step"] for x in records] == [1, 2, 3, 4, 5, 6, 7]
+    assert cursor == "3"
+
+
+def test_a_chunk_is_flushed_by_age_by_a_checkpoint_and_by_close(memfs: Any) -> None:
+    ticks = Ticks()
+    target = "memory://rep"
+    r = Reporter(target, run="r-1", attempt=1, clock=ticks, flush_records=100, flush_s=5)
+    r.heartbeat(1)
+    assert read_new(target, None) == ([], "0")
+    ticks.now += 6
+    r.heartbeat(2)  # the oldest buffered record is 6 s old
+    records, cursor = read_new(target, None)
+    assert ([x["step"] for x in records], cursor) == ([1, 2], "1")
+    r.metric("loss", 0.5, 3)
+    r.checkpoint(3, "file:///c/step-0000000003")
+    records, cursor = read_new(target, cursor)
+    assert (kinds(records), cursor) == (["metric", "checkpoint"], "2")
+    r.event("done")
+    r.close()
+    records, cursor = read_new(target, cursor)
+    assert (kinds(records), cursor) == (["event"], "3")
+
+
+def test_a_new_writer_on_the_same_prefix_continues_the_numbering(memfs: Any) -> None:
+    for attempt in (1, 2):
+        with Reporter("memory://shared", run="r-1", attempt=attempt) as r:
+            r.heartbeat(attempt)
+    records, cursor = read_new("memory://shared", None)
+    assert [x["attempt"] for x in records] == [1, 2]
+    assert cursor == "2"
+
+
+def test_an_invalid_line_inside_a_chunk_names_its_chunk(memfs: Any) -> None:
+    memfs.pipe_file("/p/chunk-000001.jsonl", b'{"v": 1}\n')
+    records, _ = read_new("memory://p", None)
+    assert records[0]["type"] == "invalid"
+    assert records[0]["where"] == "chunk-000001.jsonl line 1"
+
+
+def test_many_threads_writing_at_once_leave_only_whole_lines(tmp_path: Path) -> None:
+    target = str(tmp_path / "r.jsonl")
+    r = Reporter(target, run="r-1", attempt=1)
+    payload = "x" * 3000
+
+    def write(thread: int) -> None:
+        for i in range(200):
+            r.event("tick", thread=thread, i=i, payload=payload)
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    r.close()
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert len(lines) == 1600
+    assert all(json.loads(line)["data"]["payload"] == payload for line in lines)
+    records, _ = read_new(target, None)
+    assert sorted((x["data"]["thread"], x["data"]["i"]) for x in records) == [
+        (t, i) for t in range(8) for i in range(200)
+    ]
+
+
+def test_the_heartbeat_thread_reports_the_current_step_until_stopped(tmp_path: Path) -> None:
+    target = str(tmp_path / "r.jsonl")
+    step = {"now": 7}
+
+    def beats_so_far() -> list[dict[str, Any]]:
+        return read_new(target, None)[0]
+
+    def wait_for(condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline, "no heartbeat arrived in time"
+            time.sleep(0.01)
+
+    with Reporter(target, run="r-1", attempt=1) as r:
+        beats = HeartbeatThread(r, interval_s=0.01, step_fn=lambda: step["now"])
+        beats.start()
+        wait_for(lambda: len(beats_so_far()) >= 3)
+        step["now"] = 8
+        wait_for(lambda: beats_so_far()[-1]["step"] == 8)
+        beats.stop()
+        assert not beats.is_alive()
+        count = len(beats_so_far())
+        time.sleep(0.05)
+        assert len(beats_so_far()) == count  # nothing after stop()
+    records = beats_so_far()
+    assert set(kinds(records)) == {"heartbeat"}
+    assert records[0]["step"] == 7
+
+
+def test_the_heartbeat_thread_ends_quietly_when_the_reporter_closes_first(tmp_path: Path) -> None:
+    r = Reporter(str(tmp_path / "r.jsonl"), run="r-1", attempt=1)
+    beats = HeartbeatThread(r, interval_s=0.01)
+    beats.start()
+    r.close()
+    beats.join(5)
+    assert not beats.is_alive()
+
+
+def test_a_closed_reporter_refuses_records_and_reserved_fields_are_refused(tmp_path: Path) -> None:
+    r = Reporter(str(tmp_path / "r.jsonl"), run="r-1", attempt=1)
+    with pytest.raises(CrossrailError, match="reserved"):
+        r.checkpoint(1, "file:///c", run="other")
+    r.close()
+    with pytest.raises(CrossrailError, match="closed"):
+        r.metric("loss", 1.0)
+
+
+def test_a_reporter_built_from_the_context_reports_where_crossrail_said(tmp_path: Path) -> None:
+    env = {
+        "TRAINING_BACKEND": "gpu",
+        "EXPERIMENT_ID": "posttrain-042",
+        "CROSSRAIL_RUN_ID": "posttrain-042-1",
+        "CROSSRAIL_ATTEMPT": "3",
+        "CROSSRAIL_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+        "CROSSRAIL_DATASET": str(tmp_path / "data"),
+        "CROSSRAIL_REPORT": (tmp_path / "report.jsonl").as_uri(),
+    }
+    with Reporter(RuntimeContext.from_env(env)) as r:
+        r.heartbeat(0)
+    (record,) = read_new(str(tmp_path / "report.jsonl"), None)[0]
+    assert (record["run"], record["attempt"], record["type"]) == ("posttrain-042-1", 3, "heartbeat")
+
+
+def test_a_reporter_without_run_and_attempt_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CrossrailError, match="run and attempt"):
+        Reporter(str(tmp_path / "r.jsonl"))
+
+
+def test_heartbeats_continue_after_a_storage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = str(tmp_path / "r.jsonl")
+    r = Reporter(target, run="r-1", attempt=1)
+    real, failures = r.heartbeat, [OSError("bucket unavailable")]
+
+    def flaky(step: int | None = None) -> None:
+        if failures:
+            raise failures.pop()
+        real(step)
+
+    r.heartbeat = flaky  # type: ignore[method-assign]
+    beats = HeartbeatThread(r, interval_s=0.01)
+    beats.start()
+    wait_until = time.monotonic() + 5
+    while not read_new(target, None)[0] and time.monotonic() < wait_until:
+        time.sleep(0.01)
+    beats.stop()
+    r.close()
+    assert kinds(read_new(target, None)[0])[:1] == ["heartbeat"]
+    assert "heartbeat not written (bucket unavailable)" in capsys.readouterr().err
+
+
+def test_a_scheme_fsspec_does_not_know_is_refused_with_the_uri(memfs: Any) -> None:
+    with pytest.raises(CrossrailError, match="nosuchscheme://reports"):
+        Reporter("nosuchscheme://reports", run="r-1", attempt=1)
