@@ -96,6 +96,9 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Submit at most once per key.")
     ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait for the run to end (runs an agent here if none is running).")
+    ] = False,
     home: Home = None,
     policy: Policy = None,
     as_json: Json = False,
@@ -106,7 +109,16 @@ def submit(
         from crossrail import render
 
         with _client(home, policy) as c:
-            _emit(c.submit(file, sets=set_ or [], idempotency_key=idempotency_key), as_json, render.submitted)
+            result = c.submit(file, sets=set_ or [], idempotency_key=idempotency_key)
+            if not wait:
+                _emit(result, as_json, render.submitted)
+                return
+            if not as_json:
+                render.submitted(result)
+            shown = c.wait(result["run"]["id"])
+            _emit(shown, as_json, render.run)
+            if shown["run"]["state"] != "succeeded":
+                raise typer.Exit(1)
 
     _run(go)
 

@@ -178,3 +178,31 @@ def test_post_training_waits_for_its_parent_and_starts_from_its_checkpoint(clien
     started_from = [e for e in store.events(run=post, types=["reported"]) if e.data["name"] == "initialised"]
     assert started_from
     assert started_from[0].data["data"]["from"].endswith("step-0000000030")
+
+
+def test_a_torn_latest_checkpoint_is_skipped_and_the_retry_resumes_from_the_previous_one(
+    client: Client, experiments: Path
+) -> None:
+    slow = [
+        "spec.args=[--steps, '200', --checkpoint-every-steps, '10', --step-sleep, '0.05']",
+        "spec.resources.chips=4",
+        "spec.retries={max: 1}",
+    ]
+    run = client.submit(experiments / "pretrain-small.yaml", sets=slow)["run"]["id"]
+    store = client.service.store
+    drive(client, lambda: len(store.checkpoints(run)) >= 2 and state(client, run) == "running")
+    child = json.loads((client.workspace.root / "attempts" / run / "1" / "child.json").read_text())
+    os.killpg(int(child["pid"]), signal.SIGKILL)
+    ckpt_dir = Path(store.checkpoints(run)[0].uri.removeprefix("file://")).parent
+    committed = sorted(ckpt_dir.glob("step-*"))
+    newest, previous = committed[-1], committed[-2]
+    data = bytearray((newest / "model.safetensors").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a damaged block in the middle of the tensor data
+    (newest / "model.safetensors").write_bytes(bytes(data))
+    (ckpt_dir / ".tmp-step-999-x").mkdir()  # and a write that never committed
+    drive(client, ended(client, run), timeout_s=120)
+    assert state(client, run) == "succeeded"
+    reported = {e.data["name"]: e.data["data"] for e in store.events(run=run, types=["reported"]) if e.attempt == 2}
+    assert reported["checkpoint_skipped"]["uri"].endswith(newest.name)
+    assert reported["resumed"]["from"].endswith(previous.name)
+    assert reported["resumed"]["step"] == int(previous.name.removeprefix("step-"))

@@ -145,3 +145,59 @@ def test_a_command_outside_any_workspace_says_how_to_create_one(tmp_path: Path) 
     )
     assert proc.returncode == 1
     assert "crossrail init" in proc.stderr
+
+
+def test_submit_wait_runs_an_agent_here_and_logs_show_each_attempt(checkout: Path) -> None:
+    args = "spec.args=[--steps, '20', --checkpoint-every-steps, '10', --step-sleep, '0.01']"
+    shown = as_json(
+        run(checkout, "submit", ".crossrail/experiments/pretrain-small.yaml", "--set", args, "--wait", "--json")
+    )
+    assert shown["kind"] == "Run"
+    assert shown["run"]["state"] == "succeeded"  # type: ignore[index]
+    (attempt,) = shown["attempts"]  # type: ignore[misc]
+    assert (attempt["exit_code"], attempt["pool"]) == (0, "tpu-v5p")
+    assert [c["step"] for c in shown["checkpoints"]] == [10, 20]  # type: ignore[attr-defined]
+    logs = as_json(run(checkout, "logs", "pretrain-small", "--json"))
+    assert logs["attempts"][0]["attempt"] == 1  # type: ignore[index]
+    assert run(checkout, "logs", "pretrain-small", "--attempt", "7").returncode == 1
+
+
+def test_agent_until_idle_runs_every_queued_run_and_exits(checkout: Path) -> None:
+    for sets in ("spec.resources.chips=1", "spec.resources.chips=2"):
+        as_json(
+            run(
+                checkout,
+                "submit",
+                ".crossrail/experiments/eval-smoke.yaml",
+                "--set",
+                sets,
+                "--set",
+                "spec.command=[python, -c, 'print(42)']",
+                "--set",
+                "spec.args=[]",
+                "--json",
+            )
+        )
+    proc = run(checkout, "agent", "--until-idle", "--poll", "0.1")
+    assert proc.returncode == 0, proc.stderr
+    status = as_json(run(checkout, "status", "--json"))
+    assert status["active"] == []
+    assert {r["stage"]: r["succeeded"] for r in status["stages"]} == {"eval": 2}  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_the_quick_demo_trains_kills_retries_elsewhere_and_reports(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*CLI, "demo", "--quick", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "killed the training process of pretrain-small-1 attempt 1 on tpu-v5p" in out
+    assert "attempt 2 ran on h100 and resumed from step" in out
+    assert "research-cycle metrics by stage × pool" in out
+    assert str(tmp_path / ".crossrail") in out
