@@ -37,7 +37,7 @@ def test_sigkilling_the_agent_many_times_loses_no_attempt_and_duplicates_none(ch
             c.submit(
                 exps / "pretrain-small.yaml",
                 sets=[
-                    ARGS.format(sleep=0.15 if i == 0 else 0.03),
+                    ARGS.format(sleep=0.25 if i == 0 else 0.03),
                     "spec.resources.chips=2",
                     f"metadata.name=chaos-{i}",
                 ],
@@ -55,6 +55,13 @@ def test_sigkilling_the_agent_many_times_loses_no_attempt_and_duplicates_none(ch
             kills += 1
             if not killed_workload:  # one real failure too, so the log shows a recovery the agent had to make
                 killed_workload = _kill_one_training_process(home, runs[0])
+        if not killed_workload:  # the churn was too fast for it: let one agent live until there is one to kill
+            proc = agent(home)
+            while not killed_workload and time.monotonic() < deadline:
+                time.sleep(0.1)
+                killed_workload = _kill_one_training_process(home, runs[0])
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
         final = agent(home, "--until-idle")
         assert final.wait(timeout=180) == 0, (home / "agent-stderr.log").read_text()
         store = c.service.store

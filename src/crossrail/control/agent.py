@@ -112,7 +112,7 @@ class Agent:
         self._forget_recorded(statuses)
         admitted = self._schedule()
         running = len(self.store.active_attempts())
-        queued = len(self.store.list_runs(states=["queued"]))
+        queued = sum(count for _stage, st, count, _chips in self.store.state_counts() if st == "queued")
         return Tick(running=running, queued=queued, admitted=admitted, ended=ended)
 
     # --- one attempt ---------------------------------------------------------------------------

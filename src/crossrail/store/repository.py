@@ -162,6 +162,15 @@ class Store:
         with self._read() as conn:
             return [RunRecord.from_row(r) for r in conn.execute(q)]
 
+    def run_queues(self, ids: Iterable[str]) -> dict[str, str]:
+        """The queue of each run in `ids`."""
+        out: dict[str, str] = {}
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(ids))):
+                q = select(t.runs.c.id, t.runs.c.queue).where(t.runs.c.id.in_(chunk))
+                out.update((rid, queue) for rid, queue in conn.execute(q))
+        return out
+
     def state_counts(self) -> list[tuple[str, str, int, int]]:
         """(stage, state, runs, chips) for every stage and state that has runs."""
         q = (
