@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,20 @@ class NewRun:
     image_digest: str | None = None
 
 
+class _Row:
+    """Building a record from a result row, and back to a plain dict."""
+
+    @classmethod
+    def from_row(cls, row: Any) -> Self:
+        m = row._mapping
+        return cls(**{f.name: m[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload, no-any-return]
+
+
 @dataclass(frozen=True)
-class RunRecord:
+class RunRecord(_Row):
     id: str
     experiment: str
     n: int
@@ -66,17 +78,9 @@ class RunRecord:
     created_at: float
     updated_at: float
 
-    @classmethod
-    def from_row(cls, row: Any) -> RunRecord:
-        m = row._mapping
-        return cls(**{f.name: m[f.name] for f in fields(cls)})
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class AttemptRecord:
+class AttemptRecord(_Row):
     run_id: str
     number: int
     state: str
@@ -101,17 +105,9 @@ class AttemptRecord:
     stopped_by: str | None = None
     created_at: float | None = None
 
-    @classmethod
-    def from_row(cls, row: Any) -> AttemptRecord:
-        m = row._mapping
-        return cls(**{f.name: m[f.name] for f in fields(cls)})
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class CheckpointRecord:
+class CheckpointRecord(_Row):
     id: int
     run_id: str
     attempt: int | None
@@ -120,11 +116,3 @@ class CheckpointRecord:
     format: str
     parent_id: int | None
     committed_at: float
-
-    @classmethod
-    def from_row(cls, row: Any) -> CheckpointRecord:
-        m = row._mapping
-        return cls(**{f.name: m[f.name] for f in fields(cls)})
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
