@@ -206,3 +206,46 @@ def test_a_torn_latest_checkpoint_is_skipped_and_the_retry_resumes_from_the_prev
     assert reported["checkpoint_skipped"]["uri"].endswith(newest.name)
     assert reported["resumed"]["from"].endswith(previous.name)
     assert reported["resumed"]["step"] == int(previous.name.removeprefix("step-"))
+
+
+def test_a_critical_run_preempts_a_low_priority_one_which_checkpoints_and_resumes(
+    client: Client, experiments: Path
+) -> None:
+    slow = "spec.args=[--steps, '400', --checkpoint-every-steps, '10', --step-sleep, '0.05']"
+    low = client.submit(
+        experiments / "pretrain-small.yaml",
+        sets=[
+            slow,
+            "metadata.name=low-prio",
+            "spec.stage=eval",
+            "spec.resources.chips=2",
+            "spec.priority=low",
+            "spec.accelerators={allow: [gpu]}",
+            "spec.resources.duration=1h",
+        ],
+    )["run"]["id"]
+    store = client.service.store
+    drive(client, lambda: bool(store.checkpoints(low)) and state(client, low) == "running")
+    high = command(
+        client,
+        experiments,
+        "print('urgent')",
+        "spec.priority=critical",
+        "spec.resources.chips=2",
+        "spec.accelerators={allow: [gpu]}",
+    )
+    drive(client, ended(client, high), timeout_s=120)
+    assert state(client, high) == "succeeded"
+    first = store.attempts(low)[0]
+    assert (first.state, first.stopped_by, first.exit_code) == ("preempted", "preempted", 75)
+    preempted = next(e for e in store.events(run=low, types=["preempted"]))
+    assert preempted.data["final"] is False
+
+    def resumed() -> list[dict[str, object]]:
+        return [e.data["data"] for e in store.events(run=low, types=["reported"]) if e.data["name"] == "resumed"]
+
+    drive(client, lambda: bool(resumed()))  # requeued without spending a retry, then admitted again
+    assert resumed()[0]["step"] >= 10  # from the checkpoint written in its grace period or before
+    assert store.attempts(low)[1].number == 2
+    client.cancel(low)
+    drive(client, lambda: store.active_attempts() == [])

@@ -20,10 +20,11 @@ from typing import Any
 from crossrail.control.attempts import classify, launch_request
 from crossrail.control.executor import AttemptStatus, Executor
 from crossrail.control.service import Service
-from crossrail.core import Event, EventType
+from crossrail.core import Event, EventType, parse_duration
 from crossrail.errors import WorkspaceError
 from crossrail.runtime.report import read_new
-from crossrail.scheduling.fifo import Decision, Pending, cycle, usage_from
+from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig
+from crossrail.scheduling.fifo import Decision, Pending
 from crossrail.store import AttemptRecord, RunRecord
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -85,6 +86,7 @@ class Agent:
         self.reports_dir = reports_dir
         self.config = config or AgentConfig()
         self.clock = service.clock
+        self.scheduler: Scheduler | None = None
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -189,7 +191,10 @@ class Agent:
             events.append(Event(EventType.SUCCEEDED, now, run.id, att.number, {"pool": att.pool}))
             run_state = "succeeded"
         elif not outcome.by_user:
-            retry = outcome.retryable and att.number <= int(retries.get("max") or 0)
+            # A preemption is crossrail's doing: it requeues the run without spending its retries.
+            retry = outcome.attempt_state == "preempted" or (
+                outcome.retryable and self._retries_used(run.id) < int(retries.get("max") or 0)
+            )
             reason = (
                 outcome.reason
                 if retry or not outcome.retryable
@@ -239,6 +244,10 @@ class Agent:
         self.executor.forget(run.id, att.number)
         return int(changed)
 
+    def _retries_used(self, run_id: str) -> int:
+        """Attempts of the run that ended in a failure (preemptions and user stops do not count)."""
+        return sum(1 for a in self.store.attempts(run_id) if a.state in ("failed", "lost"))
+
     def _forget_recorded(self, statuses: dict[tuple[str, int], AttemptStatus]) -> None:
         """Executor records of attempts whose end the store already holds (a crash between the two steps)."""
         active = {(a.run_id, a.number) for a in self.store.active_attempts()}
@@ -269,21 +278,40 @@ class Agent:
 
     # --- admission -----------------------------------------------------------------------------
 
+    def _scheduler(self) -> Scheduler:
+        """The scheduling core, made on the first pass and kept: it holds fair-share history and
+        preemption counts between passes."""
+        if self.scheduler is None:
+            fleet = self._local_fleet()
+            config = SchedulerConfig.from_fleet(fleet, fallback_wait_s=self.config.fallback_wait_s)
+            self.scheduler = Scheduler.from_fleet(fleet, config)
+        return self.scheduler
+
     def _schedule(self) -> int:
+        """Feed the core what is queued and running, run one cycle, act on its preemptions and admissions."""
         now = self.clock.now()
         queued = self.store.list_runs(states=["queued"], newest_first=False)
-        if not queued:
-            return 0
         active = self.store.active_attempts()
-        queues = {
-            r.id: r.queue
-            for r in self.store.list_runs(states=["admitted", "running", "cancelled", "suspended", "queued"])
-        }
-        usage = usage_from([(queues.get(a.run_id, ""), a.pool, a.chips) for a in active])
+        by_id = self.store.runs_by_id(a.run_id for a in active)
+        pending = [
+            Request.from_pending(p, team=r.team, duration_s=_duration_s(r))
+            for r in queued
+            if (p := self._pending(r, now)) is not None
+        ]
+        running = []
+        for a in active:
+            r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
+            req = Request(r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
+            checkpointed = ckpts[-1].committed_at if ckpts else None
+            running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
+        scheduler = self._scheduler()
+        scheduler.sync(pending, running, now)
+        result = scheduler.cycle(now)
+        attempt = {a.run_id: a.number for a in active}
+        for victim in result.preempted:  # stopped with grace; the attempt ends `preempted` and is requeued
+            self.executor.stop(victim.run, attempt[victim.run], victim.grace_s, "preempted")
         runs = {r.id: r for r in queued}
-        pending = [p for r in queued if (p := self._pending(r, now)) is not None]
-        decisions = cycle(pending, self._local_fleet(), usage, now, self.config.fallback_wait_s)
-        return sum(self._admit(runs[d.run], d, now) for d in decisions)
+        return sum(self._admit(runs[a.run], a, now) for a in result.admitted)
 
     def _pending(self, run: RunRecord, now: float) -> Pending | None:
         if not self._parent_ready(run, now):
@@ -381,6 +409,11 @@ class Agent:
             return run.parent_checkpoint
         ckpts = self.store.checkpoints(run.parent_run)
         return ckpts[-1].uri if ckpts else None
+
+
+def _duration_s(run: RunRecord) -> float | None:
+    duration = (run.spec.get("spec", {}).get("resources") or {}).get("duration")
+    return parse_duration(duration) if duration else None
 
 
 def _stop_reason(state: str) -> Any:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AwareDatetime, BeforeValidator, Field, field_validator, model_validator
 
-from crossrail.core import parse_topology
+from crossrail.core import parse_duration, parse_topology
 from crossrail.spec.common import (
     Accelerator,
     ApiVersion,
     Items,
     Name,
     NonEmpty,
+    Seconds,
     SpecModel,
     Stage,
     as_dict,
@@ -26,7 +29,10 @@ from crossrail.spec.experiment import Metadata
 from crossrail.spec.problems import did_you_mean
 
 Backend = Literal["local", "ray", "kubernetes"]
+Queueing = Literal["strict_fifo", "best_effort_fifo"]
+DrainPolicy = Literal["finish", "preempt"]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
+Chips = Annotated[int, Field(strict=True, ge=0)]
 
 
 class Pool(SpecModel):
@@ -42,6 +48,7 @@ class Pool(SpecModel):
     relative_speed: float = Field(default=1.0, strict=True, gt=0, allow_inf_nan=False)
     node_labels: dict[str, str] = Field(default_factory=dict)
     backend: Backend = "local"
+    drained: bool = False
 
     @field_validator("topologies")
     @classmethod
@@ -95,23 +102,84 @@ _SHAPE_FIX = "remove the shape or raise chips"
 
 
 class Queue(SpecModel):
-    """A stage's queue (optionally one team's): `quota` is chips per pool it is guaranteed."""
+    """A stage's queue (optionally one team's): `quota` is chips per pool it is guaranteed.
+
+    In a cohort, `borrowing_limit` caps the chips per pool it may use beyond its quota and `lending_limit`
+    the part of its quota others may borrow; a pool missing from either map is unlimited.
+    """
 
     name: Name
     stage: Stage
     team: NonEmpty | None = None
-    quota: dict[str, Annotated[int, Field(strict=True, ge=0)]] = Field(default_factory=dict)
+    quota: dict[str, Chips] = Field(default_factory=dict)
     cohort: NonEmpty | None = None
+    borrowing_limit: dict[str, Chips] = Field(default_factory=dict)
+    lending_limit: dict[str, Chips] = Field(default_factory=dict)
+    queueing: Queueing = "strict_fifo"
+
+
+class FairShareSpec(SpecModel):
+    """Fair sharing between teams: past usage counts with weight 1/2 after each `half_life`."""
+
+    half_life_s: Seconds = Field(default=3600.0, alias="half_life")
+
+
+class PreemptionSpec(SpecModel):
+    """How running work is preempted: the grace it gets to checkpoint, and how often one run may be."""
+
+    grace_s: Seconds = Field(default=300.0, alias="grace")
+    max_per_window: int = Field(default=2, strict=True, ge=0)
+    window_s: Seconds = Field(default=3600.0, alias="window")
+    on_drain: DrainPolicy = "finish"
+
+
+def _start_time(value: Any) -> Any:
+    if isinstance(value, str) and _timestamp(value) is None:
+        example = "write a time with its zone, e.g. 2026-03-01T00:00:00Z"
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a time; {example}") from None
+        raise ValueError(f"{value!r} has no time zone; {example}")
+    return value
+
+
+class ReservationSpec(SpecModel):
+    """`chips` of `pool` held from `start` for `duration`, for `team` or for runs that name the reservation."""
+
+    name: Name
+    pool: Name
+    chips: PositiveInt
+    start: Annotated[AwareDatetime, BeforeValidator(_start_time)]
+    duration_s: Seconds = Field(alias="duration")
+    team: NonEmpty | None = None
+
+    @property
+    def start_s(self) -> float:
+        return self.start.timestamp()
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
 
 
 class FleetSpec(SpecModel):
     pools: list[Pool] = Field(min_length=1)
     queues: list[Queue] = Field(default_factory=list)
+    fair_share: FairShareSpec = Field(default_factory=FairShareSpec)
+    preemption: PreemptionSpec = Field(default_factory=PreemptionSpec)
+    reservations: list[ReservationSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> FleetSpec:
         queues = [(q.name, str(q.stage), q.team, list(q.quota)) for q in self.queues]
-        raise_items(reference_items([p.name for p in self.pools], queues))
+        items = reference_items([p.name for p in self.pools], queues)
+        limits = [(q.cohort, list(q.borrowing_limit), list(q.lending_limit)) for q in self.queues]
+        items += limit_items([p.name for p in self.pools], limits)
+        pools = {p.name: (p.chips, p.chips_per_host) for p in self.pools}
+        held = [(r.name, r.pool, r.chips, r.start_s, r.duration_s) for r in self.reservations]
+        items += reservation_items(pools, held)
+        raise_items(items)
         return self
 
 
@@ -141,6 +209,65 @@ def reference_items(pools: list[Any], queues: list[QueueKeys]) -> Items:
     return items
 
 
+LimitKeys = tuple[Any, list[Any], list[Any]]
+"""(cohort, borrowing_limit pool names, lending_limit pool names) of one queue, possibly unvalidated."""
+
+
+def limit_items(pools: list[Any], queues: list[LimitKeys]) -> Items:
+    """Borrowing and lending limits only in a cohort, and only on pools that exist."""
+    items: Items = []
+    names = [p for p in pools if isinstance(p, str)]
+    for i, (cohort, borrowing, lending) in enumerate(queues):
+        for key, limited in (("borrowing_limit", borrowing), ("lending_limit", lending)):
+            if limited and cohort is None:
+                fix = "set `cohort:` so the queue has others to borrow from and lend to, or remove the limit"
+                items.append((("queues", i, key), "only a queue in a cohort borrows or lends", fix))
+            for pool in limited:
+                if pool not in names:
+                    fix = did_you_mean(str(pool), names) or f"pools are {', '.join(names)}"
+                    items.append((("queues", i, key, pool), f"unknown pool {pool!r}", fix))
+    return items
+
+
+ReservationKeys = tuple[Any, Any, Any, float | None, float | None]
+"""(name, pool, chips, start in seconds, duration in seconds) of one reservation, possibly unvalidated."""
+
+
+def reservation_items(pools: dict[str, tuple[Any, Any]], held: Sequence[ReservationKeys]) -> Items:
+    """Reservations on pools that exist, in whole hosts, and never more chips at once than the pool has."""
+    items = _duplicates("reservations", [r[0] for r in held], "reservation")
+    for i, (_, pool, chips, _, _) in enumerate(held):
+        if not isinstance(pool, str) or not isinstance(chips, int) or isinstance(chips, bool):
+            continue
+        if pool not in pools:
+            fix = did_you_mean(pool, pools) or f"pools are {', '.join(pools)}"
+            items.append((("reservations", i, "pool"), f"unknown pool {pool!r}", fix))
+            continue
+        total, per_host = pools[pool]
+        if isinstance(per_host, int) and per_host > 0 and chips % per_host:
+            fix = f"reserve a multiple of {per_host} chips"
+            items.append((("reservations", i, "chips"), f"{chips} chips are not whole hosts of {per_host}", fix))
+        peak = _peak(i, held)
+        if isinstance(total, int) and peak > total:
+            message = f"reservations on {pool} overlapping this one hold {peak} chips; the pool has {total}"
+            items.append((("reservations", i, "chips"), message, "move or shrink one of the reservations"))
+    return items
+
+
+def _peak(i: int, held: Sequence[ReservationKeys]) -> int:
+    """Chips reserved on reservation i's pool while it starts, counting every reservation active then."""
+    _, pool, _, start, _ = held[i]
+    if start is None:
+        return 0
+    total = 0
+    for _, other_pool, chips, other_start, duration in held:
+        if other_pool != pool or not isinstance(chips, int) or other_start is None or duration is None:
+            continue
+        if other_start <= start < other_start + duration:
+            total += chips
+    return total
+
+
 def _duplicates(field: str, names: list[Any], noun: str) -> Items:
     items: Items = []
     for i, name in enumerate(names):
@@ -161,7 +288,43 @@ def cross_checks(data: Any) -> Items:
             items += nested(("spec", "pools", i), sizes)
     queues = [as_dict(q) for q in as_list(spec.get("queues"))]
     keys = [(q.get("name"), q.get("stage"), q.get("team"), list(as_dict(q.get("quota")))) for q in queues]
-    return items + nested(("spec",), reference_items([p.get("name") for p in pools], keys))
+    names = [p.get("name") for p in pools]
+    items += nested(("spec",), reference_items(names, keys))
+    limits = [
+        (q.get("cohort"), list(as_dict(q.get("borrowing_limit"))), list(as_dict(q.get("lending_limit"))))
+        for q in queues
+    ]
+    items += nested(("spec",), limit_items(names, limits))
+    hosts = {p["name"]: (as_int(p.get("chips")), as_int(p.get("chips_per_host"))) for p in pools if _named(p)}
+    held = [_reservation_keys(as_dict(r)) for r in as_list(spec.get("reservations"))]
+    return items + nested(("spec",), reservation_items(hosts, held))
+
+
+def _named(pool: dict[str, Any]) -> bool:
+    return isinstance(pool.get("name"), str)
+
+
+def _reservation_keys(r: dict[str, Any]) -> ReservationKeys:
+    duration: float | None = None
+    if isinstance(r.get("duration"), str | int | float):
+        try:
+            duration = parse_duration(r["duration"])
+        except (ValueError, OverflowError):
+            duration = None
+    return (r.get("name"), r.get("pool"), as_int(r.get("chips")), _timestamp(r.get("start")), duration)
+
+
+def _timestamp(value: Any) -> float | None:
+    """Seconds since the epoch of a reservation's `start` as written, or None when it is not a time with a zone."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
 
 
 class Fleet(SpecModel):

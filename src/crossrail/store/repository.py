@@ -162,6 +162,14 @@ class Store:
         with self._read() as conn:
             return [RunRecord.from_row(r) for r in conn.execute(q)]
 
+    def runs_by_id(self, ids: Iterable[str]) -> dict[str, RunRecord]:
+        out: dict[str, RunRecord] = {}
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(ids))):
+                for row in conn.execute(select(t.runs).where(t.runs.c.id.in_(chunk))):
+                    out[row.id] = RunRecord.from_row(row)
+        return out
+
     def run_queues(self, ids: Iterable[str]) -> dict[str, str]:
         """The queue of each run in `ids`."""
         out: dict[str, str] = {}

@@ -1,0 +1,280 @@
+"""One scheduling cycle, in numbered steps (after Kueue's scheduler):
+
+  1. Time: end reservations whose window is over; preempt backfill still on the hosts of a reservation
+     that starts within the grace period; preempt work on drained pools and leaving hosts when the drain
+     policy says so.
+  2. Heads: set-aside heads come back when capacity freed or their time came; take each queue's head.
+  3. Snapshot: a copy of the cache this cycle may change; trial preemptions restore it.
+  4. Admit, in order (runs waiting for their victims first, then priority class, then the tenant's
+     dominant share, then time queued): rank the pools the head may use now, fit the largest gang it
+     accepts on the first pool with room; else choose the fewest victims that make room; else block it.
+  5. Requeue: an admitted head leaves its queue and the next run competes; a strict FIFO queue stops at a
+     blocked head, a best-effort one sets it aside and tries the next (a few per cycle).
+  6. Commit: the snapshot's pools and usage become the cache's; admissions are assumed running.
+  7. Grow: on a throwaway snapshot, offer free chips of pools no blocked head wanted to elastic runs.
+
+Work per cycle grows with the number of queues, pools and admissions, never with the number pending.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, replace
+
+from crossrail.scheduling.admission import Fit, fit, why_not
+from crossrail.scheduling.cache import Cache
+from crossrail.scheduling.placement import Placement, Ranked
+from crossrail.scheduling.preemption import Victim, could_preempt, victims
+from crossrail.scheduling.queue import QueueSet
+from crossrail.scheduling.snapshot import Snapshot
+from crossrail.scheduling.types import Admission, Allocation, CycleResult, Growth, Preemption, Request
+
+MEMO_S = 60.0
+"""How long a blocked head's reason is reused while nothing it depends on changes."""
+
+
+@dataclass(frozen=True)
+class Memo:
+    """Why a head was blocked, and the versions of what that depended on."""
+
+    version: int
+    pools: tuple[int, ...]
+    until: float
+    reason: str
+
+
+HeadKey = tuple[int, int, float, float, str]
+"""(not waiting for victims, priority rank, dominant share, time queued, run): smaller goes first."""
+
+
+class Cycle:
+    def __init__(
+        self, cache: Cache, queues: QueueSet, nominated: dict[str, set[str]], memo: dict[str, Memo], now: float
+    ) -> None:
+        self.cache = cache
+        self.queues = queues
+        self.nominated = nominated
+        self.memo = memo
+        self.now = now
+        self.config = cache.config
+        self.result = CycleResult()
+        self.placement = Placement(cache.by_cost(), now, self.config.fallback_wait_s)
+        self.contended: set[str] = set()
+        self.held_pools = {h.pool for h in cache.holds.values()}
+        self._usable: dict[tuple[int, frozenset[str] | None], Ranked] = {}
+        self._admitted: list[Allocation] = []
+
+    def run(self) -> CycleResult:
+        self.cache.tick(self.now)
+        self.expire_and_claim()  # 1
+        heads = self.take_heads()  # 2
+        snap = Snapshot(self.cache, self.now)  # 3
+        self.admit(snap, heads)  # 4 and 5
+        snap.commit()  # 6
+        for alloc in self._admitted:
+            self.cache.index(alloc, self.now)
+        self.grow()  # 7
+        return self.result
+
+    # --- 1. time -------------------------------------------------------------------------------
+
+    def expire_and_claim(self) -> None:
+        cache, now, grace = self.cache, self.now, self.config.grace_s
+        for hold in list(cache.holds.values()):
+            if now >= hold.end:
+                cache.release_hold(hold.name)
+                self.queues.freed = True
+                continue
+            if hold.active(now) and not hold.opened:
+                hold.opened = True
+                self.queues.freed = True
+            if now >= hold.start - grace and not hold.claimed:
+                for alloc in list(cache.on_hosts(hold.pool, set(hold.hosts))):
+                    if alloc.reservation != hold.name:
+                        why = f"reservation {hold.name} starts on its hosts; backfill there has to leave by then"
+                        self.preempt(alloc, why, None)
+                hold.claimed = True
+        for pool in cache.pools.values():
+            if pool.drained and pool.preempt_drained:
+                for alloc in list(cache.by_pool[pool.name].values()):
+                    self.preempt(alloc, f"{pool.name} is drained and its policy preempts running work", None)
+            if self.config.preempt_on_drain and pool.active_hosts < len(pool.state):
+                leaving = pool.leaving()
+                if leaving:
+                    for alloc in list(cache.on_hosts(pool.name, leaving)):
+                        self.preempt(alloc, f"{pool.name} lost capacity and its policy preempts work there", None)
+
+    def preempt(self, alloc: Allocation, reason: str, for_run: str | None) -> None:
+        if alloc.evicting:
+            return
+        self.cache.preempting(alloc, self.now)
+        self.result.preempted.append(
+            Preemption(alloc.run, alloc.pool, alloc.chips, self.config.grace_s, reason, for_run)
+        )
+
+    # --- 2. heads ------------------------------------------------------------------------------
+
+    def take_heads(self) -> list[Request]:
+        self.queues.wake(self.now)
+        heads = []
+        for queue in self.queues.queues.values():
+            run = queue.head()
+            if run is not None:
+                heads.append(self.queues.requests[run])
+        return heads
+
+    def key(self, req: Request, snap: Snapshot) -> HeadKey:
+        waiting = 0 if req.run in self.nominated else 1
+        return (waiting, req.rank, snap.share(req.tenant), req.queued_at, req.run)
+
+    # --- 4 and 5. admit and requeue ------------------------------------------------------------
+
+    def admit(self, snap: Snapshot, heads: list[Request]) -> None:
+        heap = [(self.key(req, snap), req.queue) for req in heads]
+        heapq.heapify(heap)
+        tries: dict[str, int] = {}
+        while heap:
+            key, name = heapq.heappop(heap)
+            queue = self.queues.queue(name)
+            run = queue.head()
+            if run is None:
+                continue
+            req = self.queues.requests[run]
+            fresh = self.key(req, snap)
+            if fresh > key and heap and fresh > heap[0][0]:
+                heapq.heappush(heap, (fresh, name))  # its tenant's share grew this cycle
+                continue
+            if self.try_admit(req, snap):
+                self.queues.admitted(req)
+                self.nominated.pop(req.run, None)
+                self.memo.pop(req.run, None)
+            elif queue.strict:
+                continue
+            else:
+                tries[name] = tries.get(name, 0) + 1
+                retry = self.placement.fallback_at(req)
+                self.queues.park(req, retry if retry is not None and retry > self.now else None)
+                if tries[name] >= self.config.best_effort_tries:
+                    continue
+            nxt = queue.head()
+            if nxt is not None:
+                heapq.heappush(heap, (self.key(self.queues.requests[nxt], snap), name))
+
+    def usable(self, req: Request) -> Ranked:
+        """The ranked pools where the request's queue could get quota, or a reservation could take it."""
+        ranked = self.placement.ranked(req)
+        reach = self.cache.quota.reachable(req.queue)
+        key = (id(ranked), reach)
+        usable = self._usable.get(key)
+        if usable is None:
+            if reach is None:
+                usable = ranked
+            else:
+                order = self.placement.positions(ranked)
+                wanted = [order[name] for name in reach | self.held_pools if name in order]
+                usable = [ranked[i] for i in sorted(wanted)] or ranked  # none: try all, so reasons say why
+            self._usable[key] = usable
+        return usable
+
+    def try_admit(self, req: Request, snap: Snapshot) -> bool:
+        ranked = self.usable(req)
+        versions = tuple(self.cache.pool_version.get(p.name, 0) for p, _ in ranked)
+        memo = self.memo.get(req.run)
+        if memo and (memo.version, memo.pools) == (self.cache.version, versions) and self.now < memo.until:
+            self.result.blocked[req.run] = memo.reason  # nothing it waits on changed: skip the search
+            self.contended.update(p.name for p, _ in ranked)
+            return False
+        if not ranked:
+            allow = ", ".join(req.allow or ())
+            self.result.blocked[req.run] = f"no pool of the fleet has an accelerator the run allows ({allow})"
+            return False
+        grace = self.config.grace_s
+        for pool_state, kind in ranked:
+            got = fit(snap, req, snap.pool(pool_state.name), grace)
+            if got is not None:
+                self.take(req, got, self.placement.reason(req, kind), snap)
+                return True
+        self.contended.update(p.name for p, _ in ranked)
+        preempting = self.preempt_for(req, snap, ranked)
+        if preempting is not None:
+            self.result.blocked[req.run] = preempting
+            return False
+        reason = self.result.blocked[req.run] = self.why_blocked(req, snap, ranked)
+        fallback = self.placement.fallback_at(req)
+        until = min(self.now + MEMO_S, fallback if fallback is not None and fallback > self.now else math.inf)
+        self.memo[req.run] = Memo(self.cache.version, versions, until, reason)
+        return False
+
+    def why_blocked(self, req: Request, snap: Snapshot, ranked: Ranked) -> str:
+        reasons = [why_not(snap, req, snap.pool(p.name), self.config.grace_s) for p, _ in ranked[:3]]
+        shown = "; ".join(reasons)
+        return shown if len(ranked) <= 3 else f"{shown}; and {len(ranked) - 3} more pools"
+
+    def take(self, req: Request, got: Fit, why: str, snap: Snapshot) -> None:
+        alloc = Allocation(req, got.pool, got.chips, got.hosts, self.now, reservation=got.reservation)
+        snap.take(alloc)
+        self._admitted.append(alloc)
+        reason = f"{why}; {got.pool} had {got.free} free chips, took {got.chips}"
+        borrowed = 0
+        if got.reservation is not None:
+            reason += f" inside reservation {got.reservation}"
+        else:
+            borrowed = min(snap.borrowed(req.queue, got.pool), got.chips)
+            if borrowed:
+                cohort = snap.quota.cohort_of(req.queue)
+                reason += f", borrowing {borrowed} beyond queue {req.queue}'s quota from cohort {cohort}"
+        admission = Admission(req.run, got.pool, got.chips, reason, got.hosts, borrowed, got.reservation)
+        self.result.admitted.append(admission)
+
+    def preempt_for(self, req: Request, snap: Snapshot, ranked: Ranked) -> str | None:
+        """Preempt for `req` if some victims make room; the reason it stays blocked meanwhile."""
+        waiting = [r for r in self.nominated.get(req.run, ()) if r in self.cache.allocs]
+        if waiting:
+            return f"waiting for {len(waiting)} preempted run(s) to stop: {', '.join(sorted(waiting))}"
+        grace = self.config.grace_s
+        for pool_state, _ in ranked:
+            name = pool_state.name
+            if snap.pool(name).drained or not could_preempt(snap, self.cache, req, name):
+                continue
+
+            def fits(name: str = name) -> bool:
+                return fit(snap, req, snap.pool(name), grace) is not None
+
+            chosen = victims(snap, self.cache, req, snap.pool(name), fits)
+            if chosen:
+                return self.evict(req, chosen)
+        return None
+
+    def evict(self, req: Request, chosen: list[Victim]) -> str:
+        cohort = self.cache.quota.cohort_of(req.queue)
+        for victim in chosen:
+            self.preempt(victim.alloc, victim.reason(req, self.now, cohort), req.run)
+        self.nominated[req.run] = {v.alloc.run for v in chosen}
+        runs = ", ".join(v.alloc.run for v in chosen)
+        return f"preempting {runs} to make room; admitted once they stop (grace {self.config.grace_s:.0f}s)"
+
+    # --- 7. grow -------------------------------------------------------------------------------
+
+    def grow(self) -> None:
+        snap = Snapshot(self.cache, self.now)
+        grace = self.config.grace_s
+        for name, runs in self.cache.elastic.items():
+            pool = snap.pool(name)
+            if name in self.contended or pool.drained or not runs or pool.free_chips == 0:
+                continue
+            for run in sorted(runs):
+                alloc = self.cache.allocs[run]
+                if alloc.evicting or alloc.chips >= alloc.request.high:
+                    continue
+                mark = snap.mark()
+                snap.release(alloc)
+                bigger = replace(alloc.request, chips=alloc.request.high, min_chips=alloc.chips + 1)
+                got = fit(snap, bigger, snap.pool(name), grace)
+                if got is not None:
+                    snap.take(Allocation(bigger, name, got.chips, got.hosts, self.now, reservation=got.reservation))
+                    snap.keep()
+                    why = f"{name} has {got.free} free chips and no run waiting for them"
+                    self.result.grown.append(Growth(run, name, alloc.chips, got.chips, why))
+                else:
+                    snap.restore(mark)

@@ -1,0 +1,79 @@
+"""Which pools a request may try now, in order, and why: the placement rule of scheduling v0.
+
+On a retry the pools other than the one the previous attempt ended on come first; otherwise the
+preferred accelerator's pools come first and the others only after `fallback_wait_s` in the queue.
+Within each group, the cheapest pool per unit of work goes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from crossrail.scheduling.pool import PoolState
+from crossrail.scheduling.types import Request
+
+Ranked = list[tuple[PoolState, str]]
+"""Pools in the order to try them, each with why it is tried (a kind `Placement.reason` spells out)."""
+
+
+class Placement:
+    """Ranks pools for requests at one time; requests of the same shape share one ranking."""
+
+    def __init__(self, by_cost: Sequence[PoolState], now: float, fallback_wait_s: float) -> None:
+        self.by_cost = list(by_cost)
+        self.now = now
+        self.fallback_wait_s = fallback_wait_s
+        self._ranked: dict[tuple[object, ...], Ranked] = {}
+        self._positions: dict[int, dict[str, int]] = {}
+
+    def ranked(self, req: Request) -> Ranked:
+        """The pools `req` may try now, best first."""
+        waited = self.now - req.queued_at >= self.fallback_wait_s
+        key = (req.allow, req.prefer, req.avoid_pool, waited)
+        ranked = self._ranked.get(key)
+        if ranked is None:
+            ranked = self._ranked[key] = self._rank(req, waited)
+        return ranked
+
+    def positions(self, ranked: Ranked) -> dict[str, int]:
+        """Pool name -> its place in `ranked` (one of this object's rankings)."""
+        found = self._positions.get(id(ranked))
+        if found is None:
+            found = self._positions[id(ranked)] = {p.name: i for i, (p, _) in enumerate(ranked)}
+        return found
+
+    def _rank(self, req: Request, waited: bool) -> Ranked:
+        allowed = [p for p in self.by_cost if req.allow is None or p.accelerator in req.allow]
+        if req.avoid_pool is not None:
+            away = [(p, "away") for p in allowed if p.name != req.avoid_pool]
+            return away + [(p, "same") for p in allowed if p.name == req.avoid_pool]
+        if req.prefer in ("any", "mixed"):
+            return [(p, "any") for p in allowed]
+        preferred = [(p, "preferred") for p in allowed if p.accelerator == req.prefer]
+        if preferred and not waited:
+            return preferred
+        kind = "fallback" if preferred else "not-allowed"
+        return preferred + [(p, kind) for p in allowed if p.accelerator != req.prefer]
+
+    def reason(self, req: Request, kind: str) -> str:
+        """Why `req` was placed on a pool of this kind, in words."""
+        if kind == "away":
+            return f"retry moved off {req.avoid_pool}, where the previous attempt ended"
+        if kind == "same":
+            return "retry on the same pool"
+        if kind == "any":
+            return f"no accelerator preference ({req.prefer}); cheapest pool with room"
+        if kind == "preferred":
+            return f"{req.prefer} preferred{req.prefer_source}"
+        if kind == "fallback":
+            return f"fell back after waiting {self.now - req.queued_at:.0f}s for a {req.prefer} pool"
+        return f"no {req.prefer} pool is allowed for this run"
+
+    def fallback_at(self, req: Request) -> float | None:
+        """When more pools open to `req` by waiting, or None when waiting opens none."""
+        if req.avoid_pool is not None or req.prefer in ("any", "mixed"):
+            return None
+        allowed = [p for p in self.by_cost if req.allow is None or p.accelerator in req.allow]
+        others = any(p.accelerator != req.prefer for p in allowed)
+        preferred = any(p.accelerator == req.prefer for p in allowed)
+        return req.queued_at + self.fallback_wait_s if preferred and others else None

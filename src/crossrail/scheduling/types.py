@@ -1,0 +1,189 @@
+"""The scheduling core's types in one place: requests, running allocations, decisions and configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crossrail.scheduling.fifo import PRIORITY_RANK, Decision, Pending
+from crossrail.spec.fleet import Fleet
+
+UNKNOWN_RANK = 9
+"""Rank of a priority class the scheduler does not know: after every known one."""
+
+Hosts = tuple[tuple[int, int], ...]
+"""(host index, chips) of every host an allocation holds chips on."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A run waiting for chips: how many, from which queue and team, and where it would rather run.
+
+    `duration_s` is the expected run time (None: unknown, which never backfills a reservation);
+    `reservation` names a reservation the run may use besides those held for its team.
+    """
+
+    run: str
+    queue: str
+    chips: int
+    priority: str = "normal"
+    queued_at: float = 0.0
+    team: str | None = None
+    min_chips: int | None = None
+    max_chips: int | None = None
+    duration_s: float | None = None
+    allow: tuple[str, ...] | None = None
+    prefer: str = "any"
+    prefer_source: str = ""
+    avoid_pool: str | None = None
+    reservation: str | None = None
+
+    low: int = field(init=False, repr=False, compare=False)
+    """The fewest chips the run accepts."""
+    high: int = field(init=False, repr=False, compare=False)
+    """The most chips the run can use."""
+    rank: int = field(init=False, repr=False, compare=False)
+    tenant: str = field(init=False, repr=False, compare=False)
+    """Whom fair share counts this run against: its team, else its queue."""
+
+    def __post_init__(self) -> None:
+        # Derived once: the cycle reads these for every head it tries.
+        derived = {
+            "low": self.min_chips or self.chips,
+            "high": max(self.max_chips or self.chips, self.chips),
+            "rank": PRIORITY_RANK.get(self.priority, UNKNOWN_RANK),
+            "tenant": f"team {self.team}" if self.team else f"queue {self.queue}",
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_pending(
+        cls, p: Pending, *, team: str | None = None, duration_s: float | None = None, reservation: str | None = None
+    ) -> Request:
+        """The request for a v0 `Pending`, with what v0 did not know."""
+        return cls(
+            run=p.run,
+            queue=p.queue,
+            chips=p.chips,
+            priority=p.priority,
+            queued_at=p.queued_at,
+            team=team,
+            min_chips=p.min_chips,
+            max_chips=p.max_chips,
+            duration_s=duration_s,
+            allow=p.allow,
+            prefer=p.prefer,
+            prefer_source=p.prefer_source,
+            avoid_pool=p.avoid_pool,
+            reservation=reservation,
+        )
+
+
+@dataclass(frozen=True)
+class Running:
+    """A run that holds chips, as the store knows it (used to rebuild or sync the scheduler)."""
+
+    request: Request
+    pool: str
+    chips: int
+    started_at: float
+    checkpointed_at: float | None = None
+
+
+@dataclass
+class Allocation:
+    """Chips a run holds on one pool's hosts. The cache owns these; a cycle's snapshot only reads them."""
+
+    request: Request
+    pool: str
+    chips: int
+    hosts: Hosts
+    started_at: float
+    checkpointed_at: float | None = None
+    reservation: str | None = None
+    evicting: bool = False
+    overflow: int = 0
+    run: str = field(init=False)
+    queue: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.run = self.request.run
+        self.queue = self.request.queue
+
+    @property
+    def expected_end(self) -> float | None:
+        duration = self.request.duration_s
+        return None if duration is None else self.started_at + duration
+
+    def lost_work_s(self, now: float) -> float:
+        """Work lost if the run stopped now: time since its last committed checkpoint, or since it started."""
+        return max(now - max(self.started_at, self.checkpointed_at or self.started_at), 0.0)
+
+
+@dataclass(frozen=True)
+class Admission(Decision):
+    """A run admitted on `pool` with `chips` (a v0 `Decision`, so the agent's admit path takes it as is)."""
+
+    hosts: Hosts = ()
+    borrowed: int = 0
+    reservation: str | None = None
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Stop `run` within `grace_s` (time to checkpoint); its chips are free once `finished(run)` is told."""
+
+    run: str
+    pool: str
+    chips: int
+    grace_s: float
+    reason: str
+    for_run: str | None = None
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A proposal: the elastic `run` could grow from `chips_from` to `chips_to` on its pool now."""
+
+    run: str
+    pool: str
+    chips_from: int
+    chips_to: int
+    reason: str
+
+
+@dataclass
+class CycleResult:
+    """What one cycle decided. `blocked` holds the queue heads it tried and could not admit, with why."""
+
+    admitted: list[Admission] = field(default_factory=list)
+    preempted: list[Preemption] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)
+    grown: list[Growth] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Knobs of the scheduling core; `from_fleet` reads the fleet's `preemption` and `fair_share` sections."""
+
+    fallback_wait_s: float = 60.0
+    grace_s: float = 300.0
+    max_preemptions: int = 2
+    preemption_window_s: float = 3600.0
+    half_life_s: float = 3600.0
+    preempt_on_drain: bool = False
+    best_effort_tries: int = 8
+    """Heads a best-effort queue may try in one cycle before the rest wait for the next."""
+
+    @classmethod
+    def from_fleet(cls, fleet: Fleet, *, fallback_wait_s: float = 60.0, best_effort_tries: int = 8) -> SchedulerConfig:
+        pre, fair = fleet.spec.preemption, fleet.spec.fair_share
+        return cls(
+            fallback_wait_s=fallback_wait_s,
+            grace_s=pre.grace_s,
+            max_preemptions=pre.max_per_window,
+            preemption_window_s=pre.window_s,
+            half_life_s=fair.half_life_s,
+            preempt_on_drain=pre.on_drain == "preempt",
+            best_effort_tries=best_effort_tries,
+        )
