@@ -299,6 +299,98 @@ def demo(
     _run(go)
 
 
+fleet_app = typer.Typer(help="Show and change the fleet: apply a file, drain and undrain pools.", no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.command("show")
+def fleet_show(home: Home = None, as_json: Json = False) -> None:
+    """Pools with chips in use, drained state and reservations."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.fleet_show(), as_json, render.fleet)
+
+    _run(go)
+
+
+@fleet_app.command("apply")
+def fleet_apply(
+    file: Annotated[Path, typer.Argument(help="The new fleet file.")], home: Home = None, as_json: Json = False
+) -> None:
+    """Replace the workspace fleet with FILE (validated first); capacity changes become events."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.fleet_apply(file), as_json, render.fleet_change)
+
+    _run(go)
+
+
+def _drain(drained: bool) -> Any:
+    def command(
+        pool: Annotated[str, typer.Argument(help="Pool name.")], home: Home = None, as_json: Json = False
+    ) -> None:
+        def go() -> None:
+            from crossrail import render
+
+            with _client(home) as c:
+                _emit(c.drain(pool, drained=drained), as_json, render.fleet_change)
+
+        _run(go)
+
+    command.__doc__ = (
+        "Take no new work on POOL; running work finishes (or is preempted if the fleet says so)."
+        if drained
+        else "Let POOL take new work again."
+    )
+    return command
+
+
+fleet_app.command("drain")(_drain(True))
+fleet_app.command("undrain")(_drain(False))
+
+
+@app.command()
+def reserve(
+    pool: Annotated[str, typer.Argument(help="Pool name.")],
+    chips: Annotated[int, typer.Option("--chips", min=1, help="Chips to hold (whole hosts).")],
+    start: Annotated[str, typer.Option("--start", help="ISO time with a zone, or 'now'.")],
+    duration: Annotated[str, typer.Option("--duration", help="How long, e.g. 14d or 6h.")],
+    team: Annotated[str | None, typer.Option("--team", help="The team the capacity is held for.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Reservation name (default: <pool>-<n>).")] = None,
+    home: Home = None,
+    as_json: Json = False,
+) -> None:
+    """Hold capacity of a pool from a time; before it, only work that ends in time is backfilled."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            out = c.reserve(pool, chips=chips, start=start, duration=duration, team=team, name=name)
+            _emit(out, as_json, render.fleet_change)
+
+    _run(go)
+
+
+@app.command()
+def reservations(home: Home = None, as_json: Json = False) -> None:
+    """Reservations and their state now."""
+
+    def go() -> None:
+        from crossrail import render
+
+        with _client(home) as c:
+            _emit(c.reservations(), as_json, render.reservations)
+
+    _run(go)
+
+
 def main() -> None:
     app()
 

@@ -58,11 +58,15 @@ class Client:
             return load_policy(self.workspace.policy_path)
         return default_policy()
 
-    @cached_property
-    def fleet(self) -> Any:
+    def load_fleet(self) -> Any:
+        """The workspace's fleet as the file says now (the service caches it until it is changed)."""
         from crossrail.spec import load_fleet
 
         return load_fleet(self.workspace.check().fleet_path)
+
+    @property
+    def fleet(self) -> Any:
+        return self.service.fleet
 
     @cached_property
     def service(self) -> Any:
@@ -70,7 +74,7 @@ class Client:
         from crossrail.store import Store
 
         self.workspace.check()
-        return Service(Store.open(self.workspace.store_url), lambda: self.fleet, lambda: self.policy, self.clock)
+        return Service(Store.open(self.workspace.store_url), self.load_fleet, lambda: self.policy, self.clock)
 
     @cached_property
     def executor(self) -> Any:
@@ -82,7 +86,9 @@ class Client:
         """The reconcile agent over this workspace (crossrail.control.agent.Agent); run it under `agent_lock`."""
         from crossrail.control.agent import Agent
 
-        return Agent(self.service, self.executor, self.workspace.root / "reports", config)
+        agent = Agent(self.service, self.executor, self.workspace.root / "reports", config)
+        agent.fleet_path = self.workspace.fleet_path
+        return agent
 
     def close(self) -> None:
         if "service" in self.__dict__:
@@ -236,6 +242,36 @@ class Client:
             while not done():
                 time.sleep(0.5)
         return self.show(run_id)
+
+    # --- fleet ----------------------------------------------------------------------------------
+
+    def fleet_show(self) -> dict[str, Any]:
+        from crossrail.control import fleetops
+
+        return _obj("FleetStatus", **fleetops.status(self.service))
+
+    def fleet_apply(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        from crossrail.control import fleetops
+
+        return _obj("FleetChange", changes=fleetops.apply(self.service, self.workspace, Path(path)))
+
+    def drain(self, pool: str, *, drained: bool = True) -> dict[str, Any]:
+        from crossrail.control import fleetops
+
+        return _obj("FleetChange", changes=fleetops.set_drained(self.service, self.workspace, pool, drained))
+
+    def reserve(
+        self, pool: str, *, chips: int, start: str, duration: str, team: str | None = None, name: str | None = None
+    ) -> dict[str, Any]:
+        from crossrail.control import fleetops
+
+        changes = fleetops.reserve(
+            self.service, self.workspace, pool=pool, chips=chips, start=start, duration=duration, team=team, name=name
+        )
+        return _obj("FleetChange", changes=changes)
+
+    def reservations(self) -> dict[str, Any]:
+        return _obj("ReservationList", reservations=self.fleet_show()["reservations"])
 
     def report(self) -> dict[str, Any]:
         """The event-log metrics, with each group's median reported `tokens_per_second` beside them."""

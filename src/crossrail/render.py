@@ -217,3 +217,31 @@ def logs(obj: dict[str, Any]) -> None:
             how += f", signal {a['signal']}"
         console.rule(f"{obj['run']} attempt {a['attempt']} on {a['pool']} ({how})")
         console.print(a["log"] or "(no output)", markup=False, highlight=False, end="")
+
+
+def _table(title: str, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print(f"{title}: none")
+        return
+    t = Table(title=title)
+    for col in rows[0]:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*("-" if v is None else str(v) for v in row.values()))
+    console.print(t)
+
+
+def fleet(obj: dict[str, Any]) -> None:
+    _table("pools", obj["pools"])
+    reservations(obj)
+
+
+def reservations(obj: dict[str, Any]) -> None:
+    _table("reservations", obj["reservations"])
+
+
+def fleet_change(obj: dict[str, Any]) -> None:
+    if not obj["changes"]:
+        console.print("no change")
+    for change in obj["changes"]:
+        console.print(change)

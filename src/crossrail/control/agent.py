@@ -21,7 +21,7 @@ from crossrail.control.attempts import classify, launch_request
 from crossrail.control.executor import AttemptStatus, Executor
 from crossrail.control.service import Service
 from crossrail.core import Event, EventType, parse_duration
-from crossrail.errors import WorkspaceError
+from crossrail.errors import CrossrailError, WorkspaceError
 from crossrail.runtime.report import read_new
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig
 from crossrail.scheduling.fifo import Decision, Pending
@@ -87,6 +87,9 @@ class Agent:
         self.config = config or AgentConfig()
         self.clock = service.clock
         self.scheduler: Scheduler | None = None
+        self.fleet_path: Path | None = None
+        self._fleet_mtime: int | None = None
+        self.warnings: list[str] = []
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -106,7 +109,8 @@ class Agent:
             time.sleep(self.config.poll_s)
 
     def reconcile(self) -> Tick:
-        """One level-triggered pass: (1) attempts, (2) stale executor records, (3) admission."""
+        """One level-triggered pass: (0) fleet changes, (1) attempts, (2) stale executor records, (3) admission."""
+        self._follow_fleet()
         statuses = {(s.run, s.attempt): s for s in self.executor.observe()}
         ended = 0
         for att in self.store.active_attempts():
@@ -278,6 +282,25 @@ class Agent:
 
     # --- admission -----------------------------------------------------------------------------
 
+    def _follow_fleet(self) -> None:
+        """Move the scheduling core to a fleet file changed by `crossrail fleet` or by hand."""
+        path = self.fleet_path
+        if path is None or self.scheduler is None:
+            return
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return
+        if mtime == self._fleet_mtime:
+            return
+        self._fleet_mtime = mtime
+        try:
+            self.service.reload_fleet()
+            self.scheduler.apply_fleet(self._local_fleet())
+        except CrossrailError as exc:  # a broken hand edit: keep scheduling on the last good fleet
+            self.service.reload_fleet(self.scheduler.fleet)
+            self.warnings.append(f"fleet file not applied: {exc}")
+
     def _scheduler(self) -> Scheduler:
         """The scheduling core, made on the first pass and kept: it holds fair-share history and
         preemption counts between passes."""
@@ -285,6 +308,8 @@ class Agent:
             fleet = self._local_fleet()
             config = SchedulerConfig.from_fleet(fleet, fallback_wait_s=self.config.fallback_wait_s)
             self.scheduler = Scheduler.from_fleet(fleet, config)
+            if self.fleet_path is not None and self.fleet_path.exists():
+                self._fleet_mtime = self.fleet_path.stat().st_mtime_ns
         return self.scheduler
 
     def _schedule(self) -> int:

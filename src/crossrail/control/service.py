@@ -68,6 +68,13 @@ class Service:
         src = self._fleet_source
         return src() if callable(src) else src
 
+    def reload_fleet(self, fleet: Fleet | None = None) -> Fleet:
+        """Forget the cached fleet; the next use reads it again from its source (or takes `fleet`)."""
+        self.__dict__.pop("fleet", None)
+        if fleet is not None:
+            self.__dict__["fleet"] = fleet
+        return self.fleet
+
     @cached_property
     def policy(self) -> PlacementPolicy:
         src = self._policy_source
