@@ -58,7 +58,11 @@ def allocatable_sizes(pool: Pool, low: int, high: int) -> list[int]:
     """Chip counts in [low, high] the pool can allocate as one gang."""
     shapes = pool.topology_shapes
     if pool.accelerator == "tpu" and shapes:
-        return sorted({math.prod(s) for s in shapes if low <= math.prod(s) <= high})
+        per_host = pool.chips_per_host
+        # A slice above one host spans whole hosts, as the admission allocator places it.
+        return sorted(
+            {n for s in shapes if low <= (n := math.prod(s)) <= high and (n <= per_host or n % per_host == 0)}
+        )
     per_host = pool.chips_per_host
     return [n for n in range(low, high + 1) if n <= per_host or n % per_host == 0]
 
