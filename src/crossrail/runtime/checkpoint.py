@@ -1,45 +1,39 @@
-"""crossrail-ckpt/v1 checkpoints on local disk: atomic commit, verified restore, pruning.
+"""crossrail-ckpt/v1 checkpoints: commit, async and sharded saves, verified restore, retention.
 
-The format: docs/formats/checkpoint.md.
+The format and the commit protocol: docs/formats/checkpoint.md.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import safetensors
-import safetensors.numpy
 
+from crossrail.runtime.asyncsave import OnError, SaveHandle, Staging, run_in_background
 from crossrail.runtime.manifest import (
     FORMAT,
     MANIFEST_FILE,
-    MODEL_FILE,
     CheckpointError,
     CheckpointNotFound,
-    TornCheckpoint,
-    checksum,
+    InvalidCheckpoint,
     lineage_block,
-    read_manifest,
-    safetensors_layout,
-    verify_tensors,
+    marker_content,
+    parse_manifest,
 )
-from crossrail.runtime.storage import file_uri, fsync_dir, local_path
+from crossrail.runtime.reading import DEFAULT_READERS, manifest_in, parallel, read
+from crossrail.runtime.shards import Entry, Tensors, as_stored, check_tensors, plan, write_shard
+from crossrail.runtime.stores import STEP_DIR, Draft, StorageOptions, open_store, split, step_dirname
 
-Tensors = dict[str, npt.NDArray[Any]]
 OnSkip = Callable[[str, str], None]
-TMP_PREFIX = ".tmp-"
-STALE_TMP_S = 3600.0
-_STEP_DIR = re.compile(r"^step-(\d+)$")
+DEFAULT_SHARD_BYTES = 256 << 20
+DEFAULT_WRITERS = 4
+Step = int | Literal["latest"] | None
 
 
 @dataclass(frozen=True)
@@ -52,16 +46,18 @@ class CheckpointInfo:
 # Named here because Checkpointer.list shadows the builtin inside the class body.
 Infos = list[CheckpointInfo]
 Uris = list[str]
-
-
-def step_dirname(step: int) -> str:
-    return f"step-{step:010d}"
+Names = list[str]
 
 
 class Checkpointer:
-    """The checkpoints of one run: `<directory>/step-<step:010d>/{model.safetensors, manifest.json}`.
+    """The checkpoints of one run: `<directory>/step-<step:010d>/`, on local disk or object storage.
 
-    `lineage` is written into every manifest (missing keys as null); `keep_last` prunes after each save.
+    `lineage` is written into every manifest (missing keys as null). `keep_last` and `keep_every` prune after
+    each save. `storage_options` go to fsspec for object storage (endpoint_url, credentials, ...).
+    `shard_bytes` bounds each safetensors file; `writers` threads write shards in parallel, `readers` threads
+    read and verify tensors in parallel.
+    `on_error(error)` is called when a background save fails; the error is also raised by the next
+    save, save_async, wait or close.
     """
 
     def __init__(
@@ -70,246 +66,346 @@ class Checkpointer:
         lineage: Mapping[str, Any] | None = None,
         keep_last: int | None = None,
         *,
+        keep_every: int | None = None,
+        storage_options: StorageOptions | None = None,
+        shard_bytes: int = DEFAULT_SHARD_BYTES,
+        writers: int = DEFAULT_WRITERS,
+        readers: int = DEFAULT_READERS,
+        on_error: OnError | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.uri = directory_uri
-        self.directory = _local(directory_uri)
+        _check_retention(keep_last, keep_every)
+        if min(shard_bytes, writers, readers) < 1:
+            raise CheckpointError(
+                f"shard_bytes, writers and readers must be >= 1 (got {shard_bytes}, {writers}, {readers})"
+            )
+        self.store = open_store(directory_uri, storage_options)
+        self.uri = self.store.uri
         self.lineage = lineage_block(lineage or {})
-        if keep_last is not None and keep_last < 1:
-            raise CheckpointError(f"keep_last must be >= 1 (got {keep_last}); use None to keep every checkpoint")
-        self.keep_last = keep_last
+        self.keep_last, self.keep_every = keep_last, keep_every
+        self.shard_bytes, self.writers, self.readers = shard_bytes, writers, readers
+        self.on_error = on_error
         self._clock = clock
+        self._lock = threading.RLock()  # one save (or prune) starts at a time
+        self._inflight: tuple[SaveHandle, threading.Thread] | None = None
+        self.staging = Staging()
 
     # ---- writing ----------------------------------------------------------------------------------------
 
-    def save(self, tensors: Mapping[str, npt.NDArray[Any]], step: int, state: Mapping[str, Any]) -> str:
+    def save(
+        self,
+        tensors: Mapping[str, npt.NDArray[Any]],
+        step: int,
+        state: Mapping[str, Any] | None = None,
+        *,
+        tokens: int | None = None,
+    ) -> str:
         """Commit a checkpoint of `step` and return its URI; a valid one already there is kept as is."""
-        step = _step(step)
-        final = os.path.join(self.directory, step_dirname(step))
-        os.makedirs(self.directory, exist_ok=True)
-        self._remove_stale_tmp()
-        if os.path.isdir(final) and self._reason(final) is None:
-            return file_uri(final)  # a retry of a save that committed: the first commit stands
-        tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{step_dirname(step)}-", dir=self.directory)
-        try:
-            self._write(tmp, tensors, step, state)
-            self._commit(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if self.keep_last is not None:
-            self.prune(self.keep_last)
-        return file_uri(final)
+        with self._lock:
+            self._settle()
+            head = self._head(step, state, tokens)
+            check_tensors(tensors)
+            uri = self._write(as_stored(tensors), head)
+            self._retain()
+            return uri
 
-    def _write(self, tmp: str, tensors: Mapping[str, npt.NDArray[Any]], step: int, state: Mapping[str, Any]) -> None:
-        arrays = _arrays(tensors)
-        model = os.path.join(tmp, MODEL_FILE)
+    def save_async(
+        self,
+        tensors: Mapping[str, npt.NDArray[Any]],
+        step: int,
+        state: Mapping[str, Any] | None = None,
+        *,
+        tokens: int | None = None,
+    ) -> SaveHandle:
+        """Copy the tensors into host staging buffers, then write and commit them in the background.
+
+        Blocks only for the copy, and first for a save still in flight (one at a time). The state is
+        snapshotted now, so the caller may change the arrays and the state as soon as this returns.
+        """
+        with self._lock:
+            self._settle()
+            head = self._head(step, state, tokens)
+            check_tensors(tensors)
+            staged = self.staging.copy(tensors)
+            handle = SaveHandle(head["step"], self.store.child(step_dirname(head["step"])))
+
+            def work() -> None:
+                # Without the lock: whoever holds it waits for this thread (prune, the next save) to end.
+                self._write(staged, head)
+                self._retain()
+
+            self._inflight = (handle, run_in_background(handle, work, self.on_error))
+            return handle
+
+    def wait(self) -> str | None:
+        """Wait for the save in flight; returns its URI (None when there was none) or raises its failure."""
+        with self._lock:
+            inflight = self._inflight
+            self._settle()
+            return inflight[0].uri if inflight else None
+
+    def close(self) -> None:
+        """Wait for the save in flight, let the staging buffers go, and raise a failure not yet reported."""
+        with self._lock:
+            try:
+                self._settle()
+            finally:
+                self.staging.release()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _join(self) -> SaveHandle | None:
+        """Wait for the save in flight to end; returns its handle."""
+        if self._inflight is None:
+            return None
+        handle, thread = self._inflight
+        if thread is not threading.current_thread():
+            thread.join()
+            self._inflight = None
+        return handle
+
+    def _settle(self) -> None:
+        """Wait for the save in flight and raise its failure once, unless the caller already saw it."""
+        handle = self._join()
+        if handle is not None and handle.error is not None and not handle.reported:
+            handle.reported = True
+            raise handle.error
+
+    def _head(self, step: int, state: Mapping[str, Any] | None, tokens: int | None) -> dict[str, Any]:
+        """The manifest without its tensors, checked and snapshotted (later changes to `state` do not leak in)."""
+        step = _whole("a checkpoint step", step)
+        if tokens is not None:
+            tokens = _whole("tokens", tokens)
+        head = {"format": FORMAT, "step": step, "tokens": tokens, "created_at": self._clock()}
+        head |= {"state": dict(state or {}), "lineage": self.lineage}
         try:
-            safetensors.numpy.save_file(arrays, model)
-        except (safetensors.SafetensorError, ValueError, TypeError) as exc:
-            raise CheckpointError(f"cannot write the tensors of step {step} as safetensors: {exc}") from exc
-        _fsync_file(model)
-        layout = safetensors_layout(model)
-        entries = [
-            {"name": name, **layout[name], "file": MODEL_FILE, "checksum": checksum(arrays[name])} for name in arrays
-        ]
-        manifest = {
-            "format": FORMAT,
-            "step": step,
-            "created_at": self._clock(),
-            "tensors": entries,
-            "state": dict(state),
-            "lineage": self.lineage,
-        }
-        try:
-            text = json.dumps(manifest, indent=2, allow_nan=False)
+            return dict(json.loads(json.dumps(head, allow_nan=False)))
         except (TypeError, ValueError) as exc:
             message = f"the state of step {step} is not JSON-able ({exc}); store arrays as tensors"
             raise CheckpointError(message) from exc
-        with open(os.path.join(tmp, MANIFEST_FILE), "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        fsync_dir(tmp)
 
-    def _commit(self, tmp: str, final: str) -> None:
-        """Rename the finished temp dir into place; a damaged dir already there is moved aside first."""
-        aside = None
-        if os.path.lexists(final):
-            aside = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}replaced-{os.path.basename(final)}-", dir=self.directory)
-            os.rename(final, os.path.join(aside, "old"))
-        os.rename(tmp, final)
-        fsync_dir(self.directory)
-        if aside is not None:
-            shutil.rmtree(aside, ignore_errors=True)
+    def _write(self, arrays: Tensors, head: dict[str, Any]) -> str:
+        """Write and commit; returns the URI. A committed checkpoint of the step that verifies is kept."""
+        name = step_dirname(head["step"])
+        self.store.remove_stale()
+        if self.store.committed(name) and self._problem(name) is None:
+            return self.store.child(name)  # a retry of a save that committed: the first commit stands
+        try:
+            draft = self.store.draft(name)
+        except OSError as exc:
+            raise CheckpointError(f"cannot write a checkpoint into {self.uri}: {exc}") from exc
+        try:
+            entries = self._write_shards(draft, arrays)
+            manifest = {k: head[k] for k in ("format", "step", "tokens", "created_at")} | {"tensors": entries}
+            data = (
+                json.dumps(manifest | {"state": head["state"], "lineage": head["lineage"]}, indent=2) + "\n"
+            ).encode()
+            draft.write_small(MANIFEST_FILE, data)
+            draft.commit(marker_content(data))
+        except BaseException as exc:
+            draft.abort()
+            if isinstance(exc, OSError):
+                raise CheckpointError(
+                    f"cannot write the checkpoint of step {head['step']} to {self.uri}: {exc}"
+                ) from exc
+            raise
+        return self.store.child(name)
 
-    def _remove_stale_tmp(self) -> None:
-        """Temp dirs of saves that died more than an hour ago; a younger one may belong to a live writer."""
-        cutoff = time.time() - STALE_TMP_S
-        for entry in os.scandir(self.directory):
-            if entry.name.startswith(TMP_PREFIX) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                shutil.rmtree(entry.path, ignore_errors=True)
+    def _write_shards(self, draft: Draft, arrays: Tensors) -> list[Entry]:
+        """Every shard, in parallel; the manifest lists the tensors in the caller's order."""
+        files = plan(arrays, self.shard_bytes)
+
+        def write(file: str) -> list[Entry]:
+            f = draft.open_write(file)
+            try:
+                entries = write_shard(f, file, files[file], arrays)
+            except BaseException:
+                f.close()
+                raise
+            draft.close_file(f)
+            return entries
+
+        by_name = {e["name"]: e for entries in parallel(write, list(files), self.writers) for e in entries}
+        return [by_name[name] for name in arrays]
+
+    def _retain(self) -> None:
+        if self.keep_last is not None or self.keep_every is not None:
+            self._prune(self.keep_last, self.keep_every)
 
     # ---- reading ----------------------------------------------------------------------------------------
 
     def list(self) -> Infos:
-        """Committed checkpoints (a step dir holding a manifest), oldest first; not verified."""
-        return [c for c in self._step_dirs() if os.path.isfile(os.path.join(c.path, MANIFEST_FILE))]
+        """Committed checkpoints, oldest first; not verified."""
+        return self._infos(self.store.committed_names())
 
     def latest(self, on_skip: OnSkip | None = None) -> CheckpointInfo | None:
-        """The newest checkpoint that verifies; each newer damaged one is passed to `on_skip(uri, reason)`."""
-        for info in reversed(self._step_dirs()):
-            reason = self._reason(info.path)
-            if reason is None:
+        """The newest checkpoint that verifies; each newer unusable one is passed to `on_skip(uri, reason)`."""
+        for info in reversed(self._candidates()):
+            problem = self._problem(step_dirname(info.step))
+            if problem is None:
                 return info
             if on_skip is not None:
-                on_skip(info.uri, reason)
+                on_skip(info.uri, problem)
         return None
 
-    def restore(self, step: int | None = None, *, on_skip: OnSkip | None = None) -> tuple[Tensors, dict[str, Any]]:
-        """Tensors and manifest of checkpoint `step`, or of the newest valid one when `step` is None."""
-        if step is not None:
-            return self._restore_step(step)
-        for info in reversed(self._step_dirs()):
+    def restore(self, step: Step = None, *, on_skip: OnSkip | None = None) -> tuple[Tensors, dict[str, Any]]:
+        """Tensors and manifest of checkpoint `step`, or of the newest valid one when `step` is None or "latest".
+
+        Newer unusable checkpoints are passed over, each to `on_skip(uri, reason)`. A named step that is
+        missing raises CheckpointNotFound; one that is damaged, TornCheckpoint; one of a newer format,
+        NewerFormat. Nothing is changed on storage either way.
+        """
+        if step is not None and step != "latest":
+            return self._restore_step(_whole("a checkpoint step", step))
+        for info in reversed(self._candidates()):
             try:
-                return read_checkpoint(info.path)
-            except TornCheckpoint as torn:
+                return read(self.store, step_dirname(info.step), load=True, readers=self.readers)
+            except InvalidCheckpoint as exc:
                 if on_skip is not None:
-                    on_skip(info.uri, str(torn))
+                    on_skip(info.uri, str(exc))
         raise CheckpointNotFound(f"no valid checkpoint in {self.uri}; start from scratch or name another directory")
 
-    def _restore_step(self, step: int) -> tuple[Tensors, dict[str, Any]]:
-        path = os.path.join(self.directory, step_dirname(step))
-        problem = f"there is no checkpoint of step {step} in {self.uri}"
-        if os.path.isdir(path):
-            try:
-                return read_checkpoint(path)
-            except TornCheckpoint as torn:
-                problem = f"the checkpoint of step {step} in {self.uri} is damaged: {torn}"
-        newest = self.latest()
-        instead = f"the newest valid one is step {newest.step}" if newest else "there is no valid checkpoint there"
-        raise CheckpointNotFound(f"{problem}; {instead}")
+    def verify(self, step: int) -> dict[str, Any]:
+        """Check every checksum of checkpoint `step`; returns its manifest, or raises as restore(step) does."""
+        return self._restore_step(_whole("a checkpoint step", step), load=False)[1]
 
-    def prune(self, keep_last: int | None = None) -> Uris:
-        """Remove checkpoints older than the newest `keep_last` and the newest valid one; returns their URIs."""
+    def size(self, step: int) -> int:
+        """Bytes the checkpoint of `step` takes on storage."""
+        return self.store.size(step_dirname(step))
+
+    def _restore_step(self, step: int, *, load: bool = True) -> tuple[Tensors, dict[str, Any]]:
+        name = step_dirname(step)
+        if step in {c.step for c in self._candidates()}:
+            try:
+                return read(self.store, name, load=load, readers=self.readers)
+            except InvalidCheckpoint as exc:
+                problem = f"the checkpoint of step {step} in {self.uri} cannot be used: {exc}"
+                raise type(exc)(f"{problem}; {self._instead()}") from exc
+        raise CheckpointNotFound(f"there is no checkpoint of step {step} in {self.uri}; {self._instead()}")
+
+    def _instead(self) -> str:
+        newest = self.latest()
+        return f"the newest valid one is step {newest.step}" if newest else "there is no valid checkpoint there"
+
+    def _candidates(self) -> Infos:
+        """What a reader considers, oldest first.
+
+        On local disk every `step-*` dir: the rename commits a whole directory, so one without a manifest
+        was damaged and is reported. On object storage only those with their marker: a prefix without one
+        is a save in progress or one that died, and does not exist.
+        """
+        names = self.store.committed_names() if self.store.object_storage else self.store.names()
+        return self._infos(names)
+
+    def _infos(self, names: Names) -> Infos:
+        found = []
+        for name in names:
+            m = STEP_DIR.match(name)
+            if m:
+                found.append(CheckpointInfo(int(m.group(1)), self.store.child(name), self.store.path(name)))
+        return sorted(found, key=lambda c: c.step)
+
+    def _problem(self, name: str) -> str | None:
+        """Why the checkpoint `name` is not usable, or None when it verifies."""
+        try:
+            read(self.store, name, load=False, readers=self.readers)
+        except InvalidCheckpoint as exc:
+            return str(exc)
+        return None
+
+    # ---- retention --------------------------------------------------------------------------------------
+
+    def prune(self, keep_last: int | None = None, keep_every: int | None = None) -> Uris:
+        """Remove old checkpoints; returns their URIs. Waits first for a save in flight to commit.
+
+        Kept: the newest `keep_last` committed ones, those whose step is a multiple of `keep_every`, and
+        always the newest one that verifies. Only checkpoints older than that one are removed (committed,
+        damaged, or on object storage never committed). With nothing valid, nothing is removed.
+        """
         keep_last = self.keep_last if keep_last is None else keep_last
-        if keep_last is None:
+        keep_every = self.keep_every if keep_every is None else keep_every
+        _check_retention(keep_last, keep_every)
+        with self._lock:
+            self._join()  # never before an async save has committed; its failure stays for the next save
+            return self._prune(keep_last, keep_every)
+
+    def _prune(self, keep_last: int | None, keep_every: int | None) -> Uris:
+        if keep_last is None and keep_every is None:
             return []
-        if keep_last < 1:
-            raise CheckpointError(f"keep_last must be >= 1 (got {keep_last})")
         newest = self.latest()
         if newest is None:
             return []
-        keep = {c.step for c in self.list()[-keep_last:]} | {newest.step}
+        keep = {newest.step}
+        if keep_last is not None:
+            keep |= {c.step for c in self.list()[-keep_last:]}
         removed: Uris = []
-        for info in self._step_dirs():
-            if info.step < newest.step and info.step not in keep:
-                # Renamed away first, so a half-removed checkpoint never looks committed.
-                aside = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}pruned-{step_dirname(info.step)}-", dir=self.directory)
-                os.rename(info.path, os.path.join(aside, "old"))
-                shutil.rmtree(aside, ignore_errors=True)
+        for info in self._infos(self.store.names()):
+            if info.step < newest.step and info.step not in keep and not (keep_every and info.step % keep_every == 0):
+                self.store.remove(step_dirname(info.step))
                 removed.append(info.uri)
         return removed
 
-    def _step_dirs(self) -> Infos:
-        """Every `step-*` directory, committed or not, oldest first."""
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return []
-        found = []
-        for entry in entries:
-            m = _STEP_DIR.match(entry.name)
-            if m and entry.is_dir(follow_symlinks=False):
-                found.append(CheckpointInfo(int(m.group(1)), file_uri(entry.path), entry.path))
-        return sorted(found, key=lambda c: c.step)
 
-    def _reason(self, path: str) -> str | None:
-        """Why the checkpoint at `path` is not usable, or None when it verifies."""
-        try:
-            read_checkpoint(path, load=False)
-        except TornCheckpoint as torn:
-            return str(torn)
-        return None
+def read_checkpoint(
+    uri: str, *, load: bool = True, storage_options: StorageOptions | None = None
+) -> tuple[Tensors, dict[str, Any]]:
+    """Verify the checkpoint directory `uri` and return its tensors (none when `load` is False) and manifest.
 
-
-def read_checkpoint(path: str, *, load: bool = True) -> tuple[Tensors, dict[str, Any]]:
-    """Verify the checkpoint directory `path` and return its tensors (none when `load` is False) and manifest.
-
-    Raises TornCheckpoint when it is incomplete or damaged, CheckpointError when it is from a newer format.
+    Raises TornCheckpoint when it is incomplete or damaged, NewerFormat when it is from a newer major format.
     """
-    manifest = read_manifest(path)
-    want = _STEP_DIR.match(os.path.basename(os.path.normpath(path)))
-    if want and int(want.group(1)) != manifest["step"]:
-        raise TornCheckpoint(f"manifest.json says step {manifest['step']} but the directory is {want.group(0)}")
-    files = verify_tensors(path, manifest)
-    if not load:
-        return {}, manifest
-    tensors: Tensors = {}
-    for name, data in files.items():
-        try:
-            tensors |= safetensors.numpy.load(data)
-        except safetensors.SafetensorError as exc:
-            raise TornCheckpoint(f"{name} cannot be read ({exc})") from exc
-    return tensors, manifest
+    store, name = split(uri, storage_options)
+    return read(store, name, load=load)
 
 
-def resolve(uri: str) -> CheckpointInfo:
+def read_manifest(uri: str, *, storage_options: StorageOptions | None = None) -> dict[str, Any]:
+    """The checked manifest of the checkpoint directory `uri`; its tensors are not read or verified."""
+    store, name = split(uri, storage_options)
+    return manifest_in(store, name)
+
+
+def resolve(uri: str, *, storage_options: StorageOptions | None = None) -> CheckpointInfo:
     """The checkpoint a URI names: a `step-*` directory as is, a run's checkpoint directory as its newest valid one.
 
     CheckpointNotFound when there is nothing there; a named `step-*` directory is not verified here.
     """
-    path = _local(uri)
-    if not os.path.isdir(path):
+    store, name = split(uri, storage_options)
+    m = STEP_DIR.match(name)
+    if m and store.present(name):
+        return CheckpointInfo(int(m.group(1)), store.child(name), store.path(name))
+    if m or not (store.object_storage or store.present(name)):
         raise CheckpointNotFound(f"there is no checkpoint directory at {uri}")
-    m = _STEP_DIR.match(os.path.basename(path))
-    if m:
-        return CheckpointInfo(int(m.group(1)), file_uri(path), path)
-    if os.path.isfile(os.path.join(path, MANIFEST_FILE)):
-        return CheckpointInfo(read_manifest(path)["step"], file_uri(path), path)
-    newest = Checkpointer(uri).latest()
+    data = store.read_small(name, MANIFEST_FILE)
+    if data is not None and store.present(name):  # a checkpoint directory of another name
+        manifest = parse_manifest(store.child(name), data, None)
+        return CheckpointInfo(manifest["step"], store.child(name), store.path(name))
+    newest = Checkpointer(uri, storage_options=storage_options).latest()
     if newest is None:
         raise CheckpointNotFound(f"no valid checkpoint in {uri}")
     return newest
 
 
-def load(uri: str) -> tuple[Tensors, dict[str, Any]]:
+def load(uri: str, *, storage_options: StorageOptions | None = None) -> tuple[Tensors, dict[str, Any]]:
     """Tensors and manifest of the checkpoint `uri` names (see resolve); TornCheckpoint when it is damaged."""
-    info = resolve(uri)
+    info = resolve(uri, storage_options=storage_options)
     try:
-        return read_checkpoint(info.path)
-    except TornCheckpoint as torn:
-        raise TornCheckpoint(f"the checkpoint {info.uri} is damaged: {torn}") from torn
+        return read_checkpoint(info.uri, storage_options=storage_options)
+    except InvalidCheckpoint as exc:
+        raise type(exc)(f"the checkpoint {info.uri} cannot be used: {exc}") from exc
 
 
-def _local(uri: str) -> str:
-    path = local_path(uri)
-    if path is None:
-        raise CheckpointError(
-            f"{uri}: this version writes and reads checkpoints on local disk only; "
-            "use a local path or a file:// URI (object storage with commit markers comes next)"
-        )
-    if not path:
-        raise CheckpointError("the checkpoint directory is empty; set CROSSRAIL_CHECKPOINT_DIR")
-    return os.path.abspath(path)
+def _check_retention(keep_last: int | None, keep_every: int | None) -> None:
+    for key, value in (("keep_last", keep_last), ("keep_every", keep_every)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise CheckpointError(
+                f"{key} must be a whole number >= 1 (got {value!r}); use None to keep every checkpoint"
+            )
 
 
-def _step(step: int) -> int:
-    if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
-        raise CheckpointError(f"a checkpoint step must be a whole number >= 0 (got {step!r})")
-    return int(step)
-
-
-def _arrays(tensors: Mapping[str, npt.NDArray[Any]]) -> Tensors:
-    if not tensors:
-        raise CheckpointError("a checkpoint needs at least one tensor")
-    bad = [name for name, a in tensors.items() if not isinstance(name, str) or not isinstance(a, np.ndarray)]
-    if bad:
-        raise CheckpointError(f"tensors must map names to numpy arrays; not so for {bad}")
-    # ascontiguousarray would turn a 0-d array into 1-d; astype keeps the shape.
-    return {name: a.astype(a.dtype.newbyteorder("<"), order="C", copy=False) for name, a in tensors.items()}
-
-
-def _fsync_file(path: str) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
+def _whole(what: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise CheckpointError(f"{what} must be a whole number >= 0 (got {value!r})")
+    return int(value)

@@ -1,28 +1,45 @@
-"""The crossrail-ckpt/v1 manifest: its fields, its checks, and the verification of tensor bytes against it."""
+"""The crossrail-ckpt/v1 manifest: its fields, its checks, checksums, and the commit marker's content."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import struct
 from collections.abc import Mapping
 from typing import Any
 
-import numpy.typing as npt
+import numpy as np
+import xxhash
 
 from crossrail.errors import CrossrailError
 
 FORMAT = "crossrail-ckpt/v1"
 FORMAT_MAJOR = 1
 MANIFEST_FILE = "manifest.json"
+MARKER_FILE = "COMMITTED"
 MODEL_FILE = "model.safetensors"
 LINEAGE_KEYS = ("run", "attempt", "parent", "dataset_version", "code_commit", "hardware", "framework")
 HARDWARE_KEYS = ("pool", "chip_type", "accelerator")
+XXH3 = "xxh3-64"
 _FORMAT = re.compile(r"^crossrail-ckpt/v(\d+)(?:\.\d+)*$")
-_CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
-_HEADER_MAX = 100 * 1024 * 1024  # the safetensors limit on the JSON header
+_CHECKSUM = re.compile(r"^(?:xxh3-64:[0-9a-f]{16}|sha256:[0-9a-f]{64})$")
+
+# safetensors dtype codes of the numpy dtypes a checkpoint holds; numpy has no bfloat16 or float8.
+DTYPE_CODES = {
+    "float64": "F64",
+    "float32": "F32",
+    "float16": "F16",
+    "int64": "I64",
+    "int32": "I32",
+    "int16": "I16",
+    "int8": "I8",
+    "uint64": "U64",
+    "uint32": "U32",
+    "uint16": "U16",
+    "uint8": "U8",
+    "bool": "BOOL",
+}
+NUMPY_DTYPES = {code: np.dtype(name).newbyteorder("<") for name, code in DTYPE_CODES.items()}
 
 
 class CheckpointError(CrossrailError):
@@ -33,13 +50,36 @@ class CheckpointNotFound(CheckpointError):
     """No checkpoint, or no valid one, where one was asked for."""
 
 
-class TornCheckpoint(CheckpointError):
+class InvalidCheckpoint(CheckpointError):
+    """A committed checkpoint this reader cannot use: torn, or from a newer major format."""
+
+
+class TornCheckpoint(InvalidCheckpoint):
     """A checkpoint that is incomplete or damaged: no manifest, a missing file, a checksum mismatch, ..."""
 
 
-def checksum(array: npt.NDArray[Any]) -> str:
-    """sha256 of a C-contiguous little-endian array's raw bytes, as written in the manifest."""
-    return "sha256:" + hashlib.sha256(array.data).hexdigest()
+class NewerFormat(InvalidCheckpoint):
+    """A checkpoint of a newer major format than this reader's; a newer crossrail reads it."""
+
+
+def checksum(data: Any) -> str:
+    """The manifest checksum of raw bytes (anything with the buffer protocol): `xxh3-64:<16 hex>`."""
+    return f"{XXH3}:{xxhash.xxh3_64_hexdigest(data)}"
+
+
+def hasher(expected: str) -> Any:
+    """An incremental hasher for the algorithm `expected` names (`xxh3-64:` or, from the first cut, `sha256:`)."""
+    return xxhash.xxh3_64() if expected.startswith(f"{XXH3}:") else hashlib.sha256()
+
+
+def digest(expected: str, h: Any) -> str:
+    """The finished checksum of hasher `h`, in the form `expected` has."""
+    return f"{expected.split(':', 1)[0]}:{h.hexdigest()}"
+
+
+def marker_content(manifest_bytes: bytes) -> bytes:
+    """What the commit marker holds: the checksum of the manifest it commits."""
+    return (checksum(manifest_bytes) + "\n").encode()
 
 
 def lineage_block(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,34 +91,34 @@ def lineage_block(given: Mapping[str, Any]) -> dict[str, Any]:
     return block | {k: v for k, v in given.items() if k not in block}
 
 
-def read_manifest(path: str) -> dict[str, Any]:
-    """The checked manifest of the checkpoint directory `path`.
+def parse_manifest(where: str, data: bytes, marker: bytes | None) -> dict[str, Any]:
+    """The checked manifest of the checkpoint at `where`, from its bytes and its commit marker (if any).
 
-    TornCheckpoint when it is missing, unparsable or malformed; CheckpointError when its format is newer.
+    TornCheckpoint when it is unparsable, malformed or not the one the marker commits; NewerFormat when
+    its major format is newer than this reader's.
     """
     try:
-        with open(os.path.join(path, MANIFEST_FILE), "rb") as f:
-            manifest = json.loads(f.read())
-    except FileNotFoundError as exc:
-        raise TornCheckpoint(f"no {MANIFEST_FILE} (the save did not finish)") from exc
-    except (OSError, ValueError) as exc:
+        manifest = json.loads(data)
+    except ValueError as exc:
         raise TornCheckpoint(f"{MANIFEST_FILE} cannot be parsed ({exc})") from exc
     if not isinstance(manifest, dict):
         raise TornCheckpoint(f"{MANIFEST_FILE} is not a JSON object")
-    _check_format(path, manifest.get("format"))
+    check_format(where, manifest.get("format"))
+    if marker is not None and marker.strip() != marker_content(data).strip():
+        raise TornCheckpoint(f"{MARKER_FILE} does not match {MANIFEST_FILE}: the manifest changed after the commit")
     problems = _problems(manifest)
     if problems:
         raise TornCheckpoint(f"{MANIFEST_FILE} is malformed: " + "; ".join(problems))
     return manifest
 
 
-def _check_format(path: str, fmt: Any) -> None:
+def check_format(where: str, fmt: Any) -> None:
     m = _FORMAT.match(fmt) if isinstance(fmt, str) else None
     if m is None:
         raise TornCheckpoint(f"{MANIFEST_FILE} format is {fmt!r}, not {FORMAT}")
     if int(m.group(1)) > FORMAT_MAJOR:
-        raise CheckpointError(
-            f"the checkpoint at {path} is {fmt}, newer than this reader ({FORMAT}); "
+        raise NewerFormat(
+            f"the checkpoint at {where} is {fmt}, newer than this reader ({FORMAT}); "
             "upgrade crossrail in the training image to read it"
         )
 
@@ -87,6 +127,9 @@ def _problems(manifest: dict[str, Any]) -> list[str]:
     problems = []
     if not _is_int(manifest.get("step")) or manifest["step"] < 0:
         problems.append(f"step must be a whole number >= 0 (got {manifest.get('step')!r})")
+    tokens = manifest.get("tokens")
+    if tokens is not None and (not _is_int(tokens) or tokens < 0):
+        problems.append(f"tokens must be a whole number >= 0 or null (got {tokens!r})")
     for key in ("state", "lineage"):
         if not isinstance(manifest.get(key), dict):
             problems.append(f"{key} must be an object")
@@ -95,6 +138,8 @@ def _problems(manifest: dict[str, Any]) -> list[str]:
         return [*problems, "tensors must be a non-empty list"]
     for i, entry in enumerate(tensors):
         problems += [f"tensors[{i}].{p}" for p in _entry_problems(entry)]
+    names = [e["name"] for e in tensors if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    problems += [f"tensor {n!r} is listed twice" for n in sorted({n for n in names if names.count(n) > 1})]
     return problems
 
 
@@ -102,77 +147,30 @@ def _entry_problems(entry: Any) -> list[str]:
     if not isinstance(entry, dict):
         return ["must be an object"]
     checks = {
-        "name": isinstance(entry.get("name"), str),
+        "name": isinstance(entry.get("name"), str) and entry["name"] != "",
         "dtype": isinstance(entry.get("dtype"), str),
         "shape": isinstance(entry.get("shape"), list) and all(_is_int(n) and n >= 0 for n in entry["shape"]),
-        "file": isinstance(entry.get("file"), str) and entry["file"] == os.path.basename(entry["file"]) != "",
+        "file": isinstance(entry.get("file"), str),
         "offset": _is_int(entry.get("offset")) and entry["offset"] >= 0,
         "length": _is_int(entry.get("length")) and entry["length"] >= 0,
         "checksum": isinstance(entry.get("checksum"), str) and bool(_CHECKSUM.match(entry["checksum"])),
     }
-    return [f"{key} is missing or malformed (got {entry.get(key)!r})" for key, ok in checks.items() if not ok]
+    problems = [f"{key} is missing or malformed (got {entry.get(key)!r})" for key, ok in checks.items() if not ok]
+    if checks["file"] and not is_plain_name(entry["file"]):
+        problems.append(
+            f"file {entry['file']!r} is not a plain file name inside the checkpoint directory; "
+            "a path with '/', '\\' or '..' would escape it"
+        )
+    if checks["dtype"] and checks["shape"] and checks["length"] and entry["dtype"] in NUMPY_DTYPES:
+        want = NUMPY_DTYPES[entry["dtype"]].itemsize * int(np.prod(entry["shape"], dtype=np.int64))
+        if want != entry["length"]:
+            problems.append(f"length is {entry['length']} but {entry['dtype']} {entry['shape']} takes {want} bytes")
+    return problems
 
 
-def safetensors_layout(path: str) -> dict[str, dict[str, Any]]:
-    """Each tensor's dtype, shape, and offset and length within the data section of a safetensors file."""
-    with open(path, "rb") as f:
-        (size,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(size))
-    return {name: _layout(h) for name, h in header.items() if name != "__metadata__"}
-
-
-def _layout(h: dict[str, Any]) -> dict[str, Any]:
-    begin, end = h["data_offsets"]
-    return {"dtype": h["dtype"], "shape": list(h["shape"]), "offset": begin, "length": end - begin}
-
-
-def verify_tensors(path: str, manifest: dict[str, Any]) -> dict[str, bytes]:
-    """Check every tensor file of a checkpoint against its manifest; returns each file's bytes by name."""
-    by_file: dict[str, list[dict[str, Any]]] = {}
-    for entry in manifest["tensors"]:
-        by_file.setdefault(entry["file"], []).append(entry)
-    return {name: _verify_file(os.path.join(path, name), entries) for name, entries in by_file.items()}
-
-
-def _verify_file(path: str, entries: list[dict[str, Any]]) -> bytes:
-    name = os.path.basename(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError as exc:
-        raise TornCheckpoint(f"{name} is missing") from exc
-    header, start = _header(name, data)
-    listed = {e["name"] for e in entries}
-    if listed != header.keys():
-        extra, lacking = sorted(header.keys() - listed), sorted(listed - header.keys())
-        raise TornCheckpoint(f"{name} does not hold the manifest's tensors (unlisted {extra}, missing {lacking})")
-    view = memoryview(data)
-    for e in entries:
-        if _layout(header[e["name"]]) != {k: e[k] for k in ("dtype", "shape", "offset", "length")}:
-            raise TornCheckpoint(f"tensor {e['name']}: {name} disagrees with the manifest on dtype, shape or place")
-        begin = start + e["offset"]
-        if begin + e["length"] > len(data):
-            raise TornCheckpoint(f"{name} is truncated (tensor {e['name']} ends past the end of the file)")
-        if "sha256:" + hashlib.sha256(view[begin : begin + e["length"]]).hexdigest() != e["checksum"]:
-            raise TornCheckpoint(f"tensor {e['name']}: checksum mismatch in {name}")
-    return data
-
-
-def _header(name: str, data: bytes) -> tuple[dict[str, Any], int]:
-    """The safetensors header (tensor entries only) and where the data section starts."""
-    if len(data) < 8:
-        raise TornCheckpoint(f"{name} is truncated ({len(data)} bytes)")
-    (size,) = struct.unpack("<Q", data[:8])
-    if size > _HEADER_MAX or 8 + size > len(data):
-        raise TornCheckpoint(f"{name} is truncated or not safetensors (header of {size} bytes)")
-    try:
-        header = json.loads(data[8 : 8 + size])
-        entries = {k: v for k, v in header.items() if k != "__metadata__"}
-        for h in entries.values():
-            _layout(h)
-    except (ValueError, AttributeError, KeyError, TypeError) as exc:
-        raise TornCheckpoint(f"{name} has an unreadable safetensors header ({exc})") from exc
-    return entries, 8 + size
+def is_plain_name(name: str) -> bool:
+    """A file name that stays inside the directory it is joined to."""
+    return name not in {"", ".", ".."} and not any(c in name for c in "/\\\0")
 
 
 def _is_int(x: Any) -> bool:

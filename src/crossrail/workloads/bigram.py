@@ -10,7 +10,6 @@ contract there: 0 done, 75 stopped by SIGTERM after writing a checkpoint, 2 bad 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import time
@@ -28,10 +27,10 @@ from crossrail.runtime import (
     RuntimeContext,
     load,
     read_bytes,
-    read_text,
     resolve,
 )
 from crossrail.workloads.bigram_model import MODEL_KIND, Adam, Bigram, Bytes, batch, evaluate, train_step
+from crossrail.workloads.config import pick, read_config, section
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_TEMPFAIL = 0, 2, 75
 DEFAULT_EVERY_STEPS = 20
@@ -68,13 +67,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
     config = read_config(ctx.config) if ctx.config else {}
-    optim, model = _section(config, "optim"), _section(config, "model")
+    optim, model = section(config, "optim"), section(config, "model")
     problems: list[str] = []
     chosen = {
-        "lr": _pick("optim.lr", args.lr, optim.get("lr"), 0.01, float, problems=problems),
-        "batch": _pick("optim.batch", args.batch, optim.get("batch"), 16, int, problems=problems),
-        "block": _pick("model.context", args.block, model.get("context"), 64, int, problems=problems),
-        "seed": _pick("seed", args.seed, config.get("seed"), 0, int, problems=problems),
+        "lr": pick("optim.lr", args.lr, optim.get("lr"), 0.01, float, problems=problems),
+        "batch": pick("optim.batch", args.batch, optim.get("batch"), 16, int, problems=problems),
+        "block": pick("model.context", args.block, model.get("context"), 64, int, problems=problems),
+        "seed": pick("seed", args.seed, config.get("seed"), 0, int, problems=problems),
     }
     every_steps = args.checkpoint_every_steps
     every_s = ctx.checkpoint_every_s if every_steps is None else None
@@ -95,45 +94,6 @@ def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
         eval=args.eval,
         **chosen,
     )
-
-
-def read_config(uri: str) -> dict[str, Any]:
-    """The trainer config: JSON, or YAML when PyYAML is installed (the workspace writes YAML)."""
-    text = read_text(uri)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            import yaml
-        except ImportError as exc:
-            raise CrossrailError(f"{uri} is not JSON; install PyYAML to read YAML configs, or write JSON") from exc
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise CrossrailError(f"{uri} is neither JSON nor YAML: {exc}") from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise CrossrailError(f"{uri} must hold a mapping such as `optim: {{lr: 0.003, batch: 16}}`")
-    return value
-
-
-def _section(config: dict[str, Any], key: str) -> dict[str, Any]:
-    value = config.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def _pick(key: str, arg: Any, configured: Any, default: Any, kind: type, *, problems: list[str]) -> Any:
-    """The argument, else the config's value, else the default, as `kind`; a value that is not one is a problem."""
-    value = arg if arg is not None else configured if configured is not None else default
-    try:
-        number = kind(value)  # YAML reads 3e-3 (no dot) as a string; float() takes it
-    except (TypeError, ValueError):
-        problems.append(f"{key}: {value!r} is not a {kind.__name__}")
-        return None
-    if kind is int and isinstance(value, float) and value != number:
-        problems.append(f"{key}: {value!r} is not a whole number")
-    return number
 
 
 def read_dataset(ctx: RuntimeContext) -> Bytes:

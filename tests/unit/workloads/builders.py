@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import random
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from crossrail.runtime import read_new
 
@@ -25,8 +29,8 @@ def write_corpus(path: Path, lines: int = 400, seed: int = 42) -> Path:
 class Launcher:
     """Runs the workload as crossrail would: one run, numbered attempts, a report file per attempt."""
 
-    def __init__(self, root: Path, run: str = "bigram-1") -> None:
-        self.root, self.run_id = root, run
+    def __init__(self, root: Path, run: str = "bigram-1", module: str = MODULE) -> None:
+        self.root, self.run_id, self.module = root, run, module
         root.mkdir(parents=True, exist_ok=True)
         self.checkpoints = root / "checkpoints" / run
         self.dataset = write_corpus(root / "corpus.txt")
@@ -53,12 +57,11 @@ class Launcher:
         }
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", MODULE, *self.defaults, *args]
+        return [sys.executable, "-m", self.module, *self.defaults, *args]
 
-    def run(self, *args: str, attempt: int = 1) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*args), env=self.env(attempt), capture_output=True, text=True, timeout=120, check=False
-        )
+    def run(self, *args: str, attempt: int = 1, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        command, env = self.command(*args), self.env(attempt)
+        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
     def start(self, *args: str, attempt: int = 1) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -81,3 +84,52 @@ def losses(records: list[dict[str, Any]]) -> dict[int, float]:
 
 def of_type(records: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
     return [r for r in records if r["type"] == kind and (name is None or r.get("name") == name)]
+
+
+# ---- the GPT workloads ---------------------------------------------------------------------------------------
+
+GPT_MODULE = "crossrail.workloads.gpt"
+TINY_MODEL = "model: {n_layer: 2, n_head: 2, d_model: 32, context: 16, vocab: 256}\n"
+TINY_CONFIG = TINY_MODEL + "optim: {lr: 1.0e-2, batch: 4}\n"
+
+
+def spec(**top: object) -> str:
+    return json.dumps(
+        {
+            "spec": {"checkpoint": {"every": None, "keep_last": 10}},
+            "lineage": {"dataset_version": "sha256:d1", "code_commit": "abc1234"},
+            "placement": {"pool": "local", "chip_type": "cpu", "accelerator": "cpu", "chips": 1},
+            **top,
+        }
+    )
+
+
+def gpt_launcher(root: Path, run: str = "gpt-1", config: str = TINY_CONFIG) -> Launcher:
+    """A launcher of the GPT workload with the tiny test model; its dataset is write_corpus()."""
+    launcher = Launcher(root, run=run, module=GPT_MODULE)
+    (root / "train.yaml").write_text(config)
+    launcher.config = (root / "train.yaml").as_uri()
+    launcher.spec = spec()
+    launcher.defaults = ["--peak-flops", "1e12"]  # MFU's peak given: measuring it is test_gpt_entry's business
+    return launcher
+
+
+def run_in_process(launcher: Launcher, *args: str, attempt: int = 1) -> int:
+    """The GPT entry point called in this process with the launcher's environment: no interpreter start-up."""
+    from crossrail.workloads import gpt
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [n for n in os.environ if n.startswith("CROSSRAIL_") or n == "TRAINING_BACKEND"]:
+            mp.delenv(name)
+        for name, value in launcher.env(attempt).items():
+            mp.setenv(name, value)
+        return gpt.main([*launcher.defaults, *args])
+
+
+def pairs_dataset(path: Path, key: str = "completion") -> Path:
+    """The workspace's post-training shape: prompt "a b", completion "b a" (or answer "b") for neighbouring words."""
+    rows = []
+    for a, b in itertools.pairwise(WORDS):
+        rows.append({"prompt": f"{a} {b}", key: f"{b} {a}" if key == "completion" else b})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,3 +15,24 @@ from .builders import Launcher
 @pytest.fixture
 def launcher(tmp_path: Path) -> Launcher:
     return Launcher(tmp_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One XLA compilation cache for the session, and less LLVM optimisation, so the JAX tests compile fast.
+
+    XLA takes seconds to compile even the tiny test model on a CPU. With the cache each program compiles once
+    and not once per process; LLVM's -O0 halves each compile for slower steps, a good trade for a few hundred
+    tiny steps. Neither changes what is computed: XLA's CPU backend does not use fast-math at any level.
+    """
+    path = str(tmp_path_factory.mktemp("jax-cache"))
+    flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XLA_FLAGS", flags)
+        mp.setenv("JAX_COMPILATION_CACHE_DIR", path)
+        mp.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+        if "jax" in sys.modules:
+            jax = sys.modules["jax"]
+            jax.config.update("jax_compilation_cache_dir", path)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        yield

@@ -1,0 +1,200 @@
+"""Checkpoint save and restore against the disk's own speed.
+
+With about `--gb` GB of float32 tensors, in a temp dir on one disk, each repetition runs, interleaved:
+1. a durable `Checkpointer.save` against `dd if=/dev/zero bs=16M conv=fdatasync` of the same size (aim >= 0.9x),
+   and against `torch.save` + fsync when torch is installed;
+2. a cold restore (page cache dropped where permitted) against a cold `dd` read of the same size (aim >= 0.9x),
+   and a cold `verify` (every checksum, no arrays allocated), which shows what allocating the arrays costs;
+3. how long `save_async` blocks the training step against a synchronous save (aim <= 10%).
+Medians are reported. The last line is the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from rich.progress import Progress
+
+from crossrail.runtime import Checkpointer
+
+Tensors = dict[str, npt.NDArray[Any]]
+DD_BLOCK = 16 << 20
+
+
+def make_state(gb: float, tensors: int) -> Tensors:
+    per = max(1, int(gb * 1e9) // tensors // 4)
+    rng = np.random.default_rng(0)
+    return {f"layers.{i}.weight": rng.random(per, dtype=np.float32) for i in range(tensors)}
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def dd(*args: str) -> None:
+    subprocess.run(["dd", *args], check=True, capture_output=True)
+
+
+def drop_caches() -> bool:
+    """Drop the page cache so the next read comes from the disk; False where this process may not."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+    except OSError:
+        return False
+    return True
+
+
+def torch_save_fsync(state: Tensors, path: Path) -> Callable[[], None] | None:
+    """`torch.save` of the same tensors, then fsync; None when torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    tensors = {name: torch.from_numpy(a) for name, a in state.items()}
+
+    def save() -> None:
+        with open(path, "wb") as f:
+            torch.save(tensors, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    return save
+
+
+class Run:
+    """One temp dir, the state, and the timings of each repetition by measure."""
+
+    def __init__(self, root: Path, state: Tensors, nbytes: int) -> None:
+        self.root, self.state, self.nbytes = root, state, nbytes
+        self.count = -(-nbytes // DD_BLOCK)
+        self.times: dict[str, list[float]] = {}
+        self.cold = True
+        self.step = 0
+        self.torch = torch_save_fsync(state, root / "torch.pt")
+        self.async_ckpt: Checkpointer | None = None
+
+    def record(self, name: str, seconds: float) -> None:
+        self.times.setdefault(name, []).append(seconds)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.times[name])
+
+    def repetition(self) -> None:
+        dd_file = self.root / "dd.bin"
+        self.record(
+            "dd_write",
+            timed(lambda: dd("if=/dev/zero", f"of={dd_file}", "bs=16M", f"count={self.count}", "conv=fdatasync")),
+        )
+        self.step += 1
+        ckpt = Checkpointer(str(self.root / "ckpt"))
+        step = self.step
+        self.record("save", timed(lambda: ckpt.save(self.state, step)))
+        if self.torch is not None:
+            self.record("torch_save", timed(self.torch))
+            (self.root / "torch.pt").unlink()
+        self.cold = drop_caches() and self.cold
+        self.record("dd_read", timed(lambda: dd(f"if={dd_file}", "of=/dev/null", "bs=16M")))
+        self.cold = drop_caches() and self.cold
+        self.record("restore", timed(lambda: Checkpointer(str(self.root / "ckpt")).restore(step)))
+        self.cold = drop_caches() and self.cold
+        self.record("verify", timed(lambda: Checkpointer(str(self.root / "ckpt")).verify(step)))
+        self.async_block()
+        shutil.rmtree(self.root / "ckpt")
+        dd_file.unlink()
+
+    def async_block(self) -> None:
+        """How long save_async holds the training step; its staging buffers live as long as the run, as in a loop."""
+        if self.async_ckpt is None:
+            self.async_ckpt = Checkpointer(str(self.root / "async"))
+            self.step += 1
+            self.async_ckpt.save_async(self.state, self.step).wait()  # the first save allocates the buffers
+        self.step += 1
+        t0 = time.perf_counter()
+        handle = self.async_ckpt.save_async(self.state, self.step)
+        self.record("async_block", time.perf_counter() - t0)
+        handle.wait()
+        for old in (self.root / "async").iterdir():
+            shutil.rmtree(old)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gb", type=float, default=1.0, help="state size in GB (default 1.0; 0.2 for a quick check)")
+    ap.add_argument("--tensors", type=int, default=16, help="float32 tensors the state is split into (default 16)")
+    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (default 5)")
+    ap.add_argument("--dir", default=None, help="where the temp dir goes (default: the system temp dir)")
+    args = ap.parse_args()
+
+    state = make_state(args.gb, args.tensors)
+    nbytes = sum(a.nbytes for a in state.values())
+    root = Path(tempfile.mkdtemp(prefix="crossrail-bench-ckpt-", dir=args.dir))
+    run = Run(root, state, nbytes)
+    print(f"state: {nbytes / 1e9:.2f} GB in {len(state)} float32 tensors; temp dir {root}")
+    try:
+        with Progress() as progress:
+            task = progress.add_task("save, restore, async save and their baselines", total=args.reps)
+            for _ in range(args.reps):
+                run.repetition()
+                progress.advance(task)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report(run, nbytes)
+
+
+def report(run: Run, nbytes: int) -> None:
+    def rate(name: str) -> float:
+        return nbytes / run.median(name) / 1e6
+
+    save_x, restore_x = rate("save") / rate("dd_write"), rate("restore") / rate("dd_read")
+    block_share = run.median("async_block") / run.median("save")
+    cache = "cold (page cache dropped)" if run.cold else "WARM: the page cache could not be dropped (not root?)"
+    print(
+        f"durable save:  {rate('save'):7.0f} MB/s   dd conv=fdatasync {rate('dd_write'):7.0f} MB/s   "
+        f"{save_x:.2f}x (aim >= 0.9x)"
+    )
+    if run.torch is None:
+        torch_note = "torch=skipped"
+        print("torch.save + fsync: skipped, torch is not installed here (pip install torch==2.13.0 to compare)")
+    else:
+        torch_note = f"torch={rate('torch_save'):.0f}MB/s"
+        print(
+            f"torch.save + fsync: {rate('torch_save'):7.0f} MB/s   ours {rate('save') / rate('torch_save'):.2f}x of it"
+        )
+    print(
+        f"restore, {cache}: {rate('restore'):7.0f} MB/s   dd read {rate('dd_read'):7.0f} MB/s   "
+        f"{restore_x:.2f}x (aim >= 0.9x)"
+    )
+    print(
+        f"verify (every checksum, no arrays allocated): {rate('verify'):7.0f} MB/s   "
+        f"{rate('verify') / rate('dd_read'):.2f}x dd read"
+    )
+    print(
+        f"training step blocked by save_async {run.median('async_block') * 1000:.0f} ms vs save "
+        f"{run.median('save') * 1000:.0f} ms: {block_share:.1%} (aim <= 10%)"
+    )
+    for name, times in run.times.items():
+        print(f"  {name:12s} s per repetition: {' '.join(f'{t:.3f}' for t in times)}")
+    print(
+        f"SUMMARY ckpt {nbytes / 1e9:.2f}GB x{len(run.times['save'])}: save {save_x:.2f}x dd, "
+        f"{'cold' if run.cold else 'warm'} restore {restore_x:.2f}x dd, async block {block_share:.1%} of sync save, "
+        f"{torch_note}"
+    )
+
+
+if __name__ == "__main__":
+    main()

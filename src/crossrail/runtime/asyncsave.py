@@ -1,0 +1,102 @@
+"""Asynchronous saves: host staging buffers reused between saves, and the handle of a save in flight."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from crossrail.runtime.manifest import CheckpointError
+
+Tensors = dict[str, npt.NDArray[Any]]
+OnError = Callable[[BaseException], None]
+
+
+class Staging:
+    """Host buffers shaped like the state, kept between saves; reallocated only when a shape or dtype changes."""
+
+    def __init__(self) -> None:
+        self.buffers: Tensors = {}
+        self.allocations = 0  # how many buffers were (re)allocated; a steady training loop stops adding
+
+    def copy(self, arrays: Mapping[str, npt.NDArray[Any]]) -> Tensors:
+        """Copy `arrays` into C-contiguous little-endian buffers; returns the buffers, in `arrays`' order."""
+        staged: Tensors = {}
+        for name, a in arrays.items():
+            dtype = a.dtype.newbyteorder("<")
+            buffer = self.buffers.get(name)
+            if buffer is None or buffer.shape != a.shape or buffer.dtype != dtype:
+                buffer = np.empty(a.shape, dtype)
+                self.allocations += 1
+            np.copyto(buffer, a, casting="equiv")  # also swaps the bytes of a big-endian array
+            staged[name] = buffer
+        self.buffers = staged  # buffers of tensors no longer in the state are let go
+        return staged
+
+    def release(self) -> None:
+        self.buffers = {}
+
+
+class SaveHandle:
+    """A save running in the background: `done()`, `wait()`, and `error` once it failed."""
+
+    def __init__(self, step: int, uri: str) -> None:
+        self.step = step
+        self.uri = uri
+        self._finished = threading.Event()
+        self._error: BaseException | None = None
+        self.reported = False  # the error was raised to the caller once; later calls do not raise it again
+
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The failure of the background write, or None (also while it is still running)."""
+        return self._error
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the save is committed and return its URI; raise its failure if it failed.
+
+        TimeoutError when `timeout` seconds pass first; the save goes on.
+        """
+        if not self._finished.wait(timeout):
+            raise TimeoutError(f"the save of step {self.step} to {self.uri} is still running after {timeout} s")
+        if self._error is not None:
+            self.reported = True
+            raise self._error
+        return self.uri
+
+    def fail(self, error: BaseException) -> BaseException:
+        """Record the failure of the background write; returns it as the CheckpointError callers see."""
+        wrapped = CheckpointError(f"the background save of step {self.step} to {self.uri} failed: {error}")
+        wrapped.__cause__ = error
+        self._error = wrapped
+        return wrapped
+
+    def finish(self) -> None:
+        self._finished.set()
+
+
+def run_in_background(handle: SaveHandle, work: Callable[[], Any], on_error: OnError | None) -> threading.Thread:
+    """Start `work` in a thread that finishes `handle`; a failure goes to the handle and to `on_error`.
+
+    Not a daemon: a process that ends while a save is in flight waits for it to commit.
+    """
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            error = handle.fail(exc)
+            if on_error is not None:
+                on_error(error)  # before the handle is done, so a caller that waited sees the callback's effect
+        finally:
+            handle.finish()
+
+    thread = threading.Thread(target=run, name=f"crossrail-save-{handle.step}")
+    thread.start()
+    return thread

@@ -1,0 +1,76 @@
+"""Reading a crossrail-ckpt/v1 checkpoint: its manifest, then every tensor, verified against its checksum."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy.typing as npt
+
+from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, TornCheckpoint, parse_manifest
+from crossrail.runtime.shards import Entry, Tensors, check_file, read_tensor
+from crossrail.runtime.stores import STEP_DIR, Store
+
+DEFAULT_READERS = 4
+Restored = tuple[Tensors, dict[str, Any]]
+
+
+def manifest_in(store: Store, name: str) -> dict[str, Any]:
+    """The checked manifest of the checkpoint `name` in `store`, without reading its tensors."""
+    marker = store.read_small(name, MARKER_FILE)
+    if marker is None and store.object_storage:
+        raise TornCheckpoint(f"no {MARKER_FILE} marker (the save did not commit)")
+    data = store.read_small(name, MANIFEST_FILE)
+    if data is None:
+        raise TornCheckpoint(f"no {MANIFEST_FILE} (the save did not finish)")
+    manifest = parse_manifest(store.child(name), data, marker)
+    m = STEP_DIR.match(name)
+    if m and int(m.group(1)) != manifest["step"]:
+        raise TornCheckpoint(f"{MANIFEST_FILE} says step {manifest['step']} but the directory is {name}")
+    return manifest
+
+
+def read(store: Store, name: str, *, load: bool, readers: int = DEFAULT_READERS) -> Restored:
+    """Verify the checkpoint `name` in `store`; its tensors (none unless `load`) and manifest.
+
+    TornCheckpoint when it is incomplete or damaged, NewerFormat when it is of a newer major format.
+    """
+    manifest = manifest_in(store, name)
+    by_file: dict[str, list[Entry]] = {}
+    for entry in manifest["tensors"]:
+        by_file.setdefault(entry["file"], []).append(entry)
+
+    def check(file: str) -> int:
+        with _torn_on_os_error(file), store.open_read(name, file) as f:
+            return check_file(f, file, by_file[file], store.file_size(name, file))
+
+    starts = dict(zip(by_file, parallel(check, list(by_file), readers), strict=True))
+
+    def tensor(entry: Entry) -> npt.NDArray[Any] | None:
+        with _torn_on_os_error(entry["file"]), store.ranges(name, entry["file"]) as read_into:
+            return read_tensor(read_into, entry, starts[entry["file"]], load=load)
+
+    # One task per tensor, in file order: several streams at once keep the disk (or the network) busy.
+    arrays = parallel(tensor, manifest["tensors"], readers)
+    if not load:
+        return {}, manifest
+    return {e["name"]: a for e, a in zip(manifest["tensors"], arrays, strict=True)}, manifest
+
+
+@contextlib.contextmanager
+def _torn_on_os_error(file: str) -> Iterator[None]:
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise TornCheckpoint(f"{file} is missing") from exc
+    except OSError as exc:
+        raise TornCheckpoint(f"{file} cannot be read ({exc})") from exc
+
+
+def parallel(fn: Callable[[Any], Any], items: list[Any], threads: int) -> list[Any]:
+    if len(items) == 1 or threads == 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="crossrail-shard") as pool:
+        return list(pool.map(fn, items))

@@ -1,0 +1,405 @@
+"""Where checkpoints live: a run's checkpoint directory on local disk or on object storage, and its commit step.
+
+Local disk commits by renaming a finished temp directory into place. Object storage (s3://, gs://, memory://,
+any other fsspec scheme) has no atomic rename: files are written under the final prefix and the commit marker
+is written last; a prefix without its marker does not exist for readers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any
+
+from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, CheckpointError
+from crossrail.runtime.storage import file_uri, fsync_dir, local_path
+
+TMP_PREFIX = ".tmp-"
+STALE_TMP_S = 3600.0
+STEP_DIR = re.compile(r"^step-(\d+)$")
+StorageOptions = Mapping[str, Any]
+ReadInto = Callable[[int, memoryview], int]
+
+
+def step_dirname(step: int) -> str:
+    return f"step-{step:010d}"
+
+
+class Draft(ABC):
+    """A checkpoint being written: its files, then one commit."""
+
+    @abstractmethod
+    def open_write(self, file: str) -> IO[bytes]:
+        """A new file of the checkpoint, open for writing."""
+
+    @abstractmethod
+    def close_file(self, f: IO[bytes]) -> None:
+        """Make a written file durable and close it."""
+
+    @abstractmethod
+    def write_small(self, file: str, data: bytes) -> None:
+        """Write a whole small file (the manifest) durably."""
+
+    @abstractmethod
+    def commit(self, marker: bytes) -> None:
+        """Write the commit marker and make the checkpoint visible to readers, in one step."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Remove what was written; the checkpoint was never committed."""
+
+
+class Store(ABC):
+    """The checkpoint directory of one run: its `step-*` entries and the files in each."""
+
+    uri: str
+    object_storage: bool
+
+    @abstractmethod
+    def child(self, name: str) -> str:
+        """The URI of the entry `name`."""
+
+    @abstractmethod
+    def path(self, name: str) -> str:
+        """The entry's path on its filesystem."""
+
+    @abstractmethod
+    def names(self) -> list[str]:
+        """Every `step-*` entry, committed or not."""
+
+    def committed_names(self) -> list[str]:
+        """The committed `step-*` entries."""
+        return [name for name in self.names() if self.committed(name)]
+
+    @abstractmethod
+    def present(self, name: str) -> bool:
+        """Whether there is something to read at `name`: a directory on disk, a committed prefix in a bucket."""
+
+    @abstractmethod
+    def committed(self, name: str) -> bool:
+        """Whether the entry `name` is committed: renamed into place, or holding its marker."""
+
+    @abstractmethod
+    def read_small(self, name: str, file: str) -> bytes | None:
+        """A small file's content, or None when it does not exist."""
+
+    @abstractmethod
+    def open_read(self, name: str, file: str) -> IO[bytes]:
+        """A file of the entry `name`, open for reading; FileNotFoundError when it is missing."""
+
+    @abstractmethod
+    def ranges(self, name: str, file: str) -> contextlib.AbstractContextManager[ReadInto]:
+        """A reader of byte ranges of one file, meant to read one stretch of it in order.
+
+        `read_into(offset, view)` fills `view` from `offset` and returns the bytes read (fewer at the end).
+        """
+
+    @abstractmethod
+    def file_size(self, name: str, file: str) -> int:
+        """The size of a file of the entry `name`."""
+
+    @abstractmethod
+    def size(self, name: str) -> int:
+        """Bytes stored under the entry `name`."""
+
+    @abstractmethod
+    def remove(self, name: str) -> None:
+        """Remove a checkpoint so that no reader ever sees it half removed."""
+
+    @abstractmethod
+    def draft(self, name: str) -> Draft:
+        """Where a new checkpoint named `name` is written before its commit."""
+
+    @abstractmethod
+    def remove_stale(self) -> None:
+        """Remove what writers that died long ago left behind."""
+
+
+class LocalStore(Store):
+    object_storage = False
+
+    def __init__(self, path: str) -> None:
+        if not path:
+            raise CheckpointError("the checkpoint directory is empty; set CROSSRAIL_CHECKPOINT_DIR")
+        self.root = os.path.abspath(path)
+        self.uri = file_uri(self.root)
+
+    def child(self, name: str) -> str:
+        return file_uri(self.path(name))
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def names(self) -> list[str]:
+        try:
+            entries = list(os.scandir(self.root))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [e.name for e in entries if STEP_DIR.match(e.name) and e.is_dir(follow_symlinks=False)]
+
+    def present(self, name: str) -> bool:
+        return os.path.isdir(self.path(name))
+
+    def committed(self, name: str) -> bool:
+        # The rename is the commit; a first-cut checkpoint has no marker, so the manifest is what counts.
+        return os.path.isfile(os.path.join(self.root, name, MANIFEST_FILE))
+
+    def read_small(self, name: str, file: str) -> bytes | None:
+        try:
+            with open(os.path.join(self.root, name, file), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def open_read(self, name: str, file: str) -> IO[bytes]:
+        return open(os.path.join(self.root, name, file), "rb", buffering=0)
+
+    @contextlib.contextmanager
+    def ranges(self, name: str, file: str) -> Iterator[ReadInto]:
+        # One descriptor per reader, so the kernel's readahead follows each stretch read in order; positional
+        # reads go straight into the caller's memory.
+        fd = os.open(os.path.join(self.root, name, file), os.O_RDONLY)
+
+        def read_into(offset: int, view: memoryview) -> int:
+            os.posix_fadvise(fd, offset, len(view), os.POSIX_FADV_SEQUENTIAL)
+            done = 0
+            while done < len(view):
+                n = os.preadv(fd, [view[done:]], offset + done)
+                if n == 0:
+                    break
+                done += n
+            return done
+
+        try:
+            yield read_into
+        finally:
+            os.close(fd)
+
+    def file_size(self, name: str, file: str) -> int:
+        return os.stat(os.path.join(self.root, name, file)).st_size
+
+    def size(self, name: str) -> int:
+        return sum(e.stat().st_size for e in os.scandir(self.path(name)) if e.is_file(follow_symlinks=False))
+
+    def remove(self, name: str) -> None:
+        # Renamed away first, so a half-removed checkpoint never looks committed.
+        aside = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}pruned-{name}-", dir=self.root)
+        os.rename(self.path(name), os.path.join(aside, "old"))
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def draft(self, name: str) -> Draft:
+        os.makedirs(self.root, exist_ok=True)
+        return LocalDraft(self, name)
+
+    def remove_stale(self) -> None:
+        """Temp dirs of saves that died more than an hour ago; a younger one may belong to a live writer."""
+        cutoff = time.time() - STALE_TMP_S
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if entry.name.startswith(TMP_PREFIX) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+class LocalDraft(Draft):
+    """Files go into a fresh `.tmp-<name>-*` sibling, fsynced; the commit renames it to `<name>`."""
+
+    def __init__(self, store: LocalStore, name: str) -> None:
+        self.store, self.name = store, name
+        self.tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=store.root)
+
+    def open_write(self, file: str) -> IO[bytes]:
+        return open(os.path.join(self.tmp, file), "wb", buffering=0)
+
+    def close_file(self, f: IO[bytes]) -> None:
+        os.fsync(f.fileno())
+        f.close()
+
+    def write_small(self, file: str, data: bytes) -> None:
+        f = self.open_write(file)
+        try:
+            f.write(data)
+        except BaseException:
+            f.close()
+            raise
+        self.close_file(f)
+
+    def commit(self, marker: bytes) -> None:
+        """Marker and directory fsynced, then one rename; a damaged dir already there is moved aside first."""
+        self.write_small(MARKER_FILE, marker)
+        fsync_dir(self.tmp)
+        final, aside = self.store.path(self.name), None
+        if os.path.lexists(final):
+            aside = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}replaced-{self.name}-", dir=self.store.root)
+            os.rename(final, os.path.join(aside, "old"))
+        os.rename(self.tmp, final)
+        fsync_dir(self.store.root)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class ObjectStore(Store):
+    object_storage = True
+
+    def __init__(self, uri: str, storage_options: StorageOptions | None = None) -> None:
+        import fsspec.core
+
+        self.uri = uri.rstrip("/")
+        options = dict(storage_options or {})
+        _quiet_gcs_emulator(self.uri, options)
+        try:
+            self.fs, root = fsspec.core.url_to_fs(self.uri, **options)
+        except (ImportError, ValueError) as exc:
+            hint = "pip install 'crossrail[gcs]' or 'crossrail[s3]'" if "://" in uri else "check the URI"
+            raise CheckpointError(f"{uri}: fsspec cannot open it ({exc}); {hint}") from exc
+        self.root = str(root).rstrip("/")
+
+    def child(self, name: str) -> str:
+        return f"{self.uri}/{name}"
+
+    def path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def _listing(self) -> dict[str, set[str]]:
+        """Each entry under the root and the files in it, read fresh (a listing cache would hide new commits)."""
+        self.fs.invalidate_cache()
+        try:
+            found = self.fs.find(self.root)
+        except FileNotFoundError:
+            return {}
+        entries: dict[str, set[str]] = {}
+        for path in found:
+            parts = str(path)[len(self.root) + 1 :].split("/")
+            if len(parts) >= 2:
+                entries.setdefault(parts[0], set()).add("/".join(parts[1:]))
+        return entries
+
+    def names(self) -> list[str]:
+        return [name for name in self._listing() if STEP_DIR.match(name)]
+
+    def committed_names(self) -> list[str]:
+        return [name for name, files in self._listing().items() if STEP_DIR.match(name) and MARKER_FILE in files]
+
+    def present(self, name: str) -> bool:
+        return self.committed(name)
+
+    def committed(self, name: str) -> bool:
+        self.fs.invalidate_cache()
+        return bool(self.fs.exists(f"{self.path(name)}/{MARKER_FILE}"))
+
+    def read_small(self, name: str, file: str) -> bytes | None:
+        try:
+            return bytes(self.fs.cat_file(f"{self.path(name)}/{file}"))
+        except FileNotFoundError:
+            return None
+
+    def open_read(self, name: str, file: str) -> IO[bytes]:
+        f: IO[bytes] = self.fs.open(f"{self.path(name)}/{file}", "rb", cache_type="none")
+        return f
+
+    @contextlib.contextmanager
+    def ranges(self, name: str, file: str) -> Iterator[ReadInto]:
+        path = f"{self.path(name)}/{file}"
+
+        def read_into(offset: int, view: memoryview) -> int:
+            data = self.fs.cat_file(path, start=offset, end=offset + len(view))  # one ranged GET
+            view[: len(data)] = data
+            return len(data)
+
+        yield read_into
+
+    def file_size(self, name: str, file: str) -> int:
+        return int(self.fs.size(f"{self.path(name)}/{file}"))
+
+    def size(self, name: str) -> int:
+        self.fs.invalidate_cache()
+        return sum(int(info["size"]) for info in self.fs.find(self.path(name), detail=True).values())
+
+    def remove(self, name: str) -> None:
+        """The marker first: from then on the checkpoint does not exist, whatever is left of it."""
+        marker = f"{self.path(name)}/{MARKER_FILE}"
+        self.fs.invalidate_cache()
+        if self.fs.exists(marker):
+            self.fs.rm_file(marker)
+        self.fs.invalidate_cache()
+        if self.fs.exists(self.path(name)):
+            self.fs.rm(self.path(name), recursive=True)
+        self.fs.invalidate_cache()
+
+    def draft(self, name: str) -> Draft:
+        self.remove(name)  # a torn or uncommitted earlier try: its marker goes first, then its files
+        return ObjectDraft(self, name)
+
+    def remove_stale(self) -> None:
+        """Nothing to do here: object storage has no temp dirs, and prune removes uncommitted prefixes."""
+
+
+class ObjectDraft(Draft):
+    """Files go straight under the final prefix; the commit writes the marker object, last."""
+
+    def __init__(self, store: ObjectStore, name: str) -> None:
+        self.store, self.name = store, name
+        self.prefix = store.path(name)
+
+    def open_write(self, file: str) -> IO[bytes]:
+        f: IO[bytes] = self.store.fs.open(f"{self.prefix}/{file}", "wb")
+        return f
+
+    def close_file(self, f: IO[bytes]) -> None:
+        f.close()  # completes the upload; the object is durable once the store acknowledges it
+
+    def write_small(self, file: str, data: bytes) -> None:
+        self.store.fs.pipe_file(f"{self.prefix}/{file}", data)
+
+    def commit(self, marker: bytes) -> None:
+        self.store.fs.pipe_file(f"{self.prefix}/{MARKER_FILE}", marker)
+        self.store.fs.invalidate_cache()
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):  # uncommitted, so invisible to readers; prune removes it later
+            self.store.remove(self.name)
+
+
+def open_store(uri: str, storage_options: StorageOptions | None = None) -> Store:
+    """The store of a checkpoint directory: a local path or `file://` URI, or any fsspec URI."""
+    path = local_path(uri)
+    if path is not None:
+        return LocalStore(path)
+    return ObjectStore(uri, storage_options)
+
+
+def split(uri: str, storage_options: StorageOptions | None = None) -> tuple[Store, str]:
+    """The store holding the checkpoint `uri` names, and the checkpoint's name in it."""
+    path = local_path(uri)
+    if path is not None:
+        if not path:
+            raise CheckpointError("the checkpoint URI is empty")
+        full = os.path.abspath(path)
+        return LocalStore(os.path.dirname(full)), os.path.basename(full)
+    parent, _, name = uri.rstrip("/").rpartition("/")
+    if not name or parent.endswith((":/", ":")):
+        raise CheckpointError(f"{uri} names no checkpoint directory; give <scheme>://<bucket>/<path>/step-<step>")
+    return ObjectStore(parent, storage_options), name
+
+
+def _quiet_gcs_emulator(uri: str, options: dict[str, Any]) -> None:
+    """Against a GCS emulator, turn off gcsfs's bucket-layout probe before gcsfs is imported.
+
+    With it on, gcsfs asks the emulator for a gRPC storage layout on every open; the call fails, is never
+    cached, and each operation stalls for 20-90 s. Real GCS is unaffected: no emulator, no change.
+    """
+    emulated = options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST")
+    if uri.startswith(("gs://", "gcs://")) and emulated and "gcsfs" not in sys.modules:
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")

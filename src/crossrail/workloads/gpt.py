@@ -1,0 +1,409 @@
+"""The reference GPT workloads under crossrail: pretrain, finetune, generate or eval, in PyTorch or JAX.
+
+    python -m crossrail.workloads.gpt [--task pretrain|finetune|generate|eval] [--steps N]
+        [--checkpoint-every-steps K] [--step-sleep S] [--lr LR] [--batch B] [--seed S] [--dtype fp32|bf16]
+        [--compile] [--peak-flops F] [--framework torch|jax] [--max-new-tokens N] [--output PATH]
+
+TRAINING_BACKEND picks the framework (tpu: JAX; gpu, cpu: PyTorch); checkpoints hold neutral tensors, so either
+framework resumes what the other wrote. Everything else comes from the environment crossrail sets
+(docs/runtime.md), and the exit codes follow the contract there: 0 done, 75 stopped by SIGTERM after writing a
+checkpoint, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from crossrail.errors import CrossrailError
+from crossrail.runtime import (
+    Checkpointer,
+    CheckpointNotFound,
+    HeartbeatThread,
+    Reporter,
+    RuntimeContext,
+    load,
+    read_bytes,
+    resolve,
+)
+from crossrail.workloads import gpt_data
+from crossrail.workloads.config import pick, read_config, section
+from crossrail.workloads.gpt_data import Corpus
+from crossrail.workloads.gpt_model import (
+    VOCAB,
+    AdamW,
+    Arrays,
+    Engine,
+    GPTConfig,
+    init_tensors,
+    param_count,
+    train_flops_per_token,
+)
+from crossrail.workloads.gpt_tasks import evaluate, generate
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_TEMPFAIL = 0, 2, 75
+DEFAULT_EVERY_STEPS = 50
+PROG = "crossrail.workloads.gpt"
+TASKS = ("pretrain", "finetune", "generate", "eval")
+FRAMEWORKS = {"tpu": "jax", "gpu": "torch", "cpu": "torch"}
+MODEL_KEYS = tuple(f.name for f in fields(GPTConfig))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Arguments over the config file over defaults, validated once."""
+
+    task: str
+    framework: str
+    model: GPTConfig
+    adamw: AdamW
+    batch: int
+    seed: int
+    steps: int
+    every_steps: int | None
+    every_s: float | None
+    step_sleep_s: float
+    dtype: str
+    compile: bool
+    peak_flops: float | None
+    max_new_tokens: int
+    output: str
+    model_set: dict[str, int] = field(default_factory=dict)  # the model keys the config names
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=PROG, description="Train, post-train, sample or evaluate a byte-level GPT.")
+    p.add_argument("--task", choices=TASKS, default="pretrain", help="what to run (default pretrain)")
+    p.add_argument("--steps", type=int, default=200, help="train until this step (default 200)")
+    p.add_argument("--checkpoint-every-steps", type=int, help="default: spec.checkpoint.every in time, else 50 steps")
+    p.add_argument("--step-sleep", type=float, default=0.0, help="seconds to pause after each step (default 0)")
+    p.add_argument("--lr", type=float, help="AdamW learning rate (default: optim.lr of the config, else 3e-3)")
+    p.add_argument("--batch", type=int, help="sequences per step (default: optim.batch of the config, else 16)")
+    p.add_argument("--seed", type=int, help="initialisation and data seed (default: seed of the config, else 0)")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="compute dtype; params stay fp32")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (slow to compile on CPU)")
+    p.add_argument(
+        "--peak-flops", type=float, help="peak FLOP/s for MFU (default: peak_flops of the config, else measured)"
+    )
+    p.add_argument("--framework", choices=("torch", "jax"), help="override the framework TRAINING_BACKEND picks")
+    p.add_argument(
+        "--max-new-tokens", type=int, help="generate: bytes per prompt (default generate.max_new_tokens, else 32)"
+    )
+    p.add_argument(
+        "--output", default="generations.jsonl", help="generate: JSON-lines file written in the working directory"
+    )
+    return p.parse_args(argv)
+
+
+def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
+    config = read_config(ctx.config) if ctx.config else {}
+    optim, model, gen = section(config, "optim"), section(config, "model"), section(config, "generate")
+    problems = [_unknown(key) for key in model if key not in MODEL_KEYS]
+    model_set = {
+        k: pick(f"model.{k}", None, v, None, int, problems=problems) for k, v in model.items() if k in MODEL_KEYS
+    }
+    lr = pick("optim.lr", args.lr, optim.get("lr"), AdamW.lr, float, problems=problems)
+    decay = pick("optim.weight_decay", None, optim.get("weight_decay"), AdamW.weight_decay, float, problems=problems)
+    chosen = {
+        "batch": pick("optim.batch", args.batch, optim.get("batch"), 16, int, problems=problems),
+        "seed": pick("seed", args.seed, config.get("seed"), 0, int, problems=problems),
+        "max_new_tokens": pick(
+            "generate.max_new_tokens", args.max_new_tokens, gen.get("max_new_tokens"), 32, int, problems=problems
+        ),
+    }
+    given = args.peak_flops if args.peak_flops is not None else config.get("peak_flops")
+    peak = None if given is None else pick("peak_flops", given, None, None, float, problems=problems)
+    positive = {
+        "optim.lr": lr,
+        "optim.batch": chosen["batch"],
+        "generate.max_new_tokens": chosen["max_new_tokens"],
+        "peak_flops": peak,
+    }
+    problems += [f"{k} must be > 0 (got {v})" for k, v in positive.items() if v is not None and v <= 0]
+    every_steps = args.checkpoint_every_steps
+    every_s = ctx.checkpoint_every_s if every_steps is None else None
+    if every_steps is None and every_s is None:
+        every_steps = DEFAULT_EVERY_STEPS
+    if args.steps < 0 or args.step_sleep < 0:
+        problems.append(f"steps and step-sleep must be >= 0 (got {args.steps}, {args.step_sleep})")
+    if every_steps is not None and every_steps < 1:
+        problems.append(f"checkpoint-every-steps must be >= 1 (got {every_steps})")
+    if not problems:
+        arch = GPTConfig(**{k: v for k, v in model_set.items() if v is not None})
+        problems += arch.problems()
+        if arch.vocab != VOCAB:
+            problems.append(f"model.vocab must be {VOCAB}: the tokenizer is byte-level (got {arch.vocab})")
+    if problems:
+        raise CrossrailError(f"{PROG}: " + "; ".join(problems))
+    return Settings(
+        task=args.task,
+        framework=args.framework or FRAMEWORKS[ctx.backend],
+        model=arch,
+        adamw=AdamW(lr=lr, weight_decay=decay),
+        steps=args.steps,
+        every_steps=every_steps,
+        every_s=every_s,
+        step_sleep_s=args.step_sleep,
+        dtype=args.dtype,
+        compile=args.compile,
+        peak_flops=peak,
+        output=args.output,
+        model_set=model_set,
+        **chosen,
+    )
+
+
+def _unknown(key: str) -> str:
+    near = difflib.get_close_matches(key, MODEL_KEYS, n=1)
+    hint = f"; did you mean {near[0]}?" if near else f"; the keys are {', '.join(MODEL_KEYS)}"
+    return f"model.{key} is not a model setting{hint}"
+
+
+def read_corpus(ctx: RuntimeContext) -> Corpus:
+    try:
+        raw = read_bytes(ctx.dataset)
+    except CrossrailError as exc:
+        raise CrossrailError(f"{PROG}: cannot read the dataset (CROSSRAIL_DATASET): {exc}") from exc
+    return gpt_data.parse(raw, ctx.dataset)
+
+
+def build_engine(cfg: Settings, model: GPTConfig) -> Engine:
+    """The framework's engine, imported only now so that only the chosen framework is loaded."""
+    try:
+        if cfg.framework == "jax":
+            from crossrail.workloads.gpt_jax import JaxEngine
+
+            return JaxEngine(model, cfg.adamw, dtype=cfg.dtype, compile=cfg.compile)
+        from crossrail.workloads.gpt_torch import TorchEngine
+
+        return TorchEngine(model, cfg.adamw, dtype=cfg.dtype, compile=cfg.compile)
+    except ImportError as exc:
+        extra = cfg.framework
+        raise CrossrailError(f"{PROG}: the {extra} engine needs {exc.name}; install crossrail[{extra}]") from exc
+
+
+def model_of(manifest: dict[str, Any], uri: str, cfg: Settings) -> GPTConfig:
+    """The checkpoint's architecture; the model keys the config names must agree with it."""
+    model = GPTConfig.from_state(manifest["state"].get("model"), uri)
+    clash = {k: (v, getattr(model, k)) for k, v in cfg.model_set.items() if getattr(model, k) != v}
+    if clash:
+        said = ", ".join(f"model.{k}: config {a}, checkpoint {b}" for k, (a, b) in clash.items())
+        raise CrossrailError(
+            f"{PROG}: {uri} holds another model ({said}); drop those keys or use a matching checkpoint"
+        )
+    return model
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where an attempt starts: the model, its tensors (None: fresh), the optimizer step restored, the source."""
+
+    model: GPTConfig
+    tensors: Arrays | None = None
+    step: int | None = None  # None: a fresh optimizer at step 0
+    uri: str | None = None
+
+
+def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> Start:
+    """1. this run's newest valid checkpoint (a retry resumes); 2. the parent's weights; 3. a fresh model."""
+
+    def skipped(uri: str, reason: str) -> None:
+        print(f"{PROG}: skipping damaged checkpoint {uri}: {reason}", file=sys.stderr)
+        reporter.event("checkpoint_skipped", uri=uri, reason=reason)
+
+    own = Checkpointer(ctx.checkpoint_dir).latest(on_skip=skipped)
+    if own is not None:
+        tensors, manifest = Checkpointer(ctx.checkpoint_dir).restore(own.step)
+        model = model_of(manifest, own.uri, cfg)
+        reporter.event("resumed", step=own.step, **{"from": own.uri})
+        return Start(model, tensors, own.step, own.uri)
+    parent = ctx.parent_checkpoint
+    if parent is None or parent == "latest":
+        if cfg.task == "finetune":
+            raise CheckpointNotFound(f"{PROG}: finetune starts from spec.parent_checkpoint, and this run has none")
+        return Start(cfg.model)
+    try:
+        info = resolve(parent)
+    except CheckpointNotFound as exc:
+        print(f"{PROG}: no parent checkpoint: {exc}", file=sys.stderr)
+        reporter.event("parent_not_found", uri=parent, reason=str(exc))
+        if cfg.task == "finetune":
+            raise
+        return Start(cfg.model)
+    tensors, manifest = load(info.uri)
+    model = model_of(manifest, info.uri, cfg)
+    reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
+    return Start(model, tensors, None, info.uri)
+
+
+def describe(engine: Engine, cfg: Settings, model: GPTConfig, peak: float | None, source: str | None) -> dict[str, Any]:
+    """The `started` event: which framework runs what, and the peak MFU is measured against."""
+    return {
+        "framework": engine.framework,
+        "device": engine.device,
+        "task": cfg.task,
+        "dtype": cfg.dtype,
+        "compile": cfg.compile,
+        "params": param_count(model),
+        "flops_per_token": train_flops_per_token(model),
+        "peak_flops": peak,
+        "peak_source": source,
+    }
+
+
+class Trainer:
+    """One training attempt (pretrain or finetune): start, train with reports and checkpoints, stop on SIGTERM."""
+
+    def __init__(self, ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: Reporter) -> None:
+        self.ctx, self.cfg, self.reporter = ctx, cfg, reporter
+        self.stop_signal: int | None = None
+        start = starting_point(ctx, cfg, reporter)
+        self.model = start.model
+        if len(corpus.text) <= self.model.context:
+            raise CrossrailError(f"{PROG}: the dataset has {len(corpus.text)} bytes; it needs more than model.context")
+        self.text = corpus.text
+        self.engine = build_engine(cfg, self.model)
+        tensors = start.tensors if start.tensors is not None else init_tensors(self.model, cfg.seed)
+        self.engine.load(tensors, start.step)
+        self.saved_step = start.step  # the step of the newest checkpoint this run holds
+        self.peak, source = (cfg.peak_flops, "given") if cfg.peak_flops else (self.engine.peak_flops(), "measured")
+        self.flops_per_step = train_flops_per_token(self.model) * cfg.batch * self.model.context
+        lineage = ctx.checkpoint_lineage(self.engine.framework, parent=start.uri)
+        self.checkpointer = Checkpointer(ctx.checkpoint_dir, lineage=lineage, keep_last=ctx.keep_last)
+        reporter.event("started", **describe(self.engine, cfg, self.model, self.peak, source))
+
+    def run(self) -> int:
+        previous = signal.signal(signal.SIGTERM, self._on_signal)
+        heartbeat = HeartbeatThread(self.reporter, self.ctx.heartbeat_s, step_fn=lambda: self.engine.step)
+        heartbeat.start()
+        try:
+            return self._loop()
+        finally:
+            heartbeat.stop()
+            signal.signal(signal.SIGTERM, previous)  # a caller in the same process gets its own handler back
+
+    def _loop(self) -> int:
+        begun, first = time.monotonic(), self.engine.step
+        last_checkpoint = begun
+        while self.engine.step < self.cfg.steps and self.stop_signal is None:
+            self._step()
+            if self._checkpoint_due(last_checkpoint):
+                self.checkpoint()
+                last_checkpoint = time.monotonic()
+            if self.cfg.step_sleep_s:
+                time.sleep(self.cfg.step_sleep_s)
+        if self.saved_step != self.engine.step:
+            self.checkpoint()
+        if self.stop_signal is not None and self.engine.step < self.cfg.steps:
+            self.reporter.event("stopped", signal=signal.Signals(self.stop_signal).name, step=self.engine.step)
+            return EXIT_TEMPFAIL
+        if self.engine.step > first:
+            hours = (time.monotonic() - begun) / 3600
+            self.reporter.metric("steps_per_hour", (self.engine.step - first) / hours, self.engine.step)
+        return EXIT_OK
+
+    def _step(self) -> None:
+        began = time.perf_counter()
+        x, y = gpt_data.batch(self.text, self.engine.step + 1, self.cfg.seed, self.cfg.batch, self.model.context)
+        loss = self.engine.train_step(x, y)
+        took = time.perf_counter() - began
+        metrics = {
+            "loss": loss,
+            "tokens_per_second": x.size / took,
+            "step_time_s": took,
+            "mfu": self.flops_per_step / took / self.peak,
+        }
+        busy = self.engine.utilization()
+        if busy is not None:
+            metrics["accelerator_utilization"] = busy
+        self.reporter.metrics(metrics, self.engine.step)
+
+    def _checkpoint_due(self, last_checkpoint: float) -> bool:
+        if self.cfg.every_steps is not None:
+            return self.engine.step % self.cfg.every_steps == 0
+        return self.cfg.every_s is not None and time.monotonic() - last_checkpoint >= self.cfg.every_s
+
+    def checkpoint(self) -> None:
+        began, step = time.perf_counter(), self.engine.step
+        uri = self.checkpointer.save(self.engine.tensors(), step, self.state())
+        self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
+        self.reporter.checkpoint(step, uri, tokens=step * self.cfg.batch * self.model.context)
+        self.saved_step = step
+
+    def state(self) -> dict[str, Any]:
+        """What rebuilds this trainer besides the tensors: the model, optimizer scalars, data position."""
+        step = self.engine.step
+        return {
+            "model": self.model.state(),
+            "optimizer": self.cfg.adamw.state(step),
+            "rng": {"seed": self.cfg.seed, "batches": "numpy default_rng([seed, step])"},
+            "data": {"position": step, "batch": self.cfg.batch, "context": self.model.context},
+            "task": self.cfg.task,
+            "dtype": self.cfg.dtype,
+        }
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.stop_signal = signum  # acted on after the current step, so the checkpoint holds a whole step
+
+
+def run_inference(ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: Reporter) -> int:
+    """generate or eval on the newest valid checkpoint of this run, else on the parent's."""
+    own = Checkpointer(ctx.checkpoint_dir).latest()
+    source = own.uri if own else ctx.parent_checkpoint
+    if source is None or source == "latest":
+        raise CheckpointNotFound(f"{PROG}: nothing to {cfg.task}: no checkpoint in {ctx.checkpoint_dir} and no parent")
+    tensors, manifest = load(source)
+    model, step = model_of(manifest, source, cfg), manifest["step"]
+    engine = build_engine(cfg, model)
+    engine.load(tensors, None)
+    reporter.event("started", **describe(engine, cfg, model, None, None))
+    heartbeat = HeartbeatThread(reporter, ctx.heartbeat_s, step_fn=lambda: step)
+    heartbeat.start()
+    try:
+        if cfg.task == "eval":
+            scores = evaluate(engine, corpus, context=model.context, batch=cfg.batch)
+            reporter.metrics({"eval_loss": scores.loss, "eval_pass_rate": scores.pass_rate}, step)
+            reporter.event("evaluated", uri=source, step=step, items=scores.items, mode=scores.mode)
+            return EXIT_OK
+        prompts = gpt_data.prompts(corpus)
+        began = time.perf_counter()
+        outputs, tokens = generate(
+            engine, prompts, context=model.context, batch=cfg.batch, max_new_tokens=cfg.max_new_tokens
+        )
+        took = time.perf_counter() - began
+        path = os.path.abspath(cfg.output)
+        with open(path, "w", encoding="utf-8") as f:
+            for prompt, out in zip(prompts, outputs, strict=True):
+                line = {"prompt": prompt.decode(errors="replace"), "completion": out.decode(errors="replace")}
+                f.write(json.dumps(line) + "\n")
+        reporter.metrics({"tokens_per_second": tokens / took, "generate_seconds": took}, step)
+        reporter.event("generated", uri=source, step=step, prompts=len(prompts), tokens=tokens, output=path)
+        return EXIT_OK
+    finally:
+        heartbeat.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        ctx = RuntimeContext.from_env()
+        cfg = settings(args, ctx)
+        corpus = read_corpus(ctx)
+        with Reporter(ctx) as reporter:
+            if cfg.task in ("generate", "eval"):
+                return run_inference(ctx, cfg, corpus, reporter)
+            return Trainer(ctx, cfg, corpus, reporter).run()
+    except CrossrailError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""Asynchronous saves: the caller is blocked only for the copy, one save in flight, failures never swallowed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import crossrail.runtime.checkpoint as checkpoint_module
+from crossrail.runtime import Checkpointer, CheckpointError, SaveHandle
+from crossrail.runtime.stores import LocalDraft
+
+from .ckpt_builders import assert_bit_identical, big_tensors_of, flip_a_data_byte, step_dir, tensors_of
+
+
+def slow_writes(monkeypatch: pytest.MonkeyPatch, delay_s: float) -> threading.Event:
+    """Each shard write waits `delay_s` first; returns an event set when a write has begun."""
+    began = threading.Event()
+    real = checkpoint_module.write_shard
+
+    def write_shard(*args: Any) -> Any:
+        began.set()
+        time.sleep(delay_s)
+        return real(*args)
+
+    monkeypatch.setattr(checkpoint_module, "write_shard", write_shard)
+    return began
+
+
+def test_the_saved_checkpoint_is_the_state_at_the_call_not_what_the_caller_changes_next(tmp_path: Path) -> None:
+    tensors, state = big_tensors_of(1), {"data": {"position": 1}}
+    want = {name: a.copy() for name, a in tensors.items()}
+    with Checkpointer(str(tmp_path), shard_bytes=1 << 20) as ckpt:
+        handle = ckpt.save_async(tensors, 1, state, tokens=10)
+        for a in tensors.values():
+            a[...] = 0  # the next training step overwrites the arrays in place
+        state["data"]["position"] = 2
+        assert handle.wait() == step_dir(tmp_path, 1).as_uri()
+        assert handle.done()
+        assert handle.error is None
+    restored, manifest = Checkpointer(str(tmp_path)).restore()
+    assert_bit_identical(restored, want)
+    assert (manifest["state"], manifest["tokens"]) == ({"data": {"position": 1}}, 10)
+
+
+def test_the_caller_is_blocked_only_for_the_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    began = slow_writes(monkeypatch, 0.5)
+    ckpt = Checkpointer(str(tmp_path))
+    t0 = time.perf_counter()
+    handle = ckpt.save_async(big_tensors_of(1), 1)
+    blocked_s = time.perf_counter() - t0
+    assert blocked_s < 0.25
+    assert began.wait(5)
+    assert not handle.done()
+    assert ckpt.list() == []  # nothing committed while the write is under way
+    ckpt.wait()
+    assert [c.step for c in ckpt.list()] == [1]
+
+
+def test_staging_buffers_are_reused_between_saves_and_reallocated_only_when_a_shape_changes(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    ckpt.save_async(tensors_of(1), 1)
+    staged = dict(ckpt.staging.buffers)
+    assert ckpt.staging.allocations == len(tensors_of(1))
+    for step in (2, 3):
+        ckpt.save_async(tensors_of(step), step)
+    assert ckpt.staging.allocations == len(tensors_of(1))
+    assert all(ckpt.staging.buffers[name] is staged[name] for name in staged)
+    ckpt.save_async(tensors_of(4) | {"embed.weight": np.zeros((16, 4), np.float32)}, 4)
+    assert ckpt.staging.allocations == len(tensors_of(1)) + 1
+    assert ckpt.staging.buffers["embed.weight"] is not staged["embed.weight"]
+    assert ckpt.staging.buffers["half"] is staged["half"]
+    ckpt.close()
+    assert ckpt.staging.buffers == {}
+    assert [c.step for c in Checkpointer(str(tmp_path)).list()] == [1, 2, 3, 4]
+    assert_bit_identical(Checkpointer(str(tmp_path)).restore(3)[0], tensors_of(3))
+
+
+def test_a_second_save_waits_for_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_writes(monkeypatch, 0.3)
+    ckpt = Checkpointer(str(tmp_path))
+    first = ckpt.save_async(tensors_of(1), 1)
+    second = ckpt.save_async(tensors_of(2), 2)
+    assert first.done()  # the second call returned only once the first had committed
+    assert [c.step for c in ckpt.list()] == [1]
+    assert second.wait() == step_dir(tmp_path, 2).as_uri()
+    uri = ckpt.save(tensors_of(3), 3)  # a synchronous save waits too
+    assert uri == step_dir(tmp_path, 3).as_uri()
+    assert [c.step for c in ckpt.list()] == [1, 2, 3]
+
+
+def failing_commits(monkeypatch: pytest.MonkeyPatch) -> None:
+    def commit(self: LocalDraft, marker: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LocalDraft, "commit", commit)
+
+
+def test_a_failed_background_write_goes_to_on_error_and_is_raised_by_the_next_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    errors: list[BaseException] = []
+    ckpt = Checkpointer(str(tmp_path), on_error=errors.append)
+    failing_commits(monkeypatch)
+    handle = ckpt.save_async(tensors_of(1), 1)
+    while not handle.done():
+        time.sleep(0.01)
+    assert isinstance(handle.error, CheckpointError)
+    assert "background save of step 1" in str(handle.error)
+    assert "No space left on device" in str(handle.error)
+    assert errors == [handle.error]
+    monkeypatch.undo()
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        ckpt.save(tensors_of(2), 2)
+    assert ckpt.save(tensors_of(2), 2) == step_dir(tmp_path, 2).as_uri()  # raised once, then saves go on
+    assert [c.step for c in ckpt.list()] == [2]
+    assert [n.name for n in tmp_path.iterdir()] == ["step-0000000002"]  # the failed save left nothing
+
+
+@pytest.mark.parametrize("how", ["wait", "close", "save_async", "handle"])
+def test_a_failed_background_write_is_raised_once_by_whichever_call_comes_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    failing_commits(monkeypatch)
+    handle: SaveHandle = ckpt.save_async(tensors_of(1), 1)
+    calls = {
+        "wait": ckpt.wait,
+        "close": ckpt.close,
+        "save_async": lambda: ckpt.save_async(tensors_of(2), 2),
+        "handle": handle.wait,
+    }
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        calls[how]()
+    monkeypatch.undo()
+    ckpt.wait()  # reported once: it is not raised again
+    assert ckpt.save(tensors_of(3), 3) == step_dir(tmp_path, 3).as_uri()
+
+
+def test_prune_waits_for_the_async_save_in_flight_to_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    ckpt.save(tensors_of(1), 1)
+    slow_writes(monkeypatch, 0.3)
+    handle = ckpt.save_async(tensors_of(2), 2)
+    assert ckpt.prune(keep_last=1) == [step_dir(tmp_path, 1).as_uri()]
+    assert handle.done()
+    assert [c.step for c in ckpt.list()] == [2]
+
+
+def test_retention_racing_async_saves_never_removes_the_last_good_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ckpt = Checkpointer(str(tmp_path), keep_last=1)
+    ckpt.save(tensors_of(1), 1)
+    slow_writes(monkeypatch, 0.1)
+    stop, newest_valid = threading.Event(), []
+
+    def prune_all_the_time() -> None:
+        while not stop.is_set():
+            ckpt.prune(keep_last=1)
+            newest_valid.append(Checkpointer(str(tmp_path)).latest())
+
+    pruner = threading.Thread(target=prune_all_the_time)
+    pruner.start()
+    try:
+        for step in (2, 3, 4):
+            ckpt.save_async(tensors_of(step), step)
+            time.sleep(0.05)
+    finally:
+        ckpt.wait()
+        stop.set()
+        pruner.join()
+    assert newest_valid
+    assert None not in newest_valid  # at no moment was there no valid checkpoint
+    monkeypatch.undo()
+    # The newest checkpoint goes bad right after its commit: retention keeps the last good one.
+    real_commit = LocalDraft.commit
+
+    def commit_then_rot(self: LocalDraft, marker: bytes) -> None:
+        real_commit(self, marker)
+        flip_a_data_byte(tmp_path, 5)
+
+    monkeypatch.setattr(LocalDraft, "commit", commit_then_rot)
+    ckpt.save_async(tensors_of(5), 5).wait()
+    assert [c.step for c in ckpt.list()] == [4, 5]
+    skipped: list[str] = []
+    assert_bit_identical(ckpt.restore(on_skip=lambda uri, why: skipped.append(uri))[0], tensors_of(4))
+    assert skipped == [step_dir(tmp_path, 5).as_uri()]
+    # A save that fails leaves retention nothing to act on: the last good one stays.
+    failing_commits(monkeypatch)
+    with pytest.raises(CheckpointError):
+        ckpt.save_async(tensors_of(6), 6).wait()
+    assert ckpt.prune() == []
+    assert [c.step for c in ckpt.list()] == [4, 5]

@@ -1,0 +1,127 @@
+"""`crossrail ckpt ls|show|verify`: tables or JSON, exit 0 when all is well, 1 for a bad checkpoint, 2 for usage."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from crossrail.ckpt_cli import ckpt_app
+
+from .ckpt_builders import flip_a_data_byte, rewrite_manifest, saved, step_dir
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(ckpt_app, list(args))
+    return result.exit_code, result.output
+
+
+def run_json(*args: str) -> tuple[int, dict[str, Any]]:
+    code, out = run(*args, "--json")
+    return code, json.loads(out)
+
+
+def test_ls_lists_each_checkpoint_with_step_size_and_whether_it_verifies(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20)
+    code, out = run("ls", str(tmp_path))
+    assert code == 0
+    assert "10" in out
+    assert "20" in out
+    assert out.count("yes") == 2
+    code, listing = run_json("ls", str(tmp_path))
+    assert code == 0
+    assert (listing["apiVersion"], listing["kind"]) == ("crossrail/v1", "CheckpointList")
+    assert [i["step"] for i in listing["items"]] == [10, 20]
+    assert [i["verified"] for i in listing["items"]] == [True, True]
+    sizes = [sum(f.stat().st_size for f in step_dir(tmp_path, s).iterdir()) for s in (10, 20)]
+    assert [i["sizeBytes"] for i in listing["items"]] == sizes
+
+
+def test_ls_marks_a_damaged_checkpoint_and_exits_1(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20)
+    flip_a_data_byte(tmp_path, 20)
+    code, listing = run_json("ls", str(tmp_path))
+    assert code == 1
+    assert [i["verified"] for i in listing["items"]] == [True, False]
+    assert "checksum mismatch in model.safetensors" in listing["items"][1]["problem"]
+    code, listing = run_json("ls", "--no-verify", str(tmp_path))
+    assert code == 0
+    assert [i["verified"] for i in listing["items"]] == [None, None]
+
+
+def test_show_prints_the_manifest(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20)
+    code, out = run("show", str(step_dir(tmp_path, 10)))
+    assert code == 0
+    assert "embed.weight" in out
+    assert "xxh3-64:" in out
+    assert "position" in out
+    code, shown = run_json("show", str(tmp_path))  # a run's directory: its newest checkpoint
+    assert code == 0
+    assert (shown["kind"], shown["uri"]) == ("CheckpointManifest", step_dir(tmp_path, 20).as_uri())
+    assert shown["manifest"]["step"] == 20
+    assert shown["manifest"]["tokens"] == 20 * 64
+
+
+def test_verify_names_the_bad_tensor_and_file_and_exits_1(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20)
+    assert run("verify", str(tmp_path)) == (0, f"ok      {step_dir(tmp_path, 20).as_uri()}\n")
+    flip_a_data_byte(tmp_path, 10)
+    assert run("verify", str(tmp_path))[0] == 0  # the newest is fine
+    code, out = run("verify", str(step_dir(tmp_path, 10)))
+    assert code == 1
+    assert "tensor half: checksum mismatch in model.safetensors" in out
+    code, report = run_json("verify", "--all", str(tmp_path))
+    assert code == 1
+    assert report["kind"] == "CheckpointVerification"
+    assert report["ok"] is False
+    assert [(r["step"], r["ok"]) for r in report["results"]] == [(None, False), (20, True)]
+
+
+def test_verify_refuses_a_newer_major_format_with_exit_1(tmp_path: Path) -> None:
+    saved(tmp_path, 10)
+    rewrite_manifest(tmp_path, 10, lambda m: m | {"format": "crossrail-ckpt/v2"})
+    code, out = run("verify", str(step_dir(tmp_path, 10)))
+    assert code == 1
+    assert "newer than this reader" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        pytest.param(["verify"], 2, "Missing argument", id="no-uri"),
+        pytest.param(["ls", "--bogus", "x"], 2, "No such option", id="unknown-option"),
+        pytest.param(["ls", "-o", "novalue", "x"], 2, "is not KEY=VALUE", id="bad-storage-option"),
+        pytest.param(["ls", "nosuchscheme://b/run"], 2, "fsspec cannot open it", id="unknown-scheme"),
+        pytest.param(["verify", "{tmp}/run/step-0000000007"], 1, "no committed checkpoint", id="missing-step"),
+        pytest.param(["show", "{tmp}/empty"], 1, "no committed checkpoint", id="no-checkpoints"),
+    ],
+)
+def test_usage_errors_exit_2_and_missing_checkpoints_exit_1(
+    tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    (tmp_path / "empty").mkdir()
+    saved(tmp_path / "run", 1)
+    got, out = run(*[a.format(tmp=tmp_path) for a in args])
+    assert got == code
+    assert message in out
+
+
+def test_ckpt_app_runs_as_a_program(tmp_path: Path) -> None:
+    saved(tmp_path, 3)
+    program = "from crossrail.ckpt_cli import ckpt_app; ckpt_app()"
+    done = subprocess.run(
+        [sys.executable, "-c", program, "ls", "--json", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert [i["step"] for i in json.loads(done.stdout)["items"]] == [3]
+    flip_a_data_byte(tmp_path, 3)
+    done = subprocess.run([sys.executable, "-c", program, "ls", str(tmp_path)], capture_output=True, check=False)
+    assert done.returncode == 1
