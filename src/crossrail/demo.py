@@ -73,10 +73,10 @@ def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
     steps = ("60", "30") if quick else ("200", "100")
     sub = [
         client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}"]),
-        client.submit(exps / "posttrain-042.yaml", sets=[f"spec.args.1={steps[1]}"]),
+        client.submit(exps / "posttrain-042.yaml", sets=[f"spec.args.3={steps[1]}"]),
         client.submit(exps / "eval-smoke.yaml", sets=["spec.parent={run: posttrain-042, checkpoint: latest}"]),
     ]
-    for i, lr in enumerate(["0.05", "0.2"] if quick else ["0.05", "0.1", "0.2"]):
+    for i, lr in enumerate(["1e-3", "1e-2"] if quick else ["1e-3", "3e-3", "1e-2"]):
         sub.append(
             client.submit(
                 exps / "pretrain-small.yaml",

@@ -23,7 +23,9 @@ def client(checkout: Path) -> Iterator[Client]:
 
 
 FAST = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=5.0, heartbeat_s=1.0)
-SHORT = ["spec.args=[--steps, '30', --checkpoint-every-steps, '10', --step-sleep, '0.01']"]
+# The agent's behaviour is the subject here, so runs use the light numpy workload (the GPT one has its own tests).
+BIGRAM = "spec.command=[python, -m, crossrail.workloads.bigram]"
+SHORT = [BIGRAM, "spec.args=[--steps, '30', --checkpoint-every-steps, '10', --step-sleep, '0.01']"]
 
 
 def drive(client: Client, until: Callable[[], bool], timeout_s: float = 60.0, config: AgentConfig = FAST) -> None:
@@ -122,6 +124,7 @@ def test_a_retry_moves_to_the_other_pool_and_resumes_from_the_latest_checkpoint(
     client: Client, experiments: Path
 ) -> None:
     slow = [
+        BIGRAM,
         "spec.args=[--steps, '200', --checkpoint-every-steps, '10', --step-sleep, '0.05']",
         "spec.resources.chips=4",
     ]
@@ -184,6 +187,7 @@ def test_a_torn_latest_checkpoint_is_skipped_and_the_retry_resumes_from_the_prev
     client: Client, experiments: Path
 ) -> None:
     slow = [
+        BIGRAM,
         "spec.args=[--steps, '200', --checkpoint-every-steps, '10', --step-sleep, '0.05']",
         "spec.resources.chips=4",
         "spec.retries={max: 1}",
@@ -215,6 +219,7 @@ def test_a_critical_run_preempts_a_low_priority_one_which_checkpoints_and_resume
     low = client.submit(
         experiments / "pretrain-small.yaml",
         sets=[
+            BIGRAM,
             slow,
             "metadata.name=low-prio",
             "spec.stage=eval",

@@ -39,6 +39,7 @@ def test_sigkilling_the_agent_many_times_loses_no_attempt_and_duplicates_none(ch
                 sets=[
                     ARGS.format(sleep=0.25 if i == 0 else 0.03),
                     "spec.resources.chips=2",
+                    "spec.command=[python, -m, crossrail.workloads.bigram]",
                     f"metadata.name=chaos-{i}",
                 ],
             )["run"]["id"]

@@ -107,8 +107,8 @@ def _local_policy(article_yaml: str) -> str:
 def _configs(ws: Workspace) -> dict[Path, str]:
     model = "model: {n_layer: 2, n_head: 2, d_model: 64, context: 64, vocab: 256}\n"
     return {
-        ws.root / "configs" / "pretrain-small.yaml": model + "optim: {lr: 0.1, batch: 16}\n",
-        ws.root / "configs" / "posttrain.yaml": model + "optim: {lr: 0.05, batch: 8}\n",
+        ws.root / "configs" / "pretrain-small.yaml": model + "optim: {lr: 3.0e-3, batch: 16}\n",
+        ws.root / "configs" / "posttrain.yaml": model + "optim: {lr: 3.0e-3, batch: 8}\n",
         ws.root / "configs" / "eval.yaml": model + "eval: {max_new_tokens: 8}\n",
     }
 
