@@ -201,3 +201,19 @@ def test_the_quick_demo_trains_kills_retries_elsewhere_and_reports(tmp_path: Pat
     assert "attempt 2 ran on h100 and resumed from step" in out
     assert "research-cycle metrics by stage × pool" in out
     assert str(tmp_path / ".crossrail") in out
+
+
+def test_the_shipped_examples_are_valid_under_the_strict_article_policy() -> None:
+    root = Path(__file__).resolve().parents[2]
+    files = sorted(str(p) for p in (root / "examples").glob("*.yaml"))
+    assert len(files) == 3
+    proc = subprocess.run(
+        [*CLI, "validate", "--policy", str(root / "examples" / "policy.yaml"), *files, "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["valid"] is True
