@@ -70,7 +70,7 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
 
 
 def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
-    steps = ("60", "30") if quick else ("200", "100")
+    steps = ("60", "30") if quick else ("120", "60")
     sub = [
         client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}"]),
         client.submit(exps / "posttrain-042.yaml", sets=[f"spec.args.3={steps[1]}"]),
