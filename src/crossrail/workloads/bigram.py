@@ -10,7 +10,6 @@ contract there: 0 done, 75 stopped by SIGTERM after writing a checkpoint, 2 bad 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from crossrail.errors import CrossrailError
 from crossrail.runtime import (
     Checkpointer,
     CheckpointNotFound,
-    HeartbeatThread,
     Reporter,
     RuntimeContext,
     load,
@@ -31,8 +29,8 @@ from crossrail.runtime import (
 )
 from crossrail.workloads.bigram_model import MODEL_KIND, Adam, Bigram, Bytes, batch, evaluate, train_step
 from crossrail.workloads.config import pick, read_config, section
+from crossrail.workloads.loop import EXIT_BAD_INPUT, EXIT_OK, TrainingLoop
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_TEMPFAIL = 0, 2, 75
 DEFAULT_EVERY_STEPS = 20
 PROG = "crossrail.workloads.bigram"
 
@@ -106,7 +104,7 @@ def read_dataset(ctx: RuntimeContext) -> Bytes:
     return data
 
 
-class Trainer:
+class Trainer(TrainingLoop):
     """One attempt: pick the starting point, train with reports and checkpoints, stop cleanly on SIGTERM."""
 
     def __init__(self, ctx: RuntimeContext, cfg: Settings, data: Bytes, reporter: Reporter) -> None:
@@ -149,33 +147,15 @@ class Trainer:
         print(f"{PROG}: skipping damaged checkpoint {uri}: {reason}", file=sys.stderr)
         self.reporter.event("checkpoint_skipped", uri=uri, reason=reason)
 
-    def run(self) -> int:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        heartbeat = HeartbeatThread(self.reporter, self.ctx.heartbeat_s, step_fn=lambda: self.model.step)
-        heartbeat.start()
-        try:
-            return self._loop()
-        finally:
-            heartbeat.stop()
+    @property
+    def step(self) -> int:
+        return self.model.step
 
-    def _loop(self) -> int:
-        begun, first = time.monotonic(), self.model.step
-        last_checkpoint = begun
-        while self.model.step < self.cfg.steps and self.stop_signal is None:
-            self._step()
-            if self._checkpoint_due(last_checkpoint):
-                self.checkpoint()
-                last_checkpoint = time.monotonic()
-            time.sleep(self.cfg.step_sleep_s)
-        if self.saved_step != self.model.step:
-            self.checkpoint()
-        if self.stop_signal is not None and self.model.step < self.cfg.steps:
-            self.reporter.event("stopped", signal=signal.Signals(self.stop_signal).name, step=self.model.step)
-            return EXIT_TEMPFAIL
-        if self.model.step > first:
-            hours = (time.monotonic() - begun) / 3600
-            self.reporter.metric("steps_per_hour", (self.model.step - first) / hours, self.model.step)
-        return EXIT_OK
+    def tensors(self) -> dict[str, Any]:
+        return self.model.tensors()
+
+    def tokens_per_step(self) -> int:
+        return int(self.cfg.batch * self.block)
 
     def _step(self) -> None:
         began = time.perf_counter()
@@ -184,18 +164,6 @@ class Trainer:
         took = time.perf_counter() - began
         metrics = {"loss": loss, "tokens_per_second": len(x) / took, "step_time_s": took}
         self.reporter.metrics(metrics, self.model.step)
-
-    def _checkpoint_due(self, last_checkpoint: float) -> bool:
-        if self.cfg.every_steps is not None:
-            return self.model.step % self.cfg.every_steps == 0
-        return self.cfg.every_s is not None and time.monotonic() - last_checkpoint >= self.cfg.every_s
-
-    def checkpoint(self) -> None:
-        began, step = time.perf_counter(), self.model.step
-        uri = self.checkpointer.save(self.model.tensors(), step, self.state())
-        self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
-        self.reporter.checkpoint(step, uri, tokens=step * self.cfg.batch * self.block)
-        self.saved_step = step
 
     def state(self) -> dict[str, Any]:
         """What rebuilds this trainer besides the tensors: model kind, optimizer scalars, data position."""
@@ -207,9 +175,6 @@ class Trainer:
             "rng": {"seed": self.cfg.seed, "batches": "numpy default_rng([seed, step])"},
             "data": {"position": self.model.step, "batch": self.cfg.batch, "block": self.block},
         }
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self.stop_signal = signum  # acted on after the current step, so the checkpoint holds a whole step
 
 
 def _check_kind(manifest: dict[str, Any], uri: str) -> None:

@@ -16,7 +16,6 @@ import argparse
 import difflib
 import json
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass, field, fields
@@ -47,8 +46,8 @@ from crossrail.workloads.gpt_model import (
     train_flops_per_token,
 )
 from crossrail.workloads.gpt_tasks import evaluate, generate
+from crossrail.workloads.loop import EXIT_BAD_INPUT, EXIT_OK, TrainingLoop
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_TEMPFAIL = 0, 2, 75
 DEFAULT_EVERY_STEPS = 50
 PROG = "crossrail.workloads.gpt"
 TASKS = ("pretrain", "finetune", "generate", "eval")
@@ -258,7 +257,7 @@ def describe(engine: Engine, cfg: Settings, model: GPTConfig, peak: float | None
     }
 
 
-class Trainer:
+class Trainer(TrainingLoop):
     """One training attempt (pretrain or finetune): start, train with reports and checkpoints, stop on SIGTERM."""
 
     def __init__(self, ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: Reporter) -> None:
@@ -279,35 +278,15 @@ class Trainer:
         self.checkpointer = Checkpointer(ctx.checkpoint_dir, lineage=lineage, keep_last=ctx.keep_last)
         reporter.event("started", **describe(self.engine, cfg, self.model, self.peak, source))
 
-    def run(self) -> int:
-        previous = signal.signal(signal.SIGTERM, self._on_signal)
-        heartbeat = HeartbeatThread(self.reporter, self.ctx.heartbeat_s, step_fn=lambda: self.engine.step)
-        heartbeat.start()
-        try:
-            return self._loop()
-        finally:
-            heartbeat.stop()
-            signal.signal(signal.SIGTERM, previous)  # a caller in the same process gets its own handler back
+    @property
+    def step(self) -> int:
+        return self.engine.step
 
-    def _loop(self) -> int:
-        begun, first = time.monotonic(), self.engine.step
-        last_checkpoint = begun
-        while self.engine.step < self.cfg.steps and self.stop_signal is None:
-            self._step()
-            if self._checkpoint_due(last_checkpoint):
-                self.checkpoint()
-                last_checkpoint = time.monotonic()
-            if self.cfg.step_sleep_s:
-                time.sleep(self.cfg.step_sleep_s)
-        if self.saved_step != self.engine.step:
-            self.checkpoint()
-        if self.stop_signal is not None and self.engine.step < self.cfg.steps:
-            self.reporter.event("stopped", signal=signal.Signals(self.stop_signal).name, step=self.engine.step)
-            return EXIT_TEMPFAIL
-        if self.engine.step > first:
-            hours = (time.monotonic() - begun) / 3600
-            self.reporter.metric("steps_per_hour", (self.engine.step - first) / hours, self.engine.step)
-        return EXIT_OK
+    def tensors(self) -> dict[str, Any]:
+        return self.engine.tensors()
+
+    def tokens_per_step(self) -> int:
+        return int(self.cfg.batch * self.model.context)
 
     def _step(self) -> None:
         began = time.perf_counter()
@@ -325,18 +304,6 @@ class Trainer:
             metrics["accelerator_utilization"] = busy
         self.reporter.metrics(metrics, self.engine.step)
 
-    def _checkpoint_due(self, last_checkpoint: float) -> bool:
-        if self.cfg.every_steps is not None:
-            return self.engine.step % self.cfg.every_steps == 0
-        return self.cfg.every_s is not None and time.monotonic() - last_checkpoint >= self.cfg.every_s
-
-    def checkpoint(self) -> None:
-        began, step = time.perf_counter(), self.engine.step
-        uri = self.checkpointer.save(self.engine.tensors(), step, self.state())
-        self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
-        self.reporter.checkpoint(step, uri, tokens=step * self.cfg.batch * self.model.context)
-        self.saved_step = step
-
     def state(self) -> dict[str, Any]:
         """What rebuilds this trainer besides the tensors: the model, optimizer scalars, data position."""
         step = self.engine.step
@@ -348,9 +315,6 @@ class Trainer:
             "task": self.cfg.task,
             "dtype": self.cfg.dtype,
         }
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self.stop_signal = signum  # acted on after the current step, so the checkpoint holds a whole step
 
 
 def run_inference(ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: Reporter) -> int:

@@ -1,0 +1,104 @@
+"""The training loop both reference workloads share: steps, checkpoint cadence, heartbeats, SIGTERM.
+
+A workload subclasses `TrainingLoop` and supplies its model's step, tensors and trainer state and one
+training step; the loop owns when to checkpoint, how a stop by SIGTERM ends (checkpoint, exit 75) and
+what is reported about it.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Protocol
+
+from crossrail.runtime import Checkpointer, HeartbeatThread, Reporter, RuntimeContext
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_TEMPFAIL = 0, 2, 75
+
+
+class LoopSettings(Protocol):
+    @property
+    def steps(self) -> int: ...
+    @property
+    def every_steps(self) -> int | None: ...
+    @property
+    def every_s(self) -> float | None: ...
+    @property
+    def step_sleep_s(self) -> float: ...
+
+
+class TrainingLoop(ABC):
+    ctx: RuntimeContext
+    cfg: Any  # the workload's settings; the loop reads the LoopSettings fields
+    reporter: Reporter
+    checkpointer: Checkpointer
+    stop_signal: int | None = None
+    saved_step: int | None = None  # the step of the newest checkpoint this run holds
+
+    # --- what a workload supplies -------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def step(self) -> int: ...
+
+    @abstractmethod
+    def tensors(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def tokens_per_step(self) -> int: ...
+
+    @abstractmethod
+    def _step(self) -> None: ...
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        previous = signal.signal(signal.SIGTERM, self._on_signal)
+        heartbeat = HeartbeatThread(self.reporter, self.ctx.heartbeat_s, step_fn=lambda: self.step)
+        heartbeat.start()
+        try:
+            return self._loop()
+        finally:
+            heartbeat.stop()
+            signal.signal(signal.SIGTERM, previous)  # a caller in the same process gets its own handler back
+
+    def _loop(self) -> int:
+        cfg: LoopSettings = self.cfg
+        begun, first = time.monotonic(), self.step
+        last_checkpoint = begun
+        while self.step < cfg.steps and self.stop_signal is None:
+            self._step()
+            if self._checkpoint_due(last_checkpoint):
+                self.checkpoint()
+                last_checkpoint = time.monotonic()
+            if cfg.step_sleep_s:
+                time.sleep(cfg.step_sleep_s)
+        if self.saved_step != self.step:
+            self.checkpoint()
+        if self.stop_signal is not None and self.step < cfg.steps:
+            self.reporter.event("stopped", signal=signal.Signals(self.stop_signal).name, step=self.step)
+            return EXIT_TEMPFAIL
+        if self.step > first:
+            hours = (time.monotonic() - begun) / 3600
+            self.reporter.metric("steps_per_hour", (self.step - first) / hours, self.step)
+        return EXIT_OK
+
+    def _checkpoint_due(self, last_checkpoint: float) -> bool:
+        cfg: LoopSettings = self.cfg
+        if cfg.every_steps is not None:
+            return self.step % cfg.every_steps == 0
+        return cfg.every_s is not None and time.monotonic() - last_checkpoint >= cfg.every_s
+
+    def checkpoint(self) -> None:
+        began, step = time.perf_counter(), self.step
+        uri = self.checkpointer.save(self.tensors(), step, self.state())
+        self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
+        self.reporter.checkpoint(step, uri, tokens=step * self.tokens_per_step())
+        self.saved_step = step
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.stop_signal = signum  # acted on after the current step, so the checkpoint holds a whole step
