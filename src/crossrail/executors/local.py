@@ -195,7 +195,8 @@ class LocalExecutor:
         supervisor = read_json(directory / SUPERVISOR) or {}
         session = supervisor.get("session")
         # Unwatched processes must not keep burning chips; nobody is left to wait out a grace period.
-        if not isinstance(session, int) or kill_session(session) == 0:
+        ticks = supervisor.get("start_ticks")
+        if not isinstance(session, int) or kill_session(session, ticks if isinstance(ticks, int) else None) == 0:
             return self._declare_lost(directory, VANISHED)
         if stop_reason is not None:
             write_json_once(

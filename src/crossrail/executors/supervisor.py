@@ -102,14 +102,18 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def session_members(session: int) -> list[int]:
-    """The live processes of the supervisor's session `session` (the supervisor, its command and their children).
+def session_members(session: int, leader_ticks: int | None) -> list[int]:
+    """The live processes of a supervisor's session (the supervisor, its command and their children).
 
-    The session's leader is the launcher's parent process, which exits as soon as it has forked the
-    supervisor, and Linux reuses no pid while a session still bears it. So a live process with pid
-    `session` means the number was reused after all of ours had gone: then none are ours.
+    The supervisor leads its session, so `session` is the supervisor's pid and `leader_ticks` its start
+    time. Linux reuses no pid while a session still bears it, so a live process with pid `session` is
+    either the supervisor itself (same start time) or a later process that took the number after all of
+    ours had gone: then none are ours. The caller's own session is never a supervisor's and is refused.
     """
-    if start_ticks(session) is not None:
+    if session <= 1 or session == os.getsid(0):
+        return []
+    alive = start_ticks(session)
+    if alive is not None and alive != leader_ticks:
         return []
     members = []
     for entry in os.listdir("/proc"):
@@ -119,11 +123,11 @@ def session_members(session: int) -> list[int]:
     return members
 
 
-def kill_session(session: int) -> int:
-    """SIGKILL every live process of `session`; returns how many there were."""
+def kill_session(session: int, leader_ticks: int | None) -> int:
+    """SIGKILL every live process of the supervisor's session `session`; returns how many there were."""
     killed = 0
     for _ in range(5):  # a member may fork while the others are being killed
-        members = session_members(session)
+        members = session_members(session, leader_ticks)
         if not members:
             break
         for pid in members:
@@ -358,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if os.fork() > 0:
         os._exit(0)  # the launcher reaps this parent at once; init adopts the supervisor
+    # Lead a session of our own, whoever started us: the session is how an orphaned command is found and
+    # ended, so it must never be the caller's (a shell's or a test runner's) session.
+    os.setsid()
     return Supervisor(Path(args[0]).resolve()).run()
 
 

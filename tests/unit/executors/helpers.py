@@ -82,6 +82,7 @@ def pid_alive(pid: int) -> bool:
 def kill_everything(state_dir: Path) -> None:
     """SIGKILL every supervisor and command still running under `state_dir`, so no test leaks processes."""
     for attempt_dir in state_dir.glob("*/*"):
-        session = (read_json(attempt_dir / SUPERVISOR) or {}).get("session")
+        record = read_json(attempt_dir / SUPERVISOR) or {}
+        session, ticks = record.get("session"), record.get("start_ticks")
         if isinstance(session, int):
-            kill_session(session)
+            kill_session(session, ticks if isinstance(ticks, int) else None)

@@ -13,7 +13,7 @@ import pytest
 
 from crossrail.core import ManualClock
 from crossrail.executors.local import NEVER_STARTED, START_TIMEOUT_S, VANISHED, LocalExecutor
-from crossrail.executors.supervisor import SUPERVISOR
+from crossrail.executors.supervisor import SUPERVISOR, read_json, session_members
 
 from .helpers import RUN, ended, logged, pid_alive, pid_of, request, status, wait_for
 
@@ -149,3 +149,29 @@ def test_a_stop_that_reaches_the_supervisor_before_the_command_starts_prevents_i
     assert (end.phase, end.signal, end.stopped_by) == ("exited", signal.SIGTERM, "cancelled")
     assert end.detail == "stopped before the command started"
     assert not count.exists()
+
+
+@pytest.mark.usefixtures("interrupted")
+def test_a_supervisor_started_from_any_session_leads_its_own(executor: LocalExecutor, attempt_dir: Path) -> None:
+    """The recorded session is what orphan clean-up kills: it must never be the caller's own session."""
+    executor.launch(request("pass"))
+    executor.stop(RUN, 1, grace_s=5, reason="cancelled")
+
+    supervise(attempt_dir)  # started by hand, inside this test runner's session
+    record = read_json(attempt_dir / SUPERVISOR) or {}
+
+    assert record["session"] == record["pid"]
+    assert record["session"] != os.getsid(0)
+
+
+def test_orphan_clean_up_never_counts_the_callers_session_or_a_reused_pid_as_a_supervisors(
+    executor: LocalExecutor, attempt_dir: Path
+) -> None:
+    assert session_members(os.getsid(0), None) == []
+
+    executor.launch(request("import time; time.sleep(30)"))
+    child = pid_of(attempt_dir)
+    record = read_json(attempt_dir / SUPERVISOR) or {}
+    assert {record["pid"], child} <= set(session_members(record["session"], record["start_ticks"]))
+    # The same pid with another start time is a later process that took the number: nothing is ours.
+    assert session_members(record["session"], record["start_ticks"] + 1) == []
