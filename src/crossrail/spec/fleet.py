@@ -27,6 +27,7 @@ from crossrail.spec.common import (
 )
 from crossrail.spec.experiment import Metadata
 from crossrail.spec.problems import did_you_mean
+from crossrail.spec.targets import KubernetesFleet, KubernetesPool, SkyPilotPool, SlurmPool, target_items
 
 Backend = Literal["local", "ray", "kubernetes"]
 Queueing = Literal["strict_fifo", "best_effort_fifo"]
@@ -49,6 +50,9 @@ class Pool(SpecModel):
     node_labels: dict[str, str] = Field(default_factory=dict)
     backend: Backend = "local"
     drained: bool = False
+    kubernetes: KubernetesPool | None = None  # GKE selectors and Kueue flavor (spec/targets.py)
+    slurm: SlurmPool | None = None
+    skypilot: SkyPilotPool | None = None
 
     @field_validator("topologies")
     @classmethod
@@ -64,7 +68,10 @@ class Pool(SpecModel):
 
     @model_validator(mode="after")
     def _sizes(self) -> Pool:
-        raise_items(pool_size_items(self.chips, self.chips_per_host, self.topologies))
+        raise_items(
+            pool_size_items(self.chips, self.chips_per_host, self.topologies)
+            + target_items(self.accelerator, self.kubernetes)
+        )
         return self
 
     @property
@@ -169,6 +176,7 @@ class FleetSpec(SpecModel):
     fair_share: FairShareSpec = Field(default_factory=FairShareSpec)
     preemption: PreemptionSpec = Field(default_factory=PreemptionSpec)
     reservations: list[ReservationSpec] = Field(default_factory=list)
+    kubernetes: KubernetesFleet = Field(default_factory=KubernetesFleet)
 
     @model_validator(mode="after")
     def _references(self) -> FleetSpec:
