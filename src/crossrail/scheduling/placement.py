@@ -1,8 +1,9 @@
 """Which pools a request may try now, in order, and why: the placement rule of scheduling v0.
 
-On a retry the pools other than the one the previous attempt ended on come first; otherwise the
-preferred accelerator's pools come first and the others only after `fallback_wait_s` in the queue.
-Within each group, the cheapest pool per unit of work goes first.
+On a retry the pools other than the one the previous attempt ended on come first. A request the
+estimates placed (`Request.pool`, see estimate.py) tries that pool first and the others only after
+`fallback_wait_s` in the queue; otherwise the preferred accelerator's pools come first and the others
+only after `fallback_wait_s`. Within each group, the cheapest pool per unit of work goes first.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Placement:
     def ranked(self, req: Request) -> Ranked:
         """The pools `req` may try now, best first."""
         waited = self.now - req.queued_at >= self.fallback_wait_s
-        key = (req.allow, req.prefer, req.avoid_pool, waited)
+        key = (req.allow, req.prefer, req.avoid_pool, req.pool, waited)
         ranked = self._ranked.get(key)
         if ranked is None:
             ranked = self._ranked[key] = self._rank(req, waited)
@@ -46,7 +47,12 @@ class Placement:
         allowed = [p for p in self.by_cost if req.allow is None or p.accelerator in req.allow]
         if req.avoid_pool is not None:
             away = [(p, "away") for p in allowed if p.name != req.avoid_pool]
+            away.sort(key=lambda item: item[0].name != req.pool)  # the estimate's pick first (stable)
             return away + [(p, "same") for p in allowed if p.name == req.avoid_pool]
+        if req.pool is not None and any(p.name == req.pool for p in allowed):
+            estimated = [(p, "estimated") for p in allowed if p.name == req.pool]
+            others = [(p, "fallback-estimated") for p in allowed if p.name != req.pool] if waited else []
+            return estimated + others
         if req.prefer in ("any", "mixed"):
             return [(p, "any") for p in allowed]
         preferred = [(p, "preferred") for p in allowed if p.accelerator == req.prefer]
@@ -57,23 +63,27 @@ class Placement:
 
     def reason(self, req: Request, kind: str) -> str:
         """Why `req` was placed on a pool of this kind, in words."""
-        if kind == "away":
-            return f"retry moved off {req.avoid_pool}, where the previous attempt ended"
-        if kind == "same":
-            return "retry on the same pool"
-        if kind == "any":
-            return f"no accelerator preference ({req.prefer}); cheapest pool with room"
-        if kind == "preferred":
-            return f"{req.prefer} preferred{req.prefer_source}"
-        if kind == "fallback":
-            return f"fell back after waiting {self.now - req.queued_at:.0f}s for a {req.prefer} pool"
-        return f"no {req.prefer} pool is allowed for this run"
+        waited = f"{self.now - req.queued_at:.0f}s"
+        reasons = {
+            "away": f"retry moved off {req.avoid_pool}, where the previous attempt ended",
+            "same": "retry on the same pool",
+            "estimated": req.pool_reason or f"placed on {req.pool} by the estimates",
+            "fallback-estimated": f"fell back after waiting {waited} for {req.pool}, the estimates' pick",
+            "any": f"no accelerator preference ({req.prefer}); cheapest pool with room",
+            "preferred": f"{req.prefer} preferred{req.prefer_source}",
+            "fallback": f"fell back after waiting {waited} for a {req.prefer} pool",
+        }
+        return reasons.get(kind, f"no {req.prefer} pool is allowed for this run")
 
     def fallback_at(self, req: Request) -> float | None:
         """When more pools open to `req` by waiting, or None when waiting opens none."""
-        if req.avoid_pool is not None or req.prefer in ("any", "mixed"):
+        if req.avoid_pool is not None:
             return None
         allowed = [p for p in self.by_cost if req.allow is None or p.accelerator in req.allow]
+        if req.pool is not None and any(p.name == req.pool for p in allowed):
+            return req.queued_at + self.fallback_wait_s if len(allowed) > 1 else None
+        if req.prefer in ("any", "mixed"):
+            return None
         others = any(p.accelerator != req.prefer for p in allowed)
         preferred = any(p.accelerator == req.prefer for p in allowed)
         return req.queued_at + self.fallback_wait_s if preferred and others else None

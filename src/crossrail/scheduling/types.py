@@ -19,7 +19,9 @@ class Request:
     """A run waiting for chips: how many, from which queue and team, and where it would rather run.
 
     `duration_s` is the expected run time (None: unknown, which never backfills a reservation);
-    `reservation` names a reservation the run may use besides those held for its team.
+    `reservation` names a reservation the run may use besides those held for its team; `pool` is the
+    pool the estimates picked for it (`pool_reason` says why): tried first, the others only after
+    `fallback_wait_s`.
     """
 
     run: str
@@ -36,6 +38,8 @@ class Request:
     prefer_source: str = ""
     avoid_pool: str | None = None
     reservation: str | None = None
+    pool: str | None = None
+    pool_reason: str = field(default="", compare=False)
 
     low: int = field(init=False, repr=False, compare=False)
     """The fewest chips the run accepts."""

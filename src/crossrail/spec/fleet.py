@@ -36,6 +36,19 @@ PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 Chips = Annotated[int, Field(strict=True, ge=0)]
 
 
+class RayPoolSpec(SpecModel):
+    """Where a `backend: ray` pool's work runs: the Ray cluster's `address`, the custom resource one chip counts
+    as (`chip_resource`, default the pool's chip_type), extra Ray resources each host of an attempt asks for,
+    and the node labels its work must land on (`label_selector`, default the pool's node_labels)."""
+
+    address: NonEmpty
+    chip_resource: NonEmpty | None = None
+    resources: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(default_factory=dict)
+    label_selector: dict[str, str] | None = None
+    namespace: Name = "crossrail"
+    placement_timeout_s: Seconds = Field(default=60.0, alias="placement_timeout", gt=0)
+
+
 class Pool(SpecModel):
     """Chips of one type behind one backend; `topologies` are the slice shapes a TPU pool can form."""
 
@@ -47,8 +60,13 @@ class Pool(SpecModel):
     topologies: list[str] = Field(default_factory=list)
     cost_per_chip_hour: float = Field(default=0.0, strict=True, ge=0, allow_inf_nan=False)
     relative_speed: float = Field(default=1.0, strict=True, gt=0, allow_inf_nan=False)
+    interruptions_per_chip_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Expected interruptions (spot reclaims, host failures) per chip-hour: feeds the recovery estimate."""
+    restore_s: Seconds = Field(default=0.0, alias="restore", ge=0)
+    """Time to restore a run from its checkpoint here after an interruption."""
     node_labels: dict[str, str] = Field(default_factory=dict)
     backend: Backend = "local"
+    ray: RayPoolSpec | None = None  # the Ray cluster and resources of a backend: ray pool
     drained: bool = False
     kubernetes: KubernetesPool | None = None  # GKE selectors and Kueue flavor (spec/targets.py)
     slurm: SlurmPool | None = None
@@ -72,6 +90,16 @@ class Pool(SpecModel):
             pool_size_items(self.chips, self.chips_per_host, self.topologies)
             + target_items(self.accelerator, self.kubernetes)
         )
+        return self
+
+    @model_validator(mode="after")
+    def _ray_settings(self) -> Pool:
+        if self.backend == "ray" and self.ray is None:
+            fix = "add `ray: {address: <head>:6379}` naming the Ray cluster, or choose another backend"
+            raise_items([(("ray",), "a pool with backend: ray needs a ray block with its cluster's address", fix)])
+        if self.backend != "ray" and self.ray is not None:
+            fix = "set `backend: ray`, or remove the ray block"
+            raise_items([(("ray",), f"ray settings on a pool whose backend is {self.backend}", fix)])
         return self
 
     @property
@@ -131,6 +159,14 @@ class FairShareSpec(SpecModel):
     half_life_s: Seconds = Field(default=3600.0, alias="half_life")
 
 
+class PlacementSpec(SpecModel):
+    """Placement by estimates: a pending run moves to another pool only when that pool's score is better
+    by more than `hysteresis` (a fraction) and it finishes at least `min_gain` sooner or costs less."""
+
+    hysteresis: float = Field(default=0.1, ge=0, lt=1, allow_inf_nan=False)
+    min_gain_s: Seconds = Field(default=60.0, alias="min_gain", ge=0)
+
+
 class PreemptionSpec(SpecModel):
     """How running work is preempted: the grace it gets to checkpoint, and how often one run may be."""
 
@@ -175,6 +211,7 @@ class FleetSpec(SpecModel):
     queues: list[Queue] = Field(default_factory=list)
     fair_share: FairShareSpec = Field(default_factory=FairShareSpec)
     preemption: PreemptionSpec = Field(default_factory=PreemptionSpec)
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
     reservations: list[ReservationSpec] = Field(default_factory=list)
     kubernetes: KubernetesFleet = Field(default_factory=KubernetesFleet)
 

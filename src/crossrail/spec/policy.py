@@ -73,6 +73,14 @@ class PlacementPolicy(SpecModel):
         """The stage's workload policy; a stage the file does not name prefers `any` accelerator."""
         return self.workloads.get(Stage(stage), WorkloadPolicy())
 
+    def objective_for(self, stage: Stage | str) -> Objective:
+        """The stage's placement objective: as written, else `throughput_per_cost` for pretraining and
+        `time_to_result` for every other stage."""
+        written = self.for_stage(stage).objective
+        if written is not None:
+            return written
+        return "throughput_per_cost" if str(stage) == "pretraining" else "time_to_result"
+
     @property
     def portability(self) -> PortabilityRequirements:
         return self.portability_requirements

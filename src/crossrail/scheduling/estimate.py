@@ -1,0 +1,498 @@
+"""Estimates for placement: queue wait, run time, recovery overhead and cost per pool, and start times.
+
+Pure functions over plain data, so the control plane and the simulator call the same code:
+
+  estimate_starts(pending, running, pools, now)     when each pending run is expected to start, and where
+  estimate_placements(work, pools, waits)           every pool's terms for one run, and the pick with why
+
+Run time on a pool is the reference duration (`resources.duration`, the run time on a pool of relative
+speed 1.0) divided by the pool's relative speed, unless attempts of the same workload measured their
+throughput per chip type (see `run_time_s`). Recovery overhead is the expected number of interruptions
+(interruptions per chip-hour x chips x hours) times the work each loses since its last checkpoint plus
+the restore time. Cost is chips x hours (run + recovery) x price per chip-hour.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from crossrail.spec import Pool
+
+OBJECTIVES = ("time_to_result", "throughput_per_cost", "cost")
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """One pool as the estimator sees it."""
+
+    name: str
+    accelerator: str
+    chip_type: str
+    capacity: int
+    cost_per_chip_hour: float = 0.0
+    relative_speed: float = 1.0
+    interruptions_per_chip_hour: float = 0.0
+    restore_s: float = 0.0
+    drained: bool = False
+
+    @classmethod
+    def from_spec(cls, pool: Pool) -> PoolInfo:
+        return cls(
+            name=pool.name,
+            accelerator=str(pool.accelerator),
+            chip_type=pool.chip_type,
+            capacity=pool.chips,
+            cost_per_chip_hour=pool.cost_per_chip_hour,
+            relative_speed=pool.relative_speed,
+            interruptions_per_chip_hour=pool.interruptions_per_chip_hour,
+            restore_s=pool.restore_s,
+            drained=pool.drained,
+        )
+
+
+# --- start times -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Work holding `chips` of `pool` now, expected to end at `expected_end` (None: unknown)."""
+
+    run: str
+    pool: str
+    chips: int
+    expected_end: float | None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A pending run: the pools it may start on, each with its expected run time there (None: unknown).
+
+    The order of `durations` is the run's preference: on equal start times the earlier pool wins. `pool`
+    pins the run to one of them (its current placement); None lets it start wherever is earliest.
+    """
+
+    run: str
+    chips: int
+    durations: Mapping[str, float | None]
+    rank: int = 2
+    queued_at: float = 0.0
+    pool: str | None = None
+
+
+@dataclass(frozen=True)
+class StartEstimate:
+    """When and where a pending run is expected to start; `by_pool`: earliest start on each candidate."""
+
+    run: str
+    pool: str | None
+    start: float | None
+    end: float | None
+    by_pool: Mapping[str, float] = field(default_factory=dict)
+
+
+class _Timeline:
+    """Free chips of one pool from a cursor time on: chips free at the cursor plus a heap of releases.
+
+    Runs start in admission order and never before the cursor, so free chips after the cursor only grow
+    as releases pass; that keeps the whole forward simulation at O(log n) per run and release.
+    """
+
+    def __init__(self, capacity: int, now: float) -> None:
+        self.capacity = capacity
+        self.cursor = now
+        self.free = capacity
+        self.releases: list[tuple[float, int]] = []
+
+    def earliest(self, chips: int) -> float | None:
+        """The first time from the cursor on with `chips` free (nothing changes)."""
+        if chips > self.capacity:
+            return None
+        if self.free >= chips:
+            return self.cursor
+        popped, free, at = [], self.free, None
+        while self.releases:
+            item = heapq.heappop(self.releases)
+            popped.append(item)
+            free += item[1]
+            if free >= chips:
+                at = item[0]
+                break
+        for item in popped:
+            heapq.heappush(self.releases, item)
+        return at
+
+    def start(self, chips: int, at: float, end: float) -> None:
+        """Take `chips` from `at` (an `earliest` answer) until `end`."""
+        while self.releases and self.releases[0][0] <= at:
+            self.free += heapq.heappop(self.releases)[1]
+        self.cursor = max(self.cursor, at)
+        self.free -= chips
+        heapq.heappush(self.releases, (end, chips))
+
+
+def estimate_starts(
+    pending: Iterable[Waiting],
+    running: Iterable[Busy],
+    pools: Iterable[PoolInfo],
+    now: float,
+    *,
+    unknown_duration_s: float = 3600.0,
+) -> dict[str, StartEstimate]:
+    """Forward-simulate the queues: each pending run's expected start, pool and end.
+
+    1. Every pool starts with its running work, which frees its chips at its expected end (an unknown or
+       past end counts as `unknown_duration_s` from now, or as now when it is overdue).
+    2. Pending runs go in admission order (priority rank, time queued, run). Each starts at the earliest
+       time one of its candidate pools has its chips free, never before a run ahead of it on that pool
+       (no backfill past a waiting gang), and holds them for its duration there (unknown: the default).
+    Drained pools and pools too small for the run are never candidates. Quotas, reservations and
+    preemption are not modelled (see docs/scheduling.md for what that means for the estimates).
+    """
+    lines = {p.name: _Timeline(p.capacity, now) for p in pools if not p.drained}
+    for busy in running:
+        line = lines.get(busy.pool)
+        if line is None:
+            continue
+        end = busy.expected_end if busy.expected_end is not None else now + unknown_duration_s
+        line.free -= busy.chips
+        heapq.heappush(line.releases, (max(end, now), busy.chips))
+    for line in lines.values():  # work found overdue frees its chips now
+        while line.releases and line.releases[0][0] <= now:
+            line.free += heapq.heappop(line.releases)[1]
+    out: dict[str, StartEstimate] = {}
+    for wait in sorted(pending, key=lambda w: (w.rank, w.queued_at, w.run)):
+        by_pool: dict[str, float] = {}
+        for name in wait.durations:
+            line = lines.get(name)
+            at = line.earliest(wait.chips) if line is not None else None
+            if at is not None:
+                by_pool[name] = at
+        pick = _pick(wait, by_pool)
+        if pick is None:
+            out[wait.run] = StartEstimate(wait.run, None, None, None, by_pool)
+            continue
+        start = by_pool[pick]
+        duration = wait.durations[pick]
+        end = start + (duration if duration is not None else unknown_duration_s)
+        lines[pick].start(wait.chips, start, end)
+        out[wait.run] = StartEstimate(wait.run, pick, start, end, by_pool)
+    return out
+
+
+def _pick(wait: Waiting, by_pool: Mapping[str, float]) -> str | None:
+    if wait.pool is not None and wait.pool in by_pool:
+        return wait.pool
+    best: str | None = None
+    for name, at in by_pool.items():  # insertion order: the earlier pool wins a tie
+        if best is None or at < by_pool[best]:
+            best = name
+    return best
+
+
+# --- one run's terms per pool ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What placement needs to know about one run.
+
+    `reference_s` is the expected run time on a pool of relative speed 1.0. `measured` maps chip types to
+    the throughput per chip that earlier attempts of the same workload reported there (any one unit of
+    work per second); with `work_units` (the total work) it gives run time directly, without it measured
+    chip types are timed relative to each other (see `run_time_s`).
+    """
+
+    run: str
+    chips: int
+    stage: str = ""
+    reference_s: float | None = None
+    prefer: str = "any"
+    allow: tuple[str, ...] | None = None
+    objective: str = "time_to_result"
+    checkpoint_every_s: float | None = None
+    measured: Mapping[str, float] = field(default_factory=dict)
+    work_units: float | None = None
+    current: str | None = None
+    avoid: str | None = None
+
+
+def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -> tuple[float | None, str]:
+    """Expected run time of `work` on `pool`, and where the speed came from.
+
+    - `measured`, with `work_units`: work_units / (throughput per chip there x chips).
+    - `measured`, without: the measured chip type with the highest throughput anchors the fleet's speeds:
+      run time there is reference / that pool's relative speed, and every other measured chip type is
+      slower or faster by its measured throughput ratio to the anchor.
+    - `relative_speed`: reference / relative speed, for chip types never measured.
+    - `unknown`: no reference duration and nothing measured to go on.
+    """
+    rate = work.measured.get(pool.chip_type)
+    if rate is not None and rate > 0:
+        if work.work_units is not None:
+            return work.work_units / (rate * work.chips), "measured"
+        anchor = _anchor(work, [pool, *pools])
+        if anchor is not None and work.reference_s is not None:
+            anchor_pool, anchor_rate = anchor
+            return work.reference_s / anchor_pool.relative_speed * anchor_rate / rate, "measured"
+    if work.reference_s is None:
+        return None, "unknown"
+    return work.reference_s / pool.relative_speed, "relative_speed"
+
+
+def _anchor(work: Workload, pools: Iterable[PoolInfo]) -> tuple[PoolInfo, float] | None:
+    best: tuple[PoolInfo, float] | None = None
+    for pool in pools:
+        rate = work.measured.get(pool.chip_type)
+        if rate is None or rate <= 0:
+            continue
+        key = (rate, pool.relative_speed, pool.name)
+        if best is None or key > (best[1], best[0].relative_speed, best[0].name):
+            best = (pool, rate)
+    return best
+
+
+def recovery_s(chips: int, run_s: float, pool: PoolInfo, checkpoint_every_s: float | None) -> float:
+    """Expected time lost to interruptions: interruptions x (work lost since checkpoint + restore).
+
+    Interruptions = interruptions per chip-hour x chips x run hours; each loses half a checkpoint
+    interval on average (half the run when it never checkpoints) and then restores.
+    """
+    interruptions = pool.interruptions_per_chip_hour * chips * run_s / 3600.0
+    lost = (checkpoint_every_s if checkpoint_every_s is not None else run_s) / 2.0
+    return interruptions * (lost + pool.restore_s)
+
+
+def cost(chips: int, seconds: float, pool: PoolInfo) -> float:
+    """chips x hours x price per chip-hour."""
+    return chips * seconds / 3600.0 * pool.cost_per_chip_hour
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One pool's terms for one run; `score` is smaller-is-better under the run's objective."""
+
+    pool: str
+    accelerator: str
+    chip_type: str
+    wait_s: float | None
+    run_s: float | None
+    recovery_s: float
+    total_s: float | None
+    cost: float | None
+    speed_source: str
+    score: float | None
+    note: str
+
+    @property
+    def eligible(self) -> bool:
+        return self.score is not None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pool": self.pool,
+            "accelerator": self.accelerator,
+            "chip_type": self.chip_type,
+            "wait_s": _round(self.wait_s),
+            "run_s": _round(self.run_s),
+            "recovery_s": _round(self.recovery_s),
+            "total_s": _round(self.total_s),
+            "cost": _round(self.cost, 4),
+            "speed_source": self.speed_source,
+            "score": _round(self.score, 6),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The pool picked for a run, why, and every candidate (best first)."""
+
+    pool: str | None
+    reason: str
+    candidates: tuple[Candidate, ...]
+    objective: str
+    moved: bool = False
+
+    def candidate(self, pool: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.pool == pool), None)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pool": self.pool,
+            "reason": self.reason,
+            "objective": self.objective,
+            "moved": self.moved,
+            "candidates": [c.as_dict() for c in self.candidates],
+        }
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def candidates(work: Workload, pools: Iterable[PoolInfo], waits: Mapping[str, float]) -> list[Candidate]:
+    """Every pool's terms for `work`, best score first; pools it cannot use are last, with why."""
+    pools = list(pools)
+    out = [_candidate(work, pool, pools, waits) for pool in pools]
+    return sorted(out, key=lambda c: (c.score is None, c.score or 0.0, c.total_s or math.inf, c.pool))
+
+
+def _candidate(work: Workload, pool: PoolInfo, pools: list[PoolInfo], waits: Mapping[str, float]) -> Candidate:
+    run_s, source = run_time_s(work, pool, pools)
+    wait = waits.get(pool.name)
+    note = _ineligible(work, pool, run_s, wait)
+    recovery = recovery_s(work.chips, run_s, pool, work.checkpoint_every_s) if run_s is not None else 0.0
+    total = wait + run_s + recovery if wait is not None and run_s is not None else None
+    spent = cost(work.chips, run_s + recovery, pool) if run_s is not None else None
+    score = None if note else _score(work.objective, total, spent, work.chips, pool)
+    return Candidate(
+        pool.name, pool.accelerator, pool.chip_type, wait, run_s, recovery, total, spent, source, score, note
+    )
+
+
+def _ineligible(work: Workload, pool: PoolInfo, run_s: float | None, wait: float | None) -> str:
+    if work.allow is not None and pool.accelerator not in work.allow:
+        return f"{pool.accelerator} is not allowed ({', '.join(work.allow)})"
+    if pool.drained:
+        return "drained: takes no new work"
+    if work.chips > pool.capacity:
+        return f"needs {work.chips} chips; the pool has {pool.capacity}"
+    if wait is None:
+        return "cannot hold the run"
+    if run_s is None:
+        return "no duration and no measured throughput to estimate the run time"
+    return ""
+
+
+def _score(objective: str, total: float | None, spent: float | None, chips: int, pool: PoolInfo) -> float | None:
+    if total is None or spent is None:
+        return None
+    if objective == "cost":
+        return spent
+    if objective == "throughput_per_cost":  # 1 / (work per time-to-result / price of the chips per hour)
+        return total * chips * pool.cost_per_chip_hour / 3600.0
+    return total
+
+
+# --- the choice --------------------------------------------------------------------------------
+
+
+def estimate_placements(
+    work: Workload,
+    pools: Iterable[PoolInfo],
+    waits: Mapping[str, float],
+    *,
+    hysteresis: float = 0.1,
+    min_gain_s: float = 0.0,
+) -> Choice:
+    """Every pool's terms for `work` and the pool to place it on under its objective, with the reason.
+
+    `waits` holds the predicted queue wait per pool (pools absent cannot hold it now). The preferred
+    accelerator (`prefer` tpu/gpu/cpu) is a strong prior: another pool wins only when its score beats the
+    best preferred pool's by more than `hysteresis` (a fraction) and it finishes at least `min_gain_s`
+    sooner or costs less. A run already placed (`current`) moves only under the same rule, or when its
+    pool can no longer hold it. `mixed` behaves like `any` for a single-part run.
+    """
+    ranked = candidates(work, pools, waits)
+    eligible = [c for c in ranked if c.eligible]
+    if work.avoid is not None and any(c.pool != work.avoid for c in eligible):
+        eligible = [c for c in eligible if c.pool != work.avoid]
+    objective = work.objective
+    if not eligible:
+        why = "; ".join(f"{c.pool}: {c.note}" for c in ranked) or "the fleet has no pools"
+        return Choice(None, f"no pool can take the run ({why})", tuple(ranked), objective, work.current is not None)
+    best = eligible[0]
+    current = next((c for c in eligible if c.pool == work.current), None)
+    if current is not None:
+        return _stay_or_move(work, best, current, tuple(ranked), hysteresis=hysteresis, min_gain_s=min_gain_s)
+    if work.current is not None:
+        gone = next((c for c in ranked if c.pool == work.current), None)
+        why = gone.note if gone is not None else "no longer in the fleet"
+        reason = f"re-placed from {work.current} ({why}): {_terms(best, objective)}"
+        return Choice(best.pool, reason, tuple(ranked), objective, True)
+    prior = [c for c in eligible if c.accelerator == work.prefer] if work.prefer in ("tpu", "gpu", "cpu") else []
+    if not prior:
+        lead = f"no {work.prefer} pool can take it; " if work.prefer in ("tpu", "gpu", "cpu") else ""
+        reason = f"{lead}best {_objective_words(objective)}: {_terms(best, objective)}"
+        return Choice(best.pool, reason, tuple(ranked), objective)
+    kept = prior[0]
+    if best is not kept and _clearly_better(best, kept, hysteresis, min_gain_s):
+        reason = (
+            f"left preferred {work.prefer}: {best.pool} {_gain(best, kept, objective)} than {kept.pool} "
+            f"({_terms(best, objective)} vs {_terms(kept, objective)})"
+        )
+        return Choice(best.pool, reason, tuple(ranked), objective)
+    reason = f"{work.prefer} preferred: {_terms(kept, objective)}"
+    if best is not kept:
+        reason += f"; {best.pool} gains less than the {hysteresis:.0%} hysteresis ({_terms(best, objective)})"
+    return Choice(kept.pool, reason, tuple(ranked), objective)
+
+
+def _stay_or_move(
+    work: Workload,
+    best: Candidate,
+    current: Candidate,
+    ranked: tuple[Candidate, ...],
+    *,
+    hysteresis: float,
+    min_gain_s: float,
+) -> Choice:
+    objective = work.objective
+    if best is not current and _clearly_better(best, current, hysteresis, min_gain_s):
+        reason = (
+            f"re-placed from {current.pool}: {best.pool} {_gain(best, current, objective)} "
+            f"({_terms(best, objective)} vs {_terms(current, objective)})"
+        )
+        return Choice(best.pool, reason, ranked, objective, True)
+    reason = f"stays on {current.pool}: {_terms(current, objective)}"
+    if best is not current:
+        reason += f"; {best.pool} gains less than the {hysteresis:.0%} hysteresis ({_terms(best, objective)})"
+    return Choice(current.pool, reason, ranked, objective)
+
+
+def _clearly_better(new: Candidate, old: Candidate, hysteresis: float, min_gain_s: float) -> bool:
+    """`new` beats `old` by more than the hysteresis, and finishes `min_gain_s` sooner or costs less."""
+    a, b = new.score, old.score
+    if a == b == 0.0:  # free pools: time decides where price does not
+        a, b = new.total_s, old.total_s
+    if a is None or b is None or a >= b * (1.0 - hysteresis):
+        return False
+    sooner = (old.total_s or 0.0) - (new.total_s or 0.0)
+    cheaper = (old.cost or 0.0) - (new.cost or 0.0)
+    return sooner >= min_gain_s or cheaper > 0
+
+
+def _objective_words(objective: str) -> str:
+    return {"cost": "cost", "throughput_per_cost": "throughput per cost"}.get(objective, "time to result")
+
+
+def _terms(c: Candidate, objective: str) -> str:
+    total = _hours(c.total_s)
+    price = f"${c.cost:,.2f}" if c.cost is not None else "?"
+    return f"{c.pool} result in {total} (wait {_hours(c.wait_s)}, run {_hours(c.run_s)}), {price}"
+
+
+def _gain(new: Candidate, old: Candidate, objective: str) -> str:
+    sooner = (old.total_s or 0.0) - (new.total_s or 0.0)
+    cheaper = (old.cost or 0.0) - (new.cost or 0.0)
+    parts = []
+    if sooner > 0:
+        parts.append(f"finishes {_hours(sooner)} sooner")
+    if cheaper > 0:
+        parts.append(f"costs ${cheaper:,.2f} less")
+    if not parts:
+        parts.append(f"scores better on {_objective_words(objective)}")
+    return " and ".join(parts)
+
+
+def _hours(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
