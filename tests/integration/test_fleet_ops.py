@@ -93,3 +93,24 @@ def test_the_fleet_commands_speak_json(checkout: Path) -> None:
     assert cli("reserve", "h100", "--chips", "8", "--start", "now", "--duration", "1h").returncode == 0
     listed = json.loads(cli("reservations", "--json").stdout)
     assert listed["reservations"][0]["pool"] == "h100"
+
+
+def test_drain_and_reserve_edit_fleet_yaml_in_place_keeping_its_comments(live: Client, checkout: Path) -> None:
+    fleet_yaml = checkout / ".crossrail" / "fleet.yaml"
+    before = fleet_yaml.read_text()
+    assert before.startswith("# The local fleet")
+
+    live.drain("h100")
+    drained = fleet_yaml.read_text()
+    added = [line for line in drained.splitlines() if line not in before.splitlines()]
+    assert added == ["      drained: true"]
+    assert drained.splitlines()[:2] == before.splitlines()[:2]  # the comments are still there
+
+    live.drain("h100", drained=False)
+    assert fleet_yaml.read_text() == before
+
+    live.reserve("tpu-v5p", chips=4, start="now", duration="1h", team="research", name="hold")
+    reserved = fleet_yaml.read_text()
+    assert "# Replace or extend with real pools" in reserved
+    assert "name: hold" in reserved
+    assert [line for line in before.splitlines() if line not in reserved.splitlines()] == []

@@ -8,11 +8,10 @@ agent notices the new file on its next pass and moves its scheduling core to it.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from crossrail.control.service import Service
 from crossrail.control.workspace import Workspace
@@ -37,7 +36,10 @@ def set_drained(service: Service, ws: Workspace, pool: str, drained: bool) -> li
     match = [p for p in pools if p.get("name") == pool]
     if not match:
         raise UsageError(f"no pool {pool!r} in the fleet; pools: {', '.join(p['name'] for p in pools)}")
-    match[0]["drained"] = drained
+    if drained:
+        match[0]["drained"] = True
+    else:
+        match[0].pop("drained", None)  # the default, so an undrained file reads as it did before the drain
     return _commit_data(service, ws, data, reason=("drained" if drained else "undrained") + " by user")
 
 
@@ -88,10 +90,12 @@ def status(service: Service) -> dict[str, Any]:
 
 
 def _commit_data(service: Service, ws: Workspace, data: dict[str, Any], reason: str) -> list[str]:
-    text = yaml.safe_dump(data, sort_keys=False)
+    """Write the edited fleet back in place: comments, key order and layout of the rest are kept."""
+    out = io.StringIO()
+    _round_trip().dump(data, out)
+    text = out.getvalue()
     new = parse_fleet(parse_document(text, str(ws.fleet_path)))
-    header = "# Written by `crossrail fleet` / `crossrail reserve`; edit freely, then `crossrail fleet apply`.\n"
-    return _commit(service, ws, new, header + text, reason=reason)
+    return _commit(service, ws, new, text, reason=reason)
 
 
 def _commit(service: Service, ws: Workspace, new: Fleet, text: str, reason: str) -> list[str]:
@@ -121,9 +125,21 @@ def _capacity_event(old: Fleet, new: Fleet, pool: str, detail: str, *, reason: s
 
 
 def _data(ws: Workspace) -> dict[str, Any]:
-    doc = parse_document(ws.fleet_path.read_bytes(), str(ws.fleet_path))
-    data: dict[str, Any] = doc.data
+    """The workspace fleet as an editable round-trip tree, after the same safe checks every load gets."""
+    raw = ws.fleet_path.read_bytes()
+    parse_document(raw, str(ws.fleet_path))  # hostile or malformed files are refused here, before ruamel sees them
+    data: dict[str, Any] = _round_trip().load(raw.decode("utf-8"))
     return data
+
+
+def _round_trip() -> Any:
+    from ruamel.yaml import YAML
+
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 4096
+    rt.indent(mapping=2, sequence=4, offset=2)
+    return rt
 
 
 def _start(text: str, now: float) -> str:
