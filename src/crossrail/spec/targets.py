@@ -71,8 +71,9 @@ class SkyPilotPool(SpecModel):
 class KubernetesFleet(SpecModel):
     """Fleet-wide Kubernetes settings: namespaces, the pods' service account and LocalQueue names.
 
-    A team's work goes to `team_namespaces[team]` (default: the team's name), team-less work to
-    `namespace`. Each namespace holds one LocalQueue per stage queue, named `<queue>` by default.
+    A team's work goes to `team_namespaces[team]`, else to a namespace named after the team when the fleet
+    has a queue of that team, else to `namespace`. Each namespace holds a LocalQueue per queue that serves
+    it, named `<local_queue_prefix><queue name>`.
     """
 
     namespace: Name = "default"
@@ -94,11 +95,6 @@ class KubernetesFleet(SpecModel):
         if value and not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[-a-z0-9])?", value):
             raise ValueError(f"{value!r} cannot start a Kubernetes name; use lower-case letters, digits and '-'")
         return value
-
-    def namespace_for(self, team: str | None) -> str:
-        if team is None:
-            return self.namespace
-        return self.team_namespaces.get(team, team)
 
 
 def target_items(accelerator: Any, kubernetes: KubernetesPool | None) -> Items:

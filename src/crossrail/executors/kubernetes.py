@@ -1,0 +1,299 @@
+"""The Kubernetes executor: each attempt a Job or JobSet submitted suspended to its Kueue LocalQueue.
+
+Kueue admits (quota, cohorts, preemption); this executor applies, watches and deletes through the
+official `kubernetes` client (extra `crossrail[k8s]`, imported only when a client is built) and reads
+the Job/JobSet and its Workload with crossrail.executors.kube_status. For re-placement, `withdraw`
+deletes an attempt Kueue has not admitted yet and `move` re-renders it for another pool.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any, Protocol
+
+from crossrail.core.attempts import AttemptStatus, LaunchRequest, StopReason
+from crossrail.core.clock import Clock, SystemClock
+from crossrail.core.events import Event
+from crossrail.errors import ConflictError, ExecutionError, RetryableError, UsageError
+from crossrail.executors.kube_status import LABEL_ATTEMPT, LABEL_RUN, STOPPED_BY, Observed, identity, observe
+from crossrail.executors.render.kubernetes import JOBSET_API, render_kubernetes
+from crossrail.executors.render.kueue import KUEUE_API, namespaces
+from crossrail.executors.render.workload import from_launch
+from crossrail.spec import Fleet
+
+KINDS = ("Job", "JobSet")
+EXTRA = "the Kubernetes executor needs the kubernetes client: pip install 'crossrail[k8s]'"
+
+
+class KubeApi(Protocol):
+    """The few API-server calls the executor makes, on plain dicts (see OfficialApi)."""
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+    def patch_annotations(self, kind: str, namespace: str, name: str, annotations: dict[str, str]) -> None: ...
+    def delete(self, kind: str, namespace: str, name: str, grace_s: int | None) -> None: ...
+    def logs(self, namespace: str, pod: str, container: str) -> str: ...
+
+
+class NotFound(Exception):
+    """The object is not there (HTTP 404)."""
+
+
+class AlreadyExists(Exception):
+    """An object of that name exists (HTTP 409)."""
+
+
+class KubernetesExecutor:
+    """Runs attempts on Kubernetes pools; satisfies crossrail.control.executor.Executor by shape.
+
+    Everything it knows lives in the cluster (labels crossrail.dev/run and crossrail.dev/attempt, the
+    annotation crossrail.dev/stopped-by), so a restarted agent sees what the previous one saw.
+    """
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        api: KubeApi | None = None,
+        clock: Clock | None = None,
+        allow_unpinned: bool = False,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+    ) -> None:
+        self.fleet = fleet
+        self._api = api
+        self._kubeconfig, self._context = kubeconfig, context
+        self._clock = clock or SystemClock()
+        self.allow_unpinned = allow_unpinned
+        self._seen_events: set[tuple[str, int, str, float]] = set()
+        self._gone: dict[tuple[str, int], AttemptStatus] = {}
+
+    @property
+    def api(self) -> KubeApi:
+        if self._api is None:
+            self._api = OfficialApi(self._kubeconfig, self._context)
+        return self._api
+
+    def render(self, request: LaunchRequest) -> dict[str, Any]:
+        """The Job or JobSet `launch` would submit for `request` (pure; nothing is sent)."""
+        try:
+            pool = self.fleet.pool(request.pool)
+        except KeyError as exc:
+            raise UsageError(str(exc.args[0])) from None
+        return render_kubernetes(from_launch(request, allow_unpinned=self.allow_unpinned), self.fleet, pool)
+
+    def launch(self, request: LaunchRequest) -> AttemptStatus:
+        """Submit the attempt suspended to its LocalQueue; an attempt already submitted is left as it is."""
+        obj = self.render(request)
+        with suppress(AlreadyExists):
+            self.api.create(obj)
+        found = self._find(request.run, request.attempt)
+        if found is None:
+            raise RetryableError(f"submitted {obj['kind']} {obj['metadata']['name']} but cannot read it back")
+        return found.status
+
+    def observed(self) -> list[Observed]:
+        """Every crossrail attempt in the fleet's namespaces, with Kueue's view of it."""
+        out = []
+        for ns in namespaces(self.fleet):
+            workloads = self.api.list("Workload", ns, "")
+            for kind in KINDS:
+                for obj in self.api.list(kind, ns, LABEL_RUN):
+                    if identity(obj) is not None:
+                        out.append(observe(obj, _owned(workloads, obj), self._pods(ns, obj)))
+        return out
+
+    def observe(self) -> list[AttemptStatus]:
+        seen = {(o.status.run, o.status.attempt): o.status for o in self.observed()}
+        for key, status in self._gone.items():  # deleted by stop(): the object is gone, its end is not
+            seen.setdefault(key, status)
+        return sorted(seen.values(), key=lambda s: (s.run, s.attempt))
+
+    def events(self) -> list[Event]:
+        """Kueue transitions (quota reserved, admitted, evicted, finished) not returned before, oldest first."""
+        new = []
+        for o in self.observed():
+            for e in o.events:
+                key = (o.status.run, o.status.attempt, str(e.data.get("condition")), e.ts)
+                if key not in self._seen_events:
+                    self._seen_events.add(key)
+                    new.append(e)
+        return sorted(new, key=lambda e: e.ts)
+
+    def stop(self, run: str, attempt: int, grace_s: float, reason: StopReason) -> None:
+        """Record the reason on the object, then delete it: its pods get SIGTERM and `grace_s` to checkpoint."""
+        if grace_s < 0 or reason not in ("preempted", "cancelled", "suspended"):
+            raise UsageError(f"stop needs grace_s >= 0 and a stop reason (got {grace_s}, {reason!r})")
+        found = self._find(run, attempt)
+        if found is None or found.status.phase != "running":
+            return
+        obj = self._object(run, attempt)
+        if obj is None:
+            return
+        kind, ns, name = obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
+        with suppress(NotFound):
+            self.api.patch_annotations(kind, ns, name, {STOPPED_BY: reason})
+        now = self._clock.now()
+        detail = f"deleted by crossrail ({reason})"
+        status = AttemptStatus(run, attempt, "exited", signal=15, stopped_by=reason, ended_at=now, detail=detail)
+        self._gone[(run, attempt)] = status
+        with suppress(NotFound):
+            self.api.delete(kind, ns, name, int(grace_s))
+
+    def withdraw(self, run: str, attempt: int) -> bool:
+        """Delete an attempt Kueue has not given quota yet; False (nothing changed) once it holds quota."""
+        found = self._find(run, attempt)
+        obj = self._object(run, attempt)
+        if found is None or obj is None or not found.pending:
+            return False
+        with suppress(NotFound):
+            self.api.delete(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"], 0)
+        return True
+
+    def move(self, request: LaunchRequest) -> AttemptStatus:
+        """Re-place a pending attempt: withdraw it and submit it rendered for `request.pool` instead."""
+        self.render(request)  # refuse a request that cannot render before anything is deleted
+        if self._find(request.run, request.attempt) is not None and not self.withdraw(request.run, request.attempt):
+            raise ConflictError(f"{request.run}/{request.attempt} already holds quota in Kueue; it cannot be moved")
+        return self.launch(request)
+
+    def resize(self, run: str, attempt: int, chips: int) -> bool:
+        return False
+
+    def logs(self, run: str, attempt: int) -> str:
+        obj = self._object(run, attempt)
+        if obj is None:
+            return ""
+        ns = obj["metadata"]["namespace"]
+        parts = []
+        for pod in self._pods(ns, obj):
+            name = pod["metadata"]["name"]
+            with suppress(NotFound):
+                parts.append(f"==> {name} <==\n" + self.api.logs(ns, name, "trainer"))
+        return "\n".join(parts)
+
+    def forget(self, run: str, attempt: int) -> None:
+        """Delete the ended attempt's object (and its pods) from the cluster."""
+        self._gone.pop((run, attempt), None)
+        obj = self._object(run, attempt)
+        if obj is not None:
+            with suppress(NotFound):
+                self.api.delete(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"], None)
+
+    def _selector(self, run: str, attempt: int) -> str:
+        return f"{LABEL_RUN}={run},{LABEL_ATTEMPT}={attempt}"
+
+    def _object(self, run: str, attempt: int) -> dict[str, Any] | None:
+        for ns in namespaces(self.fleet):
+            for kind in KINDS:
+                for obj in self.api.list(kind, ns, self._selector(run, attempt)):
+                    return obj
+        return None
+
+    def _find(self, run: str, attempt: int) -> Observed | None:
+        obj = self._object(run, attempt)
+        if obj is None:
+            return None
+        ns = obj["metadata"]["namespace"]
+        return observe(obj, _owned(self.api.list("Workload", ns, ""), obj), self._pods(ns, obj))
+
+    def _pods(self, namespace: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        ident = identity(obj)
+        if ident is None:
+            return []
+        return self.api.list("Pod", namespace, self._selector(*ident))
+
+
+def _owned(workloads: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The Kueue Workload owned by `obj` (Kueue names it after the job and sets an owner reference)."""
+    uid = (obj.get("metadata") or {}).get("uid")
+    for wl in workloads:
+        for ref in (wl.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("uid") == uid and ref.get("kind") == obj.get("kind"):
+                return wl
+    return None
+
+
+_PLURALS = {"JobSet": ("jobset.x-k8s.io", JOBSET_API.split("/")[1], "jobsets")}
+_PLURALS["Workload"] = ("kueue.x-k8s.io", KUEUE_API.split("/")[1], "workloads")
+
+
+class OfficialApi:
+    """KubeApi over the official `kubernetes` client: kubeconfig (or in-cluster) credentials."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        try:
+            from kubernetes import client, config
+        except ImportError:
+            raise UsageError(EXTRA) from None
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context)
+        except Exception:  # any failure means: try in-cluster credentials next
+            try:
+                config.load_incluster_config()
+            except config.ConfigException as exc:
+                raise ExecutionError(f"no Kubernetes credentials: set KUBECONFIG or run in a pod ({exc})") from None
+        self._client = client
+        self._api = client.ApiClient()
+        self._batch = client.BatchV1Api(self._api)
+        self._core = client.CoreV1Api(self._api)
+        self._custom = client.CustomObjectsApi(self._api)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise NotFound(exc.reason) from None
+            if exc.status == 409:
+                raise AlreadyExists(exc.reason) from None
+            raise ExecutionError(f"Kubernetes API: {exc.status} {exc.reason}: {exc.body}") from None
+
+    def _dict(self, obj: Any) -> dict[str, Any]:
+        return dict(self._api.sanitize_for_serialization(obj))
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        ns = obj["metadata"]["namespace"]
+        if obj["kind"] == "Job":
+            return self._dict(self._call(self._batch.create_namespaced_job, ns, obj))
+        group, version, plural = _PLURALS[obj["kind"]]
+        return dict(self._call(self._custom.create_namespaced_custom_object, group, version, ns, plural, obj))
+
+    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        if kind == "Job":
+            items = self._call(self._batch.list_namespaced_job, namespace, label_selector=selector).items
+            return [{**self._dict(i), "apiVersion": "batch/v1", "kind": "Job"} for i in items]
+        if kind == "Pod":
+            return [
+                self._dict(i)
+                for i in self._call(self._core.list_namespaced_pod, namespace, label_selector=selector).items
+            ]
+        group, version, plural = _PLURALS[kind]
+        try:
+            found = self._call(
+                self._custom.list_namespaced_custom_object, group, version, namespace, plural, label_selector=selector
+            )
+        except NotFound:  # the CRD is not installed: nothing of that kind
+            return []
+        return [dict(i) for i in found.get("items", [])]
+
+    def patch_annotations(self, kind: str, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        body = {"metadata": {"annotations": annotations}}
+        if kind == "Job":
+            self._call(self._batch.patch_namespaced_job, name, namespace, body)
+            return
+        group, version, plural = _PLURALS[kind]
+        self._call(self._custom.patch_namespaced_custom_object, group, version, namespace, plural, name, body)
+
+    def delete(self, kind: str, namespace: str, name: str, grace_s: int | None) -> None:
+        options = {"propagation_policy": "Background", "grace_period_seconds": grace_s}
+        if kind == "Job":
+            self._call(self._batch.delete_namespaced_job, name, namespace, **options)
+            return
+        group, version, plural = _PLURALS[kind]
+        self._call(self._custom.delete_namespaced_custom_object, group, version, namespace, plural, name, **options)
+
+    def logs(self, namespace: str, pod: str, container: str) -> str:
+        return str(self._call(self._core.read_namespaced_pod_log, pod, namespace, container=container))

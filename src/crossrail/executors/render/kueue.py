@@ -1,0 +1,131 @@
+"""The fleet as Kueue objects: a ResourceFlavor per pool, a ClusterQueue per stage queue, Cohorts,
+LocalQueues in each team namespace and a WorkloadPriorityClass per crossrail priority.
+
+Kueue then admits exactly as crossrail's own scheduler would: nominal quota per pool, borrowing and
+lending limits inside a cohort, lower-priority preemption inside a queue and reclaim of lent quota.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crossrail.errors import Problem, SpecError
+from crossrail.executors.render.hardware import accelerator_resource, gke_selectors
+from crossrail.executors.render.workload import PRIORITIES
+from crossrail.spec import Fleet, Pool, Queue
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+_QUEUEING = {"strict_fifo": "StrictFIFO", "best_effort_fifo": "BestEffortFIFO"}
+
+
+def namespace(fleet: Fleet, team: str | None) -> str:
+    """Where a team's work goes: its mapped namespace, its own name when it has a queue, else the default."""
+    k8s = fleet.spec.kubernetes
+    if team is None:
+        return k8s.namespace
+    if team in k8s.team_namespaces:
+        return k8s.team_namespaces[team]
+    return team if any(q.team == team for q in fleet.queues) else k8s.namespace
+
+
+def local_queue(fleet: Fleet, stage: str, team: str | None) -> str:
+    """The LocalQueue (in the team's namespace) that feeds the ClusterQueue of the stage's queue."""
+    queue = fleet.queue_for(stage, team)
+    if queue is None:
+        fix = f"add a queue with stage: {stage} to the fleet (spec.queues)"
+        raise SpecError([Problem(f"fleet {fleet.name}", "spec.queues", f"no queue for stage {stage}", None, fix)])
+    return fleet.spec.kubernetes.local_queue_prefix + queue.name
+
+
+def flavor_name(pool: Pool) -> str:
+    return pool.kubernetes.flavor if pool.kubernetes and pool.kubernetes.flavor else pool.name
+
+
+def _resource(pool: Pool) -> str:
+    # CPU pools are counted in CPUs: crossrail's chips on a CPU pool are cores.
+    return accelerator_resource(pool) or "cpu"
+
+
+def render_kueue(fleet: Fleet) -> list[dict[str, Any]]:
+    """Every Kueue object for the fleet, cluster-scoped ones first (apply in this order)."""
+    cohorts = sorted({q.cohort for q in fleet.queues if q.cohort})
+    objects = [_flavor(fleet, pool) for pool in fleet.pools]
+    objects += [_obj("Cohort", {"name": c}, {}) for c in cohorts]
+    objects += [_priority(name, value) for name, value in PRIORITIES.items()]
+    objects += [_cluster_queue(fleet, q) for q in fleet.queues]
+    objects += _local_queues(fleet)
+    return objects
+
+
+def _obj(kind: str, metadata: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"apiVersion": KUEUE_API, "kind": kind, "metadata": metadata}
+    if spec is not None:
+        obj["spec"] = spec
+    return obj
+
+
+def _flavor(fleet: Fleet, pool: Pool) -> dict[str, Any]:
+    labels = {"crossrail.dev/pool": pool.name, "crossrail.dev/accelerator": str(pool.accelerator)}
+    return _obj(
+        "ResourceFlavor", {"name": flavor_name(pool), "labels": labels}, {"nodeLabels": gke_selectors(fleet, pool)}
+    )
+
+
+def _priority(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": f"crossrail-{name}"},
+        "value": value,
+        "description": f"crossrail priority {name}",
+    }
+
+
+def _cluster_queue(fleet: Fleet, queue: Queue) -> dict[str, Any]:
+    # A pool outside the quota gets nominal quota 0 in a cohort (so the queue can borrow it) and is left
+    # out otherwise. Flavors covering the same resource form one resource group, as Kueue requires.
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for pool in fleet.pools:
+        if pool.name not in queue.quota and queue.cohort is None:
+            continue
+        amount: dict[str, Any] = {"name": _resource(pool), "nominalQuota": queue.quota.get(pool.name, 0)}
+        if pool.name in queue.borrowing_limit:
+            amount["borrowingLimit"] = queue.borrowing_limit[pool.name]
+        if pool.name in queue.lending_limit:
+            amount["lendingLimit"] = queue.lending_limit[pool.name]
+        groups.setdefault(_resource(pool), []).append({"name": flavor_name(pool), "resources": [amount]})
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "queueingStrategy": _QUEUEING[queue.queueing],
+        "resourceGroups": [{"coveredResources": [r], "flavors": flavors} for r, flavors in groups.items()],
+        "preemption": {
+            "withinClusterQueue": "LowerPriority",
+            "reclaimWithinCohort": "Any" if queue.cohort else "Never",
+            "borrowWithinCohort": {"policy": "Never"},
+        },
+    }
+    if queue.cohort:
+        spec["cohortName"] = queue.cohort
+    labels = {"crossrail.dev/stage": str(queue.stage)}
+    if queue.team:
+        labels["crossrail.dev/team"] = queue.team
+    return _obj("ClusterQueue", {"name": queue.name, "labels": labels}, spec)
+
+
+def namespaces(fleet: Fleet) -> list[str]:
+    """Every namespace crossrail submits to: the default one and each team's."""
+    k8s = fleet.spec.kubernetes
+    teams = {q.team for q in fleet.queues if q.team} | set(k8s.team_namespaces)
+    return sorted({k8s.namespace} | {namespace(fleet, t) for t in teams})
+
+
+def _local_queues(fleet: Fleet) -> list[dict[str, Any]]:
+    """A team's queue in its own namespace; a team-less queue in every namespace."""
+    k8s = fleet.spec.kubernetes
+    out = []
+    for queue in fleet.queues:
+        where = [namespace(fleet, queue.team)] if queue.team else namespaces(fleet)
+        for ns in where:
+            meta = {"name": k8s.local_queue_prefix + queue.name, "namespace": ns}
+            out.append(_obj("LocalQueue", meta, {"clusterQueue": queue.name}))
+    return out
