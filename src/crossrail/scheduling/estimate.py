@@ -217,6 +217,8 @@ class Workload:
     work_units: float | None = None
     current: str | None = None
     avoid: str | None = None
+    rank: int = 2
+    queued_at: float = 0.0
 
 
 def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -> tuple[float | None, str]:

@@ -1,0 +1,83 @@
+"""Placement and start estimates for a whole queue at once: what the agent runs outside the cycle.
+
+  1. Waits: forward-simulate every pending run on the pools it can use (each held to its current pool,
+     if it has one), recording when each pool could first start it.
+  2. Choose: each run's pool under its objective from those waits (estimate.estimate_placements), with
+     the preferred accelerator as a prior and hysteresis against moving a placed run.
+  3. Starts: simulate again with every run on its chosen pool: the start `crossrail queue` shows.
+
+Costs two forward simulations and one choice per run: O(n log n) in runs pending and running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from crossrail.scheduling.estimate import (
+    Busy,
+    Choice,
+    PoolInfo,
+    StartEstimate,
+    Waiting,
+    Workload,
+    estimate_placements,
+    estimate_starts,
+    run_time_s,
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Each pending run's placement (with its explanation) and its estimated start there."""
+
+    choices: dict[str, Choice]
+    starts: dict[str, StartEstimate]
+
+    def moved(self) -> list[Choice]:
+        return [c for c in self.choices.values() if c.moved and c.pool is not None]
+
+
+def plan(
+    works: Sequence[Workload],
+    running: Iterable[Busy],
+    pools: Sequence[PoolInfo],
+    now: float,
+    *,
+    hysteresis: float = 0.1,
+    min_gain_s: float = 0.0,
+    unknown_duration_s: float = 3600.0,
+) -> Plan:
+    """Place every pending run and estimate its start (see the module docstring for the steps)."""
+    running = list(running)
+    usable = {w.run: _usable(w, pools) for w in works}
+    held = (_waiting(w, usable[w.run], w.current) for w in works)
+    first = estimate_starts(held, running, pools, now, unknown_duration_s=unknown_duration_s)
+    choices = {}
+    for w in works:
+        waits = {name: at - now for name, at in first[w.run].by_pool.items()}
+        choices[w.run] = estimate_placements(w, pools, waits, hysteresis=hysteresis, min_gain_s=min_gain_s)
+    pinned = (_waiting(w, usable[w.run], choices[w.run].pool) for w in works)
+    starts = estimate_starts(pinned, running, pools, now, unknown_duration_s=unknown_duration_s)
+    return Plan(choices, starts)
+
+
+def _usable(work: Workload, pools: Sequence[PoolInfo]) -> dict[str, float | None]:
+    """Pools the run could start on, preferred accelerator first, each with its run time there."""
+    fits = [
+        p
+        for p in pools
+        if not p.drained and p.capacity >= work.chips and (work.allow is None or p.accelerator in work.allow)
+    ]
+    fits.sort(key=lambda p: p.accelerator != work.prefer)
+    return {p.name: run_time_s(work, p, pools)[0] for p in fits}
+
+
+def _waiting(work: Workload, durations: dict[str, float | None], pool: str | None) -> Waiting:
+    pinned = pool if pool in durations else None
+    return Waiting(work.run, work.chips, durations, work.rank, work.queued_at, pinned)
+
+
+def with_current(works: Iterable[Workload], current: dict[str, str]) -> list[Workload]:
+    """`works` with each run's current pool set from `current` (run -> pool)."""
+    return [replace(w, current=current.get(w.run, w.current)) for w in works]
