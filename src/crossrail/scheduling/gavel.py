@@ -86,21 +86,28 @@ def parse_trace(text: str, *, source: str = "trace") -> list[GavelJob]:
         cells = line.split("\t")
         if len(cells) != len(COLUMNS):
             fix = f"write {len(COLUMNS)} tab-separated columns: {', '.join(COLUMNS)}"
-            problems.append(Problem(source, f"line {number}", f"has {len(cells)} columns", number, fix))
+            problems.append(Problem(source, "row", f"has {len(cells)} columns", number, fix))
             continue
         try:
             jobs.append(_job(cells))
-        except ValueError as exc:
-            problems.append(Problem(source, f"line {number}", str(exc), number, None))
+        except _BadCell as exc:
+            problems.append(Problem(source, exc.column, exc.message, number, None))
     if problems:
         raise SpecError(problems)
     return jobs
 
 
+class _BadCell(ValueError):
+    def __init__(self, column: str, message: str) -> None:
+        super().__init__(f"{column}: {message}")
+        self.column, self.message = column, message
+
+
 def _job(cells: list[str]) -> GavelJob:
     steps, gpus = _number(cells, 5, int), _number(cells, 6, int)
-    if steps <= 0 or gpus <= 0:
-        raise ValueError(f"total_steps and scale_factor must be > 0 (got {steps} and {gpus})")
+    for i, value in ((5, steps), (6, gpus)):
+        if value <= 0:
+            raise _BadCell(COLUMNS[i], f"must be > 0 (got {value})")
     slo = _number(cells, 8, float)
     return GavelJob(
         job_type=cells[0],
@@ -121,12 +128,15 @@ def _number(cells: list[str], i: int, kind: type[int] | type[float]) -> Any:
         return kind(cells[i])
     except ValueError:
         noun = "a whole number" if kind is int else "a number"
-        raise ValueError(f"{COLUMNS[i]} (column {i + 1}) must be {noun} (got {cells[i]!r})") from None
+        raise _BadCell(COLUMNS[i], f"column {i + 1} must be {noun} (got {cells[i]!r})") from None
 
 
 def parse_throughputs(data: str | Mapping[str, Any], *, source: str = "throughputs") -> Throughputs:
     """The job-alone rates of a Gavel throughput matrix (JSON text or the decoded mapping)."""
-    decoded = json.loads(data) if isinstance(data, str) else data
+    try:
+        decoded = json.loads(data) if isinstance(data, str) else data
+    except json.JSONDecodeError as exc:
+        raise SpecError([Problem(source, "", f"is not JSON: {exc.msg}", exc.lineno, None)]) from None
     if not isinstance(decoded, Mapping):
         raise SpecError([Problem(source, "", "must be a mapping of worker type to jobs", None, None)])
     rates: dict[str, dict[tuple[str, int], float]] = {}
@@ -138,7 +148,7 @@ def parse_throughputs(data: str | Mapping[str, Any], *, source: str = "throughpu
         row = rates[worker_type] = {}
         for key, entry in jobs.items():
             try:
-                alone = entry["null"] if isinstance(entry, Mapping) else None
+                alone = entry.get("null") if isinstance(entry, Mapping) else None
                 if not isinstance(alone, int | float) or alone < 0:
                     raise ValueError(f"needs a 'null' rate >= 0 (got {alone!r})")
                 row[parse_job_key(key)] = float(alone)

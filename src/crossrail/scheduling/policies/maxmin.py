@@ -92,17 +92,19 @@ def round_priorities(
 ) -> list[tuple[float, float, str, str]]:
     """(-priority, -share, run, chip type or "") for every job with a share, highest priority first.
 
-    Agnostic policies pool every chip into one type ("") and count time in plain chip-seconds.
+    Agnostic policies pool every chip into one type ("") and count time in plain chip-seconds; so do hetero
+    ones for a job without rates, or whose service is not split by chip type.
     """
-    kind = {p.name: p.chip_type if hetero else "" for p in pools}
     entries = []
     for job in jobs:
+        typed = hetero and bool(job.throughput) and (bool(job.attained_by_type) or job.attained_s == 0)
+        kind = {p.name: p.chip_type if typed else "" for p in pools}
         by_type: dict[str, float] = {}
         for pool, x in shares.get(job.run, {}).items():
             by_type[kind[pool]] = by_type.get(kind[pool], 0.0) + x
         elapsed = max(now - job.submitted_at, 0.0) * job.chips
         for chip_type, x in sorted(by_type.items()):
-            got = job.attained_by_type.get(chip_type, 0.0) if hetero else job.attained_s
+            got = job.attained_by_type.get(chip_type, 0.0) if typed else job.attained_s
             received = got / elapsed if elapsed > 0 else 0.0
             priority = x / received if received > 0 else math.inf
             entries.append((-priority, -x, job.run, chip_type))
@@ -157,7 +159,7 @@ class MaxMinFairness:
             job = by_run[run]
             if run in placed:
                 continue
-            typed = [p for p in room.pools if not self.hetero or p.chip_type == chip_type]
+            typed = [p for p in room.pools if not chip_type or p.chip_type == chip_type]
             pool = pick(job, _Within(room, typed), self.hetero)
             if pool is not None:
                 room.take(job, pool)
