@@ -210,6 +210,10 @@ def test_a_torn_latest_checkpoint_is_skipped_and_the_retry_resumes_from_the_prev
     assert reported["checkpoint_skipped"]["uri"].endswith(newest.name)
     assert reported["resumed"]["from"].endswith(previous.name)
     assert reported["resumed"]["step"] == int(previous.name.removeprefix("step-"))
+    marked = {c.step: c.skipped_reason for c in store.checkpoints(run)}
+    assert marked[int(newest.name.removeprefix("step-"))]  # the store no longer offers it as a parent
+    assert marked[int(previous.name.removeprefix("step-"))] is None
+    assert int(newest.name.removeprefix("step-")) not in {c.step for c in store.checkpoints(run, usable=True)}
 
 
 def test_a_critical_run_preempts_a_low_priority_one_which_checkpoints_and_resumes(

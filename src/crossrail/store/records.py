@@ -116,3 +116,9 @@ class CheckpointRecord(_Row):
     format: str
     parent_id: int | None
     committed_at: float
+    skipped_reason: str | None = None
+    """Why a restore skipped it as corrupt (None: never found corrupt)."""
+
+    @property
+    def usable(self) -> bool:
+        return self.skipped_reason is None

@@ -22,7 +22,7 @@ from crossrail.errors import ConflictError, NotFoundError, StoreError
 from crossrail.store import schema as t
 from crossrail.store.records import AttemptRecord, CheckpointRecord, NewRun, RunRecord
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -356,8 +356,26 @@ class Store:
             if samples:
                 conn.execute(insert(t.metric_samples), list(samples))
             extra = [self._index_checkpoint(conn, rid, number, c) for c in checkpoints]
+            for e in events:
+                self._mark_skipped(conn, rid, e)
             _append(conn, [*events, *[e for e in extra if e is not None]])
             return True
+
+    @staticmethod
+    def _mark_skipped(conn: Connection, rid: str, event: Event) -> None:
+        """A `checkpoint_skipped` report marks that checkpoint of the run unusable, with the runtime's reason."""
+        if event.type != EventType.REPORTED or event.data.get("name") != "checkpoint_skipped":
+            return
+        data = event.data.get("data") or {}
+        uri = data.get("uri")
+        if not isinstance(uri, str):
+            return
+        reason = str(data.get("reason") or "skipped by the runtime")[:512]
+        conn.execute(
+            update(t.checkpoints)
+            .where(t.checkpoints.c.run_id == rid, t.checkpoints.c.uri == uri, t.checkpoints.c.skipped_reason.is_(None))
+            .values(skipped_reason=reason)
+        )
 
     def _index_checkpoint(self, conn: Connection, rid: str, number: int, c: dict[str, Any]) -> Event | None:
         known = conn.execute(
@@ -385,8 +403,11 @@ class Store:
         data = {"step": c["step"], "uri": c["uri"], "parent": parent[1] if parent else None}
         return Event(EventType.CHECKPOINTED, c["ts"], rid, number, data)
 
-    def checkpoints(self, rid: str) -> list[CheckpointRecord]:
+    def checkpoints(self, rid: str, *, usable: bool = False) -> list[CheckpointRecord]:
+        """The run's checkpoints by step; `usable` leaves out those a restore found corrupt."""
         q = select(t.checkpoints).where(t.checkpoints.c.run_id == rid).order_by(t.checkpoints.c.step)
+        if usable:
+            q = q.where(t.checkpoints.c.skipped_reason.is_(None))
         with self._read() as conn:
             return [CheckpointRecord.from_row(r) for r in conn.execute(q)]
 

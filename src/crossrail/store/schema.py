@@ -121,6 +121,7 @@ checkpoints = Table(
     Column("format", String(64), nullable=False),
     Column("parent_id", Integer, ForeignKey("checkpoints.id")),
     Column("committed_at", Float, nullable=False),
+    Column("skipped_reason", String(512)),  # set when a restore found it corrupt and skipped it
     UniqueConstraint("run_id", "step", name="uq_checkpoints_run_step"),
 )
 
