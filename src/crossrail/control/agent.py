@@ -432,7 +432,7 @@ class Agent:
     def _parent_checkpoint(self, run: RunRecord) -> str | None:
         if run.parent_checkpoint != "latest" or run.parent_run is None:
             return run.parent_checkpoint
-        ckpts = self.store.checkpoints(run.parent_run)
+        ckpts = self.store.checkpoints(run.parent_run, usable=True)
         return ckpts[-1].uri if ckpts else None
 
 

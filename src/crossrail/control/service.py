@@ -287,7 +287,7 @@ class Service:
                 ]
             )
         wanted = str(parent.checkpoint)
-        ckpts = self.store.checkpoints(run.id)
+        ckpts = self.store.checkpoints(run.id, usable=True)
         if wanted == "latest":
             return run.id, ckpts[-1].uri if ckpts else "latest"
         match = [c for c in ckpts if str(c.step) == wanted]
