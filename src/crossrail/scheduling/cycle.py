@@ -5,8 +5,8 @@
      policy says so.
   2. Heads: set-aside heads come back when capacity freed or their time came; take each queue's head.
   3. Snapshot: a copy of the cache this cycle may change; trial preemptions restore it.
-  4. Admit, in order (runs waiting for their victims first, then priority class, then the tenant's
-     dominant share, then time queued): rank the pools the head may use now, fit the largest gang it
+  4. Admit, in order (runs waiting for their victims first, then the policy's class (default: priority
+     class), then the tenant's dominant share, then the policy's order (default: time queued)): rank the pools the head may use now, fit the largest gang it
      accepts on the first pool with room; else choose the fewest victims that make room; else block it.
   5. Requeue: an admitted head leaves its queue and the next run competes; a strict FIFO queue stops at a
      blocked head, a best-effort one sets it aside and tries the next (a few per cycle).
@@ -44,8 +44,9 @@ class Memo:
     reason: str
 
 
-HeadKey = tuple[int, int, float, float, str]
-"""(not waiting for victims, priority rank, dominant share, time queued, run): smaller goes first."""
+HeadKey = tuple[int, float, float, float, float, str]
+"""(not waiting for victims, policy class, dominant share, policy primary and secondary, run): smaller goes
+first. With the default `priority` policy: class = priority rank, primary = time queued."""
 
 
 class Cycle:
@@ -126,7 +127,8 @@ class Cycle:
 
     def key(self, req: Request, snap: Snapshot) -> HeadKey:
         waiting = 0 if req.run in self.nominated else 1
-        return (waiting, req.rank, snap.share(req.tenant), req.queued_at, req.run)
+        cls, primary, secondary = self.queues.order(req)
+        return (waiting, cls, snap.share(req.tenant), primary, secondary, req.run)
 
     # --- 4 and 5. admit and requeue ------------------------------------------------------------
 

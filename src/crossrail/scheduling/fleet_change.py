@@ -52,8 +52,12 @@ def fleet_changes(old: Fleet, new: Fleet) -> list[FleetChange]:
         detail = ", ".join([*(f"{n} added or removed" for n in names), *(f"{n} changed" for n in changed)])
         changes.append(FleetChange("queues", "queues", detail or "reordered"))
     changes += _reservation_changes(old, new)
-    if (old.spec.fair_share, old.spec.preemption) != (new.spec.fair_share, new.spec.preemption):
-        changes.append(FleetChange("policy", "policy", "fair share or preemption settings changed"))
+    if (old.spec.fair_share, old.spec.preemption, old.spec.scheduling) != (
+        new.spec.fair_share,
+        new.spec.preemption,
+        new.spec.scheduling,
+    ):
+        changes.append(FleetChange("policy", "policy", "fair share, preemption or scheduling settings changed"))
     return changes
 
 

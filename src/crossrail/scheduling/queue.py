@@ -1,4 +1,5 @@
-"""Per-queue heaps of pending runs, ordered by priority then time queued; never imports the scheduler.
+"""Per-queue heaps of pending runs, in the scheduling policy's order (default: priority then time queued);
+never imports the scheduler.
 
 Removal is lazy (a run's live key is kept in a dict; stale heap entries are skipped when they surface), so
 submitting, withdrawing and popping a head each cost O(log n), and a cycle touches only the heads.
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
 
+from crossrail.scheduling.policies.admission import OrderKey, priority_order
 from crossrail.scheduling.types import Request
 
-Key = tuple[int, float, int]
-"""(priority rank, time queued, submission sequence): smaller goes first."""
+Key = tuple[float, float, float, int]
+"""The policy's (class, primary, secondary) for the run, then its submission sequence: smaller goes first."""
 
 
 class StageQueue:
@@ -75,6 +78,13 @@ class StageQueue:
         for run in list(self._parked):
             self.unpark(run)
 
+    def rekey(self, key: Callable[[str, Key], Key]) -> None:
+        """Give every run a new key (`key(run, old key)`), parked runs staying parked."""
+        self._live = {run: key(run, old) for run, old in self._live.items()}
+        self._parked = {run: key(run, old) for run, old in self._parked.items()}
+        self._heap = [(k, r) for r, k in self._live.items()]
+        heapq.heapify(self._heap)
+
     @property
     def parked(self) -> list[str]:
         return list(self._parked)
@@ -83,8 +93,10 @@ class StageQueue:
 class QueueSet:
     """Every queue's pending runs, the requests behind them, and when set-aside heads get another try."""
 
-    def __init__(self, strict: dict[str, bool]) -> None:
+    def __init__(self, strict: dict[str, bool], order: OrderKey = priority_order) -> None:
         self.queues = {name: StageQueue(name, strict=s) for name, s in strict.items()}
+        self.order = order
+        """The scheduling policy's key for a request (see policies/admission.py)."""
         self.requests: dict[str, Request] = {}
         self._seq = itertools.count()
         self._wake: list[tuple[float, str]] = []
@@ -109,8 +121,14 @@ class QueueSet:
         if old is not None:
             self.queue(old.queue).remove(req.run)
         self.requests[req.run] = req
-        self.queue(req.queue).push(req.run, (req.rank, req.queued_at, next(self._seq)))
+        self.queue(req.queue).push(req.run, (*self.order(req), next(self._seq)))
         return True
+
+    def reorder(self, order: OrderKey) -> None:
+        """Order every queue by a new policy's key; runs keep their submission sequence for ties."""
+        self.order = order
+        for queue in self.queues.values():
+            queue.rekey(lambda run, old: (*order(self.requests[run]), old[-1]))
 
     def withdraw(self, run: str) -> Request | None:
         req = self.requests.pop(run, None)

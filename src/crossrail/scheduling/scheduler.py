@@ -19,6 +19,7 @@ from crossrail.errors import PlacementError
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.cycle import Cycle, Memo
 from crossrail.scheduling.fleet_change import FleetChange, fleet_changes
+from crossrail.scheduling.policies.admission import admission_order
 from crossrail.scheduling.pool import PoolState
 from crossrail.scheduling.queue import QueueSet
 from crossrail.scheduling.quota import QuotaBook
@@ -56,7 +57,8 @@ class Scheduler:
         self.fleet = fleet
         self.config = config or SchedulerConfig.from_fleet(fleet)
         self.cache = Cache(fleet, self.config)
-        self.queues = QueueSet({q.name: q.queueing == "strict_fifo" for q in fleet.spec.queues})
+        strict = {q.name: q.queueing == "strict_fifo" for q in fleet.spec.queues}
+        self.queues = QueueSet(strict, admission_order(self.config.policy))
         self.nominated: dict[str, set[str]] = {}
         self.memo: dict[str, Memo] = {}
         for pool in self.cache.pools.values():
@@ -281,6 +283,8 @@ class Scheduler:
 
     def _repolicy(self, fleet: Fleet) -> None:
         fresh = SchedulerConfig.from_fleet(fleet, fallback_wait_s=self.config.fallback_wait_s)
+        if fresh.policy != self.config.policy:
+            self.queues.reorder(admission_order(fresh.policy))
         self.config = dataclasses.replace(fresh, best_effort_tries=self.config.best_effort_tries)
         self.cache.config = self.config
         self.cache.usage.set_half_life(self.config.half_life_s)

@@ -40,6 +40,8 @@ class Request:
     reservation: str | None = None
     pool: str | None = None
     pool_reason: str = field(default="", compare=False)
+    attained_s: float = 0.0
+    """Chip-seconds of service the run's earlier attempts received (`las` orders by it)."""
 
     low: int = field(init=False, repr=False, compare=False)
     """The fewest chips the run accepts."""
@@ -178,6 +180,9 @@ class SchedulerConfig:
     preempt_on_drain: bool = False
     best_effort_tries: int = 8
     """Heads a best-effort queue may try in one cycle before the rest wait for the next."""
+    policy: str = "priority"
+    """The admission order among pending runs (crossrail.scheduling.policies; the fleet's `scheduling.policy`)."""
+    round_s: float = 360.0
 
     @classmethod
     def from_fleet(cls, fleet: Fleet, *, fallback_wait_s: float = 60.0, best_effort_tries: int = 8) -> SchedulerConfig:
@@ -190,4 +195,6 @@ class SchedulerConfig:
             half_life_s=fair.half_life_s,
             preempt_on_drain=pre.on_drain == "preempt",
             best_effort_tries=best_effort_tries,
+            policy=fleet.spec.scheduling.policy,
+            round_s=fleet.spec.scheduling.round_s,
         )

@@ -32,6 +32,17 @@ from crossrail.spec.targets import KubernetesFleet, KubernetesPool, SkyPilotPool
 Backend = Literal["local", "ray", "kubernetes"]
 Queueing = Literal["strict_fifo", "best_effort_fifo"]
 DrainPolicy = Literal["finish", "preempt"]
+PolicyName = Literal[
+    "fifo",
+    "priority",
+    "las",
+    "max_min_fairness",
+    "fifo_hetero",
+    "las_hetero",
+    "max_min_fairness_hetero",
+    "min_jct_hetero",
+]
+"""Scheduling policies (crossrail.scheduling.policies.POLICY_NAMES; docs/policies.md)."""
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 Chips = Annotated[int, Field(strict=True, ge=0)]
 
@@ -68,6 +79,8 @@ class Pool(SpecModel):
     backend: Backend = "local"
     ray: RayPoolSpec | None = None  # the Ray cluster and resources of a backend: ray pool
     drained: bool = False
+    time_sliced: bool = False
+    """Round-based scheduling policies may preempt and move work here at each round's end."""
     kubernetes: KubernetesPool | None = None  # GKE selectors and Kueue flavor (spec/targets.py)
     slurm: SlurmPool | None = None
     skypilot: SkyPilotPool | None = None
@@ -160,11 +173,20 @@ class FairShareSpec(SpecModel):
 
 
 class PlacementSpec(SpecModel):
-    """Placement by estimates: a pending run moves to another pool only when that pool's score is better
-    by more than `hysteresis` (a fraction) and it finishes at least `min_gain` sooner or costs less."""
+    """Placement by estimates: a run leaves its preferred accelerator only for a pool whose score is better
+    by more than `prefer_margin`, and a placed pending run moves only for one better by more than
+    `hysteresis` (fractions); either way the new pool must finish `min_gain` sooner or cost less."""
 
+    prefer_margin: float = Field(default=0.25, ge=0, lt=1, allow_inf_nan=False)
     hysteresis: float = Field(default=0.1, ge=0, lt=1, allow_inf_nan=False)
     min_gain_s: Seconds = Field(default=60.0, alias="min_gain", ge=0)
+
+
+class SchedulingSpec(SpecModel):
+    """The order pending work is admitted in (`policy`), and the `round` length on time-sliced pools."""
+
+    policy: PolicyName = "priority"
+    round_s: Seconds = Field(default=360.0, alias="round", gt=0)
 
 
 class PreemptionSpec(SpecModel):
@@ -212,6 +234,7 @@ class FleetSpec(SpecModel):
     fair_share: FairShareSpec = Field(default_factory=FairShareSpec)
     preemption: PreemptionSpec = Field(default_factory=PreemptionSpec)
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     reservations: list[ReservationSpec] = Field(default_factory=list)
     kubernetes: KubernetesFleet = Field(default_factory=KubernetesFleet)
 
