@@ -8,6 +8,7 @@ killed at any line and started again: it loses no attempt and starts none twice.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import time
@@ -19,12 +20,14 @@ from typing import Any
 
 from crossrail.control.attempts import classify, launch_request
 from crossrail.control.executor import AttemptStatus, Executor
+from crossrail.control.placing import QueuePlacement
 from crossrail.control.service import Service
 from crossrail.core import Event, EventType, parse_duration
 from crossrail.errors import CrossrailError, WorkspaceError
 from crossrail.runtime.report import read_new
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig
 from crossrail.scheduling.fifo import Decision, Pending
+from crossrail.scheduling.plan import Plan
 from crossrail.store import AttemptRecord, RunRecord
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -90,6 +93,8 @@ class Agent:
         self.fleet_path: Path | None = None
         self._fleet_mtime: int | None = None
         self.warnings: list[str] = []
+        self.placing = QueuePlacement(service.store)
+        self._plan = Plan({}, {})
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -330,13 +335,29 @@ class Agent:
             checkpointed = ckpts[-1].committed_at if ckpts else None
             running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
         scheduler = self._scheduler()
+        pending = self._placed(scheduler, pending, queued, active, now)
         scheduler.sync(pending, running, now)
         result = scheduler.cycle(now)
+        self.placing.record(self._plan, (a.run for a in result.admitted), now)
         attempt = {a.run_id: a.number for a in active}
         for victim in result.preempted:  # stopped with grace; the attempt ends `preempted` and is requeued
             self.executor.stop(victim.run, attempt[victim.run], victim.grace_s, "preempted")
         runs = {r.id: r for r in queued}
         return sum(self._admit(runs[a.run], a, now) for a in result.admitted)
+
+    def _placed(
+        self, scheduler: Scheduler, pending: list[Request], queued: list[RunRecord], active: Any, now: float
+    ) -> list[Request]:
+        """Each pending request with the pool the estimates pick (control/placing.py), and why."""
+        waiting = {req.run for req in pending}
+        drained = [p.name for p in scheduler.pool_status() if p.drained]
+        runs = [r for r in queued if r.id in waiting]
+        self._plan = self.placing.place(scheduler.fleet, self.service.policy, runs, active, drained=drained, now=now)
+        choices = self._plan.choices
+        return [
+            dataclasses.replace(req, pool=c.pool, pool_reason=c.reason) if (c := choices.get(req.run)) else req
+            for req in pending
+        ]
 
     def _pending(self, run: RunRecord, now: float) -> Pending | None:
         if not self._parent_ready(run, now):
@@ -398,6 +419,9 @@ class Agent:
             "cost_per_chip_hour": pool.cost_per_chip_hour,
             "reason": d.reason,
         }
+        choice = self._plan.choices.get(run.id)
+        if choice is not None and choice.pool == pool.name:
+            placed["explanation"] = choice.as_dict()
         events = [
             Event(EventType.PLACED, now, run.id, number, placed),
             Event(EventType.ADMITTED, now, run.id, number, {"pool": pool.name, "chips": d.chips}),

@@ -11,6 +11,8 @@ class EventType(StrEnum):
     SUBMITTED = "submitted"
     QUEUED = "queued"
     PLACED = "placed"
+    PLANNED = "planned"
+    REPLACED = "replaced"
     ADMITTED = "admitted"
     STARTED = "started"
     HEARTBEAT = "heartbeat"

@@ -217,6 +217,7 @@ class Workload:
     work_units: float | None = None
     current: str | None = None
     avoid: str | None = None
+    prefer_source: str = ""
     rank: int = 2
     queued_at: float = 0.0
 
@@ -389,14 +390,16 @@ def estimate_placements(
     *,
     hysteresis: float = 0.1,
     min_gain_s: float = 0.0,
+    prefer_margin: float = 0.25,
 ) -> Choice:
     """Every pool's terms for `work` and the pool to place it on under its objective, with the reason.
 
     `waits` holds the predicted queue wait per pool (pools absent cannot hold it now). The preferred
     accelerator (`prefer` tpu/gpu/cpu) is a strong prior: another pool wins only when its score beats the
-    best preferred pool's by more than `hysteresis` (a fraction) and it finishes at least `min_gain_s`
-    sooner or costs less. A run already placed (`current`) moves only under the same rule, or when its
-    pool can no longer hold it. `mixed` behaves like `any` for a single-part run.
+    best preferred pool's by more than `prefer_margin` (a fraction) and it finishes at least `min_gain_s`
+    sooner or costs less. A run already placed (`current`) moves only when another pool beats it by more
+    than `hysteresis` under the same rule, or when its pool can no longer hold it. `mixed` behaves like
+    `any` for a single-part run.
     """
     ranked = candidates(work, pools, waits)
     eligible = [c for c in ranked if c.eligible]
@@ -412,7 +415,9 @@ def estimate_placements(
         return _stay_or_move(work, best, current, tuple(ranked), hysteresis=hysteresis, min_gain_s=min_gain_s)
     if work.current is not None:
         gone = next((c for c in ranked if c.pool == work.current), None)
-        why = gone.note if gone is not None else "no longer in the fleet"
+        why = gone.note if gone is not None and gone.note else "no longer in the fleet"
+        if work.current == work.avoid:
+            why = "the previous attempt ended there"
         reason = f"re-placed from {work.current} ({why}): {_terms(best, objective)}"
         return Choice(best.pool, reason, tuple(ranked), objective, True)
     prior = [c for c in eligible if c.accelerator == work.prefer] if work.prefer in ("tpu", "gpu", "cpu") else []
@@ -421,15 +426,15 @@ def estimate_placements(
         reason = f"{lead}best {_objective_words(objective)}: {_terms(best, objective)}"
         return Choice(best.pool, reason, tuple(ranked), objective)
     kept = prior[0]
-    if best is not kept and _clearly_better(best, kept, hysteresis, min_gain_s):
+    if best is not kept and _clearly_better(best, kept, prefer_margin, min_gain_s):
         reason = (
-            f"left preferred {work.prefer}: {best.pool} {_gain(best, kept, objective)} than {kept.pool} "
-            f"({_terms(best, objective)} vs {_terms(kept, objective)})"
+            f"left preferred {work.prefer}{work.prefer_source}: {best.pool} {_gain(best, kept, objective)} "
+            f"than {kept.pool} ({_terms(best, objective)} vs {_terms(kept, objective)})"
         )
         return Choice(best.pool, reason, tuple(ranked), objective)
-    reason = f"{work.prefer} preferred: {_terms(kept, objective)}"
+    reason = f"{work.prefer} preferred{work.prefer_source}: {_terms(kept, objective)}"
     if best is not kept:
-        reason += f"; {best.pool} gains less than the {hysteresis:.0%} hysteresis ({_terms(best, objective)})"
+        reason += f"; {best.pool} gains less than the {prefer_margin:.0%} margin ({_terms(best, objective)})"
     return Choice(kept.pool, reason, tuple(ranked), objective)
 
 

@@ -46,6 +46,7 @@ def plan(
     *,
     hysteresis: float = 0.1,
     min_gain_s: float = 0.0,
+    prefer_margin: float = 0.25,
     unknown_duration_s: float = 3600.0,
 ) -> Plan:
     """Place every pending run and estimate its start (see the module docstring for the steps)."""
@@ -56,7 +57,9 @@ def plan(
     choices = {}
     for w in works:
         waits = {name: at - now for name, at in first[w.run].by_pool.items()}
-        choices[w.run] = estimate_placements(w, pools, waits, hysteresis=hysteresis, min_gain_s=min_gain_s)
+        choices[w.run] = estimate_placements(
+            w, pools, waits, hysteresis=hysteresis, min_gain_s=min_gain_s, prefer_margin=prefer_margin
+        )
     pinned = (_waiting(w, usable[w.run], choices[w.run].pool) for w in works)
     starts = estimate_starts(pinned, running, pools, now, unknown_duration_s=unknown_duration_s)
     return Plan(choices, starts)

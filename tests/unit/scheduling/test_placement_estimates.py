@@ -59,15 +59,15 @@ def test_pretraining_leaves_its_busy_preferred_tpu_for_a_gpu_pool_that_finishes_
     assert admission.reason.startswith("left preferred tpu: gpu finishes 4.0h sooner")
 
 
-def test_pretraining_stays_on_its_preferred_tpu_when_the_gpu_gains_less_than_the_hysteresis() -> None:
+def test_pretraining_stays_on_its_preferred_tpu_when_the_gpu_gains_less_than_the_margin() -> None:
     pools = pools_of(TPU, gpu(chips=16, cost_per_chip_hour=3.9))  # 2.5% cheaper, no faster
 
-    choice = plan([pretraining()], [], pools, T0, hysteresis=0.1).choices["pt"]
+    choice = plan([pretraining()], [], pools, T0, prefer_margin=0.25).choices["pt"]
 
     assert choice.pool == "tpu"
     assert choice.reason.startswith("tpu preferred: tpu result in 10.0h")
-    assert "gpu gains less than the 10% hysteresis" in choice.reason
-    assert plan([pretraining()], [], pools, T0, hysteresis=0.0).choices["pt"].pool == "gpu"
+    assert "gpu gains less than the 25% margin" in choice.reason
+    assert plan([pretraining()], [], pools, T0, prefer_margin=0.0).choices["pt"].pool == "gpu"
 
 
 def test_a_placed_run_stays_for_a_small_gain_and_moves_for_a_clear_one() -> None:

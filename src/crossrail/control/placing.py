@@ -1,0 +1,207 @@
+"""Placement estimates over the store: each pending run's pool with its explanation, and when it starts.
+
+The agent and `crossrail queue` share this: both read runs and attempts from the store, turn them into
+the estimator's plain data (scheduling/estimate.py) and call `scheduling.plan.plan`. A run's current
+placement is the pool of its latest `planned` or `replaced` event, so an agent restart keeps it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from crossrail.core import Event, EventType, parse_duration
+from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, Workload, run_time_s
+from crossrail.scheduling.fifo import PRIORITY_RANK
+from crossrail.scheduling.plan import Plan, plan
+from crossrail.spec import Fleet, PlacementPolicy
+from crossrail.store import AttemptRecord, RunRecord, Store
+
+THROUGHPUT_METRIC = "steps_per_hour"
+"""What attempts report as their throughput (workloads/loop.py): steps per hour over all their chips."""
+
+PLACEMENT_EVENTS = (str(EventType.PLANNED), str(EventType.REPLACED))
+
+
+class Placer:
+    """Builds the estimator's inputs from the store for one fleet and policy, and plans the queue."""
+
+    def __init__(self, store: Store, fleet: Fleet, policy: PlacementPolicy) -> None:
+        self.store = store
+        self.fleet = fleet
+        self.policy = policy
+        self._measured: dict[str, dict[str, float]] = {}
+
+    # --- inputs --------------------------------------------------------------------------------
+
+    def pools(self, names: Iterable[str] | None = None, drained: Iterable[str] = ()) -> list[PoolInfo]:
+        """The fleet's pools (only `names` when given); pools in `drained` take no new work."""
+        wanted = None if names is None else set(names)
+        gone = set(drained)
+        out = []
+        for pool in self.fleet.spec.pools:
+            if wanted is None or pool.name in wanted:
+                info = PoolInfo.from_spec(pool)
+                out.append(info if pool.name not in gone else PoolInfo(**{**info.__dict__, "drained": True}))
+        return out
+
+    def workload(self, run: RunRecord, *, current: str | None = None, avoid: str | None = None) -> Workload:
+        """What placement needs to know about `run`, from its recorded spec, its policy and the store."""
+        spec = run.spec.get("spec", {})
+        res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
+        prefer, source = acc.get("prefer"), " by spec.accelerators.prefer"
+        if not prefer:
+            prefer = str(self.policy.for_stage(run.stage).preferred_accelerator)
+            source = f" by the {run.stage} placement policy"
+        every = (spec.get("checkpoint") or {}).get("every")
+        return Workload(
+            run=run.id,
+            chips=int(res.get("chips") or run.chips),
+            stage=run.stage,
+            reference_s=_seconds(res.get("duration")),
+            prefer=str(prefer),
+            allow=tuple(acc["allow"]) if acc.get("allow") else None,
+            objective=str(self.policy.objective_for(run.stage)),
+            checkpoint_every_s=_seconds(every),
+            measured=self.measured(run.experiment),
+            current=current,
+            avoid=avoid,
+            prefer_source=source,
+            rank=PRIORITY_RANK.get(run.priority, 9),
+            queued_at=run.updated_at,
+        )
+
+    def measured(self, experiment: str) -> dict[str, float]:
+        """Chip type -> median throughput per chip (steps per second) its earlier attempts reported."""
+        found = self._measured.get(experiment)
+        if found is None:
+            rates: dict[str, list[float]] = {}
+            for run in self.store.list_runs(experiment=experiment):
+                attempts = {a.number: a for a in self.store.attempts(run.id)}
+                for sample in self.store.metric_samples(run.id, THROUGHPUT_METRIC):
+                    att = attempts.get(sample["attempt"])
+                    if att is not None and att.chips > 0 and sample["value"] > 0:
+                        rates.setdefault(att.chip_type, []).append(sample["value"] / 3600.0 / att.chips)
+            found = self._measured[experiment] = {c: statistics.median(v) for c, v in rates.items()}
+        return found
+
+    def busy(self, attempts: Iterable[AttemptRecord], runs: dict[str, RunRecord], now: float) -> list[Busy]:
+        """Running attempts with their expected ends (start + run time on their pool; None if unknown)."""
+        infos = {p.name: p for p in self.pools()}
+        out = []
+        for att in attempts:
+            run, pool = runs.get(att.run_id), infos.get(att.pool)
+            end = None
+            if run is not None and pool is not None:
+                run_s, _ = run_time_s(self.workload(run), pool, infos.values())
+                end = (att.started_at or att.created_at or now) + run_s if run_s is not None else None
+            out.append(Busy(att.run_id, att.pool, att.chips, end))
+        return out
+
+    # --- the plan ------------------------------------------------------------------------------
+
+    def plan(
+        self,
+        queued: Sequence[RunRecord],
+        active: Sequence[AttemptRecord],
+        pools: Sequence[PoolInfo],
+        now: float,
+        current: dict[str, str],
+    ) -> Plan:
+        """Place every queued run (holding each to `current` unless clearly better elsewhere) and estimate starts."""
+        works = [self.workload(r, current=current.get(r.id), avoid=self.avoid(r)) for r in queued]
+        runs = self.store.runs_by_id(a.run_id for a in active)
+        settings = self.fleet.spec.placement
+        return plan(
+            works,
+            self.busy(active, runs, now),
+            pools,
+            now,
+            hysteresis=settings.hysteresis,
+            min_gain_s=settings.min_gain_s,
+            prefer_margin=settings.prefer_margin,
+        )
+
+    def avoid(self, run: RunRecord) -> str | None:
+        """The pool the previous attempt ended on, when it failed, was preempted or lost."""
+        attempts = self.store.attempts(run.id)
+        last = attempts[-1] if attempts else None
+        return last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None
+
+
+def current_placements(store: Store, runs: Iterable[str] | None = None) -> dict[str, str]:
+    """Run -> pool of its latest `planned` or `replaced` event (only `runs`, when given)."""
+    wanted = None if runs is None else set(runs)
+    out: dict[str, str] = {}
+    for event in store.events(types=PLACEMENT_EVENTS):
+        if event.run is not None and (wanted is None or event.run in wanted) and event.data.get("pool"):
+            out[event.run] = str(event.data["pool"])
+    return out
+
+
+def placement_events(planned: Plan, current: dict[str, str], now: float) -> list[Event]:
+    """`planned` for runs placed the first time, `replaced` for runs the plan moved to another pool."""
+    events = []
+    for run, choice in planned.choices.items():
+        before = current.get(run)
+        if choice.pool is None or choice.pool == before:
+            continue
+        if before is None:
+            events.append(Event(EventType.PLANNED, now, run, None, explanation(choice)))
+        else:
+            events.append(Event(EventType.REPLACED, now, run, None, {"from": before, **explanation(choice)}))
+    return events
+
+
+def explanation(choice: Choice) -> dict[str, Any]:
+    """A choice as an event payload (JSON)."""
+    return choice.as_dict()
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return parse_duration(str(value))
+
+
+class QueuePlacement:
+    """The agent's placement memory: each pending run's current pool, kept in step with the event log."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.current: dict[str, str] | None = None
+
+    def place(
+        self,
+        fleet: Fleet,
+        policy: PlacementPolicy,
+        queued: Sequence[RunRecord],
+        active: Sequence[AttemptRecord],
+        *,
+        drained: Iterable[str],
+        now: float,
+    ) -> Plan:
+        """Plan `queued` on `fleet`'s pools, each held to its current pool unless clearly better elsewhere."""
+        if self.current is None:
+            self.current = current_placements(self.store)
+        placer = Placer(self.store, fleet, policy)
+        return placer.plan(queued, active, placer.pools(drained=drained), now, self.current)
+
+    def record(self, planned: Plan, admitted: Iterable[str], now: float) -> list[Event]:
+        """Record `planned` and `replaced` events for runs still pending whose placement is new or moved.
+
+        Runs admitted in the same pass carry their explanation in their `placed` event instead.
+        """
+        current = self.current if self.current is not None else {}
+        gone = set(admitted)
+        events = [e for e in placement_events(planned, current, now) if e.run not in gone]
+        if events:
+            self.store.append_events(events)
+        for run, choice in planned.choices.items():
+            if choice.pool is not None:
+                current[run] = choice.pool
+        self.current = current
+        return events
