@@ -310,6 +310,12 @@ app.add_typer(_ckpt_app(), name="ckpt", help="List, show and verify crossrail-ck
 fleet_app = typer.Typer(help="Show and change the fleet: apply a file, drain and undrain pools.", no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 
+from crossrail import render_cli  # noqa: E402 (render, fleet render and import live in their own module)
+
+app.command("render")(render_cli.render_command)
+app.command("import")(render_cli.import_command)
+fleet_app.command("render")(render_cli.fleet_render_command)
+
 
 @fleet_app.command("show")
 def fleet_show(home: Home = None, as_json: Json = False) -> None:

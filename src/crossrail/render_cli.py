@@ -1,0 +1,202 @@
+"""`crossrail render`, `crossrail fleet render` and `crossrail import`: manifests out, experiments in.
+
+Output goes to stdout (YAML, or the sbatch script) unless `-o DIR` (render) or `-o FILE` (import) is
+given; summaries and findings go to stderr as tables, so stdout can be piped to `kubectl apply -f -`.
+Exit status: 0 done, 1 bad input (one line per problem, never a traceback), 2 usage.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from crossrail.errors import CrossrailError, SpecError
+
+if TYPE_CHECKING:
+    from crossrail.spec import Fleet
+
+
+class Target(StrEnum):
+    KUBERNETES = "kubernetes"
+    SLURM = "slurm"
+    SKYPILOT = "skypilot"
+
+
+class FleetTarget(StrEnum):
+    KUEUE = "kueue"
+
+
+Home = Annotated[
+    Path | None,
+    typer.Option("--home", envvar="CROSSRAIL_HOME", help="Workspace directory (default: nearest .crossrail/ above)."),
+]
+FleetFile = Annotated[
+    Path | None, typer.Option("--fleet", help="Fleet file (default: the workspace's fleet).", show_default=False)
+]
+ImageDigest = Annotated[
+    str | None, typer.Option("--image-digest", help="Pin the image to this digest (sha256:<64 hex>).")
+]
+
+
+def _run(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except CrossrailError as exc:
+        typer.echo(exc.render() if isinstance(exc, SpecError) else f"crossrail: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+def _fleet(fleet_file: Path | None, home: Path | None) -> Fleet:
+    from crossrail.spec import load_fleet
+
+    if fleet_file is not None:
+        return load_fleet(fleet_file)
+    from crossrail.client import Client
+
+    fleet: Fleet = Client(home).load_fleet()
+    return fleet
+
+
+def _yaml(objects: list[dict[str, Any]]) -> str:
+    import yaml
+
+    return yaml.safe_dump_all(objects, sort_keys=False, allow_unicode=True, width=120)
+
+
+def render_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
+    file: Annotated[Path, typer.Argument(help="Experiment file.")],
+    pool: Annotated[str, typer.Option("--pool", help="The pool of the fleet to render for.")],
+    target: Annotated[Target, typer.Option("--target", help="What to render.")] = Target.KUBERNETES,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write into this directory.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Run id (default: <experiment>-1).")] = None,
+    attempt: Annotated[int, typer.Option("--attempt", min=1, help="Attempt number.")] = 1,
+    image_digest: ImageDigest = None,
+    allow_unpinned: Annotated[
+        bool, typer.Option("--allow-unpinned", help="Render an image that is not pinned by digest as it is.")
+    ] = False,
+    fleet_file: FleetFile = None,
+    home: Home = None,
+) -> None:
+    """Render an experiment for a pool: a Kubernetes Job/JobSet, an sbatch script or a SkyPilot task."""
+
+    def go() -> None:
+        from crossrail.executors.render.hardware import layout
+        from crossrail.executors.render.workload import from_experiment
+        from crossrail.spec import load_experiment
+
+        fleet = _fleet(fleet_file, home)
+        exp = load_experiment(file)
+        try:
+            chosen = fleet.pool(pool)
+        except KeyError as exc:
+            raise SpecError([_problem(f"fleet {fleet.name}", "--pool", str(exc.args[0]))]) from None
+        work = from_experiment(
+            exp, source=str(file), run=run, attempt=attempt, image_digest=image_digest, allow_unpinned=allow_unpinned
+        )
+        text, suffix, kind = _render(target, work, fleet, chosen)
+        lay = layout(fleet, chosen, work.chips)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            output.mkdir(parents=True, exist_ok=True)
+            path = output / f"{work.object_name}{suffix}"
+            path.write_text(text)
+            shape = f"{lay.slices} x {lay.hosts_per_slice} host(s) x {lay.chips_per_pod} chips"
+            _summary("rendered", [{"file": str(path), "kind": kind, "pool": pool, "layout": shape}])
+
+    _run(go)
+
+
+def _problem(source: str, path: str, message: str) -> Any:
+    from crossrail.errors import Problem
+
+    return Problem(source, path, message)
+
+
+def _render(target: Target, work: Any, fleet: Fleet, pool: Any) -> tuple[str, str, str]:
+    """(text, file suffix, kind) of the rendered workload."""
+    if target is Target.KUBERNETES:
+        from crossrail.executors.render.kubernetes import render_kubernetes
+
+        obj = render_kubernetes(work, fleet, pool)
+        return _yaml([obj]), ".yaml", str(obj["kind"])
+    if target is Target.SLURM:
+        from crossrail.executors.render.slurm import render_sbatch
+
+        return render_sbatch(work, fleet, pool), ".sbatch", "sbatch"
+    from crossrail.executors.render.skypilot import render_skypilot
+
+    return _yaml([render_skypilot(work, fleet, pool)]), ".sky.yaml", "SkyPilot task"
+
+
+def fleet_render_command(
+    target: Annotated[FleetTarget, typer.Option("--target", help="What to render.")] = FleetTarget.KUEUE,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write kueue.yaml into this directory.")] = None,
+    fleet_file: FleetFile = None,
+    home: Home = None,
+) -> None:
+    """Render the fleet as Kueue objects: flavors, cohorts, priority classes, cluster and local queues."""
+
+    def go() -> None:
+        from collections import Counter
+
+        from crossrail.executors.render.kueue import render_kueue
+
+        objects = render_kueue(_fleet(fleet_file, home))
+        if output is None:
+            sys.stdout.write(_yaml(objects))
+            return
+        output.mkdir(parents=True, exist_ok=True)
+        path = output / f"{target}.yaml"
+        path.write_text(_yaml(objects))
+        counts = Counter(str(o["kind"]) for o in objects)
+        _summary(f"rendered {path}", [{"kind": k, "objects": n} for k, n in counts.items()])
+
+    _run(go)
+
+
+def import_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
+    file: Annotated[Path, typer.Argument(help="A Kubernetes batch/v1 Job (YAML).")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the experiment to this file.")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="Dataset URI, when the Job's arguments name none.")
+    ] = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="Stage (default: read from the Job's labels).")] = None,
+    team: Annotated[str | None, typer.Option("--team", help="Team (default: the Job's namespace).")] = None,
+    image_digest: ImageDigest = None,
+) -> None:
+    """Turn an existing Job into a hardware-agnostic experiment; list what was hardware-specific and why."""
+
+    def go() -> None:
+        from crossrail.executors.render.importer import import_job
+        from crossrail.spec import load_document
+
+        doc = load_document(file)
+        imported = import_job(doc.data, str(file), dataset=dataset, stage=stage, team=team, image_digest=image_digest)
+        rows = [f.as_dict() for f in imported.findings]
+        _summary(f"imported {file} as experiment {imported.experiment.name}", rows)
+        if output is None:
+            sys.stdout.write(imported.yaml())
+        else:
+            output.write_text(imported.yaml())
+            typer.echo(f"wrote {output}", err=True)
+
+    _run(go)
+
+
+def _summary(title: str, rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    from crossrail.render import err
+
+    table = Table(title=title, title_justify="left")
+    for key in rows[0] if rows else []:
+        table.add_column(key, overflow="fold")
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    err.print(table)
