@@ -153,8 +153,11 @@ class Cache:
         since = now - self.config.preemption_window_s
         return sum(1 for t in times if t > since) >= self.config.max_preemptions
 
-    def preempting(self, alloc: Allocation, now: float) -> None:
+    def preempting(self, alloc: Allocation, now: float, *, counted: bool = True) -> None:
+        """`alloc` is being stopped; `counted=False` (a round boundary of a time-sliced pool) spares its bound."""
         alloc.evicting = True
+        if not counted:
+            return
         times = self.preempted_at.setdefault(alloc.run, [])
         times.append(now)
         self.at(now + self.config.preemption_window_s)

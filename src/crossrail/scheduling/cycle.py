@@ -6,8 +6,9 @@
   2. Heads: set-aside heads come back when capacity freed or their time came; take each queue's head.
   3. Snapshot: a copy of the cache this cycle may change; trial preemptions restore it.
   4. Admit, in order (runs waiting for their victims first, then the policy's class (default: priority
-     class), then the tenant's dominant share, then the policy's order (default: time queued)): rank the pools the head may use now, fit the largest gang it
-     accepts on the first pool with room; else choose the fewest victims that make room; else block it.
+     class), then the tenant's dominant share, then the policy's order (default: time queued)): rank the
+     pools the head may use now, fit the largest gang it accepts on the first pool with room; else choose
+     the fewest victims that make room; else block it.
   5. Requeue: an admitted head leaves its queue and the next run competes; a strict FIFO queue stops at a
      blocked head, a best-effort one sets it aside and tries the next (a few per cycle).
   6. Commit: the snapshot's pools and usage become the cache's; admissions are assumed running.

@@ -19,12 +19,14 @@ from crossrail.errors import PlacementError
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.cycle import Cycle, Memo
 from crossrail.scheduling.fleet_change import FleetChange, fleet_changes
+from crossrail.scheduling.policies import get_policy
 from crossrail.scheduling.policies.admission import admission_order
 from crossrail.scheduling.pool import PoolState
 from crossrail.scheduling.queue import QueueSet
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.scheduling.reservation import Hold
-from crossrail.scheduling.types import CycleResult, Request, Running, SchedulerConfig
+from crossrail.scheduling.rounds import Rounds
+from crossrail.scheduling.types import CycleResult, Preemption, Request, Running, SchedulerConfig
 from crossrail.spec import Fleet, Pool
 
 
@@ -59,6 +61,8 @@ class Scheduler:
         self.cache = Cache(fleet, self.config)
         strict = {q.name: q.queueing == "strict_fifo" for q in fleet.spec.queues}
         self.queues = QueueSet(strict, admission_order(self.config.policy))
+        self.rounds = _rounds(self.config)
+        """Time slicing of time-sliced pools under a round-based policy (None: an ordering policy)."""
         self.nominated: dict[str, set[str]] = {}
         self.memo: dict[str, Memo] = {}
         for pool in self.cache.pools.values():
@@ -157,7 +161,24 @@ class Scheduler:
         for run in [r for r, victims in self.nominated.items() if not victims & self.cache.allocs.keys()]:
             if run not in self.queues.requests:
                 del self.nominated[run]
-        return Cycle(self.cache, self.queues, self.nominated, self.memo, now).run()
+        swapped = self._round(now)
+        result = Cycle(self.cache, self.queues, self.nominated, self.memo, now).run()
+        result.preempted[:0] = swapped
+        return result
+
+    def _round(self, now: float) -> list[Preemption]:
+        """At a round boundary, stop what the round-based policy swaps out of time-sliced pools (see rounds.py)."""
+        if self.rounds is None or not self.rounds.due(now):
+            return []
+        heads = [self.queues.requests[r] for q in self.queues.queues.values() if (r := q.head()) is not None]
+        heads = [req for req in heads if req.run not in self.nominated]
+        swap = self.rounds.swap(self.cache, heads, {p.name: p for p in self.fleet.spec.pools}, now)
+        stopped = []
+        for alloc, why, for_run in swap.stop:
+            self.cache.preempting(alloc, now, counted=False)
+            stopped.append(Preemption(alloc.run, alloc.pool, alloc.chips, self.config.grace_s, why, for_run))
+        self.nominated.update(swap.nominate)
+        return stopped
 
     # --- the fleet -----------------------------------------------------------------------------
 
@@ -285,6 +306,8 @@ class Scheduler:
         fresh = SchedulerConfig.from_fleet(fleet, fallback_wait_s=self.config.fallback_wait_s)
         if fresh.policy != self.config.policy:
             self.queues.reorder(admission_order(fresh.policy))
+        if (fresh.policy, fresh.round_s) != (self.config.policy, self.config.round_s):
+            self.rounds = _rounds(fresh)
         self.config = dataclasses.replace(fresh, best_effort_tries=self.config.best_effort_tries)
         self.cache.config = self.config
         self.cache.usage.set_half_life(self.config.half_life_s)
@@ -323,3 +346,8 @@ class Scheduler:
                 )
             )
         return out
+
+
+def _rounds(config: SchedulerConfig) -> Rounds | None:
+    policy = get_policy(config.policy)
+    return Rounds(policy, config.round_s) if policy.round_based else None
