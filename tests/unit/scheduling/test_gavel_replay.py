@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from crossrail.scheduling.policies import AGNOSTIC_FORM
+from crossrail.scheduling.policies import AGNOSTIC_FORM, JobView, PoolView, assign, maxmin
+from crossrail.scheduling.policies.assign import Room
 
 from .gavel_replay import Replay, replay
 
@@ -49,3 +50,23 @@ def test_hetero_still_wins_when_moves_cost_two_minutes() -> None:
 
 def test_the_replay_is_deterministic(results: dict[str, Replay]) -> None:
     assert replay("max_min_fairness_hetero") == results["max_min_fairness_hetero"]
+
+
+def test_hetero_still_wins_against_an_agnostic_rule_that_happens_to_fill_the_v100_first(
+    results: dict[str, Replay], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agnostic rule (most chips left) is one choice; a lucky "V100 first" still loses to hetero."""
+    hetero_pick = assign.pick
+
+    def v100_first(job: JobView, room: Room, hetero: bool) -> PoolView | None:
+        if hetero:
+            return hetero_pick(job, room, hetero)
+        fits = [p for p in room.pools if room.fits(job, p)]
+        return min(fits, key=lambda p: (p.name != job.pool, p.chip_type != "v100"), default=None)
+
+    monkeypatch.setattr(assign, "pick", v100_first)
+    monkeypatch.setattr(maxmin, "pick", v100_first)
+    lucky = {agnostic: replay(agnostic) for _, agnostic in PAIRS}
+    for hetero, agnostic in PAIRS:
+        print(f"{agnostic} filling V100 first: {lucky[agnostic].average_jct_s / 3600:.2f} h")
+        assert results[hetero].average_jct_s < lucky[agnostic].average_jct_s, hetero
