@@ -95,7 +95,7 @@ def test_every_stage_on_every_pool_kind_and_size_renders_a_valid_workload(
         assert selector["cloud.google.com/gke-accelerator"] == expected
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
     else:
-        assert "resources" not in container
+        assert container["resources"] == {"requests": {"cpu": str(per_pod)}}
         assert "tolerations" not in pod["spec"]
     if kind == "Job":
         assert (spec["backoffLimit"], spec["parallelism"], spec["completions"]) == (0, 1, 1)

@@ -91,9 +91,11 @@ def _pod(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str
     }
     if work.args:
         container["args"] = list(work.args)
+    amount = str(lay.chips_per_pod)
     if resource is not None:
-        amount = str(lay.chips_per_pod)
         container["resources"] = {"limits": {resource: amount}, "requests": {resource: amount}}
+    else:  # a CPU pool's chips are cores, which Kueue counts as `cpu`
+        container["resources"] = {"requests": {"cpu": amount}}
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": _service_account(fleet, pool),

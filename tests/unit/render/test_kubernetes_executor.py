@@ -1,0 +1,172 @@
+"""KubernetesExecutor end to end against an in-memory API server: submit suspended to the LocalQueue,
+read Kueue's admission, stop with a reason, withdraw and move a pending attempt to another pool."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import yaml
+
+from crossrail.control.executor import Executor
+from crossrail.core.attempts import LaunchRequest
+from crossrail.core.clock import ManualClock
+from crossrail.core.events import EventType
+from crossrail.errors import ConflictError, SpecError, UsageError
+from crossrail.executors.kubernetes import KubernetesExecutor, OfficialApi
+from crossrail.spec import Fleet
+
+from .apiserver import ApiServer
+from .builders import IMAGE, experiment
+from .conftest import FIXTURES, assert_valid
+
+
+def request(pool: str = "h100-pool", chips: int = 8, attempt: int = 1, accelerator: str = "gpu") -> LaunchRequest:
+    """What the agent's launch_request builds (crossrail.control.attempts), for run posttrain-042-3."""
+    exp = experiment("post_training", chips, name="posttrain-042")
+    spec = {**exp.model_dump(mode="json", by_alias=True), "run": "posttrain-042-3", "attempt": attempt}
+    env = {
+        "LOG_LEVEL": "info",
+        "TRAINING_BACKEND": accelerator,
+        "EXPERIMENT_ID": "posttrain-042",
+        "CROSSRAIL_RUN_ID": "posttrain-042-3",
+        "CROSSRAIL_ATTEMPT": str(attempt),
+        "CROSSRAIL_CHECKPOINT_DIR": "gs://acme-models/checkpoints/posttrain-042/posttrain-042-3",
+        "CROSSRAIL_CONFIG": "gs://acme-models/configs/posttrain-042.yaml",
+        "CROSSRAIL_DATASET": "gs://acme-data/sft/v3/",
+        "CROSSRAIL_REPORT": "gs://acme-models/reports/posttrain-042-3/1",
+        "CROSSRAIL_SPEC": json.dumps(spec, sort_keys=True),
+        "CROSSRAIL_HEARTBEAT_S": "30",
+    }
+    command = ["python", "-m", "trainer.run", "--steps", "200"]
+    return LaunchRequest("posttrain-042-3", attempt, pool, accelerator, "h100", chips, command, env)
+
+
+def kueue_admits(api: ApiServer, fixture: str = "admitted-running") -> None:
+    """Play Kueue: a Workload owned by the submitted Job, with the fixture's conditions."""
+    (job,) = api.list("Job", "default", "crossrail.dev/run")
+    workload = next(
+        d for d in yaml.safe_load_all((FIXTURES / "status" / f"{fixture}.yaml").read_text()) if d["kind"] == "Workload"
+    )
+    workload["metadata"]["ownerReferences"][0]["uid"] = job["metadata"]["uid"]
+    workload["metadata"]["name"] = f"job-{job['metadata']['name']}-abcde"
+    api.add(workload)
+
+
+@pytest.fixture
+def api() -> ApiServer:
+    return ApiServer()
+
+
+@pytest.fixture
+def executor(gke_fleet: Fleet, api: ApiServer) -> KubernetesExecutor:
+    return KubernetesExecutor(gke_fleet, api=api, clock=ManualClock(1000.0))
+
+
+def test_it_has_every_method_of_the_executor_protocol(executor: KubernetesExecutor) -> None:
+    members = [m for m in vars(Executor) if not m.startswith("_")]
+    assert members
+    for name in members:
+        assert callable(getattr(executor, name)), name
+
+
+def test_launch_submits_a_suspended_job_to_the_stage_queue_once(executor: KubernetesExecutor, api: ApiServer) -> None:
+    status = executor.launch(request())
+    assert (status.run, status.attempt, status.phase) == ("posttrain-042-3", 1, "running")
+    assert "Kueue has not created its Workload yet" in status.detail
+    again = executor.launch(request())
+    assert again.phase == "running"
+    (job,) = api.list("Job", "default", "")
+    assert_valid(job)
+    assert job["spec"]["suspend"] is True
+    assert job["spec"]["backoffLimit"] == 0
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "post-training"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == IMAGE
+    assert container["command"] == ["python", "-m", "trainer.run", "--steps", "200"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["CROSSRAIL_REPORT"] == "gs://acme-models/reports/posttrain-042-3/1"
+    assert env["TRAINING_BACKEND"] == "gpu"
+
+
+def test_kueue_admission_shows_in_status_and_as_events_once(executor: KubernetesExecutor, api: ApiServer) -> None:
+    executor.launch(request())
+    kueue_admits(api)
+    (status,) = executor.observe()
+    assert status.phase == "running"
+    assert "admitted by Kueue (nvidia.com/gpu on h100-pool)" in status.detail
+    events = executor.events()
+    assert [e.type for e in events] == [EventType.REPORTED, EventType.ADMITTED]
+    assert events[1].data["flavors"] == {"nvidia.com/gpu": "h100-pool"}
+    assert executor.events() == []
+
+
+def test_stop_records_the_reason_then_deletes_with_the_grace(executor: KubernetesExecutor, api: ApiServer) -> None:
+    executor.launch(request())
+    kueue_admits(api)
+    executor.stop("posttrain-042-3", 1, 45.0, "preempted")
+    assert api.deleted == [("Job", "default", "posttrain-042-3-a1", 45)]
+    (status,) = executor.observe()
+    assert (status.phase, status.stopped_by, status.signal, status.ended_at) == ("exited", "preempted", 15, 1000.0)
+    executor.stop("posttrain-042-3", 1, 45.0, "cancelled")  # ended: nothing more happens
+    assert len(api.deleted) == 1
+    executor.forget("posttrain-042-3", 1)
+    assert executor.observe() == []
+    with pytest.raises(UsageError):
+        executor.stop("posttrain-042-3", 1, -1, "preempted")
+
+
+def test_a_pending_attempt_moves_to_a_tpu_pool(executor: KubernetesExecutor, api: ApiServer) -> None:
+    executor.launch(request())
+    moved = executor.move(request(pool="tpu-v5p-pool", accelerator="tpu"))
+    assert moved.phase == "running"
+    assert api.list("Job", "default", "") == []
+    (jobset,) = api.list("JobSet", "default", "")
+    assert jobset["metadata"]["labels"]["crossrail.dev/pool"] == "tpu-v5p-pool"
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"] == {"google.com/tpu": "4"}
+    assert {e["name"]: e["value"] for e in pod["containers"][0]["env"]}["TRAINING_BACKEND"] == "tpu"
+
+
+def test_an_admitted_attempt_is_neither_withdrawn_nor_moved(executor: KubernetesExecutor, api: ApiServer) -> None:
+    executor.launch(request())
+    kueue_admits(api)
+    assert executor.withdraw("posttrain-042-3", 1) is False
+    with pytest.raises(ConflictError, match="already holds quota"):
+        executor.move(request(pool="tpu-v5p-pool", accelerator="tpu"))
+    assert len(api.list("Job", "default", "")) == 1
+    assert api.deleted == []
+
+
+def test_a_move_that_cannot_render_deletes_nothing(executor: KubernetesExecutor, api: ApiServer) -> None:
+    executor.launch(request())
+    with pytest.raises(SpecError, match="no slice shape"):
+        executor.move(request(pool="tpu-v5p-pool", chips=6, accelerator="tpu"))
+    assert len(api.list("Job", "default", "")) == 1
+
+
+def test_a_failed_attempt_reports_the_exit_code_and_its_logs(executor: KubernetesExecutor, api: ApiServer) -> None:
+    executor.launch(request())
+    job = api.get("Job", "default", "posttrain-042-3-a1")
+    failed = next(yaml.safe_load_all((FIXTURES / "status" / "failed-exit-75.yaml").read_text()))
+    job["status"] = failed["status"]
+    pod = list(yaml.safe_load_all((FIXTURES / "status" / "failed-exit-75.yaml").read_text()))[1]
+    pod["metadata"]["labels"] = {"crossrail.dev/run": "posttrain-042-3", "crossrail.dev/attempt": "1"}
+    api.add(pod)
+    api.pod_logs[pod["metadata"]["name"]] = "step 120\ncapacity gone, exiting 75\n"
+    (status,) = executor.observe()
+    assert (status.phase, status.exit_code) == ("exited", 75)
+    assert "exiting 75" in executor.logs("posttrain-042-3", 1)
+    assert executor.logs("posttrain-042-3", 9) == ""
+
+
+def test_an_unknown_pool_is_a_usage_error(executor: KubernetesExecutor) -> None:
+    with pytest.raises(UsageError, match="no pool 'nope'"):
+        executor.launch(request(pool="nope"))
+
+
+def test_without_the_k8s_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
+    with pytest.raises(UsageError, match=r"crossrail\[k8s\]"):
+        OfficialApi()
