@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crossrail.sim.analytic import LLAMA3_405B, elastic_goodput, expected_goodput, first_order_goodput
+from crossrail.sim.analytic import (
+    LLAMA3_405B,
+    elastic_goodput,
+    expected_goodput,
+    first_order_goodput,
+    renewal_goodput,
+)
 from crossrail.sim.checkpointing import CheckpointSpec, daly_interval
 from crossrail.sim.failures import CorrelatedFailure, FailureModel, FailureSpec
 from crossrail.sim.records import RunRecord, SimResult
@@ -189,6 +195,20 @@ def test_an_elastic_run_shrinks_keeps_its_work_and_pauses_only_briefly() -> None
     tau = daly_interval(DELTA, RUN_MTBF)
     model = elastic_goodput(tau, DELTA, RUN_MTBF, 30, hosts=N // PER_HOST, lost_hosts=1, repair_s=HOUR)
     assert ettr(record) == pytest.approx(model, abs=0.01)
+
+
+@pytest.mark.parametrize("shape", [0.7, 1.5], ids=["infant-mortality", "wear-out"])
+def test_weibull_failures_give_the_useful_fraction_of_their_renewal_model(shape: float) -> None:
+    failures = FailureSpec(chip_mtbf_s=CHIP_MTBF, distribution="weibull", weibull_shape=shape)
+    mtbf = FailureModel(failures, np.random.default_rng()).run_mtbf_s(N, N // PER_HOST)
+    tau = daly_interval(DELTA, mtbf)
+    spec = CheckpointSpec(cost_s=DELTA, interval="fixed", interval_s=tau)  # no restore: the age is unambiguous
+    record, _ = one_run(N, 400 * mtbf, failures, spec, seed=6)
+    model = FailureModel(failures, np.random.default_rng(60))  # an independent stream
+    # a restart waits for the next 1 s scheduling quantum: 0.5 s on average
+    expected = renewal_goodput(model, N, N // PER_HOST, tau_s=tau, delta_s=DELTA, restart_s=0.5, work_s=400 * mtbf)
+    assert record.interruptions > 300
+    assert ettr(record) == pytest.approx(expected, abs=0.01)
 
 
 def test_same_seed_same_failures_other_seed_other_failures() -> None:

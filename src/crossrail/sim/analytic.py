@@ -23,12 +23,18 @@ pauses P per interruption and runs without the failed hosts for their repair tim
     goodput ~ tau/(tau+delta) * M/(M+P) * (1 - lost_hosts * repair / (M * hosts))      `elastic_goodput`
 
 For a run of N chips with per-chip MTBF m, M = m / N, so the best interval is near sqrt(2 delta m / N).
+
+Where no closed form exists (Weibull gaps, whose age restarts with the run), `renewal_goodput` draws the same
+model gap by gap, with checkpoints in closed form between interruptions (`checkpointing.Stretch`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from crossrail.sim.checkpointing import Cadence, Stretch
+from crossrail.sim.failures import FailureModel
 
 
 def _check(tau_s: float, delta_s: float, mtbf_s: float, restart_s: float) -> None:
@@ -70,6 +76,27 @@ def elastic_goodput(
     _check(tau_s, delta_s, mtbf_s, pause_s)
     away = min(lost_hosts * repair_s / (mtbf_s * hosts), 1.0) if hosts > 0 else 0.0
     return tau_s / (tau_s + delta_s) * mtbf_s / (mtbf_s + pause_s) * (1.0 - away)
+
+
+def renewal_goodput(
+    failures: FailureModel, chips: int, hosts: int, *, tau_s: float, delta_s: float, restart_s: float, work_s: float
+) -> float:
+    """Monte-Carlo useful fraction of one rigid run of `work_s` work under any failure law of `failures`.
+
+    Each attempt computes from its last checkpoint with age 0; an interruption after `gap` keeps the work of
+    the checkpoints completed by then and costs `restart_s` during which nothing fails. O(interruptions).
+    """
+    if not (work_s > 0 and restart_s >= 0):
+        raise ValueError(f"need work > 0 and restart >= 0 (got work={work_s}, restart={restart_s})")
+    cadence, done, wall = Cadence(tau_s, delta_s), 0.0, 0.0
+    while True:
+        stretch = Stretch(cadence)
+        finish = stretch.finish_in_s(work_s - done)
+        gap = failures.next_interruption_s(chips, hosts)
+        if gap >= finish:
+            return work_s / (wall + finish)
+        done += stretch.at(gap).committed_work_s
+        wall += gap + restart_s
 
 
 def best_tau_first_order(delta_s: float, mtbf_s: float) -> float:

@@ -14,8 +14,9 @@ from crossrail.sim.analytic import (
     elastic_goodput,
     expected_goodput,
     first_order_goodput,
+    renewal_goodput,
 )
-from crossrail.sim.checkpointing import Cadence, Stretch, daly_interval
+from crossrail.sim.checkpointing import daly_interval
 from crossrail.sim.failures import FailureModel, FailureSpec
 
 HOUR = 3600.0
@@ -24,15 +25,7 @@ HOUR = 3600.0
 def _renewal_goodput(tau: float, delta: float, mtbf: float, restart: float, work: float, seed: int) -> float:
     """Monte-Carlo of the model the formula describes: one run, exponential failures, restart from checkpoint."""
     failures = FailureModel(FailureSpec(chip_mtbf_s=mtbf), np.random.default_rng(seed))
-    cadence, done, wall = Cadence(tau, delta), 0.0, 0.0
-    while True:
-        stretch = Stretch(cadence)
-        finish = stretch.finish_in_s(work - done)
-        gap = failures.next_interruption_s(1, 0)
-        if gap >= finish:
-            return work / (wall + finish)
-        done += stretch.at(gap).committed_work_s
-        wall += gap + restart
+    return renewal_goodput(failures, 1, 0, tau_s=tau, delta_s=delta, restart_s=restart, work_s=work)
 
 
 @pytest.mark.parametrize(
@@ -97,3 +90,9 @@ def test_without_failures_only_the_checkpoint_cost_remains() -> None:
 def test_nonsense_inputs_are_refused(args: tuple[float, float, float, float]) -> None:
     with pytest.raises(ValueError, match="need tau > 0"):
         expected_goodput(*args)
+
+
+def test_renewal_monte_carlo_without_failures_is_the_checkpoint_overhead_alone() -> None:
+    failures = FailureModel(FailureSpec(), np.random.default_rng(0))
+    got = renewal_goodput(failures, 8, 1, tau_s=600, delta_s=20, restart_s=300, work_s=6000)
+    assert got == pytest.approx(6000 / (6000 + 9 * 20))  # ten intervals, no checkpoint after the last
