@@ -1,0 +1,105 @@
+"""The Kubernetes executor against a real cluster with Kueue and JobSet installed (kind, GKE, ...).
+
+Runs only when KUBECONFIG names a kubeconfig file; skipped otherwise (no API server can run on the
+development machine). It applies the fleet's Kueue objects, runs a tiny CPU job that exits 0 and one that
+exits 75 (the retryable code), and checks that crossrail reads both ends and the logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from crossrail.core.attempts import AttemptStatus, LaunchRequest
+from crossrail.spec import Fleet, parse_document, parse_fleet
+
+KUBECONFIG = os.environ.get("KUBECONFIG", "")
+pytestmark = [
+    pytest.mark.kubernetes,
+    pytest.mark.skipif(
+        not KUBECONFIG or not all(Path(p).is_file() for p in KUBECONFIG.split(os.pathsep)),
+        reason="needs KUBECONFIG pointing at a cluster with Kueue and JobSet installed (none here)",
+    ),
+]
+IMAGE = os.environ.get("CROSSRAIL_TEST_IMAGE", "busybox:1.36")
+FLEET = """
+apiVersion: crossrail/v1
+kind: Fleet
+metadata: {name: live}
+spec:
+  kubernetes: {namespace: default, service_account: default}
+  pools:
+    - {name: live-cpu, accelerator: cpu, chip_type: any-cpu, chips: 4, chips_per_host: 4, backend: kubernetes}
+  queues:
+    - {name: crossrail-live-eval, stage: eval, quota: {live-cpu: 4}}
+"""
+
+
+def _request(run: str, command: str) -> LaunchRequest:
+    spec = {"metadata": {"name": "live"}, "spec": {"stage": "eval", "image": IMAGE, "priority": "normal"}}
+    env = {"EXPERIMENT_ID": "live", "CROSSRAIL_RUN_ID": run, "CROSSRAIL_SPEC": json.dumps(spec)}
+    return LaunchRequest(run, 1, "live-cpu", "cpu", "any-cpu", 1, ["sh", "-c", command], env)
+
+
+def _apply_kueue(fleet: Fleet) -> None:
+    from kubernetes import client, config
+
+    from crossrail.executors.render.kueue import render_kueue
+
+    config.load_kube_config()
+    custom = client.CustomObjectsApi()
+    plurals = {
+        "ResourceFlavor": "resourceflavors",
+        "Cohort": "cohorts",
+        "WorkloadPriorityClass": "workloadpriorityclasses",
+        "ClusterQueue": "clusterqueues",
+        "LocalQueue": "localqueues",
+    }
+    for obj in render_kueue(fleet):
+        group, version = obj["apiVersion"].split("/")
+        ns = obj["metadata"].get("namespace")
+        try:
+            if ns:
+                custom.create_namespaced_custom_object(group, version, ns, plurals[obj["kind"]], obj)
+            else:
+                custom.create_cluster_custom_object(group, version, plurals[obj["kind"]], obj)
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+
+
+def _wait(executor: object, run: str, timeout_s: float = 240.0) -> AttemptStatus:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for status in executor.observe():  # type: ignore[attr-defined]
+            if status.run == run and status.phase != "running":
+                return status
+        time.sleep(2)
+    raise AssertionError(f"{run} did not end within {timeout_s} s")
+
+
+def test_a_job_runs_through_kueue_and_its_exit_codes_come_back() -> None:
+    from crossrail.executors.kubernetes import KubernetesExecutor
+
+    fleet = parse_fleet(parse_document(FLEET, "live-fleet.yaml"))
+    _apply_kueue(fleet)
+    executor = KubernetesExecutor(fleet, allow_unpinned=True)
+    tag = uuid.uuid4().hex[:6]
+    ok, temp = f"live-ok-{tag}-1", f"live-tempfail-{tag}-1"
+    try:
+        executor.launch(_request(ok, "echo hello from crossrail; exit 0"))
+        executor.launch(_request(temp, "echo capacity gone; exit 75"))
+        done = _wait(executor, ok)
+        assert (done.phase, done.exit_code) == ("exited", 0)
+        assert "hello from crossrail" in executor.logs(ok, 1)
+        failed = _wait(executor, temp)
+        assert (failed.phase, failed.exit_code) == ("exited", 75)
+        assert any(e.data.get("condition") == "Admitted" for e in executor.events())
+    finally:
+        executor.forget(ok, 1)
+        executor.forget(temp, 1)
