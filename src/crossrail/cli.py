@@ -307,6 +307,10 @@ def _ckpt_app() -> typer.Typer:
 
 app.add_typer(_ckpt_app(), name="ckpt", help="List, show and verify crossrail-ckpt/v1 checkpoints.")
 
+from crossrail import place_cli  # noqa: E402 (placement explanations live in their own module)
+
+app.command("place")(place_cli.place_command)
+
 fleet_app = typer.Typer(help="Show and change the fleet: apply a file, drain and undrain pools.", no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 

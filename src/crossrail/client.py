@@ -175,6 +175,12 @@ class Client:
     def queue(self) -> dict[str, Any]:
         return _obj("QueueList", **self.service.queue())
 
+    def place(self, path: str | os.PathLike[str], *, sets: Sequence[str] = ()) -> dict[str, Any]:
+        """Where the experiment in `path` would be placed if submitted now, and why (nothing is written)."""
+        from crossrail.spec import load_document
+
+        return _obj("Placement", **self.service.place(load_document(path), sets))
+
     def events(self, ref: str | None = None, *, after_seq: int = 0, limit: int | None = None) -> dict[str, Any]:
         events = self.service.events(ref, after_seq=after_seq, limit=limit)
         return _obj("EventList", events=[e.as_dict() for e in events])

@@ -29,6 +29,44 @@ def _secs(value: float | None) -> str:
     return f"{value / 3600:.1f}h"
 
 
+secs = _secs
+
+
+def candidates(rows: list[dict[str, Any]], *, chosen: str | None, title: str = "candidate pools") -> None:
+    """Every candidate pool of one placement with each estimate term, best score first."""
+    t = Table(title=title)
+    for col in ("", "pool", "chip", "wait", "run", "speed from", "recovery", "result in", "cost", "score", "note"):
+        t.add_column(col)
+    for c in rows:
+        t.add_row(
+            "*" if c["pool"] == chosen else "",
+            c["pool"],
+            c["chip_type"],
+            _secs(c["wait_s"]),
+            _secs(c["run_s"]),
+            c["speed_source"],
+            _secs(c["recovery_s"]),
+            _secs(c["total_s"]),
+            "-" if c["cost"] is None else f"${c['cost']:,.2f}",
+            "-" if c["score"] is None else f"{c['score']:.4g}",
+            c["note"] or "",
+        )
+    console.print(t)
+
+
+def placements(rows: list[dict[str, Any]]) -> None:
+    """A run's placement history: each first pick, move and admission with its reason."""
+    t = Table(title="placements")
+    for col in ("time", "event", "attempt", "pool", "from", "objective", "why"):
+        t.add_column(col)
+    for p in rows:
+        attempt = "-" if p["attempt"] is None else str(p["attempt"])
+        t.add_row(_when(p["ts"]), p["type"], attempt, p["pool"] or "-", p["from"] or "-", p["objective"], p["reason"])
+    console.print(t)
+    if rows:
+        candidates(rows[-1]["candidates"], chosen=rows[-1]["pool"], title="candidates at the latest placement")
+
+
 def workspace(obj: dict[str, Any]) -> None:
     console.print(f"created workspace [bold]{obj['path']}[/] ({len(obj['files'])} files)")
     for f in obj["files"]:
@@ -89,9 +127,10 @@ def queues(obj: dict[str, Any]) -> None:
     for q in obj["queues"]:
         quota = ", ".join(f"{k}={v}" for k, v in q["quota"].items()) or "no quota"
         t = Table(title=f"queue {q['name']} ({q['stage']}; {quota})")
-        for col in ("#", "run", "team", "priority", "chips", "waiting"):
+        for col in ("#", "run", "team", "priority", "chips", "waiting", "pool", "est. start"):
             t.add_column(col)
         for p in q["pending"]:
+            start = p.get("estimated_start_in_s")
             t.add_row(
                 str(p["position"]),
                 p["id"],
@@ -99,6 +138,8 @@ def queues(obj: dict[str, Any]) -> None:
                 p["priority"],
                 str(p["chips"]),
                 _secs(p["waiting_s"]),
+                p.get("planned_pool") or "-",
+                "never (no pool can hold it)" if start is None else ("now" if start <= 0 else f"in {_secs(start)}"),
             )
         if q["pending"]:
             console.print(t)
@@ -133,6 +174,8 @@ def run(obj: dict[str, Any]) -> None:
                 "-" if at["exit_code"] is None else str(at["exit_code"]),
             )
         console.print(a)
+    if obj.get("placements"):
+        placements(obj["placements"])
     events({"events": obj["events"]})
 
 
@@ -141,7 +184,8 @@ def events(obj: dict[str, Any]) -> None:
     for col in ("seq", "time", "type", "run", "attempt", "data"):
         t.add_column(col)
     for e in obj["events"]:
-        data = ", ".join(f"{k}={v}" for k, v in e["data"].items() if v is not None)
+        shown = {k: v for k, v in e["data"].items() if k not in ("candidates", "explanation")}  # see placements
+        data = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
         t.add_row(
             str(e["seq"]),
             _when(e["ts"]),

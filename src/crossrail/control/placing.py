@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crossrail.core import Event, EventType, parse_duration
-from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, Workload, run_time_s
+from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, StartEstimate, Workload, run_time_s
 from crossrail.scheduling.fifo import PRIORITY_RANK
 from crossrail.scheduling.plan import Plan, plan
 from crossrail.spec import Fleet, PlacementPolicy
@@ -48,28 +48,33 @@ class Placer:
 
     def workload(self, run: RunRecord, *, current: str | None = None, avoid: str | None = None) -> Workload:
         """What placement needs to know about `run`, from its recorded spec, its policy and the store."""
-        spec = run.spec.get("spec", {})
+        return self.workload_of(
+            run.id, run.experiment, run.stage, run.spec, priority=run.priority, queued_at=run.updated_at
+        ).with_placement(current, avoid)
+
+    def workload_of(
+        self, run: str, experiment: str, stage: str, doc: dict[str, Any], *, priority: str, queued_at: float
+    ) -> Workload:
+        """The workload of an experiment document (as recorded: `spec.resources.duration` etc.)."""
+        spec = doc.get("spec", {})
         res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
         prefer, source = acc.get("prefer"), " by spec.accelerators.prefer"
         if not prefer:
-            prefer = str(self.policy.for_stage(run.stage).preferred_accelerator)
-            source = f" by the {run.stage} placement policy"
-        every = (spec.get("checkpoint") or {}).get("every")
+            prefer = str(self.policy.for_stage(stage).preferred_accelerator)
+            source = f" by the {stage} placement policy"
         return Workload(
-            run=run.id,
-            chips=int(res.get("chips") or run.chips),
-            stage=run.stage,
+            run=run,
+            chips=int(res.get("chips") or 1),
+            stage=stage,
             reference_s=_seconds(res.get("duration")),
             prefer=str(prefer),
             allow=tuple(acc["allow"]) if acc.get("allow") else None,
-            objective=str(self.policy.objective_for(run.stage)),
-            checkpoint_every_s=_seconds(every),
-            measured=self.measured(run.experiment),
-            current=current,
-            avoid=avoid,
+            objective=str(self.policy.objective_for(stage)),
+            checkpoint_every_s=_seconds((spec.get("checkpoint") or {}).get("every")),
+            measured=self.measured(experiment),
             prefer_source=source,
-            rank=PRIORITY_RANK.get(run.priority, 9),
-            queued_at=run.updated_at,
+            rank=PRIORITY_RANK.get(priority, 9),
+            queued_at=queued_at,
         )
 
     def measured(self, experiment: str) -> dict[str, float]:
@@ -108,13 +113,16 @@ class Placer:
         pools: Sequence[PoolInfo],
         now: float,
         current: dict[str, str],
+        *,
+        extra: Sequence[Workload] = (),
     ) -> Plan:
-        """Place every queued run (holding each to `current` unless clearly better elsewhere) and estimate starts."""
+        """Place every queued run (each held to `current` unless clearly better elsewhere), then `extra`
+        behind them in admission order, and estimate every start."""
         works = [self.workload(r, current=current.get(r.id), avoid=self.avoid(r)) for r in queued]
         runs = self.store.runs_by_id(a.run_id for a in active)
         settings = self.fleet.spec.placement
         return plan(
-            works,
+            [*works, *extra],
             self.busy(active, runs, now),
             pools,
             now,
@@ -205,3 +213,54 @@ class QueuePlacement:
                 current[run] = choice.pool
         self.current = current
         return events
+
+
+def estimated_starts(
+    store: Store, fleet: Fleet, policy: PlacementPolicy, queued: Sequence[RunRecord], now: float
+) -> dict[str, dict[str, Any]]:
+    """Run -> its planned pool and estimated start, for `crossrail queue` (outside the scheduling cycle).
+
+    Runs stay on the pool their latest `planned`/`replaced` event names unless the plan would move them;
+    drained pools take nothing. The start is None when no pool of the fleet can ever hold the run.
+    """
+    placer = Placer(store, fleet, policy)
+    current = current_placements(store, (r.id for r in queued))
+    drained = [p.name for p in fleet.spec.pools if p.drained]
+    planned = placer.plan(queued, store.active_attempts(), placer.pools(drained=drained), now, current)
+    out = {}
+    for run in queued:
+        start = planned.starts.get(run.id)
+        at = start.start if start is not None else None
+        out[run.id] = {
+            "planned_pool": start.pool if start is not None else None,
+            "estimated_start": at,
+            "estimated_start_in_s": None if at is None else round(at - now, 3),
+        }
+    return out
+
+
+def explain(
+    store: Store, fleet: Fleet, policy: PlacementPolicy, work: Workload, now: float
+) -> tuple[Choice, StartEstimate | None]:
+    """Where `work` would be placed if it were queued now, behind everything queued, and when it would start."""
+    placer = Placer(store, fleet, policy)
+    queued = store.list_runs(states=["queued"], newest_first=False)
+    current = current_placements(store, (r.id for r in queued))
+    drained = [p.name for p in fleet.spec.pools if p.drained]
+    pools = placer.pools(drained=drained)
+    planned = placer.plan(queued, store.active_attempts(), pools, now, current, extra=[work])
+    return planned.choices[work.run], planned.starts.get(work.run)
+
+
+def placement_history(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """Every placement explanation a run's events keep: first picks, moves, and the pool each attempt got."""
+    out = []
+    for e in events:
+        if e.type in (EventType.PLANNED, EventType.REPLACED):
+            data = e.data
+        elif e.type is EventType.PLACED and isinstance(e.data.get("explanation"), dict):
+            data = {**e.data["explanation"], "pool": e.data.get("pool"), "admitted_reason": e.data.get("reason")}
+        else:
+            continue
+        out.append({"ts": e.ts, "type": str(e.type), "attempt": e.attempt, "from": data.get("from"), **data})
+    return out

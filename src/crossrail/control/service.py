@@ -402,6 +402,7 @@ class Service:
         by_queue: dict[str, list[RunRecord]] = {}
         for run in pending:
             by_queue.setdefault(run.queue, []).append(run)
+        starts = self._estimated_starts(pending, now)
         names = [q.name for q in self.fleet.spec.queues] + sorted(
             set(by_queue) - {q.name for q in self.fleet.spec.queues}
         )
@@ -416,22 +417,69 @@ class Service:
                     "team": q.team if q is not None else None,
                     "quota": dict(q.quota) if q is not None else {},
                     "pending": [
-                        {"position": i + 1, **summary(r, now), "waiting_s": round(now - r.updated_at, 3)}
+                        {
+                            "position": i + 1,
+                            **summary(r, now),
+                            "waiting_s": round(now - r.updated_at, 3),
+                            **starts.get(r.id, {}),
+                        }
                         for i, r in enumerate(runs)
                     ],
                 }
             )
         return {"queues": out}
 
+    def _estimated_starts(self, pending: list[RunRecord], now: float) -> dict[str, dict[str, Any]]:
+        """Each pending run's planned pool and estimated start (control/placing.py)."""
+        from crossrail.control.placing import estimated_starts
+
+        return estimated_starts(self.store, self.fleet, self.policy, pending, now)
+
     def show(self, ref: str) -> dict[str, Any]:
+        from crossrail.control.placing import placement_history
+
         run = self.get(ref)
+        events = self.store.events(run=run.id)
         return {
             "run": summary(run, self.clock.now()),
             "lineage": lineage_of(run),
             "spec": run.spec,
             "attempts": [a.as_dict() for a in self.store.attempts(run.id)],
             "checkpoints": [c.as_dict() for c in self.store.checkpoints(run.id)],
-            "events": [e.as_dict() for e in self.store.events(run=run.id)],
+            "placements": placement_history(events),
+            "events": [e.as_dict() for e in events],
+        }
+
+    def place(self, doc: Document, sets: Sequence[str] = ()) -> dict[str, Any]:
+        """Where an experiment would be placed if submitted now, every candidate's terms, and its start."""
+        from crossrail.control.placing import Placer, explain
+        from crossrail.scheduling import require_feasible
+        from crossrail.spec import apply_overrides, check_experiment
+
+        doc = apply_overrides(doc, sets) if sets else doc
+        exp = check_experiment(doc, self.policy)
+        require_feasible(exp, self.fleet)
+        now = self.clock.now()
+        recorded = exp.model_dump(mode="json", by_alias=True)
+        stage = str(exp.spec.stage)
+        work = Placer(self.store, self.fleet, self.policy).workload_of(
+            f"{exp.metadata.name} (not submitted)",
+            exp.metadata.name,
+            stage,
+            recorded,
+            priority=str(exp.spec.priority),
+            queued_at=now,
+        )
+        choice, start = explain(self.store, self.fleet, self.policy, work, now)
+        at = start.start if start is not None else None
+        return {
+            "experiment": exp.metadata.name,
+            "stage": stage,
+            "chips": exp.spec.resources.chips,
+            "prefer": work.prefer,
+            "estimated_start": at,
+            "estimated_start_in_s": None if at is None else round(at - now, 3),
+            **choice.as_dict(),
         }
 
     def events(self, ref: str | None = None, *, after_seq: int = 0, limit: int | None = None) -> list[Event]:

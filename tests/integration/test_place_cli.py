@@ -1,0 +1,41 @@
+"""`crossrail place FILE --explain` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "crossrail.cli"]
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_STORE_URL")}
+    env["COLUMNS"] = "200"
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_place_explain_prints_every_candidate_and_the_reason(checkout: Path, experiments: Path) -> None:
+    proc = run(checkout, "place", str(experiments / "pretrain-small.yaml"), "--explain")
+
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "pretrain-small (pretraining, 4 chips, objective throughput_per_cost) -> tpu-v5p, would start now" in out
+    assert "why: tpu preferred by the pretraining placement policy" in out
+    assert "candidate pools" in out
+    assert "h100" in out
+    assert "relative_speed" in out
+
+
+def test_place_json_is_a_crossrail_object_and_bad_input_is_one_line(checkout: Path, experiments: Path) -> None:
+    proc = run(checkout, "place", str(experiments / "eval-smoke.yaml"), "--json")
+    obj = json.loads(proc.stdout)
+    assert (obj["apiVersion"], obj["kind"]) == ("crossrail/v1", "Placement")
+    assert {c["pool"] for c in obj["candidates"]} == {"tpu-v5p", "h100"}
+
+    bad = run(checkout, "place", str(experiments / "eval-smoke.yaml"), "--set", "spec.resources.chips=64")
+    assert bad.returncode == 1
+    assert "Traceback" not in bad.stderr
+    assert bad.stderr.strip()

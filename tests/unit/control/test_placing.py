@@ -1,0 +1,98 @@
+"""Placement estimates through the client: `place --explain`, estimated starts in the queue, and the
+placement history `show` keeps, including a re-placement when a pool drains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossrail.client import Client
+from crossrail.control.placing import QueuePlacement
+from crossrail.errors import SpecError
+
+HOUR = 3600.0
+POST_TRAINING = ["spec.stage=post_training", "spec.resources.chips=8", "spec.resources.duration=1h"]
+
+
+def fleet_edit(checkout: Path, old: str, new: str) -> None:
+    path = checkout / ".crossrail" / "fleet.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_place_explains_why_pretraining_leaves_its_tpu_for_a_faster_cheaper_gpu(
+    client: Client, experiments: Path, checkout: Path
+) -> None:
+    fleet_edit(checkout, "relative_speed: 0.9", "relative_speed: 1.5")  # the H100s finish it in 2/3 the time
+
+    out = client.place(experiments / "pretrain-small.yaml")
+
+    assert out["kind"] == "Placement"
+    assert (out["pool"], out["objective"], out["estimated_start_in_s"]) == ("h100", "throughput_per_cost", 0.0)
+    assert out["reason"].startswith("left preferred tpu by the pretraining placement policy: h100 finishes")
+    assert "costs $" in out["reason"]
+    terms = {c["pool"]: c for c in out["candidates"]}
+    assert terms["tpu-v5p"]["run_s"] == 1200.0  # duration 20m on the reference speed
+    assert terms["h100"]["run_s"] == 800.0
+    assert terms["h100"]["cost"] == pytest.approx(4 * 800 / 3600 * 3.00, abs=1e-4)
+    assert client.service.store.list_runs() == []  # placing writes nothing
+
+
+def test_place_keeps_the_preferred_tpu_when_the_gpu_gains_less_than_the_margin(
+    client: Client, experiments: Path
+) -> None:
+    out = client.place(experiments / "pretrain-small.yaml")
+
+    assert out["pool"] == "tpu-v5p"
+    assert "h100 gains less than the 25% margin" in out["reason"]
+
+
+def test_place_rejects_a_bad_experiment_with_the_submit_checks(client: Client, experiments: Path) -> None:
+    with pytest.raises(SpecError):
+        client.place(experiments / "pretrain-small.yaml", sets=["spec.resources.chips=0"])
+
+
+def test_the_queue_shows_each_pending_runs_estimated_start_and_pool(client: Client, experiments: Path) -> None:
+    """Three 8-chip, 1 h post-training runs on two 8-chip pools: the GPU, then the idle TPU (the GPU's
+    wait would double the result time), then the GPU again once the first run ends (1 h / 0.9)."""
+    for _ in range(3):
+        client.submit(experiments / "eval-smoke.yaml", sets=POST_TRAINING)
+
+    pending = client.queue()["queues"][1]["pending"]
+
+    got = [(p["id"], p["planned_pool"], p["estimated_start_in_s"]) for p in pending]
+    assert got == [("eval-smoke-1", "h100", 0.0), ("eval-smoke-2", "tpu-v5p", 0.0), ("eval-smoke-3", "h100", 4000.0)]
+
+
+def test_show_keeps_each_placement_and_a_drain_re_places_the_pending_run(
+    client: Client, experiments: Path, checkout: Path
+) -> None:
+    service = client.service
+    for _ in range(2):
+        client.submit(experiments / "eval-smoke.yaml", sets=POST_TRAINING)
+    placing = QueuePlacement(service.store)
+    queued = service.store.list_runs(states=["queued"], newest_first=False)
+    planned = placing.place(service.fleet, service.policy, queued, [], drained=[], now=client.clock.now())
+    placing.record(planned, [], client.clock.now())
+    assert placing.current == {"eval-smoke-1": "h100", "eval-smoke-2": "tpu-v5p"}
+
+    client.clock.advance(60)
+    again = placing.place(service.fleet, service.policy, queued, [], drained=["tpu-v5p"], now=client.clock.now())
+    events = placing.record(again, [], client.clock.now())
+
+    assert [(e.type, e.run, e.data["from"], e.data["pool"]) for e in events] == [
+        ("replaced", "eval-smoke-2", "tpu-v5p", "h100")
+    ]
+    shown = client.show("eval-smoke-2")["placements"]
+    assert [(p["type"], p["pool"], p["from"]) for p in shown] == [
+        ("planned", "tpu-v5p", None),
+        ("replaced", "h100", "tpu-v5p"),
+    ]
+    assert shown[0]["reason"].startswith("left preferred gpu by the post_training placement policy: tpu-v5p")
+    assert shown[1]["reason"].startswith("re-placed from tpu-v5p (drained: takes no new work)")
+    assert {c["pool"] for c in shown[1]["candidates"]} == {"tpu-v5p", "h100"}
+    assert QueuePlacement(service.store).place(
+        service.fleet, service.policy, queued, [], drained=["tpu-v5p"], now=client.clock.now()
+    ).moved() == [], "a restarted agent reads current placements back from the events"
