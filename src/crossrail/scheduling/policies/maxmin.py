@@ -46,39 +46,32 @@ def reference(job: JobView, pools: Sequence[PoolView], normalise: str) -> float:
 def max_min_shares(jobs: Sequence[JobView], pools: Sequence[PoolView], hetero: bool, normalise: str) -> Shares:
     """X: for each job, the fraction of time on each pool that maximises the smallest share (see above)."""
     from scipy.optimize import linprog  # type: ignore[import-untyped]  # lazy: only LP policies need scipy
+    from scipy.sparse import coo_array  # type: ignore[import-untyped]
 
     cells = [(m, p) for m, job in enumerate(jobs) for p, pool in enumerate(pools) if runnable(job, pool)]
     if not cells:
         return {}
-    weight = []
-    for m, p in cells:
-        job, pool = jobs[m], pools[p]
-        ref = reference(job, pools, normalise) if hetero else 1.0
-        weight.append(rate(job, pool.chip_type) / ref if hetero and ref > 0 else 1.0)
-    n, served = len(cells), sorted({m for m, _ in cells})
-    # Rows: -share(m) + t <= 0 per job; sum_p X <= 1 per job; chips * X <= capacity per pool.
-    rows: list[list[float]] = []
-    bounds_up: list[float] = []
-    for m in served:
-        rows.append([-weight[i] if cells[i][0] == m else 0.0 for i in range(n)] + [1.0])
-        bounds_up.append(0.0)
-    for m in served:
-        rows.append([1.0 if cells[i][0] == m else 0.0 for i in range(n)] + [0.0])
-        bounds_up.append(1.0)
-    for p, pool in enumerate(pools):
-        rows.append([float(jobs[cells[i][0]].chips) if cells[i][1] == p else 0.0 for i in range(n)] + [0.0])
-        bounds_up.append(float(pool.capacity))
-    first = linprog([0.0] * n + [-1.0], A_ub=rows, b_ub=bounds_up, bounds=[(0, 1)] * n + [(0, None)], method="highs")
+    refs = [reference(job, pools, normalise) if hetero else 1.0 for job in jobs]
+    weight = [rate(jobs[m], pools[p].chip_type) / refs[m] if hetero and refs[m] > 0 else 1.0 for m, p in cells]
+    # Columns: one X per cell, then t. Rows (sparse): -share(m) + t <= 0 and sum_p X[m, p] <= 1 per served
+    # job; sum_m chips(m) X[m, p] <= capacity(p) per pool.
+    n, served = len(cells), {m: i for i, m in enumerate(sorted({m for m, _ in cells}))}
+    rows, cols, vals = [], [], []
+    for i, (m, p) in enumerate(cells):
+        rows += [served[m], len(served) + served[m], 2 * len(served) + p]
+        cols += [i, i, i]
+        vals += [-weight[i], 1.0, float(jobs[m].chips)]
+    rows += list(range(len(served)))
+    cols += [n] * len(served)
+    vals += [1.0] * len(served)
+    a_ub = coo_array((vals, (rows, cols)), shape=(2 * len(served) + len(pools), n + 1)).tocsr()
+    b_ub = [0.0] * len(served) + [1.0] * len(served) + [float(pool.capacity) for pool in pools]
+    first = linprog([0.0] * n + [-1.0], A_ub=a_ub, b_ub=b_ub, bounds=[(0, 1)] * n + [(0, None)], method="highs")
     if not first.success:
         raise ArithmeticError(f"max-min fairness LP failed: {first.message}")
     floor = float(first.x[-1]) * (1 - FLOOR_SLACK)
-    second = linprog(
-        [-w for w in weight] + [0.0],
-        A_ub=rows,
-        b_ub=bounds_up,
-        bounds=[(0, 1)] * n + [(floor, floor)],
-        method="highs",
-    )
+    objective = [-w for w in weight] + [0.0]
+    second = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=[(0, 1)] * n + [(floor, floor)], method="highs")
     x = second.x if second.success else first.x
     shares: Shares = {}
     for i, (m, p) in enumerate(cells):
