@@ -21,7 +21,16 @@ ChangeKind = Literal[
     "policy",
 ]
 
-_SETTINGS = ("accelerator", "chip_type", "topologies", "cost_per_chip_hour", "relative_speed", "node_labels", "backend")
+_SETTINGS = (
+    "accelerator",
+    "chip_type",
+    "topologies",
+    "cost_per_chip_hour",
+    "relative_speed",
+    "node_labels",
+    "backend",
+    "time_sliced",
+)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 from crossrail.scheduling import Scheduler
 
-from .builders import T0, admitted, gpu, queue, req, scheduler
+from .builders import T0, admitted, fleet, gpu, queue, req, scheduler
 
 ROUND = 600.0
 NO_PREEMPTION = {"max_per_window": 0}  # the bound forbids every ordinary preemption
@@ -76,3 +76,13 @@ def test_max_min_fairness_time_slices_too() -> None:
     _one_running_one_waiting(sched)
     (stop,) = sched.cycle(T0 + 1 + ROUND).preempted
     assert (stop.run, stop.for_run) == ("first", "second")
+
+
+def test_marking_a_pool_time_sliced_in_the_fleet_file_starts_swapping_there() -> None:
+    sched = _sliced(time_sliced=False)
+    _one_running_one_waiting(sched)
+    spec = {"scheduling": {"policy": "las", "round": "10m"}, "preemption": NO_PREEMPTION}
+    changes = sched.apply_fleet(fleet([gpu(chips=8, time_sliced=True)], [], **spec))
+    assert [(c.kind, c.detail) for c in changes] == [("pool_settings", "time_sliced changed")]
+    (stop,) = sched.cycle(T0 + 1 + ROUND).preempted
+    assert stop.run == "first"
