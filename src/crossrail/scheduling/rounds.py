@@ -45,7 +45,7 @@ class Rounds:
         return True
 
     def swap(self, cache: Cache, heads: Iterable[Request], specs: dict[str, Pool], now: float) -> Swap:
-        sliced = [name for name, spec in specs.items() if spec.time_sliced and name in cache.pools]
+        sliced = [name for name, spec in specs.items() if spec.time_sliced and name in cache.pools]  # 1
         pools = [self._pool(cache, specs[name]) for name in sliced if not cache.pools[name].drained]
         running = [a for name in sliced for a in cache.by_pool.get(name, {}).values() if not a.evicting]
         waiting = [r for r in heads if self._could_run(cache, r, [specs[p.name] for p in pools])]
