@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from crossrail.core import Event, EventType, parse_duration
 from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, StartEstimate, Workload, run_time_s
 from crossrail.scheduling.fifo import PRIORITY_RANK
 from crossrail.scheduling.plan import Plan, plan
+from crossrail.scheduling.quota import QuotaBook
 from crossrail.spec import Fleet, PlacementPolicy
 from crossrail.store import AttemptRecord, RunRecord, Store
 
@@ -32,6 +34,7 @@ class Placer:
         self.fleet = fleet
         self.policy = policy
         self._measured: dict[str, dict[str, float]] = {}
+        self.quota = QuotaBook(fleet.spec.queues)
 
     # --- inputs --------------------------------------------------------------------------------
 
@@ -48,9 +51,10 @@ class Placer:
 
     def workload(self, run: RunRecord, *, current: str | None = None, avoid: str | None = None) -> Workload:
         """What placement needs to know about `run`, from its recorded spec, its policy and the store."""
-        return self.workload_of(
+        work = self.workload_of(
             run.id, run.experiment, run.stage, run.spec, priority=run.priority, queued_at=run.updated_at
-        ).with_placement(current, avoid)
+        )
+        return replace(work, current=current, avoid=avoid, pools=self.quota.reachable(run.queue))
 
     def workload_of(
         self, run: str, experiment: str, stage: str, doc: dict[str, Any], *, priority: str, queued_at: float

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -454,6 +454,7 @@ class Service:
         """Where an experiment would be placed if submitted now, every candidate's terms, and its start."""
         from crossrail.control.placing import Placer, explain
         from crossrail.scheduling import require_feasible
+        from crossrail.scheduling.quota import QuotaBook
         from crossrail.spec import apply_overrides, check_experiment
 
         doc = apply_overrides(doc, sets) if sets else doc
@@ -470,6 +471,9 @@ class Service:
             priority=str(exp.spec.priority),
             queued_at=now,
         )
+        queue = self.fleet.queue_for(exp.spec.stage, exp.metadata.team)
+        if queue is not None:
+            work = replace(work, pools=QuotaBook(self.fleet.spec.queues).reachable(queue.name))
         choice, start = explain(self.store, self.fleet, self.policy, work, now)
         at = start.start if start is not None else None
         return {

@@ -105,6 +105,8 @@ class _Timeline:
         self.cursor = now
         self.free = capacity
         self.releases: list[tuple[float, int]] = []
+        self._memo: dict[int, float | None] = {}
+        """Answers of `earliest` since the last `start` (runs of the same size ask again and again)."""
 
     def earliest(self, chips: int) -> float | None:
         """The first time from the cursor on with `chips` free (nothing changes)."""
@@ -112,6 +114,8 @@ class _Timeline:
             return None
         if self.free >= chips:
             return self.cursor
+        if chips in self._memo:
+            return self._memo[chips]
         popped, free, at = [], self.free, None
         while self.releases:
             item = heapq.heappop(self.releases)
@@ -122,6 +126,7 @@ class _Timeline:
                 break
         for item in popped:
             heapq.heappush(self.releases, item)
+        self._memo[chips] = at
         return at
 
     def start(self, chips: int, at: float, end: float) -> None:
@@ -131,6 +136,7 @@ class _Timeline:
         self.cursor = max(self.cursor, at)
         self.free -= chips
         heapq.heappush(self.releases, (end, chips))
+        self._memo.clear()
 
 
 def estimate_starts(
@@ -220,6 +226,8 @@ class Workload:
     prefer_source: str = ""
     rank: int = 2
     queued_at: float = 0.0
+    pools: frozenset[str] | None = None
+    """Pools the run's queue can ever get quota on (None: all), e.g. `QuotaBook.reachable(queue)`."""
 
     def with_placement(self, current: str | None, avoid: str | None) -> Workload:
         """This workload, placed on `current` now and leaving `avoid` (where its last attempt ended)."""
@@ -361,17 +369,15 @@ def _candidate(work: Workload, pool: PoolInfo, pools: list[PoolInfo], waits: Map
 
 
 def _ineligible(work: Workload, pool: PoolInfo, run_s: float | None, wait: float | None) -> str:
-    if work.allow is not None and pool.accelerator not in work.allow:
-        return f"{pool.accelerator} is not allowed ({', '.join(work.allow)})"
-    if pool.drained:
-        return "drained: takes no new work"
-    if work.chips > pool.capacity:
-        return f"needs {work.chips} chips; the pool has {pool.capacity}"
-    if wait is None:
-        return "cannot hold the run"
-    if run_s is None:
-        return "no duration and no measured throughput to estimate the run time"
-    return ""
+    checks = (
+        (work.allow is not None and pool.accelerator not in work.allow, f"{pool.accelerator} is not allowed"),
+        (work.pools is not None and pool.name not in work.pools, "the run's queue has no quota there, own or borrowed"),
+        (pool.drained, "drained: takes no new work"),
+        (work.chips > pool.capacity, f"needs {work.chips} chips; the pool has {pool.capacity}"),
+        (wait is None, "cannot hold the run"),
+        (run_s is None, "no duration and no measured throughput to estimate the run time"),
+    )
+    return next((why for failed, why in checks if failed), "")
 
 
 def _score(objective: str, total: float | None, spent: float | None, chips: int, pool: PoolInfo) -> float | None:

@@ -48,32 +48,58 @@ def plan(
     min_gain_s: float = 0.0,
     prefer_margin: float = 0.25,
     unknown_duration_s: float = 3600.0,
+    explain_all: bool = True,
 ) -> Plan:
-    """Place every pending run and estimate its start (see the module docstring for the steps)."""
+    """Place every pending run and estimate its start (see the module docstring for the steps).
+
+    With `explain_all` each choice lists every pool of the fleet (those it cannot use with why);
+    without, only the pools it could start on and its current one, which keeps large fleets fast.
+    """
     running = list(running)
-    usable = {w.run: _usable(w, pools) for w in works}
+    fits: dict[tuple[object, ...], list[PoolInfo]] = {}
+    usable = {w.run: _usable(w, pools, fits) for w in works}
     held = (_waiting(w, usable[w.run], w.current) for w in works)
     first = estimate_starts(held, running, pools, now, unknown_duration_s=unknown_duration_s)
+    by_name = {p.name: p for p in pools}
     choices = {}
     for w in works:
         waits = {name: at - now for name, at in first[w.run].by_pool.items()}
+        shown: Sequence[PoolInfo] = pools
+        if not explain_all:
+            shown = [by_name[name] for name in usable[w.run]]
+            if w.current in by_name and w.current not in usable[w.run]:
+                shown.append(by_name[w.current])
         choices[w.run] = estimate_placements(
-            w, pools, waits, hysteresis=hysteresis, min_gain_s=min_gain_s, prefer_margin=prefer_margin
+            w, shown, waits, hysteresis=hysteresis, min_gain_s=min_gain_s, prefer_margin=prefer_margin
         )
     pinned = (_waiting(w, usable[w.run], choices[w.run].pool) for w in works)
     starts = estimate_starts(pinned, running, pools, now, unknown_duration_s=unknown_duration_s)
     return Plan(choices, starts)
 
 
-def _usable(work: Workload, pools: Sequence[PoolInfo]) -> dict[str, float | None]:
-    """Pools the run could start on, preferred accelerator first, each with its run time there."""
-    fits = [
-        p
-        for p in pools
-        if not p.drained and p.capacity >= work.chips and (work.allow is None or p.accelerator in work.allow)
-    ]
-    fits.sort(key=lambda p: p.accelerator != work.prefer)
-    return {p.name: run_time_s(work, p, pools)[0] for p in fits}
+def _usable(
+    work: Workload, pools: Sequence[PoolInfo], fits: dict[tuple[object, ...], list[PoolInfo]]
+) -> dict[str, float | None]:
+    """Pools the run could start on, preferred accelerator first, each with its run time there.
+
+    Runs of the same shape share one list of pools (`fits`): a queue of many runs filters the fleet once.
+    """
+    key = (work.chips, work.allow, work.prefer, work.pools)
+    found = fits.get(key)
+    if found is None:
+        found = fits[key] = sorted(
+            (
+                p
+                for p in pools
+                if not p.drained
+                and p.capacity >= work.chips
+                and (work.allow is None or p.accelerator in work.allow)
+                and (work.pools is None or p.name in work.pools)
+            ),
+            key=lambda p: p.accelerator != work.prefer,
+        )
+    anchors = pools if work.measured else ()
+    return {p.name: run_time_s(work, p, anchors)[0] for p in found}
 
 
 def _waiting(work: Workload, durations: dict[str, float | None], pool: str | None) -> Waiting:
