@@ -209,6 +209,14 @@ def test_gavel_priorities_favour_the_job_that_received_less_than_its_share() -> 
     assert get_policy("max_min_fairness").allocate(jobs, [V100], 600.0, 360.0) == {"behind": "v100"}
 
 
+def test_max_min_fairness_gives_a_gang_time_only_on_pools_that_can_hold_it() -> None:
+    pair = job("pair", chips=2, throughput={"v100": 9.0, "k80": 1.0})
+    single = job("single", throughput={"v100": 9.0, "k80": 1.0})
+    shares = max_min_shares([pair, single], [V100, K80], hetero=True, normalise="best")
+    assert set(shares["pair"]) == {"k80"}  # the V100 pool has one chip
+    assert shares["single"].get("v100", 0.0) == pytest.approx(1.0)
+
+
 def test_max_min_fairness_with_no_runnable_job_allocates_nothing() -> None:
     too_big = job("too-big", chips=8)
     assert get_policy("max_min_fairness_hetero").allocate([too_big], [V100, K80], 0.0, 360.0) == {}
@@ -247,3 +255,9 @@ def test_every_allocation_fits_gangs_in_capacity_on_chips_that_run_them_and_is_d
         rates = by_run[run].throughput
         assert not rates or rates.get(pool, 0.0) > 0
     assert get_policy(name).allocate(list(reversed(jobs)), pools, 1e4, 360.0) == placed
+    ordered = get_policy(name).order(jobs, pools, 1e4)
+    assert sorted(j.run for j, _ in ordered) == sorted(j.run for j in jobs if j.pool is None)
+    for view, wanted in ordered:
+        capacity = {p.name: p.capacity for p in pools}
+        assert wanted is None or view.chips <= capacity[wanted]
+        assert wanted is None or not view.throughput or view.throughput.get(wanted, 0) > 0
