@@ -78,9 +78,13 @@ class Client:
 
     @cached_property
     def executor(self) -> Any:
-        from crossrail.executors.local import LocalExecutor
+        """The executor router (crossrail.control.router): each attempt runs on its pool's backend."""
+        from crossrail.control.router import Router
 
-        return LocalExecutor(self.workspace.check().root / "attempts")
+        return Router(self.workspace.check().root, lambda: self.service.fleet, self._pool_of)
+
+    def _pool_of(self, run: str, attempt: int) -> str | None:
+        return next((a.pool for a in self.service.store.attempts(run) if a.number == attempt), None)
 
     def agent(self, config: Any = None) -> Any:
         """The reconcile agent over this workspace (crossrail.control.agent.Agent); run it under `agent_lock`."""

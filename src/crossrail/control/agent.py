@@ -40,6 +40,7 @@ class AgentConfig:
     fallback_wait_s: float = 60.0
     heartbeat_s: float = 10.0
     heartbeat_timeout_s: float = 60.0
+    unplaced_backoff_s: float = 30.0  # a run its engine could not place waits this long before it is offered again
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,10 @@ class Agent:
                 return 0
         if status is None:
             status = AttemptStatus(att.run_id, att.number, "lost", detail="the executor has no record of it")
+        if status.phase == "pending":  # the engine is still placing it: nothing runs, nothing to watch yet
+            if run.state in ("cancelled", "suspended"):
+                self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
+            return 0
         if status.phase == "running":
             return self._watch(run, att, status)
         if att.state == "starting" and status.started_at is not None:
@@ -199,6 +204,13 @@ class Agent:
         if outcome.succeeded:
             events.append(Event(EventType.SUCCEEDED, now, run.id, att.number, {"pool": att.pool}))
             run_state = "succeeded"
+        elif outcome.attempt_state == "unplaced":  # it never ran: back to the queue, no retry spent
+            queued = {"queue": run.queue, "stage": run.stage, "team": run.team, "priority": run.priority}
+            events += [
+                Event(EventType.UNPLACED, now, run.id, att.number, {"pool": att.pool, "reason": outcome.reason}),
+                Event(EventType.QUEUED, now, run.id, None, queued),
+            ]
+            run_state = "queued"
         elif not outcome.by_user:
             # A preemption is crossrail's doing: it requeues the run without spending its retries.
             retry = outcome.attempt_state == "preempted" or (
@@ -371,6 +383,9 @@ class Agent:
             source = f" by the {run.stage} placement policy"
         attempts = self.store.attempts(run.id)
         last = attempts[-1] if attempts else None
+        unplaced_at = last.ended_at if last is not None and last.state == "unplaced" else None
+        if unplaced_at is not None and now - unplaced_at < self.config.unplaced_backoff_s:
+            return None  # its engine had no room a moment ago: asking again at once would only churn attempts
         avoid = last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None
         return Pending(
             run=run.id,
@@ -433,8 +448,10 @@ class Agent:
         return 1
 
     def _local_fleet(self) -> Any:
+        """The pools the executor can run on: every backend a router serves, else only `local`."""
         fleet = self.service.fleet
-        pools = [p for p in fleet.spec.pools if str(p.backend) == "local"]
+        backends = getattr(self.executor, "backends", None) or ("local",)
+        pools = [p for p in fleet.spec.pools if str(p.backend) in backends]
         return fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"pools": pools})})
 
     # --- parents -------------------------------------------------------------------------------

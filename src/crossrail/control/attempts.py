@@ -16,7 +16,7 @@ EX_TEMPFAIL = 75
 class Outcome:
     """How an ended attempt is recorded: its state, whether the run may retry, and why."""
 
-    attempt_state: str  # succeeded | failed | preempted | lost | cancelled | suspended
+    attempt_state: str  # succeeded | failed | preempted | lost | cancelled | suspended | unplaced
     retryable: bool
     succeeded: bool
     reason: str
@@ -25,13 +25,16 @@ class Outcome:
 
 def classify(status: AttemptStatus, run: RunRecord, retry_codes: list[int]) -> Outcome:  # noqa: PLR0911 (one return per rule)
     """The exit-code contract: 0 succeeded; 75 retryable; stopped by crossrail -> preempted or as asked;
-    another signal or lost -> retryable; any other code fails, retried only if listed in spec.retries.exit_codes."""
+    never placed by the engine -> unplaced (requeued, no retry spent); another signal or lost -> retryable;
+    any other code fails, retried only if listed in spec.retries.exit_codes."""
     stopped = status.stopped_by
     if stopped in ("cancelled", "suspended") or run.state in ("cancelled", "suspended"):
         why = stopped or run.state
         return Outcome(why, retryable=False, succeeded=False, reason=f"stopped by crossrail ({why})", by_user=True)
     if stopped == "preempted":
         return Outcome("preempted", retryable=True, succeeded=False, reason="preempted by crossrail")
+    if status.phase == "unplaced":  # nothing ran: requeued without spending a retry, like a preemption
+        return Outcome("unplaced", retryable=True, succeeded=False, reason=f"not placed: {status.detail or 'no room'}")
     if status.phase == "lost":
         return Outcome("lost", retryable=True, succeeded=False, reason=f"lost: {status.detail or 'no exit status'}")
     if status.signal is not None:

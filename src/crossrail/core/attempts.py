@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-AttemptPhase = Literal["running", "exited", "lost"]
+AttemptPhase = Literal["pending", "running", "exited", "lost", "unplaced"]
 StopReason = Literal["preempted", "cancelled", "suspended"]
 
 
@@ -29,6 +29,9 @@ class AttemptStatus:
 
     `phase` is `running` while the attempt's process lives, `exited` once its exit was recorded
     durably (`exit_code` or `signal` set), `lost` when it is gone with no record of how it ended.
+    Engines that place work themselves (Ray) add two: `pending` while the engine is still placing the
+    attempt (nothing of it runs yet), and `unplaced` when the engine could not place it in time and
+    released everything it had reserved: nothing ever ran, so the run goes back to its queue unharmed.
     `stopped_by` is the reason given to `stop()` when crossrail stopped it, else None.
     """
 

@@ -18,6 +18,7 @@ class EventType(StrEnum):
     HEARTBEAT = "heartbeat"
     CHECKPOINTED = "checkpointed"
     PREEMPTED = "preempted"
+    UNPLACED = "unplaced"  # the engine (Ray) could not place an admitted attempt; the run is queued again
     FAILED = "failed"
     RETRIED = "retried"
     SUCCEEDED = "succeeded"

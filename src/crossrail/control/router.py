@@ -1,0 +1,181 @@
+"""The executor router: one Executor over several backends, each attempt run by its pool's `backend`.
+
+`FACTORIES` is the registration point: backend name -> a function that builds that backend's executor
+from a `BackendContext`. A backend is built the first time a pool of the fleet names it; one whose executor
+cannot be built (its extra is not installed, or its module does not exist yet) fails with one line saying
+which pools need it and how to fix that. `stop`, `resize`, `logs` and `forget` go to the executor holding the
+attempt: the one that reported it in `observe()`, else the backend of the pool the store recorded for it,
+so the routing survives an agent restart.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crossrail.control.executor import AttemptStatus, Executor, LaunchRequest, StopReason
+from crossrail.errors import ExecutionError, UsageError
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What a backend's factory gets: the workspace root (each backend keeps records in its own folder under
+    it) and the fleet, read anew on each call, so pool settings edited in the fleet file apply to new launches."""
+
+    root: Path
+    fleet: Callable[[], Any]
+
+    def pools(self, backend: str) -> list[Any]:
+        return [p for p in self.fleet().pools if str(p.backend) == backend]
+
+
+ExecutorFactory = Callable[[BackendContext], Executor]
+
+
+def _local(ctx: BackendContext) -> Executor:
+    from crossrail.executors.local import LocalExecutor
+
+    return LocalExecutor(ctx.root / "attempts")
+
+
+def _ray(ctx: BackendContext) -> Executor:
+    from crossrail.executors.ray import RayExecutor, RayPool
+
+    def pools() -> dict[str, RayPool]:
+        found = {}
+        for p in ctx.pools("ray"):
+            settings = p.ray
+            found[p.name] = RayPool(
+                name=p.name,
+                address=settings.address,
+                chip_resource=settings.chip_resource or p.chip_type,
+                chips_per_host=p.chips_per_host,
+                resources=dict(settings.resources),
+                label_selector=dict(p.node_labels if settings.label_selector is None else settings.label_selector),
+                namespace=settings.namespace,
+                placement_timeout_s=settings.placement_timeout_s,
+            )
+        return found
+
+    return RayExecutor(ctx.root / "ray", pools)
+
+
+def _kubernetes(ctx: BackendContext) -> Executor:
+    module = importlib.import_module("crossrail.executors.kubernetes")
+    return module.KubernetesExecutor(ctx.fleet())  # type: ignore[no-any-return]
+
+
+FACTORIES: dict[str, ExecutorFactory] = {"local": _local, "ray": _ray, "kubernetes": _kubernetes}
+"""Backend name -> factory. A new backend registers here (or in the mapping given to `Router`)."""
+
+
+class Router:
+    """Satisfies crossrail.control.executor.Executor by dispatching to one executor per backend."""
+
+    def __init__(
+        self,
+        root: Path,
+        fleet: Callable[[], Any],
+        pool_of: Callable[[str, int], str | None],
+        factories: Mapping[str, ExecutorFactory] | None = None,
+    ) -> None:
+        self.context = BackendContext(Path(root), fleet)
+        self.fleet = fleet
+        self.pool_of = pool_of
+        self.factories = dict(FACTORIES if factories is None else factories)
+        self.executors: dict[str, Executor] = {}
+        self._holder: dict[tuple[str, int], str] = {}
+
+    # --- what the agent asks of it -----------------------------------------------------------------
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The backends the fleet's pools use, each with its executor built (or one clear error)."""
+        used = sorted({str(p.backend) for p in self.fleet().pools})
+        for backend in used:
+            self.executor(backend)
+        return tuple(used)
+
+    @property
+    def sees_processes(self) -> bool:
+        return all(getattr(e, "sees_processes", True) for e in self.executors.values())
+
+    def executor(self, backend: str) -> Executor:
+        """The executor of `backend`, built on first use."""
+        if backend not in self.executors:
+            factory = self.factories.get(backend)
+            if factory is None:
+                raise UsageError(self._unavailable(backend, f"no executor is registered for backend {backend!r}"))
+            try:
+                self.executors[backend] = factory(self.context)
+            except ImportError as exc:
+                raise ExecutionError(self._unavailable(backend, f"its executor cannot be imported ({exc})")) from exc
+        return self.executors[backend]
+
+    # --- the protocol ------------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> AttemptStatus:
+        backend = self._backend_of_pool(request.pool) or "local"
+        status = self.executor(backend).launch(request)
+        self._holder[(request.run, request.attempt)] = backend
+        return status
+
+    def observe(self) -> list[AttemptStatus]:
+        """Every backend's attempts; each backend the fleet uses is asked, so a restart re-adopts its attempts."""
+        self.backends  # noqa: B018 (builds the executors the fleet needs)
+        found: list[AttemptStatus] = []
+        for backend, executor in list(self.executors.items()):
+            for status in executor.observe():
+                self._holder[(status.run, status.attempt)] = backend
+                found.append(status)
+        return sorted(found, key=lambda s: (s.run, s.attempt))
+
+    def stop(self, run: str, attempt: int, grace_s: float, reason: StopReason) -> None:
+        for executor in self._holders(run, attempt):
+            executor.stop(run, attempt, grace_s, reason)
+
+    def resize(self, run: str, attempt: int, chips: int) -> bool:
+        return any(executor.resize(run, attempt, chips) for executor in self._holders(run, attempt))
+
+    def logs(self, run: str, attempt: int) -> str:
+        for executor in self._holders(run, attempt):
+            text = executor.logs(run, attempt)
+            if text:
+                return text
+        return ""
+
+    def forget(self, run: str, attempt: int) -> None:
+        for executor in self._holders(run, attempt):
+            executor.forget(run, attempt)
+        self._holder.pop((run, attempt), None)
+
+    # --- routing -----------------------------------------------------------------------------------
+
+    def _holders(self, run: str, attempt: int) -> Iterable[Executor]:
+        """The executor that holds the attempt; when none is known, the local one (a pool since removed)."""
+        backend = self._holder.get((run, attempt))
+        if backend is None:
+            pool = self.pool_of(run, attempt)
+            backend = (self._backend_of_pool(pool) if pool else None) or "local"
+        return [self.executor(backend)]
+
+    def _backend_of_pool(self, pool: str) -> str | None:
+        for p in self.fleet().pools:
+            if p.name == pool:
+                return str(p.backend)
+        return None
+
+    def _unavailable(self, backend: str, why: str) -> str:
+        pools = [p.name for p in self.fleet().pools if str(p.backend) == backend]
+        named = f"pool{'s' if len(pools) != 1 else ''} {', '.join(pools)}" if pools else "no pool"
+        return (
+            f"{named} of the fleet use{'s' if len(pools) == 1 else ''} backend: {backend}, but {why}; "
+            f"install crossrail[{_EXTRAS.get(backend, backend)}] or give the pools another backend "
+            f"({', '.join(b for b in self.factories if b != backend)})"
+        )
+
+
+_EXTRAS = {"kubernetes": "k8s", "ray": "ray"}

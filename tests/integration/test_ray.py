@@ -1,0 +1,209 @@
+"""The agent with pools on a real local Ray cluster: a TPU-like host and a GPU-like host, labelled as such.
+
+The cluster is started once for the module (ray.cluster_utils.Cluster, in a temporary directory) and shut
+down at the end; nothing else on the machine is touched. Runs use the light numpy workload.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crossrail.client import Client
+from crossrail.control.agent import AgentConfig
+
+pytestmark = pytest.mark.ray
+
+TPU_LABELS = {"accelerator": "tpu-v5p"}
+GPU_LABELS = {"accelerator": "nvidia-gpu"}
+FAST = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=5.0, heartbeat_s=1.0, unplaced_backoff_s=1.0)
+BIGRAM = "spec.command=[python, -m, crossrail.workloads.bigram]"
+SHORT = [BIGRAM, "spec.args=[--steps, '30', --checkpoint-every-steps, '10', --step-sleep, '0.01']"]
+SLOW = [BIGRAM, "spec.args=[--steps, '120', --checkpoint-every-steps, '10', --step-sleep, '0.05']"]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    """One TPU-like node (the head: 4 chips of `tpu-v5p`) and one GPU-like node (8 of `h100`)."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    temp = tempfile.mkdtemp(prefix="crx", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    os.makedirs(os.path.join(temp, "ray"))
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED")}
+    # Ray writes the address of its newest cluster under RAY_TMPDIR: keep it out of the shared /tmp/ray.
+    os.environ.update(RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0")
+    head = {"num_cpus": 1, "resources": {"tpu-v5p": 4}, "labels": TPU_LABELS, "temp_dir": temp}
+    cluster = Cluster(initialize_head=True, head_node_args={**head, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1, resources={"h100": 8}, labels=GPU_LABELS)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture
+def client(checkout: Path, ray_cluster: Any) -> Iterator[Client]:
+    """A workspace whose two pools run on the Ray cluster (placement timeout 3 s)."""
+    with Client(cwd=checkout) as c:
+        path = c.workspace.fleet_path
+        fleet = yaml.safe_load(path.read_text())
+        for pool in fleet["spec"]["pools"]:
+            pool["backend"] = "ray"
+            pool["ray"] = {"address": ray_cluster.address, "placement_timeout": "3s"}
+        path.write_text(yaml.safe_dump(fleet, sort_keys=False))
+        yield c
+
+
+def drive(client: Client, until: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    agent = client.agent(FAST)
+    deadline = time.monotonic() + timeout_s
+    while not until():
+        assert time.monotonic() < deadline, "the agent did not get there in time"
+        agent.reconcile()
+        time.sleep(FAST.poll_s)
+
+
+def state(client: Client, run: str) -> str:
+    return client.service.store.get_run(run).state  # type: ignore[no-any-return]
+
+
+def succeeded(client: Client, *runs: str) -> Callable[[], bool]:
+    return lambda: all(state(client, r) == "succeeded" for r in runs)
+
+
+def ray_executor(client: Client) -> Any:
+    return client.executor.executor("ray")
+
+
+def node_labels(ray_cluster: Any) -> dict[str, dict[str, str]]:
+    import ray
+
+    return {n["NodeID"]: n.get("Labels", {}) for n in ray.nodes() if n["Alive"]}
+
+
+def test_the_demo_experiments_run_through_ray_and_land_on_the_nodes_labelled_for_their_pools(
+    client: Client, experiments: Path, ray_cluster: Any
+) -> None:
+    # Pretraining may only use TPUs here, so one run surely belongs on the TPU-labelled node.
+    pre = client.submit(experiments / "pretrain-small.yaml", sets=[*SHORT, "spec.accelerators={allow: [tpu]}"])
+    pre = pre["run"]["id"]
+    post = client.submit(experiments / "posttrain-042.yaml", sets=SHORT)["run"]["id"]
+    evals = client.submit(experiments / "eval-smoke.yaml", sets=SHORT)["run"]["id"]
+    drive(client, succeeded(client, pre, post, evals), timeout_s=120)
+
+    store, executor, labels = client.service.store, ray_executor(client), node_labels(ray_cluster)
+    for run in (pre, post, evals):
+        (attempt,) = store.attempts(run)
+        (host,) = executor.placement(run, 1)  # recorded by the attempt's Ray worker, on the node it ran on
+        pool = client.fleet.pool(attempt.pool)
+        assert host["labels"]["accelerator"] == pool.node_labels["accelerator"]
+        assert labels[host["node_id"]]["accelerator"] == pool.node_labels["accelerator"]
+        assert [c.step for c in store.checkpoints(run)] == [10, 20, 30]  # the report channel worked from Ray
+    assert store.attempts(pre)[0].pool == "tpu-v5p"
+    assert ray_executor(client).placement(pre, 1)[0]["node_id"] == ray_cluster.head_node.node_id
+
+
+def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_checkpoint(
+    client: Client, experiments: Path
+) -> None:
+    run = client.submit(experiments / "pretrain-small.yaml", sets=[*SLOW, "spec.retries={max: 1}"])["run"]["id"]
+    store = client.service.store
+    drive(client, lambda: bool(store.checkpoints(run)) and state(client, run) == "running")
+    (host,) = ray_executor(client).placement(run, 1)
+    os.kill(host["pid"], signal.SIGKILL)  # the Ray worker process the attempt's actor lives in
+    drive(client, lambda: state(client, run) in ("succeeded", "failed"), timeout_s=120)
+
+    first, second = store.attempts(run)
+    assert (first.state, second.state, state(client, run)) == ("lost", "succeeded", "succeeded")
+    assert "Ray worker running host 0 died" in (first.reason or "")
+    failed = next(e for e in store.events(run=run, types=["failed"]))
+    assert failed.data["final"] is False
+    resumed = [e for e in store.events(run=run, types=["reported"]) if e.data["name"] == "resumed"]
+    step = resumed[-1].data["data"]["step"]
+    assert step >= 10  # from a committed checkpoint of the killed attempt, not from zero
+    assert step in [c.step for c in store.checkpoints(run) if c.attempt == 1]
+
+
+def test_a_new_agent_re_adopts_an_attempt_still_running_on_ray(
+    client: Client, checkout: Path, experiments: Path
+) -> None:
+    run = client.submit(experiments / "pretrain-small.yaml", sets=SLOW)["run"]["id"]
+    store = client.service.store
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "crossrail.cli", "agent", "--poll", "0.2", "--fallback-wait", "0"],
+        cwd=checkout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (store.checkpoints(run) and state(client, run) == "running"):
+            assert agent.poll() is None, "the first agent ended"
+            assert time.monotonic() < deadline, "the first agent did not start the run"
+            time.sleep(0.2)
+    finally:
+        agent.kill()  # the agent (a Ray driver) dies; its detached actors do not
+        agent.wait()
+    assert ray_executor(client).observe()[0].phase == "running"
+    drive(client, lambda: state(client, run) == "succeeded", timeout_s=120)
+    (attempt,) = store.attempts(run)  # re-adopted, never launched again
+    assert (attempt.state, attempt.exit_code) == ("succeeded", 0)
+    assert [c.step for c in store.checkpoints(run)][-1] == 120
+    assert not [e for e in store.events(run=run, types=["reported"]) if e.data["name"] == "resumed"]
+
+
+def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
+    client: Client, experiments: Path, ray_cluster: Any
+) -> None:
+    code = "import os; print('host', os.environ['CROSSRAIL_HOST_INDEX'], 'of', os.environ['CROSSRAIL_HOSTS'])"
+    sets = [f'spec.command=[python, -c, "{code}"]', "spec.args=[]", "spec.resources.chips=8", "spec.retries={max: 0}"]
+    sets.append("spec.accelerators={allow: [tpu]}")  # two TPU hosts of 4 chips: a gang of two bundles
+    run = client.submit(experiments / "pretrain-small.yaml", sets=sets)["run"]["id"]
+    store = client.service.store
+    drive(client, lambda: bool(store.events(run=run, types=["unplaced"])))
+
+    import ray
+    from ray.util import placement_group_table
+
+    (attempt,) = store.attempts(run)
+    assert (attempt.state, state(client, run)) == ("unplaced", "queued")  # back in crossrail's queue
+    assert "Ray could not place 2 host(s)" in (attempt.reason or "")
+    assert not store.events(run=run, types=["started"])
+    assert not store.events(run=run, types=["failed"])
+    groups = [g for g in placement_group_table().values() if g["name"].endswith(f"-{run}-1")]
+    assert [g["state"] for g in groups] == ["REMOVED"]  # nothing of it is left reserved or running in Ray
+    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if f"-{run}-" in a["name"]]
+
+    node = ray_cluster.add_node(num_cpus=1, resources={"tpu-v5p": 4}, labels=TPU_LABELS)
+    try:
+        drive(client, lambda: state(client, run) == "succeeded", timeout_s=60)
+        last = store.attempts(run)[-1]
+        hosts = ray_executor(client).placement(run, last.number)
+        assert len({h["node_id"] for h in hosts}) == 2  # one bundle per host, on two distinct nodes
+        assert all(h["labels"]["accelerator"] == "tpu-v5p" for h in hosts)
+        log = client.logs(run)["attempts"][-1]["log"]
+        assert "host 0 of 2" in log
+        assert "host 1 of 2" in log
+        assert all(a.state == "unplaced" for a in store.attempts(run)[:-1])  # no retry was spent on them
+    finally:
+        ray_cluster.remove_node(node)
