@@ -11,10 +11,10 @@ import pytest
 from crossrail.errors import SpecError
 from crossrail.executors.render.kubernetes import render_kubernetes
 from crossrail.executors.render.workload import from_experiment
-from crossrail.spec import Fleet, Stage
+from crossrail.spec import Fleet, Stage, parse_document, parse_fleet
 
 from .builders import DIGEST, IMAGE, experiment
-from .conftest import assert_valid, problems
+from .conftest import MATRIX_FLEET, assert_valid, problems
 
 # (pool, chips) -> (kind, slices, hosts per slice, chips per pod, topology)
 SIZES = {
@@ -233,3 +233,24 @@ def test_the_validators_refuse_broken_manifests(
     if value is None:
         del bad["spec"]["template"]["spec"]["containers"][0]["name"]
     assert problems(bad), f"{path}={value!r} was accepted"
+
+
+def test_a_name_too_long_for_a_jobset_pod_hostname_is_refused(matrix_fleet: Fleet) -> None:
+    name = "a" * 50
+    work = from_experiment(experiment(chips=128, name=name), source="e.yaml")
+    with pytest.raises(SpecError, match="longer than a Kubernetes name") as caught:
+        render_kubernetes(work, matrix_fleet, matrix_fleet.pool("v5p"))
+    assert "shorten the experiment name by" in (caught.value.problems[0].fix or "")
+    job = from_experiment(experiment(chips=8, name=name), source="e.yaml")
+    assert render_kubernetes(job, matrix_fleet, matrix_fleet.pool("h100"))["kind"] == "Job"  # a Job's name fits
+
+
+def test_a_team_that_cannot_be_a_label_or_namespace_is_refused(matrix_fleet: Fleet) -> None:
+    with pytest.raises(SpecError, match="cannot be a Kubernetes label value"):
+        from_experiment(experiment(team="ML Team"), source="e.yaml")
+    text = MATRIX_FLEET.replace("team: alignment,", "team: Alignment_Lab,").replace("{alignment: align}", "{}")
+    fleet = parse_fleet(parse_document(text, "fleet.yaml"))
+    work = from_experiment(experiment(team="Alignment_Lab"), source="e.yaml")
+    with pytest.raises(SpecError, match="is not a namespace name") as caught:
+        render_kubernetes(work, fleet, fleet.pool("h100"))
+    assert "alignment-lab" in (caught.value.problems[0].fix or "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from crossrail.errors import Problem, SpecError
 from crossrail.executors.render.hardware import (
     GKE_SPOT,
     GKE_TPU_TOPOLOGY,
@@ -26,6 +27,7 @@ EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 CONTAINER = "trainer"
 REPLICATED_JOB = "slice"
+MAX_NAME = 63
 
 
 def priority_class(priority: str) -> str:
@@ -45,6 +47,7 @@ def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool) -> dict[str, Any
             PRIORITY_LABEL: priority_class(work.priority),
         },
     }
+    _check_name(work, lay)
     pod = _pod(work, fleet, pool, lay, labels)
     if not lay.multi_host:
         return {
@@ -54,6 +57,18 @@ def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool) -> dict[str, Any
             "spec": {"suspend": True, "backoffLimit": 0, "parallelism": 1, "completions": 1, "template": pod},
         }
     return _jobset(meta, pod, lay)
+
+
+def _check_name(work: Workload, lay: Layout) -> None:
+    """Names Kubernetes derives from ours must stay DNS labels: a Job's `job-name` label, a JobSet pod's
+    hostname `<jobset>-slice-<slice>-<host>`."""
+    longest = work.object_name
+    if lay.multi_host:
+        longest += f"-{REPLICATED_JOB}-{lay.slices - 1}-{lay.hosts_per_slice - 1}"
+    if len(longest) > MAX_NAME:
+        message = f"{longest!r} ({len(longest)} characters) is longer than a Kubernetes name may be ({MAX_NAME})"
+        fix = f"shorten the experiment name by {len(longest) - MAX_NAME} characters"
+        raise SpecError([Problem(f"run {work.run}", "metadata.name", message, None, fix)])
 
 
 def _jobset(meta: dict[str, Any], pod: dict[str, Any], lay: Layout) -> dict[str, Any]:

@@ -7,6 +7,7 @@ lending limits inside a cohort, lower-priority preemption inside a queue and rec
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from crossrail.errors import Problem, SpecError
@@ -15,6 +16,7 @@ from crossrail.executors.render.workload import PRIORITIES
 from crossrail.spec import Fleet, Pool, Queue
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _QUEUEING = {"strict_fifo": "StrictFIFO", "best_effort_fifo": "BestEffortFIFO"}
 
 
@@ -25,7 +27,17 @@ def namespace(fleet: Fleet, team: str | None) -> str:
         return k8s.namespace
     if team in k8s.team_namespaces:
         return k8s.team_namespaces[team]
-    return team if any(q.team == team for q in fleet.queues) else k8s.namespace
+    if not any(q.team == team for q in fleet.queues):
+        return k8s.namespace
+    if not _DNS_LABEL.fullmatch(team):
+        fix = f"map it in spec.kubernetes.team_namespaces, e.g. {{{team!r}: {_dns(team)}}}"
+        message = f"team {team!r} has a queue but is not a namespace name"
+        raise SpecError([Problem(f"fleet {fleet.name}", "spec.kubernetes.team_namespaces", message, None, fix)])
+    return team
+
+
+def _dns(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63] or "team"
 
 
 def local_queue(fleet: Fleet, stage: str, team: str | None) -> str:

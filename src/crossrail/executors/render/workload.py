@@ -85,8 +85,11 @@ def pinned_image(image: str, source: str, *, image_digest: str | None, allow_unp
     raise SpecError([Problem(source, "spec.image", f"{image!r} is not pinned by digest", None, fix)])
 
 
-def _label_problems(labels: dict[str, str], source: str) -> list[Problem]:
+def _label_problems(labels: dict[str, str], source: str, team: str | None = None) -> list[Problem]:
     problems = []
+    if team is not None and not _LABEL_VALUE.fullmatch(team):
+        fix = "use up to 63 letters, digits, '-', '_' or '.' (it becomes the crossrail.dev/team label)"
+        problems.append(Problem(source, "metadata.team", f"{team!r} cannot be a Kubernetes label value", None, fix))
     for key, value in labels.items():
         if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(value):
             fix = "use a Kubernetes label: key [prefix/]name, value up to 63 letters, digits, '-', '_', '.'"
@@ -107,7 +110,7 @@ def from_experiment(
     """The workload of an experiment's attempt (default: the first attempt of run `<name>-1`)."""
     image = pinned_image(exp.spec.image, source, image_digest=image_digest, allow_unpinned=allow_unpinned)
     labels = dict(exp.metadata.labels)
-    problems = _label_problems(labels, source)
+    problems = _label_problems(labels, source, exp.metadata.team)
     if problems:
         raise SpecError(problems)
     run = run or f"{exp.name}-1"
@@ -155,7 +158,8 @@ def from_launch(request: LaunchRequest, *, allow_unpinned: bool = False) -> Work
     image = pinned_image(image, source, image_digest=None, allow_unpinned=allow_unpinned)
     resources = spec.get("resources") or {}
     labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-    problems = _label_problems(labels, source)
+    team = metadata.get("team")
+    problems = _label_problems(labels, source, team)
     if problems:
         raise SpecError(problems)
     return Workload(
@@ -163,7 +167,7 @@ def from_launch(request: LaunchRequest, *, allow_unpinned: bool = False) -> Work
         run=request.run,
         attempt=request.attempt,
         stage=str(spec.get("stage") or "experiment"),
-        team=metadata.get("team"),
+        team=team,
         priority=str(spec.get("priority") or "normal"),
         image=image,
         command=list(request.command),
