@@ -148,7 +148,9 @@ def test_published_scale_llama3_keeps_effective_training_time_above_ninety_perce
     assert float(rigid["ettr"]) > 0.90
     assert abs(float(rigid["ettr"]) - float(rigid["expected"])) < 0.01
     assert 380 < int(rigid["interruptions"]) < 460  # the report's 419, give or take Poisson noise
-    assert 0.9 < float(elastic["ettr"]) <= 1.0  # computed and reported beside it
+    # computed and reported beside it; it cannot beat the share of time spent computing between checkpoints
+    tau = daly_interval(10, LLAMA3_405B.mtbf_s)
+    assert 0.9 < float(elastic["ettr"]) <= tau / (tau + 10)
     assert float(elastic["ettr"]) > float(rigid["ettr"])
 
 
