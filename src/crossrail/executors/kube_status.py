@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from crossrail.core.attempts import AttemptStatus, StopReason
+from crossrail.core.attempts import AttemptPhase, AttemptStatus, StopReason
 from crossrail.core.events import Event, EventType
 
 LABEL_RUN = "crossrail.dev/run"
@@ -30,7 +30,11 @@ Admission = str
 
 @dataclass(frozen=True)
 class Observed:
-    """An attempt as the cluster shows it: the status the agent reads, Kueue's view, and its transitions."""
+    """An attempt as the cluster shows it: the status the agent reads, Kueue's view, and its transitions.
+
+    `status.phase` is `pending` until the trainer container runs (waiting in Kueue, or admitted and starting),
+    then `running`, then `exited` or `lost`.
+    """
 
     status: AttemptStatus
     admission: Admission
@@ -39,7 +43,7 @@ class Observed:
     @property
     def pending(self) -> bool:
         """Not yet holding quota: it can be withdrawn and placed elsewhere without losing work."""
-        return self.status.phase == "running" and self.admission in ("submitted", "pending")
+        return self.status.phase in ("pending", "running") and self.admission in ("submitted", "pending")
 
 
 def timestamp(text: Any) -> float | None:
@@ -107,7 +111,16 @@ def observe(obj: dict[str, Any], workload: dict[str, Any] | None, pods: list[dic
         ended = timestamp((evicted or {}).get("lastTransitionTime")) or timestamp(meta.get("deletionTimestamp"))
         status = replace(base, phase="exited", signal=SIGTERM, ended_at=ended, detail=why.strip())
         return Observed(status, "evicted" if evicted else admission, events)
-    return Observed(replace(base, phase="running", detail=_waiting(obj, workload, wl)), admission, events)
+    # Until the trainer's container runs (queued in Kueue, admitted but pulling, ...) nothing heartbeats yet.
+    phase: AttemptPhase = "running" if any(_running(p) for p in pods) else "pending"
+    return Observed(replace(base, phase=phase, detail=_waiting(obj, workload, wl)), admission, events)
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        if c.get("name") == CONTAINER and "running" in (c.get("state") or {}):
+            return True
+    return False
 
 
 def _admission(workload: dict[str, Any] | None, wl: dict[str, dict[str, Any]]) -> Admission:

@@ -125,7 +125,7 @@ class KubernetesExecutor:
         if grace_s < 0 or reason not in ("preempted", "cancelled", "suspended"):
             raise UsageError(f"stop needs grace_s >= 0 and a stop reason (got {grace_s}, {reason!r})")
         found = self._find(run, attempt)
-        if found is None or found.status.phase != "running":
+        if found is None or found.status.phase not in ("pending", "running"):
             return
         obj = self._object(run, attempt)
         if obj is None:

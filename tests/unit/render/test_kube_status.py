@@ -36,7 +36,7 @@ def test_every_status_fixture_is_a_valid_object_of_its_kind(name: str) -> None:
 
 def test_a_job_waiting_for_quota_is_pending_with_kueues_reason() -> None:
     seen = read("pending-in-queue")
-    assert seen.status.phase == "running"
+    assert seen.status.phase == "pending"  # nothing runs, so the agent expects no heartbeats yet
     assert seen.admission == "pending"
     assert seen.pending
     assert "insufficient unused quota for nvidia.com/gpu in flavor h100-pool" in seen.status.detail
@@ -93,6 +93,13 @@ def test_a_kueue_eviction_ends_the_attempt_as_a_sigterm_and_a_preemption_event()
     assert (event.run, event.attempt) == ("rl-003-1", 2)
 
 
+def test_an_admitted_job_whose_trainer_has_not_started_is_still_pending() -> None:
+    obj, workload, pods = load("admitted-running")
+    pods[0]["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    seen = observe(obj, workload, pods)
+    assert (seen.status.phase, seen.admission, seen.pending) == ("pending", "admitted", False)
+
+
 def test_a_running_jobset_counts_active_pods_across_slices() -> None:
     seen = read("jobset-slice-running")
     assert (seen.status.phase, seen.admission) == ("running", "admitted")
@@ -109,7 +116,7 @@ def test_a_failed_jobset_reports_the_failed_hosts_exit_code() -> None:
 def test_a_job_kueue_has_not_seen_yet_is_submitted_and_a_stop_is_remembered() -> None:
     obj, _, _ = load("pending-in-queue")
     seen = observe(obj, None, [])
-    assert (seen.status.phase, seen.admission, seen.pending) == ("running", "submitted", True)
+    assert (seen.status.phase, seen.admission, seen.pending) == ("pending", "submitted", True)
     obj["metadata"]["annotations"] = {"crossrail.dev/stopped-by": "preempted"}
     obj["metadata"]["deletionTimestamp"] = "2026-11-30T08:10:00Z"
     stopped = observe(obj, None, [])

@@ -54,6 +54,13 @@ def kueue_admits(api: ApiServer, fixture: str = "admitted-running") -> None:
     api.add(workload)
 
 
+def trainer_starts(api: ApiServer) -> None:
+    """Play the kubelet: the attempt's pod with its trainer container running."""
+    pod = list(yaml.safe_load_all((FIXTURES / "status" / "admitted-running.yaml").read_text()))[2]
+    pod["metadata"]["labels"] = {"crossrail.dev/run": "posttrain-042-3", "crossrail.dev/attempt": "1"}
+    api.add(pod)
+
+
 @pytest.fixture
 def api() -> ApiServer:
     return ApiServer()
@@ -73,10 +80,10 @@ def test_it_has_every_method_of_the_executor_protocol(executor: KubernetesExecut
 
 def test_launch_submits_a_suspended_job_to_the_stage_queue_once(executor: KubernetesExecutor, api: ApiServer) -> None:
     status = executor.launch(request())
-    assert (status.run, status.attempt, status.phase) == ("posttrain-042-3", 1, "running")
+    assert (status.run, status.attempt, status.phase) == ("posttrain-042-3", 1, "pending")
     assert "Kueue has not created its Workload yet" in status.detail
     again = executor.launch(request())
-    assert again.phase == "running"
+    assert again.phase == "pending"
     (job,) = api.list("Job", "default", "")
     assert_valid(job)
     assert job["spec"]["suspend"] is True
@@ -94,8 +101,11 @@ def test_kueue_admission_shows_in_status_and_as_events_once(executor: Kubernetes
     executor.launch(request())
     kueue_admits(api)
     (status,) = executor.observe()
-    assert status.phase == "running"
+    assert status.phase == "pending"  # admitted, but the trainer has not started
     assert "admitted by Kueue (nvidia.com/gpu on h100-pool)" in status.detail
+    trainer_starts(api)
+    (status,) = executor.observe()
+    assert status.phase == "running"
     events = executor.events()
     assert [e.type for e in events] == [EventType.REPORTED, EventType.ADMITTED]
     assert events[1].data["flavors"] == {"nvidia.com/gpu": "h100-pool"}
@@ -120,7 +130,7 @@ def test_stop_records_the_reason_then_deletes_with_the_grace(executor: Kubernete
 def test_a_pending_attempt_moves_to_a_tpu_pool(executor: KubernetesExecutor, api: ApiServer) -> None:
     executor.launch(request())
     moved = executor.move(request(pool="tpu-v5p-pool", accelerator="tpu"))
-    assert moved.phase == "running"
+    assert moved.phase == "pending"
     assert api.list("Job", "default", "") == []
     (jobset,) = api.list("JobSet", "default", "")
     assert jobset["metadata"]["labels"]["crossrail.dev/pool"] == "tpu-v5p-pool"
