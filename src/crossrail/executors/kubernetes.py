@@ -50,6 +50,9 @@ class KubernetesExecutor:
     annotation crossrail.dev/stopped-by), so a restarted agent sees what the previous one saw.
     """
 
+    sees_processes = True  # the kubelet reports every pod's end: no heartbeat timeout is needed to notice one
+    backends = ("kubernetes",)  # the pool backend it serves, when the agent drives it without the router
+
     def __init__(
         self,
         fleet: Fleet,

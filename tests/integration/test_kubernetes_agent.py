@@ -1,0 +1,107 @@
+"""The reconcile agent driving the Kubernetes executor, with the API server, Kueue and the kubelet played by
+the test (tests/unit/render/apiserver.py): a run waits in Kueue, starts, succeeds; an exit 75 is retried."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crossrail.client import Client
+from crossrail.control.agent import Agent, AgentConfig
+from crossrail.executors.kubernetes import KubernetesExecutor
+
+from ..unit.render.apiserver import ApiServer  # noqa: TID252 (tests are not a package on sys.path)
+
+STATUS = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes" / "status"
+CONFIG = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=5.0, heartbeat_s=1.0)
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return list(yaml.safe_load_all((STATUS / f"{name}.yaml").read_text()))
+
+
+@pytest.fixture
+def api() -> ApiServer:
+    return ApiServer()
+
+
+@pytest.fixture
+def agent(client: Client, api: ApiServer) -> Agent:
+    fleet = client.workspace.fleet_path
+    fleet.write_text(fleet.read_text().replace("backend: local", "backend: kubernetes"))
+    executor = KubernetesExecutor(client.service.fleet, api=api)
+    return Agent(client.service, executor, client.workspace.root / "reports", CONFIG)
+
+
+def _job(api: ApiServer, attempt: int = 1) -> dict[str, Any]:
+    (job,) = [
+        j for j in api.list("Job", "default", "") if j["metadata"]["labels"]["crossrail.dev/attempt"] == str(attempt)
+    ]
+    return api.get("Job", "default", job["metadata"]["name"])
+
+
+def _kueue_admits_and_pod_runs(api: ApiServer, job: dict[str, Any]) -> dict[str, Any]:
+    _, workload, pod = _docs("admitted-running")
+    workload["metadata"]["ownerReferences"][0]["uid"] = job["metadata"]["uid"]
+    workload["metadata"]["name"] = f"job-{job['metadata']['name']}"
+    api.add(workload)
+    pod["metadata"]["name"] = f"{job['metadata']['name']}-pod"
+    pod["metadata"]["labels"] = {k: v for k, v in job["metadata"]["labels"].items() if k.startswith("crossrail.dev/")}
+    api.add(pod)
+    job["spec"]["suspend"] = False
+    job["status"] = {"startTime": "2026-11-30T08:05:00Z", "active": 1}
+    return api.get("Pod", "default", pod["metadata"]["name"])
+
+
+def _types(client: Client, run: str) -> list[str]:
+    return [e["type"] for e in client.events(run)["events"]]
+
+
+def test_a_run_waits_in_kueue_then_runs_and_succeeds(
+    client: Client, experiments: Path, agent: Agent, api: ApiServer
+) -> None:
+    run = client.submit(experiments / "eval-smoke.yaml")["run"]["id"]
+    agent.reconcile()
+    job = _job(api)
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "eval"
+    agent.reconcile()  # still waiting in Kueue: pending, nothing started, nothing lost
+    assert "started" not in _types(client, run)
+    assert client.service.store.get_run(run).state == "admitted"
+
+    _kueue_admits_and_pod_runs(api, job)
+    agent.reconcile()
+    assert client.service.store.get_run(run).state == "running"
+
+    job["status"] = _docs("succeeded")[0]["status"]
+    agent.reconcile()
+    assert client.service.store.get_run(run).state == "succeeded"
+    assert _types(client, run)[-1] == "succeeded"
+    (attempt,) = client.show(run)["attempts"]
+    assert attempt["exit_code"] == 0
+
+
+def test_an_exit_75_on_kubernetes_is_retried_as_a_new_attempt(
+    client: Client, experiments: Path, agent: Agent, api: ApiServer
+) -> None:
+    sets = ["spec.retries={max: 2}"]
+    run = client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]
+    agent.reconcile()
+    job = _job(api)
+    pod = _kueue_admits_and_pod_runs(api, job)
+    agent.reconcile()
+    failed_job, failed_pod = _docs("failed-exit-75")
+    job["status"] = failed_job["status"]
+    pod["status"] = failed_pod["status"]
+    for _ in range(3):
+        agent.reconcile()
+    attempts = client.show(run)["attempts"]
+    assert attempts[0]["exit_code"] == 75
+    assert attempts[0]["state"] == "failed"
+    assert len(attempts) == 2
+    second = _job(api, attempt=2)
+    assert second["spec"]["suspend"] is True
+    assert second["metadata"]["name"] == f"{run}-a2"
