@@ -8,6 +8,11 @@ teams and preferences. The timed cycle is the first after that setup, so it also
 preemption the queued higher-priority runs call for.
 Only `Scheduler.cycle(now)` is timed; the baseline sorts the same N requests by (priority, time
 queued, run) in the same process. Each size is repeated; medians are reported. The last line is the summary.
+
+Start-time estimates, outside the cycle (scheduling/estimate.py, scheduling/plan.py), on the same state:
+`estimate` times `estimate_starts` for the N pending runs, each on its planned pool, over the running work's
+expected ends (what `crossrail queue` computes; aim < 2 s at 100k); `plan` times the whole placement plan
+(a forward simulation over every pool each run's queue reaches, a choice per run, then the starts).
 """
 
 from __future__ import annotations
@@ -20,11 +25,16 @@ import time
 from rich.progress import Progress
 
 from crossrail.scheduling import CycleResult, Request, Scheduler, SchedulerConfig
+from crossrail.scheduling.estimate import Busy, PoolInfo, Waiting, Workload, estimate_starts
+from crossrail.scheduling.fifo import PRIORITY_RANK
+from crossrail.scheduling.plan import plan
+from crossrail.scheduling.quota import QuotaBook
 from crossrail.spec import Fleet
 
 POOLS, QUEUES, COHORTS, CHIPS = 64, 256, 16, 512
 NOW = 1_767_225_600.0
 AIMS_MS = {10_000: 50.0, 100_000: 500.0}
+ESTIMATE_AIM_MS = {100_000: 2000.0}
 SIZES = (1, 2, 4, 8, 16, 32)
 PRIORITIES = ("low", "normal", "normal", "normal", "high", "critical")
 
@@ -95,15 +105,51 @@ def prepared(fleet: Fleet, pending: list[Request], busy: float, rng: random.Rand
     return sched
 
 
+def estimates(fleet: Fleet, sched: Scheduler, pending: list[Request]) -> tuple[float, float]:
+    """ms to estimate every pending run's start on its planned pool, and ms for the whole placement plan."""
+    pools = [PoolInfo.from_spec(p) for p in fleet.spec.pools]
+    running = [Busy(a.run, a.pool, a.chips, a.started_at + 3 * 3600.0) for a in sched.cache.allocs.values()]
+    quota = QuotaBook(fleet.spec.queues)
+    works = [
+        Workload(
+            r.run,
+            r.chips,
+            reference_s=r.duration_s,
+            prefer=r.prefer,
+            rank=PRIORITY_RANK.get(r.priority, 9),
+            queued_at=r.queued_at,
+            pools=quota.reachable(r.queue),
+        )
+        for r in pending
+    ]
+    t0 = time.perf_counter()
+    planned = plan(works, running, pools, NOW, explain_all=False)
+    plan_ms = (time.perf_counter() - t0) * 1000
+    waiting = []
+    for w in works:
+        pool = planned.choices[w.run].pool
+        if pool is not None:
+            waiting.append(Waiting(w.run, w.chips, {pool: w.reference_s}, w.rank, w.queued_at, pool))
+    t0 = time.perf_counter()
+    starts = estimate_starts(waiting, running, pools, NOW)
+    starts_ms = (time.perf_counter() - t0) * 1000
+    assert len(starts) == len(waiting)
+    return starts_ms, plan_ms
+
+
 def measure(
     fleet: Fleet, n: int, repeats: int, busy: float, progress: Progress
-) -> tuple[float, float, int, int, float]:
-    """Medians: ms per cycle, ms to sort, admissions and blocked heads per cycle, ms of the next cycle."""
-    cycle_ms, sort_ms, admitted, blocked, next_ms = [], [], [], [], []
+) -> tuple[float, float, int, int, float, float, float]:
+    """Medians: ms per cycle, ms to sort, admissions and blocked heads per cycle, ms of the next cycle,
+    ms to estimate starts and ms to plan placements (outside the cycle, on the state before it)."""
+    cycle_ms, sort_ms, admitted, blocked, next_ms, starts_ms, plan_ms = [], [], [], [], [], [], []
     for rep in range(repeats):
         rng = random.Random(rep * 1_000_003 + n)
         pending = [request(rng, f"run-{i}", NOW - rng.uniform(0, 3600)) for i in range(n)]
         sched = prepared(fleet, pending, busy, rng, progress)
+        starts, planned = estimates(fleet, sched, pending)
+        starts_ms.append(starts)
+        plan_ms.append(planned)
         t0 = time.perf_counter()
         result: CycleResult = sched.cycle(NOW)
         cycle_ms.append((time.perf_counter() - t0) * 1000)
@@ -121,6 +167,8 @@ def measure(
         int(statistics.median(admitted)),
         int(statistics.median(blocked)),
         statistics.median(next_ms),
+        statistics.median(starts_ms),
+        statistics.median(plan_ms),
     )
 
 
@@ -136,7 +184,7 @@ def main() -> None:
         for n in args.sizes:
             rows.append((n, *measure(fleet, n, args.repeats, args.busy, progress)))
     parts = []
-    for n, cycle, sort, admitted, blocked, steady in rows:
+    for n, cycle, sort, admitted, blocked, steady, starts, planned in rows:
         aim = AIMS_MS.get(n)
         aim_text = f" (aim < {aim:.0f} ms)" if aim else ""
         rate = admitted / (cycle / 1000) if cycle else 0.0
@@ -145,9 +193,15 @@ def main() -> None:
             f"{blocked} heads blocked; sorting the pending list {sort:7.2f} ms, ratio {cycle / sort:.2f}; "
             f"the next cycle, nothing changed: {steady:.2f} ms"
         )
+        est_aim = ESTIMATE_AIM_MS.get(n)
+        est_aim_text = f" (aim < {est_aim:.0f} ms)" if est_aim else ""
+        print(
+            f"{n:>7,} pending: start estimates {starts:8.1f} ms{est_aim_text}; "
+            f"placement plan with starts {planned:8.1f} ms"
+        )
         parts.append(
             f"pending_{n} cycle_ms {cycle:.2f} sort_ms {sort:.2f} admitted {admitted} admit_per_s {rate:.0f} "
-            f"next_cycle_ms {steady:.2f}"
+            f"next_cycle_ms {steady:.2f} estimate_starts_ms {starts:.1f} plan_ms {planned:.1f}"
         )
     print(f"SUMMARY {'; '.join(parts)}; pools {POOLS} queues {QUEUES} cohorts {COHORTS} busy {args.busy}")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from crossrail.spec import Pool
 
@@ -228,10 +228,6 @@ class Workload:
     queued_at: float = 0.0
     pools: frozenset[str] | None = None
     """Pools the run's queue can ever get quota on (None: all), e.g. `QuotaBook.reachable(queue)`."""
-
-    def with_placement(self, current: str | None, avoid: str | None) -> Workload:
-        """This workload, placed on `current` now and leaving `avoid` (where its last attempt ended)."""
-        return replace(self, current=current, avoid=avoid)
 
 
 def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -> tuple[float | None, str]:

@@ -10,6 +10,8 @@ import pytest
 from crossrail.client import Client
 from crossrail.control.placing import QueuePlacement
 from crossrail.errors import SpecError
+from crossrail.scheduling.plan import Plan
+from crossrail.store import AttemptRecord
 
 HOUR = 3600.0
 POST_TRAINING = ["spec.stage=post_training", "spec.resources.chips=8", "spec.resources.duration=1h"]
@@ -93,6 +95,82 @@ def test_show_keeps_each_placement_and_a_drain_re_places_the_pending_run(
     assert shown[0]["reason"].startswith("left preferred gpu by the post_training placement policy: tpu-v5p")
     assert shown[1]["reason"].startswith("re-placed from tpu-v5p (drained: takes no new work)")
     assert {c["pool"] for c in shown[1]["candidates"]} == {"tpu-v5p", "h100"}
-    assert QueuePlacement(service.store).place(
-        service.fleet, service.policy, queued, [], drained=["tpu-v5p"], now=client.clock.now()
-    ).moved() == [], "a restarted agent reads current placements back from the events"
+    assert (
+        QueuePlacement(service.store)
+        .place(service.fleet, service.policy, queued, [], drained=["tpu-v5p"], now=client.clock.now())
+        .moved()
+        == []
+    ), "a restarted agent reads current placements back from the events"
+
+
+def attempt_on(client: Client, run: str, pool: str, chip_type: str, steps_per_hour: float) -> None:
+    store, now = client.service.store, client.clock.now()
+    att = AttemptRecord(
+        run_id=run,
+        number=1,
+        state="starting",
+        pool=pool,
+        accelerator="tpu" if pool == "tpu-v5p" else "gpu",
+        chip_type=chip_type,
+        chips=4,
+        cost_per_chip_hour=1.0,
+        dataset_uri="file:///data",
+        dataset_version="v1",
+        code_commit=None,
+        config_digest=None,
+        image_digest=None,
+        started_at=None,
+        ended_at=None,
+        exit_code=None,
+        reason=None,
+        created_at=now,
+    )
+    assert store.admit(att, []) is not None
+    store.add_metric_samples(
+        [{"run_id": run, "attempt": 1, "ts": now, "step": 10, "name": "steps_per_hour", "value": steps_per_hour}]
+    )
+
+
+def test_measured_throughput_of_earlier_attempts_replaces_the_fleets_relative_speed(
+    client: Client, experiments: Path
+) -> None:
+    """The fleet says the H100 is 0.9x the TPU; this experiment's attempts measured it at 4x per chip."""
+    first = client.submit(experiments / "pretrain-small.yaml")["run"]["id"]
+    second = client.submit(experiments / "pretrain-small.yaml")["run"]["id"]
+    attempt_on(client, first, "tpu-v5p", "tpu-v5p", 3600.0)  # 1 step/s on 4 chips
+    attempt_on(client, second, "h100", "h100", 14400.0)
+
+    out = client.place(experiments / "pretrain-small.yaml")
+    terms = {c["pool"]: c for c in out["candidates"]}
+
+    assert (terms["h100"]["speed_source"], terms["tpu-v5p"]["speed_source"]) == ("measured", "measured")
+    assert terms["h100"]["run_s"] == pytest.approx(1200 / 0.9, abs=0.1)  # the fastest measured type anchors
+    assert terms["tpu-v5p"]["run_s"] == pytest.approx(4 * 1200 / 0.9, abs=0.1)
+    assert out["pool"] == "h100"
+    assert out["reason"].startswith("left preferred tpu by the pretraining placement policy: h100 finishes")
+
+
+def test_the_agent_replans_when_runs_arrive_or_pools_drain_and_otherwise_every_few_seconds(
+    client: Client, experiments: Path
+) -> None:
+    service, clock = client.service, client.clock
+    placing = QueuePlacement(service.store, replan_s=5.0)
+    client.submit(experiments / "eval-smoke.yaml", sets=POST_TRAINING)
+
+    def place(drained: list[str] | None = None) -> Plan:
+        queued = service.store.list_runs(states=["queued"], newest_first=False)
+        return placing.place(service.fleet, service.policy, queued, [], drained=drained or [], now=clock.now())
+
+    first = place()
+    clock.advance(1)
+    assert place() is first  # nothing changed
+    client.submit(experiments / "eval-smoke.yaml", sets=POST_TRAINING)
+    arrived = place()
+    assert arrived is not first
+    assert set(arrived.choices) == {"eval-smoke-1", "eval-smoke-2"}
+    drained = place(["h100"])
+    assert drained is not arrived
+    clock.advance(1)
+    assert place(["h100"]) is drained
+    clock.advance(5)
+    assert place(["h100"]) is not drained  # the interval passed: a fresh plan
