@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from crossrail.core.attempts import AttemptStatus, LaunchRequest, StopReason
 from crossrail.core.clock import Clock, SystemClock
 from crossrail.core.events import Event
-from crossrail.errors import ConflictError, ExecutionError, RetryableError, UsageError
+from crossrail.errors import ConflictError, ExecutionError, RetryableError, SpecError, UsageError
 from crossrail.executors.kube_status import LABEL_ATTEMPT, LABEL_RUN, STOPPED_BY, Observed, identity, observe
 from crossrail.executors.render.kubernetes import JOBSET_API, render_kubernetes
 from crossrail.executors.render.kueue import KUEUE_API, namespaces
@@ -86,14 +86,30 @@ class KubernetesExecutor:
         return render_kubernetes(from_launch(request, allow_unpinned=self.allow_unpinned), self.fleet, pool)
 
     def launch(self, request: LaunchRequest) -> AttemptStatus:
-        """Submit the attempt suspended to its LocalQueue; an attempt already submitted is left as it is."""
-        obj = self.render(request)
-        with suppress(AlreadyExists):
+        """Submit the attempt suspended to its LocalQueue; an attempt already submitted is left as it is.
+
+        An attempt that cannot be rendered for its pool, or that the API server refuses, is `lost` with the
+        reason (and stays so in `observe` until forgotten): the agent retries it, avoiding that pool.
+        """
+        try:
+            obj = self.render(request)
+        except (SpecError, UsageError) as exc:
+            return self._lost(request, f"cannot be rendered for pool {request.pool}: {exc}")
+        try:
             self.api.create(obj)
+        except AlreadyExists:
+            pass
+        except ExecutionError as exc:
+            return self._lost(request, f"the API server refused it: {exc}")
         found = self._find(request.run, request.attempt)
         if found is None:
             raise RetryableError(f"submitted {obj['kind']} {obj['metadata']['name']} but cannot read it back")
         return found.status
+
+    def _lost(self, request: LaunchRequest, why: str) -> AttemptStatus:
+        status = AttemptStatus(request.run, request.attempt, "lost", ended_at=self._clock.now(), detail=why)
+        self._gone[(request.run, request.attempt)] = status
+        return status
 
     def observed(self) -> list[Observed]:
         """Every crossrail attempt in the fleet's namespaces, with Kueue's view of it."""
@@ -108,7 +124,7 @@ class KubernetesExecutor:
 
     def observe(self) -> list[AttemptStatus]:
         seen = {(o.status.run, o.status.attempt): o.status for o in self.observed()}
-        for key, status in self._gone.items():  # deleted by stop(): the object is gone, its end is not
+        for key, status in self._gone.items():  # deleted by stop(), or never created: no object tells its end
             seen.setdefault(key, status)
         return sorted(seen.values(), key=lambda s: (s.run, s.attempt))
 

@@ -171,9 +171,21 @@ def test_a_failed_attempt_reports_the_exit_code_and_its_logs(executor: Kubernete
     assert executor.logs("posttrain-042-3", 9) == ""
 
 
-def test_an_unknown_pool_is_a_usage_error(executor: KubernetesExecutor) -> None:
+def test_an_attempt_that_cannot_render_is_lost_with_the_reason_until_forgotten(
+    executor: KubernetesExecutor, api: ApiServer
+) -> None:
+    status = executor.launch(request(chips=16))  # two 8-GPU hosts: a TrainJob, not rendered yet
+    assert status.phase == "lost"
+    assert "cannot be rendered for pool h100-pool" in status.detail
+    assert "Kubeflow TrainJob" in status.detail
+    assert executor.observe() == [status]
+    assert api.objects == {}
+    executor.forget("posttrain-042-3", 1)
+    assert executor.observe() == []
+    unknown = executor.launch(request(pool="nope"))
+    assert (unknown.phase, "no pool 'nope'" in unknown.detail) == ("lost", True)
     with pytest.raises(UsageError, match="no pool 'nope'"):
-        executor.launch(request(pool="nope"))
+        executor.render(request(pool="nope"))
 
 
 def test_without_the_k8s_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
