@@ -34,6 +34,7 @@ class _Run:
     chips: float = 0.0
     placement: dict[str, Any] = field(default_factory=dict)
     waiting_since: float | None = None
+    submitted_ts: float | None = None  # the first `submitted` (or `queued`): where its completion time starts
     recovering_since: float | None = None  # the failure or preemption the next start recovers from
     attempt: _Attempt | None = None  # the attempt running now
     last_attempt: int = 0
@@ -48,7 +49,10 @@ class _Tally:
     queue_s: list[float] = field(default_factory=list)
     run_s: list[float] = field(default_factory=list)
     recovery_s: list[float] = field(default_factory=list)
+    jct_s: list[float] = field(default_factory=list)
     recoveries: int = 0
+    useful_chip_hours: float = 0.0
+    reports_useful: bool = False
     chip_hours: float = 0.0
     cost: float = 0.0
     has_attempts: bool = False
@@ -67,6 +71,7 @@ class MetricsAccumulator:
         self._tallies: dict[GroupKey, _Tally] = {}
         self._running: dict[str, _Run] = {}
         self._waiting: dict[str, _Run] = {}
+        self._fleet = _FleetUsage()
         self._handlers: dict[EventType, Callable[[_Run, Event], None]] = {
             EventType.SUBMITTED: self._on_submitted,
             EventType.QUEUED: self._on_queued,
@@ -80,6 +85,9 @@ class MetricsAccumulator:
         }
 
     def add(self, event: Event) -> None:
+        if event.type is EventType.CAPACITY_CHANGED:
+            self._fleet.capacity_changed(event)
+            return
         handler = self._handlers.get(event.type)
         if handler is None or event.run is None:
             return
@@ -99,16 +107,40 @@ class MetricsAccumulator:
             list(self._tallies.values()),
             (math.fsum(h for h, _ in running.values()), math.fsum(c for _, c in running.values())),
         )
-        return Report(groups=groups, totals=totals, pending=self._pending(now), generated_at=now)
+        fleet = self._fleet
+        capacity = fleet.capacity_chip_hours(now)
+        return Report(
+            groups=groups,
+            totals=totals,
+            pending=self._pending(now),
+            generated_at=now,
+            makespan_s=fleet.makespan_s(),
+            utilization=totals.chip_hours / capacity if capacity > 0 else None,
+            capacity_chip_hours=capacity if fleet.known else None,
+        )
+
+    def stage_totals(self, now: float) -> list[GroupMetrics]:
+        """One record per stage over all its pools (pool `*`), sorted by stage; same definitions as groups."""
+        running = self._running_usage(now)
+        stages = sorted({k[0] for k, t in self._tallies.items() if t.has_attempts or any(t.runs.values())})
+        out = []
+        for stage in stages:
+            keys = [k for k in self._tallies if k[0] == stage]
+            usage = [running.get(k, (0.0, 0.0)) for k in keys]
+            hours, cost = math.fsum(u[0] for u in usage), math.fsum(u[1] for u in usage)
+            out.append(_group_metrics((stage, ALL), [self._tallies[k] for k in keys], (hours, cost)))
+        return out
 
     # -- event handlers ------------------------------------------------------------------------------
 
     def _on_submitted(self, run: _Run, event: Event) -> None:
         self._learn_stage(run, event)
         run.chips = _number(event.data, "chips", run.chips)
+        self._arrived(run, event.ts)
 
     def _on_queued(self, run: _Run, event: Event) -> None:
         self._learn_stage(run, event)
+        self._arrived(run, event.ts)
         if run.waiting_since is None:  # a repeated `queued` does not restart the wait
             run.waiting_since = event.ts
             self._waiting[run.id] = run
@@ -149,6 +181,8 @@ class MetricsAccumulator:
     def _on_succeeded(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)
         self._finish(run, SUCCEEDED, event.ts)
+        if run.submitted_ts is not None:
+            self._tallies[run.key].jct_s.append(max(0.0, event.ts - run.submitted_ts))
 
     def _on_failed(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)
@@ -185,9 +219,19 @@ class MetricsAccumulator:
         run.stage_known = True
         self._move(run, (stage, NO_POOL))
 
+    def _arrived(self, run: _Run, ts: float) -> None:
+        if run.submitted_ts is None:
+            run.submitted_ts = ts
+            self._fleet.arrived(ts)
+
     def _end_attempt(self, run: _Run, event: Event) -> None:
         attempt = run.attempt
         if attempt is not None and event.attempt in (None, attempt.number):
+            useful = event.data.get("useful_chip_s")
+            if isinstance(useful, int | float) and not isinstance(useful, bool) and math.isfinite(useful):
+                tally = self._tallies[attempt.key]
+                tally.useful_chip_hours += max(float(useful), 0.0) / 3600
+                tally.reports_useful = True
             self._close(run, event.ts, ended=True)
 
     def _close(self, run: _Run, ts: float, *, ended: bool) -> None:
@@ -215,6 +259,7 @@ class MetricsAccumulator:
         runs[ACTIVE] -= 1
         runs[outcome] += 1
         run.outcome = outcome
+        self._fleet.ended(ts)
 
     def _stop_waiting(self, run: _Run) -> None:
         run.waiting_since = None
@@ -254,6 +299,49 @@ class MetricsAccumulator:
         return {stage: Distribution.of(waits[stage]) for stage in sorted(waits)}
 
 
+class _FleetUsage:
+    """Fleet-wide: chips on offer over time (from `capacity_changed`) and the span from first arrival to last end."""
+
+    def __init__(self) -> None:
+        self.chips: dict[str, float] = {}
+        self.since: float | None = None
+        self.chip_s = 0.0
+        self.first_arrival: float | None = None
+        self.last_end: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.since is not None
+
+    def capacity_changed(self, event: Event) -> None:
+        pool = event.data.get("pool")
+        if not isinstance(pool, str):
+            return
+        self._advance(event.ts)
+        self.chips[pool] = max(_number(event.data, "chips_after", 0.0), 0.0)
+
+    def _advance(self, ts: float) -> None:
+        if self.since is not None and ts > self.since:
+            self.chip_s += sum(self.chips.values()) * (ts - self.since)
+        self.since = ts if self.since is None else max(self.since, ts)
+
+    def capacity_chip_hours(self, now: float) -> float:
+        if self.since is None:
+            return 0.0
+        return (self.chip_s + sum(self.chips.values()) * max(now - self.since, 0.0)) / 3600
+
+    def arrived(self, ts: float) -> None:
+        self.first_arrival = ts if self.first_arrival is None else min(self.first_arrival, ts)
+
+    def ended(self, ts: float) -> None:
+        self.last_end = ts if self.last_end is None else max(self.last_end, ts)
+
+    def makespan_s(self) -> float | None:
+        if self.first_arrival is None or self.last_end is None:
+            return None
+        return max(self.last_end - self.first_arrival, 0.0)
+
+
 def compute(events: Iterable[Event], now: float) -> Report:
     """The metrics of a whole log (in seq order) as of `now`."""
     accumulator = MetricsAccumulator()
@@ -272,6 +360,9 @@ def _group_metrics(key: GroupKey, tallies: list[_Tally], running: tuple[float, f
     succeeded, failed, cancelled, active = count(SUCCEEDED), count(FAILED), count(CANCELLED), count(ACTIVE)
     finished = succeeded + failed + cancelled
     cost = math.fsum([*(t.cost for t in tallies), running[1]])
+    chip_hours = math.fsum([*(t.chip_hours for t in tallies), running[0]])
+    useful = math.fsum(t.useful_chip_hours for t in tallies)
+    reports_useful = any(t.reports_useful for t in tallies)
     return GroupMetrics(
         stage=key[0],
         pool=key[1],
@@ -285,9 +376,12 @@ def _group_metrics(key: GroupKey, tallies: list[_Tally], running: tuple[float, f
         run_time=Distribution.of(values(lambda t: t.run_s)),
         recoveries=sum(t.recoveries for t in tallies),
         recovery_time=Distribution.of(values(lambda t: t.recovery_s)),
-        chip_hours=math.fsum([*(t.chip_hours for t in tallies), running[0]]),
+        chip_hours=chip_hours,
         cost=cost,
         cost_per_effective_run=cost / succeeded if succeeded else None,
+        jct=Distribution.of(values(lambda t: t.jct_s)),
+        useful_chip_hours=useful if reports_useful else None,
+        goodput=useful / chip_hours if reports_useful and chip_hours > 0 else None,
     )
 
 

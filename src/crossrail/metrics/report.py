@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from crossrail.metrics.distribution import Distribution
+from crossrail.metrics.distribution import EMPTY, Distribution
 
 # The pool of runs that never started an attempt, and the stage of runs whose log names none.
 NO_POOL = "-"
@@ -33,6 +33,12 @@ class GroupMetrics:
     chip_hours: float
     cost: float
     cost_per_effective_run: float | None
+    jct: Distribution = EMPTY
+    """Job completion time of runs that succeeded: `succeeded.ts − submitted.ts`."""
+    useful_chip_hours: float | None = None
+    """Chip-hours whose work was kept (`useful_chip_s` of end events); None when no end event reports it."""
+    goodput: float | None = None
+    """`useful_chip_hours / chip_hours`."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +57,9 @@ class GroupMetrics:
             "chip_hours": self.chip_hours,
             "cost": self.cost,
             "cost_per_effective_run": self.cost_per_effective_run,
+            "jct": self.jct.as_dict(),
+            "useful_chip_hours": self.useful_chip_hours,
+            "goodput": self.goodput,
         }
 
 
@@ -62,6 +71,12 @@ class Report:
     totals: GroupMetrics
     pending: dict[str, Distribution]
     generated_at: float
+    makespan_s: float | None = None
+    """Last terminal event − first arrival (`submitted` or `queued`); None before any run ended."""
+    utilization: float | None = None
+    """`totals.chip_hours / capacity_chip_hours`; None when the log has no `capacity_changed` events."""
+    capacity_chip_hours: float | None = None
+    """Chips on offer integrated over time since the first `capacity_changed` event, up to `now`."""
 
     def group(self, stage: str, pool: str) -> GroupMetrics | None:
         """The metrics of one stage x pool, or None when the log has nothing there."""
@@ -73,4 +88,13 @@ class Report:
             "groups": [g.as_dict() for g in self.groups],
             "totals": self.totals.as_dict(),
             "pending": {stage: d.as_dict() for stage, d in self.pending.items()},
+            **({"fleet": self.fleet_dict()} if self.capacity_chip_hours is not None else {}),
+        }
+
+    def fleet_dict(self) -> dict[str, Any]:
+        """Fleet-wide numbers; in `as_dict()` only when the log says what capacity the fleet had."""
+        return {
+            "makespan_s": self.makespan_s,
+            "utilization": self.utilization,
+            "capacity_chip_hours": self.capacity_chip_hours,
         }

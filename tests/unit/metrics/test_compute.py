@@ -45,6 +45,7 @@ def test_a_successful_run_has_exact_queue_run_and_cost_numbers() -> None:
         chip_hours=8.0,
         cost=16.0,
         cost_per_effective_run=16.0,
+        jct=one(3660.0),
     )
     assert report.groups == [expected]
     assert report.totals == GroupMetrics(**{**expected.__dict__, "stage": "*", "pool": "*"})

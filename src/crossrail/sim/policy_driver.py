@@ -1,0 +1,137 @@
+"""Policies other than the scheduling core's own order: admission by `order`, or Gavel-style rounds.
+
+An ordering policy (`round_based` false) is asked, whenever capacity or demand changes, for the pending
+jobs in order with the pool each wants; each job starts on that pool (or the cheapest per unit of work
+that can run it) when its gang fits now, else the next is tried. A round-based policy is asked every
+`round_s` for the allocation of the next round: running jobs it moves or drops stop at the boundary
+(checkpointing first, so a move costs a checkpoint and a restore), and the jobs it picks start as soon as
+their chips are free. Either way the scheduler books every allocation (`Scheduler.started`/`finished`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from crossrail.scheduling.policies import ROUND_S, JobView, Policy, PoolView, level_of
+from crossrail.scheduling.pool import NO_PINS
+from crossrail.sim.engine import LATE, Timer
+from crossrail.sim.executor import Attempt
+
+if TYPE_CHECKING:
+    from crossrail.sim.simulation import Simulation
+
+
+class PolicyDriver:
+    def __init__(self, sim: Simulation, policy: Policy, round_s: float | None) -> None:
+        self.sim = sim
+        self.policy = policy
+        self.round_based = policy.round_based
+        self.round_s = round_s or ROUND_S
+        self.plan: dict[str, str] = {}
+        self.attained: dict[str, dict[str, float]] = {}
+        self._round: Timer | None = None
+        pools = sim.fleet.pools
+        self.by_cost = sorted(pools, key=lambda p: (p.cost_per_chip_hour / p.relative_speed, p.name))
+        self.speeds: dict[str, float] = {}
+        for p in pools:
+            self.speeds[p.chip_type] = max(self.speeds.get(p.chip_type, 0.0), p.relative_speed)
+
+    # --- views -----------------------------------------------------------------------------------
+
+    def views(self, *, running: bool) -> list[JobView]:
+        sim, now = self.sim, self.sim.engine.now()
+        out = [self._view(run, None, now) for run in sim.waiting]
+        if running:
+            out += [self._view(run, att.pool, now) for run, att in sim.executor.live.items()]
+        return out
+
+    def _view(self, run: str, pool: str | None, now: float) -> JobView:
+        sim = self.sim
+        job, rec = sim.jobs[run], sim.runs[run]
+        by_type = dict(self.attained.get(run, {}))
+        att = sim.executor.live.get(run)
+        done = sim.committed.get(run, 0.0)
+        if att is not None:
+            chip_type = sim.pools[att.pool].chip_type
+            by_type[chip_type] = by_type.get(chip_type, 0.0) + att.chips * (now - att.started_at)
+            done = sim.executor.progress(att, now)
+        throughput = dict(job.throughput) or self._speeds()
+        return JobView(
+            run=run,
+            queue=sim.queue_of[run],
+            priority=level_of(job.priority),
+            submitted_at=rec.submit_s,
+            chips=job.chips,
+            attained_s=sum(by_type.values()),
+            throughput=throughput,
+            remaining=max(job.work_s - done, 0.0),
+            pool=pool,
+            attained_by_type=by_type,
+        )
+
+    def _speeds(self) -> dict[str, float]:
+        """A job without a throughput row runs at each pool's relative speed; uniform speeds say nothing."""
+        return dict(self.speeds) if len(set(self.speeds.values())) > 1 else {}
+
+    def pool_views(self) -> list[PoolView]:
+        sched = self.sim.sched
+        return [
+            PoolView(p.name, p.chip_type, 0 if p.drained else p.chips, sched.cache.pools[p.name].free_chips)
+            for p in self.sim.fleet.pools
+        ]
+
+    def ended(self, att: Attempt, now: float) -> None:
+        chip_type = self.sim.pools[att.pool].chip_type
+        mine = self.attained.setdefault(att.job.name, {})
+        mine[chip_type] = mine.get(chip_type, 0.0) + att.chips * (now - att.started_at)
+
+    # --- ordering policies -----------------------------------------------------------------------
+
+    def order_cycle(self) -> None:
+        sim = self.sim
+        if not sim.waiting:
+            return
+        ordered = self.policy.order(self.views(running=False), self.pool_views(), sim.engine.now())
+        for view, wanted in ordered:
+            job = sim.jobs[view.run]
+            choices = [sim.pools[wanted]] if wanted in sim.pools else self.by_cost
+            for pool in choices:
+                if job.rate(pool.chip_type, pool.relative_speed) > 0 and self.fits(pool.name, job.chips):
+                    sim.launch(job.name, pool.name, job.chips)
+                    break
+
+    def fits(self, pool: str, chips: int) -> bool:
+        state = self.sim.sched.cache.pools[pool]
+        return not state.drained and chips <= state.capacity and state.find(chips, NO_PINS) is not None
+
+    # --- round-based policies --------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Demand or capacity changed: start planned jobs whose chips are free; begin rounds if idle."""
+        self.start_planned()
+        if self._round is None and (self.sim.waiting or self.sim.executor.live):
+            self._round = self.sim.engine.after(0.0, self.next_round, LATE)
+
+    def next_round(self) -> None:
+        sim = self.sim
+        self._round = None
+        sim.cycles += 1
+        now = sim.engine.now()
+        plan = self.policy.allocate(self.views(running=True), self.pool_views(), now, self.round_s)
+        for run, att in list(sim.executor.live.items()):
+            if plan.get(run) != att.pool:
+                sim.executor.preempt(run, math.inf)
+        self.plan = {run: pool for run, pool in plan.items() if run in sim.waiting}
+        self.start_planned()
+        if sim.waiting or sim.executor.live:
+            self._round = sim.engine.after(self.round_s, self.next_round, LATE)
+
+    def start_planned(self) -> None:
+        sim = self.sim
+        for run, pool in list(self.plan.items()):
+            if run not in sim.waiting:
+                del self.plan[run]
+            elif self.fits(pool, sim.jobs[run].chips):
+                del self.plan[run]
+                sim.launch(run, pool, sim.jobs[run].chips)

@@ -1,0 +1,265 @@
+"""A fleet simulation: jobs arrive, the scheduling core admits them, the simulated executor runs them.
+
+    result = Simulation(fleet, jobs, policy="fifo", failures=FailureSpec(...), checkpoint=CheckpointSpec(...),
+                        seed=1, quantum_s=1.0).run()
+
+`fifo` and `priority` go through `Scheduler.cycle` exactly as the agent's do (quotas, fair share, gangs,
+preemption); the other policies of `crossrail.scheduling.policies` decide through their own `order` or
+round-based `allocate`, and the scheduler books every allocation (docs/simulator.md). Everything the
+simulation measures comes from the events it records, folded by `crossrail.metrics`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from crossrail.core import Event, EventType
+from crossrail.metrics import MetricsAccumulator
+from crossrail.scheduling import Request, Scheduler, SchedulerConfig
+from crossrail.scheduling.policies import get_policy
+from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.engine import LATE, Engine, Timer
+from crossrail.sim.executor import Attempt, SimExecutor
+from crossrail.sim.failures import FailureModel, FailureSpec
+from crossrail.sim.fit import check_jobs, hosts_of, queue_names
+from crossrail.sim.policy_driver import PolicyDriver
+from crossrail.sim.records import RunRecord, SimResult, StageStats
+from crossrail.sim.workload import SimJob
+from crossrail.spec import Fleet
+
+NATIVE = ("fifo", "priority")
+"""Policies the scheduling core itself implements: admission order by (priority,) time queued."""
+
+Progress = Callable[[int, int, float], None]
+"""(jobs finished, jobs in all, virtual now) -> None; called every few thousand events."""
+
+
+class Simulation:
+    def __init__(
+        self,
+        fleet: Fleet,
+        jobs: Sequence[SimJob],
+        *,
+        policy: str = "fifo",
+        failures: FailureSpec | None = None,
+        checkpoint: CheckpointSpec | None = None,
+        seed: int = 0,
+        quantum_s: float = 1.0,
+        round_s: float | None = None,
+        record_events: bool = False,
+        recheck_s: float | None = None,
+        fallback_wait_s: float = 60.0,
+    ) -> None:
+        self.fleet, self.policy_name, self.seed = fleet, policy, seed
+        self.policy = get_policy(policy)  # an unknown name fails here, before anything runs
+        self.native = policy in NATIVE
+        self.jobs = {j.name: j for j in sorted(jobs, key=lambda j: (j.submit_s, j.name))}
+        self.queue_of = queue_names(fleet, self.jobs.values())
+        self.allow = check_jobs(fleet, self.jobs.values(), native=self.native)
+        self.quantum_s = max(quantum_s, 0.0)
+        self.recheck_s = recheck_s if recheck_s is not None else fallback_wait_s
+        self.engine = Engine()
+        self.sched = Scheduler.from_fleet(fleet, SchedulerConfig.from_fleet(fleet, fallback_wait_s=fallback_wait_s))
+        model = FailureModel(failures, np.random.default_rng(seed)) if failures is not None else None
+        self.failures = model if failures is not None and failures.enabled else None
+        self.checkpoint = checkpoint or CheckpointSpec()
+        self.executor = SimExecutor(
+            self.engine, self.checkpoint, self.failures, ended=self._ended, checkpointed=self._checkpointed
+        )
+        self.metrics = MetricsAccumulator()
+        self.events: list[Event] | None = [] if record_events else None
+        self._seq = itertools.count(1)
+        self.pools = {p.name: p for p in fleet.pools}
+        self.runs = {j.name: RunRecord(j.name, j.stage, j.chips, j.submit_s) for j in self.jobs.values()}
+        self.waiting: dict[str, float] = {}
+        """Jobs queued now -> when they were queued (insertion order is arrival order)."""
+        self.attempts: dict[str, int] = {}
+        self.useful_before: dict[str, float] = {}
+        self.committed: dict[str, float] = {}
+        """Work each job has kept so far (its next attempt restores from here)."""
+        self.cycles = 0
+        self.done = 0
+        self.last_end = 0.0
+        self._cycle: Timer | None = None
+        self._recheck: Timer | None = None
+        self._arrivals = iter(self.jobs.values())
+        self._arrivals_left = True
+        self.blocked: dict[str, str] = {}
+        """Why the queue heads of the last cycle waited (named in the result when jobs never finish)."""
+        self.driver = None if self.native else PolicyDriver(self, self.policy, round_s)
+
+    # --- running ---------------------------------------------------------------------------------
+
+    def run(self, until_s: float | None = None, *, progress: Progress | None = None) -> SimResult:
+        """Simulate until every job succeeded (or until `until_s`); returns the measured result."""
+        t0 = time.perf_counter()
+        for pool in self.fleet.pools:
+            chips = 0 if pool.drained else pool.chips
+            data = {"pool": pool.name, "chips_before": 0, "chips_after": chips, "reason": "simulation start"}
+            self._emit(EventType.CAPACITY_CHANGED, None, None, data)
+        self._next_arrival()
+        limit = math.inf if until_s is None else until_s
+        engine, total = self.engine, len(self.jobs)
+        while self.done < total and engine.peek() <= limit:
+            engine.step()
+            if progress is not None and engine.steps % 4096 == 0:
+                progress(self.done, total, engine.now())
+        end = self.last_end if self.done == total else max(engine.now(), limit if until_s is not None else 0.0)
+        if progress is not None:
+            progress(self.done, total, end)
+        return self._result(end, time.perf_counter() - t0)
+
+    def _result(self, end: float, wall_s: float) -> SimResult:
+        report = self.metrics.report(end)
+        stages = [StageStats.of(g) for g in self.metrics.stage_totals(end)]
+        chips = sum(p.chips for p in self.fleet.pools)
+        notes = []
+        if self.done < len(self.jobs) and not self.executor.live and self.engine.peek() == math.inf:
+            stuck = len(self.jobs) - self.done
+            why = "; ".join(f"{run}: {reason}" for run, reason in list(self.blocked.items())[:3])
+            notes.append(f"{stuck} jobs can never start on this fleet" + (f" ({why})" if why else ""))
+        return SimResult(
+            self.policy_name, self.seed, report, stages, self.runs, wall_s, self.engine.steps, self.cycles, end,
+            fleet=self.fleet.name, chips=chips, notes=notes,
+        )  # fmt: skip
+
+    def _emit(self, kind: EventType, run: str | None, attempt: int | None, data: dict[str, Any]) -> None:
+        event = Event(kind, self.engine.now(), run, attempt, data, next(self._seq))
+        self.metrics.add(event)
+        if self.events is not None:
+            self.events.append(event)
+
+    # --- demand ----------------------------------------------------------------------------------
+
+    def _next_arrival(self) -> None:
+        job = next(self._arrivals, None)
+        self._arrivals_left = job is not None
+        if job is not None:
+            self.engine.schedule(max(job.submit_s, self.engine.now()), lambda: self._arrive(job))
+
+    def _arrive(self, job: SimJob) -> None:
+        data = {"stage": job.stage, "chips": job.chips, "queue": self.queue_of[job.name], "team": job.team}
+        self._emit(EventType.SUBMITTED, job.name, None, {**data, "priority": job.priority})
+        self._enqueue(job)
+        self._next_arrival()
+
+    def _enqueue(self, job: SimJob) -> None:
+        now = self.engine.now()
+        queue = self.queue_of[job.name]
+        data = {"queue": queue, "stage": job.stage, "team": job.team, "priority": job.priority}
+        self._emit(EventType.QUEUED, job.name, None, data)
+        self.waiting[job.name] = now
+        if self.native:
+            self.sched.submitted(self.request(job, now))
+        self.demand_changed()
+
+    def request(self, job: SimJob, now: float) -> Request:
+        return Request(
+            run=job.name,
+            queue=self.queue_of[job.name],
+            chips=job.chips,
+            priority=job.priority if self.policy_name == "priority" else "normal",
+            queued_at=now,
+            team=job.team,
+            min_chips=job.min_chips if job.elastic else None,
+            duration_s=job.declared_s,
+            allow=self.allow.get(job.name),
+            prefer=job.prefer,
+        )
+
+    def demand_changed(self) -> None:
+        """Capacity or demand changed: a scheduling cycle runs at the end of this quantum."""
+        if self.driver is not None and self.driver.round_based:
+            self.driver.wake()
+            return
+        if self._cycle is None:
+            now, q = self.engine.now(), self.quantum_s
+            at = math.ceil(now / q) * q if q > 0 else now
+            self._cycle = self.engine.schedule(max(at, now), self._run_cycle, LATE)
+
+    def _run_cycle(self) -> None:
+        self._cycle = None
+        self.cycles += 1
+        if self.driver is not None:
+            self.driver.order_cycle()
+            return
+        now = self.engine.now()
+        result = self.sched.cycle(now)
+        for p in result.preempted:
+            self.executor.preempt(p.run, p.grace_s)
+        for a in result.admitted:
+            self.launch(a.run, a.pool, a.chips)
+        self.blocked = result.blocked
+        stuck = not (result.admitted or result.preempted or self.executor.live or self._arrivals_left)
+        if result.blocked and self._recheck is None and self.recheck_s > 0 and not stuck:
+            self._recheck = self.engine.after(self.recheck_s, self._rechecked, LATE)
+
+    def _rechecked(self) -> None:
+        """Blocked heads can open up with time alone (fallback pools, reservations ending): look again."""
+        self._recheck = None
+        if self.waiting:
+            self.demand_changed()
+
+    # --- attempts --------------------------------------------------------------------------------
+
+    def launch(self, run: str, pool_name: str, chips: int) -> None:
+        """Start `run` on `chips` of `pool_name` now (admitted by the cycle, or chosen by the policy)."""
+        now, job, rec = self.engine.now(), self.jobs[run], self.runs[run]
+        pool = self.pools[pool_name]
+        if self.native:
+            self.sched.started(run, pool_name, chips, now)
+        else:
+            self.sched.started(self.request(job, self.waiting[run]), pool_name, chips, now)
+        del self.waiting[run]
+        number = self.attempts[run] = self.attempts.get(run, 0) + 1
+        price = pool.cost_per_chip_hour
+        self._emit(EventType.STARTED, run, number, {"pool": pool_name, "chips": chips, "cost_per_chip_hour": price})
+        if rec.first_start_s is None:
+            rec.first_start_s, rec.queue_s = now, now - rec.submit_s
+        rec.attempts, rec.pool, rec.outcome = number, pool_name, "running"
+        self.useful_before[run] = rec.useful_chip_s
+        hosts = hosts_of(chips, pool.chips_per_host)
+        rate = job.rate(pool.chip_type, pool.relative_speed) * chips / job.chips
+        mtbf = self.failures.run_mtbf_s(chips, hosts) if self.failures is not None else math.inf
+        min_hosts = hosts_of(job.min_chips, pool.chips_per_host) if job.min_chips else 1
+        committed = self.committed.get(run, 0.0)
+        att = Attempt(job, rec, pool_name, chips, hosts, rate, number, now, mtbf, committed, min_hosts=min_hosts)
+        self.executor.start(att)
+
+    def _checkpointed(self, att: Attempt) -> None:
+        self.sched.checkpointed(att.job.name, self.engine.now())
+        if self.events is not None:
+            self._emit(EventType.CHECKPOINTED, att.job.name, att.number, {"pool": att.pool})
+
+    def _ended(self, att: Attempt, how: str, lost_s: float) -> None:
+        now, run, rec = self.engine.now(), att.job.name, att.record
+        self.sched.finished(run, now)
+        self.committed[run] = att.committed
+        useful = rec.useful_chip_s - self.useful_before.pop(run, 0.0)
+        data: dict[str, Any] = {"pool": att.pool, "useful_chip_s": useful}
+        if self.driver is not None:
+            self.driver.ended(att, now)
+        if how == "succeeded":
+            self._emit(EventType.SUCCEEDED, run, att.number, data)
+            rec.outcome, rec.end_s = "succeeded", now
+            self.done += 1
+            self.last_end = max(self.last_end, now)
+        else:
+            kind = EventType.FAILED if how == "interrupted" else EventType.PREEMPTED
+            reason = "interrupted by a failure" if how == "interrupted" else "preempted"
+            self._emit(kind, run, att.number, {**data, "final": False, "retryable": True, "reason": reason})
+            self._emit(EventType.RETRIED, run, None, {"next_attempt": att.number + 1, "reason": reason})
+            rec.outcome = "pending"
+            if how == "preempted":
+                rec.preemptions += 1
+                self._enqueue(att.job)
+            else:
+                downtime = self.checkpoint.detect_s + self.checkpoint.reschedule_s
+                self.engine.after(downtime, lambda: self._enqueue(att.job))
+        self.demand_changed()

@@ -1,0 +1,221 @@
+"""Simulated jobs: the `SimJob` record, a synthetic generator, job files, and the `--workload` dispatcher.
+
+A job's `work_s` is its run time on a reference chip at speed 1. On a pool it progresses at
+`throughput[pool.chip_type]` work units per second when `throughput` is given (a Gavel-style matrix row:
+a type absent or at 0 cannot run the job), else at the pool's `relative_speed`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from crossrail.errors import Problem, SpecError
+from crossrail.spec import Stage
+from crossrail.spec.loader import parse_value
+
+PRIORITIES = ("critical", "high", "normal", "low")
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """One job to simulate: what it asks for, how much work it is, and when it arrives (seconds from 0)."""
+
+    name: str
+    stage: str
+    chips: int
+    work_s: float
+    submit_s: float = 0.0
+    team: str | None = None
+    priority: str = "normal"
+    throughput: Mapping[str, float] = field(default_factory=dict)
+    elastic: bool = False
+    min_chips: int | None = None
+    prefer: str = "any"
+    estimate_s: float | None = None
+    """The run time a user would declare (`resources.duration`); None: `work_s` at speed 1."""
+
+    def rate(self, chip_type: str, relative_speed: float) -> float:
+        """Work units per second on a pool of `chip_type`; 0 when the job cannot run there."""
+        if self.throughput:
+            return max(float(self.throughput.get(chip_type, 0.0)), 0.0)
+        return relative_speed
+
+    @property
+    def declared_s(self) -> float:
+        return self.estimate_s if self.estimate_s is not None else self.work_s
+
+
+# --- synthetic ---------------------------------------------------------------------------------
+
+DEFAULT_MIX = {"pretraining": 0.05, "post_training": 0.2, "eval": 0.25, "experiment": 0.5}
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """Poisson arrivals over `span_s`; stage mix; sizes drawn from `sizes` by `size_weights`; log-normal work."""
+
+    jobs: int = 100
+    span_s: float = 86_400.0
+    mix: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
+    sizes: tuple[int, ...] = (1, 2, 4, 8)
+    size_weights: tuple[float, ...] | None = None
+    median_s: float = 3600.0
+    sigma: float = 1.0
+    max_s: float | None = None
+    seed: int = 0
+    teams: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> SyntheticSpec:
+        """`jobs=1000,span=7d,mix=pretraining:1/experiment:4,sizes=8/64/512,median=2h,sigma=1.2,seed=3`."""
+        from crossrail.core import parse_duration
+
+        values: dict[str, Any] = {}
+        problems: list[Problem] = []
+        for item in filter(None, text.split(",")):
+            key, _, raw = item.partition("=")
+            try:
+                if key in {"jobs", "seed", "teams"}:
+                    values[key] = int(raw)
+                elif key in ("span", "median", "max"):
+                    values[f"{key}_s"] = parse_duration(raw)
+                elif key == "sigma":
+                    values[key] = float(raw)
+                elif key == "mix":
+                    values[key] = {s: float(w) for s, w in (p.split(":") for p in raw.split("/"))}
+                elif key == "sizes":
+                    sizes = [p.partition(":") for p in raw.split("/")]
+                    values["sizes"] = tuple(int(s) for s, _, _ in sizes)
+                    if any(w for _, _, w in sizes):
+                        values["size_weights"] = tuple(float(w or 1) for _, _, w in sizes)
+                else:
+                    fix = "keys are jobs, span, mix, sizes, median, sigma, max, seed, teams"
+                    problems.append(Problem("--workload synthetic:", key, f"unknown key {key!r}", fix=fix))
+            except (ValueError, TypeError) as exc:
+                problems.append(Problem("--workload synthetic:", key, f"cannot read {raw!r}: {exc}"))
+        if problems:
+            raise SpecError(problems)
+        spec = cls(**values)
+        spec.check()
+        return spec
+
+    def check(self) -> None:
+        problems = []
+        where = "--workload synthetic:"
+        if self.jobs <= 0 or self.span_s <= 0 or self.median_s <= 0 or self.sigma < 0:
+            problems.append(Problem(where, "jobs/span/median/sigma", "jobs, span and median must be > 0, sigma >= 0"))
+        for stage in self.mix:
+            if stage not in {s.value for s in Stage}:
+                fix = f"stages are {', '.join(s.value for s in Stage)}"
+                problems.append(Problem(where, f"mix.{stage}", f"unknown stage {stage!r}", fix=fix))
+        if not self.sizes or min(self.sizes) <= 0 or (self.size_weights and len(self.size_weights) != len(self.sizes)):
+            problems.append(Problem(where, "sizes", "sizes must be positive chip counts, one weight per size"))
+        if problems:
+            raise SpecError(problems)
+
+
+def synthetic(spec: SyntheticSpec) -> list[SimJob]:
+    """Jobs drawn from `spec` with its seed: the same spec always yields the same jobs."""
+    rng = np.random.default_rng(spec.seed)
+    n = spec.jobs
+    gaps = rng.exponential(spec.span_s / n, size=n)
+    arrivals = np.cumsum(gaps) - gaps[0]
+    stages = sorted(spec.mix)
+    weights = np.array([spec.mix[s] for s in stages], dtype=float)
+    stage_of = rng.choice(len(stages), size=n, p=weights / weights.sum())
+    size_p = None
+    if spec.size_weights:
+        w = np.array(spec.size_weights, dtype=float)
+        size_p = w / w.sum()
+    size_of = rng.choice(len(spec.sizes), size=n, p=size_p)
+    work = rng.lognormal(math.log(spec.median_s), spec.sigma, size=n)
+    if spec.max_s is not None:
+        work = np.minimum(work, spec.max_s)
+    team_of = rng.integers(0, max(spec.teams, 1), size=n)
+    return [
+        SimJob(
+            name=f"job-{i:06d}",
+            stage=stages[int(stage_of[i])],
+            chips=int(spec.sizes[int(size_of[i])]),
+            work_s=float(work[i]),
+            submit_s=float(arrivals[i]),
+            team=f"team-{int(team_of[i])}" if spec.teams else None,
+        )
+        for i in range(n)
+    ]
+
+
+# --- job files ---------------------------------------------------------------------------------
+
+JOB_KEYS = set(SimJob.__dataclass_fields__)
+
+
+def load_jobs(path: str | Path) -> list[SimJob]:
+    """A YAML or JSON list of jobs (`{jobs: [...]}` or a bare list) with SimJob's field names."""
+    source = str(path)
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise SpecError([Problem(source, "", f"cannot read the workload file: {exc.strerror}")]) from None
+    data, _ = parse_value(text, source, what="workload")
+    rows = data.get("jobs") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        raise SpecError([Problem(source, "jobs", "expected a list of jobs", fix="write `jobs: [{name: ..., ...}]`")])
+    return jobs_from_rows(rows, source)
+
+
+def jobs_from_rows(rows: Sequence[Any], source: str) -> list[SimJob]:
+    """SimJobs from dicts, gathering every problem with its row before failing."""
+    jobs, problems = [], []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            problems.append(Problem(source, f"jobs[{i}]", "a job must be a mapping"))
+            continue
+        unknown = sorted(set(row) - JOB_KEYS)
+        if unknown:
+            fix = f"fields are {', '.join(sorted(JOB_KEYS))}"
+            problems.append(Problem(source, f"jobs[{i}]", f"unknown fields {', '.join(unknown)}", fix=fix))
+            continue
+        try:
+            job = SimJob(**{"name": f"job-{i}", "stage": "experiment", **row})
+            if job.chips <= 0 or job.work_s <= 0 or job.submit_s < 0 or not math.isfinite(job.work_s):
+                raise ValueError("chips and work_s must be > 0 and submit_s >= 0")
+            if job.priority not in PRIORITIES:
+                raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}")
+            Stage(job.stage)
+        except (TypeError, ValueError) as exc:
+            problems.append(Problem(source, f"jobs[{i}]", str(exc)))
+            continue
+        jobs.append(job)
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        problems.append(Problem(source, "jobs", "job names repeat", fix="give every job its own name"))
+    if problems:
+        raise SpecError(problems)
+    return jobs
+
+
+def parse_workload(text: str, *, throughputs: str | None = None, seed: int = 0) -> list[SimJob]:
+    """`FILE`, `gavel:TRACE`, `philly:CSV` or `synthetic:k=v,...` (see docs/simulator.md)."""
+    from crossrail.sim import traces
+
+    kind, _, rest = text.partition(":")
+    if kind == "gavel" and rest:
+        if throughputs is None:
+            fix = "pass --throughputs data/gavel/simulation_throughputs.json"
+            raise SpecError([Problem(rest, "", "a Gavel trace needs its throughput matrix", fix=fix)])
+        return traces.gavel_jobs(rest, throughputs)
+    if kind == "philly" and rest:
+        return traces.philly_jobs(rest)
+    if kind == "synthetic":
+        spec = SyntheticSpec.parse(rest)
+        if "seed=" not in rest:
+            spec = SyntheticSpec(**{**spec.__dict__, "seed": seed})
+        return synthetic(spec)
+    return load_jobs(text)
