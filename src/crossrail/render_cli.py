@@ -168,6 +168,8 @@ def import_command(  # noqa: PLR0917 (a typer command takes each option as a par
     ] = None,
     stage: Annotated[str | None, typer.Option("--stage", help="Stage (default: read from the Job's labels).")] = None,
     team: Annotated[str | None, typer.Option("--team", help="Team (default: the Job's namespace).")] = None,
+    owner: Annotated[str | None, typer.Option("--owner", help="Owner, e.g. ada@example.com.")] = None,
+    code_repo: Annotated[str | None, typer.Option("--code-repo", help="The training code's repository.")] = None,
     image_digest: ImageDigest = None,
 ) -> None:
     """Turn an existing Job into a hardware-agnostic experiment; list what was hardware-specific and why."""
@@ -177,7 +179,16 @@ def import_command(  # noqa: PLR0917 (a typer command takes each option as a par
         from crossrail.spec import load_document
 
         doc = load_document(file)
-        imported = import_job(doc.data, str(file), dataset=dataset, stage=stage, team=team, image_digest=image_digest)
+        imported = import_job(
+            doc.data,
+            str(file),
+            dataset=dataset,
+            stage=stage,
+            team=team,
+            owner=owner,
+            code_repo=code_repo,
+            image_digest=image_digest,
+        )
         rows = [f.as_dict() for f in imported.findings]
         _summary(f"imported {file} as experiment {imported.experiment.name}", rows)
         if output is None:

@@ -4,6 +4,7 @@ image, command, args, config and checkpoint dir unchanged, every other differenc
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from crossrail.errors import SpecError
 from crossrail.executors.render.importer import Imported, import_job
 from crossrail.executors.render.kubernetes import render_kubernetes
 from crossrail.executors.render.workload import from_experiment
-from crossrail.spec import Fleet
+from crossrail.spec import Fleet, default_policy, validate_files
 
 from .builders import DIGEST
 from .conftest import FIXTURES, assert_valid
@@ -216,3 +217,21 @@ def test_device_pins_secrets_volumes_and_cpu_sizing_are_removed_with_reasons() -
         "spec.template.spec.volumes",
         "spec.template.spec.tolerations",
     } <= removed
+
+
+def test_what_the_strict_policy_still_needs_is_listed_and_the_options_supply_it(tmp_path: Path) -> None:
+    todo = {f.path for f in _imported().findings if f.action == "to do"}
+    assert todo == {"metadata.owner", "metadata.team", "spec.code.repo", "spec.image"}
+    complete = import_job(
+        _article(),
+        "job.yaml",
+        dataset=DATASET,
+        team="alignment",
+        owner="ada@example.com",
+        code_repo="https://github.com/acme/trainer",
+        image_digest=DIGEST,
+    )
+    assert [f for f in complete.findings if f.action == "to do"] == []
+    path = tmp_path / "posttrain-042.yaml"
+    path.write_text(complete.yaml())
+    assert validate_files([path], default_policy()) == []  # the article's strict policy accepts it

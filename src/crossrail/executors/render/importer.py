@@ -14,7 +14,7 @@ import yaml
 
 from crossrail.errors import Problem, SpecError
 from crossrail.executors.render.workload import pinned, with_digest
-from crossrail.spec import Experiment, Stage, parse_document, parse_experiment
+from crossrail.spec import Experiment, Stage, default_policy, lint_experiment, parse_document, parse_experiment
 
 ACCELERATOR_RESOURCES = {"nvidia.com/gpu": "gpu", "amd.com/gpu": "gpu", "google.com/tpu": "tpu"}
 DEVICE_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS"})
@@ -120,6 +120,8 @@ def import_job(
     dataset: str | None = None,
     stage: str | None = None,
     team: str | None = None,
+    owner: str | None = None,
+    code_repo: str | None = None,
     image_digest: str | None = None,
 ) -> Imported:
     """The Experiment a batch/v1 Job describes; SpecError naming every problem when it cannot be made."""
@@ -134,9 +136,18 @@ def import_job(
     doc = _document(imp, job, pod, containers, dataset=dataset, stage=stage, team=team, image_digest=image_digest)
     if imp.problems:
         raise SpecError(imp.problems)
+    if owner:
+        doc["metadata"]["owner"] = owner
+    if code_repo:
+        doc["spec"]["code"] = {"repo": code_repo, "commit": "auto"}
     imp.findings += RENDERED
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-    return Imported(parse_experiment(parse_document(text, f"{source} (imported)")), doc, imp.findings)
+    parsed = parse_document(text, f"{source} (imported)")
+    experiment = parse_experiment(parsed)
+    # What the strict article policy would still refuse at submit, as things to do (nothing is guessed).
+    for problem in lint_experiment(parsed, default_policy()):
+        imp.note(problem.path, "to do", problem.message + (f"; {problem.fix}" if problem.fix else ""))
+    return Imported(experiment, doc, imp.findings)
 
 
 def _document(
