@@ -311,6 +311,11 @@ from crossrail import place_cli  # noqa: E402 (placement explanations live in th
 
 app.command("place")(place_cli.place_command)
 
+from crossrail import sim_cli  # noqa: E402 (the fleet simulator's commands live in their own module)
+
+app.command("simulate")(sim_cli.simulate_command)
+app.command("plan")(sim_cli.plan_command)
+
 fleet_app = typer.Typer(help="Show and change the fleet: apply a file, drain and undrain pools.", no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 

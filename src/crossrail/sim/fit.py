@@ -44,7 +44,11 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
     allow: dict[str, tuple[str, ...] | None] = {}
     never, split = [], []
     for job in jobs:
-        holds = [p for p in fleet.pools if p.chips >= job.chips and states[p.name].allows(job.chips)]
+        holds = [
+            p
+            for p in fleet.pools
+            if p.chips >= job.chips and states[p.name].allows(job.chips) and job.runs_on(str(p.accelerator))
+        ]
         runs = {p.name for p in holds if job.rate(p.chip_type, p.relative_speed) > 0}
         if not runs:
             never.append(job)

@@ -97,7 +97,8 @@ class PolicyDriver:
             job = sim.jobs[view.run]
             choices = [sim.pools[wanted]] if wanted in sim.pools else self.by_cost
             for pool in choices:
-                if job.rate(pool.chip_type, pool.relative_speed) > 0 and self.fits(pool.name, job.chips):
+                runs = job.runs_on(str(pool.accelerator)) and job.rate(pool.chip_type, pool.relative_speed) > 0
+                if runs and self.fits(pool.name, job.chips):
                     sim.launch(job.name, pool.name, job.chips)
                     break
 

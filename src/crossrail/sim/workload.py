@@ -39,6 +39,11 @@ class SimJob:
     prefer: str = "any"
     estimate_s: float | None = None
     """The run time a user would declare (`resources.duration`); None: `work_s` at speed 1."""
+    accelerators: tuple[str, ...] | None = None
+    """Accelerator kinds (`tpu`, `gpu`) it may run on; None: any."""
+
+    def runs_on(self, accelerator: str) -> bool:
+        return self.accelerators is None or accelerator in self.accelerators
 
     def rate(self, chip_type: str, relative_speed: float) -> float:
         """Work units per second on a pool of `chip_type`; 0 when the job cannot run there."""
@@ -183,7 +188,10 @@ def jobs_from_rows(rows: Sequence[Any], source: str) -> list[SimJob]:
             problems.append(Problem(source, f"jobs[{i}]", f"unknown fields {', '.join(unknown)}", fix=fix))
             continue
         try:
-            job = SimJob(**{"name": f"job-{i}", "stage": "experiment", **row})
+            fields = {"name": f"job-{i}", "stage": "experiment", **row}
+            if isinstance(fields.get("accelerators"), list):
+                fields["accelerators"] = tuple(fields["accelerators"])
+            job = SimJob(**fields)
             if job.chips <= 0 or job.work_s <= 0 or job.submit_s < 0 or not math.isfinite(job.work_s):
                 raise ValueError("chips and work_s must be > 0 and submit_s >= 0")
             if job.priority not in PRIORITIES:

@@ -1,0 +1,248 @@
+"""`crossrail simulate` and `crossrail plan`: the fleet simulator from the command line (docs/simulator.md).
+
+Bad input is a one-line (or one-block) message and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from crossrail.errors import CrossrailError, SpecError, UsageError
+
+FleetFile = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (crossrail/v1 Fleet).")]
+Pools = Annotated[
+    str | None, typer.Option("--pools", help="Pools instead of a fleet file: name:chips[:per_host[:price]],...")
+]
+Workload = Annotated[
+    str, typer.Option("--workload", help="FILE, gavel:TRACE, philly:CSV or synthetic:jobs=N,span=7d,...")
+]
+Throughputs = Annotated[Path | None, typer.Option("--throughputs", help="Gavel throughput matrix (JSON).")]
+Seed = Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same result.")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+ChipMtbf = Annotated[str | None, typer.Option("--chip-mtbf", help="Per-chip MTBF, e.g. 50000h (default: none).")]
+HostMtbf = Annotated[str | None, typer.Option("--host-mtbf", help="Per-host MTBF (default: none).")]
+CkptCost = Annotated[str | None, typer.Option("--ckpt-cost", help="Blocking checkpoint cost, e.g. 30s.")]
+CkptInterval = Annotated[
+    str, typer.Option("--ckpt-interval", help="daly, young, adaptive or a fixed duration such as 30m.")
+]
+Restore = Annotated[str | None, typer.Option("--restore", help="Restore time after a restart, e.g. 5m.")]
+
+
+def _guard(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except CrossrailError as exc:
+        typer.echo(exc.render() if isinstance(exc, SpecError) else f"crossrail: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+def _duration(text: str | None, flag: str) -> float | None:
+    from crossrail.core import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def _jobs_and_fleet(fleet: Path | None, pools: str | None, workload: str, throughputs: Path | None, seed: int) -> Any:
+    from crossrail.sim.fleets import pools_fleet
+    from crossrail.sim.workload import parse_workload
+    from crossrail.spec import load_fleet
+
+    if (fleet is None) == (pools is None):
+        raise UsageError("give exactly one of --fleet FLEET.yaml or --pools name:chips,...")
+    jobs = parse_workload(workload, throughputs=str(throughputs) if throughputs else None, seed=seed)
+    return jobs, (load_fleet(fleet) if fleet is not None else pools_fleet(str(pools), jobs))
+
+
+def _reliability(
+    chip_mtbf: str | None, host_mtbf: str | None, cost: str | None, interval: str, restore: str | None
+) -> Any:
+    from crossrail.sim.checkpointing import CheckpointSpec
+    from crossrail.sim.failures import FailureSpec
+    from crossrail.sim.plan import with_interval
+
+    chip, host = _duration(chip_mtbf, "--chip-mtbf"), _duration(host_mtbf, "--host-mtbf")
+    failures = FailureSpec(chip_mtbf_s=chip, host_mtbf_s=host) if chip or host else None
+    spec = CheckpointSpec(cost_s=_duration(cost, "--ckpt-cost"), restore_s=_duration(restore, "--restore") or 0.0)
+    return failures, with_interval(spec, interval)
+
+
+def simulate_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
+    workload: Workload,
+    fleet: FleetFile = None,
+    pools: Pools = None,
+    throughputs: Throughputs = None,
+    policy: Annotated[
+        str, typer.Option("--policy", help="Scheduling policy (crossrail.scheduling.policies).")
+    ] = "fifo",
+    compare: Annotated[list[str] | None, typer.Option("--compare", help="Also run this policy and compare.")] = None,
+    seed: Seed = 0,
+    as_json: Json = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write JCT and queue-time plots to this PNG.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Stop at this virtual time, e.g. 30d.")] = None,
+    quantum: Annotated[float, typer.Option("--quantum", help="Seconds within which cycles are batched.")] = 1.0,
+    round_s: Annotated[float | None, typer.Option("--round", help="Round length of round-based policies (s).")] = None,
+    chip_mtbf: ChipMtbf = None,
+    host_mtbf: HostMtbf = None,
+    ckpt_cost: CkptCost = None,
+    ckpt_interval: CkptInterval = "daly",
+    restore: Restore = None,
+) -> None:
+    """Simulate a workload on a fleet with the scheduling core the agent runs; compare policies."""
+
+    def go() -> None:
+        reliability = _reliability(chip_mtbf, host_mtbf, ckpt_cost, ckpt_interval, restore)
+        until_s = _duration(until, "--until")
+        policies = [policy, *(compare or [])]
+        args = (workload, fleet, pools, throughputs, policies, seed, as_json, plot, until_s, quantum, round_s)
+        _simulate(*args, reliability)
+
+    _guard(go)
+
+
+def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
+    workload: str,
+    fleet_file: Path | None,
+    pools: str | None,
+    throughputs: Path | None,
+    policies: list[str],
+    seed: int,
+    as_json: bool,
+    plot_path: Path | None,
+    until_s: float | None,
+    quantum_s: float,
+    round_s: float | None,
+    reliability: tuple[Any, Any],
+) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from crossrail.sim import report
+    from crossrail.sim.simulation import Simulation
+
+    jobs, fleet = _jobs_and_fleet(fleet_file, pools, workload, throughputs, seed)
+    failures, checkpoint = reliability
+    sims = [
+        Simulation(fleet, jobs, policy=p, failures=failures, checkpoint=checkpoint, seed=seed, quantum_s=quantum_s,
+                   round_s=round_s)
+        for p in policies
+    ]  # fmt: skip
+    console = Console(stderr=as_json, highlight=False)
+    results = []
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} jobs"))
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
+        for sim in sims:
+            task = bar.add_task(f"simulating {sim.policy_name}", total=len(jobs))
+
+            def tick(done: int, _total: int, _now: float, task: Any = task) -> None:
+                bar.update(task, completed=done)
+
+            results.append(sim.run(until_s, progress=tick))
+    if plot_path is not None:
+        report.plot(results, plot_path)
+    if as_json:
+        out: dict[str, Any] = results[0].to_json()
+        if len(results) > 1:
+            out["compare"] = [r.to_json() for r in results[1:]]
+            out["comparison"] = [report.comparison(results[0], r) for r in results[1:]]
+        sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
+        return
+    report.print_results(results, console)
+    if plot_path is not None:
+        console.print(f"plots: {plot_path}")
+
+
+def plan_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
+    workload: Workload,
+    pools: Annotated[str, typer.Option("--pools", help="Pool shapes and prices: name:chips:per_host:price,...")],
+    grid: Annotated[str, typer.Option("--grid", help="Chips to try per pool: 'h100:0/256/512;tpu:512/1024'.")],
+    target: Annotated[list[str], typer.Option("--target", help="STAGE=DURATION queue-time target (repeat).")],
+    percentile: Annotated[int, typer.Option("--percentile", help="Queue-time percentile judged: 50 or 95.")] = 95,
+    move: Annotated[list[str] | None, typer.Option("--move", help="What-if: STAGE=tpu|gpu (repeat).")] = None,
+    ckpt_intervals: Annotated[
+        list[str] | None, typer.Option("--ckpt-intervals", help="What-if: checkpoint interval (repeat).")
+    ] = None,
+    throughputs: Throughputs = None,
+    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy.")] = "fifo",
+    seed: Seed = 0,
+    as_json: Json = False,
+    chip_mtbf: ChipMtbf = None,
+    host_mtbf: HostMtbf = None,
+    ckpt_cost: CkptCost = None,
+    ckpt_interval: CkptInterval = "daly",
+    restore: Restore = None,
+) -> None:
+    """Find the cheapest fleet mix that meets per-stage queue-time targets (and try what-ifs)."""
+
+    def go() -> None:
+        from crossrail.sim import plan
+        from crossrail.sim.workload import parse_workload
+
+        if percentile not in (50, 95):
+            raise UsageError(f"--percentile must be 50 or 95 (got {percentile})")
+        template = plan.template_pools(pools)
+        cands = plan.candidates(grid, template, moves=move or (), intervals=ckpt_intervals or ())
+        goals = plan.targets(target)
+        jobs = parse_workload(workload, throughputs=str(throughputs) if throughputs else None, seed=seed)
+        failures, checkpoint = _reliability(chip_mtbf, host_mtbf, ckpt_cost, ckpt_interval, restore)
+        outcomes = _sweep(plan, cands, template, jobs, goals, policy, seed, percentile, failures, checkpoint)
+        _print_plan(outcomes, percentile, as_json)
+
+    _guard(go)
+
+
+def _sweep(plan: Any, cands: Any, template: Any, jobs: Any, goals: Any, *rest: Any) -> Any:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    policy, seed, percentile, failures, checkpoint = rest
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"simulating {len(cands)} candidate fleets", total=len(cands))
+        return plan.sweep(
+            cands, template, jobs, goals, policy=policy, seed=seed, percentile=percentile, failures=failures,
+            checkpoint=checkpoint, done=lambda _o: bar.advance(task),
+        )  # fmt: skip
+
+
+def _print_plan(outcomes: Any, percentile: int, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from crossrail.sim.report import frac, money, secs
+
+    best = next((o for o in outcomes if o.meets), None)
+    if as_json:
+        rows = [
+            {"fleet": o.candidate.label, "cost_per_hour": o.cost_per_hour, "meets": o.meets, "why": o.why,
+             "queue_s": o.queue_s, "avg_jct_s": o.result.avg_jct_s if o.result else None,
+             "goodput": o.result.goodput if o.result else None}
+            for o in outcomes
+        ]  # fmt: skip
+        best_label = best.candidate.label if best else None
+        sys.stdout.write(json.dumps({"best": best_label, "candidates": rows}, indent=2) + "\n")
+        return
+    console = Console(highlight=False)
+    t = Table(title=f"candidate fleets, cheapest first (queue p{percentile} targets)")
+    for col in ("fleet", "$/hour", "meets", "avg JCT", "goodput", "utilization", "why"):
+        t.add_column(col)
+    for o in outcomes:
+        r = o.result
+        t.add_row(
+            o.candidate.label, money(o.cost_per_hour), "yes" if o.meets else "no",
+            secs(r.avg_jct_s if r else None), frac(r.goodput if r else None), frac(r.utilization if r else None), o.why,
+        )  # fmt: skip
+    console.print(t)
+    if best is None:
+        console.print("no candidate meets every target; widen the grid")
+        raise typer.Exit(1)
+    console.print(f"cheapest fleet meeting the targets: {best.candidate.label} at {money(best.cost_per_hour)}/hour")
