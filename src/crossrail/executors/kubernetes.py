@@ -276,9 +276,12 @@ class OfficialApi:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         ns = obj["metadata"]["namespace"]
         if obj["kind"] == "Job":
-            return self._dict(self._call(self._batch.create_namespaced_job, ns, obj))
-        group, version, plural = _PLURALS[obj["kind"]]
-        return dict(self._call(self._custom.create_namespaced_custom_object, group, version, ns, plural, obj))
+            created = self._call(self._batch.create_namespaced_job, ns, obj)
+        else:
+            group, version, plural = _PLURALS[obj["kind"]]
+            created = self._call(self._custom.create_namespaced_custom_object, group, version, ns, plural, obj)
+        # The client decodes only the documented 201; a server answering 200 still created the object.
+        return self._dict(created) if created is not None else obj
 
     def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
         if kind == "Job":
