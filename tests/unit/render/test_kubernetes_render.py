@@ -39,8 +39,8 @@ def _pod(obj: dict[str, Any]) -> dict[str, Any]:
     return obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
 
 
-def _env(obj: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in _pod(obj)["spec"]["containers"][0]["env"]}
+def _env(obj: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value") or e["valueFrom"] for e in _pod(obj)["spec"]["containers"][0]["env"]}
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -107,6 +107,14 @@ def test_every_stage_on_every_pool_kind_and_size_renders_a_valid_workload(
         assert (job["parallelism"], job["completions"], job["backoffLimit"]) == (hosts, hosts, 0)
         assert meta["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
         assert (env["CROSSRAIL_SLICES"], env["CROSSRAIL_HOSTS_PER_SLICE"]) == (str(slices), str(hosts))
+        if slices > 1:
+            assert env["MEGASCALE_NUM_SLICES"] == str(slices)
+            assert env["MEGASCALE_COORDINATOR_ADDRESS"] == "exp-042-3-a2-slice-0-0.exp-042-3-a2"
+            assert env["MEGASCALE_SLICE_ID"] == {
+                "fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}
+            }
+        else:
+            assert "MEGASCALE_NUM_SLICES" not in env
 
 
 def test_a_teams_work_goes_to_its_namespace_and_its_own_queue(matrix_fleet: Fleet) -> None:

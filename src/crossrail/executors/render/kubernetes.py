@@ -27,6 +27,7 @@ EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 CONTAINER = "trainer"
 REPLICATED_JOB = "slice"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 MAX_NAME = 63
 
 
@@ -102,7 +103,7 @@ def _pod(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str
         "name": CONTAINER,
         "image": work.image,
         "command": list(work.command),
-        "env": [{"name": k, "value": v} for k, v in sorted(_env(work, pool, lay).items())],
+        "env": [{"name": k, "value": v} for k, v in sorted(_env(work, pool, lay).items())] + _slice_id(lay),
     }
     if work.args:
         container["args"] = list(work.args)
@@ -128,7 +129,18 @@ def _env(work: Workload, pool: Pool, lay: Layout) -> dict[str, str]:
     env = {**work.env, "TRAINING_BACKEND": str(pool.accelerator)}
     if lay.multi_host:
         env |= {"CROSSRAIL_SLICES": str(lay.slices), "CROSSRAIL_HOSTS_PER_SLICE": str(lay.hosts_per_slice)}
+    if lay.slices > 1:  # JAX multi-slice: slice 0's first host coordinates, by its JobSet DNS name
+        first = f"{work.object_name}-{REPLICATED_JOB}-0-0.{work.object_name}"
+        env |= {"MEGASCALE_NUM_SLICES": str(lay.slices), "MEGASCALE_COORDINATOR_ADDRESS": first}
     return env
+
+
+def _slice_id(lay: Layout) -> list[dict[str, Any]]:
+    """MEGASCALE_SLICE_ID from the job index JobSet labels each pod with (multi-slice only)."""
+    if lay.slices == 1:
+        return []
+    ref = {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}
+    return [{"name": "MEGASCALE_SLICE_ID", "valueFrom": ref}]
 
 
 def _service_account(fleet: Fleet, pool: Pool) -> str:
