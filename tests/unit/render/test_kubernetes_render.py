@@ -262,3 +262,8 @@ def test_a_team_that_cannot_be_a_label_or_namespace_is_refused(matrix_fleet: Fle
     with pytest.raises(SpecError, match="is not a namespace name") as caught:
         render_kubernetes(work, fleet, fleet.pool("h100"))
     assert "alignment-lab" in (caught.value.problems[0].fix or "")
+
+
+def test_a_run_id_that_cannot_name_objects_is_refused() -> None:
+    with pytest.raises(SpecError, match="cannot name Kubernetes objects"):
+        from_experiment(experiment(), source="e.yaml", run="Exp 042")

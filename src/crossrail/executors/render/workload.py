@@ -20,6 +20,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PRIORITIES = {"low": 100, "normal": 1000, "high": 10000, "critical": 100000}
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\Z")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SHA = re.compile(r"(sha256:)?[0-9a-f]{64}")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
@@ -114,6 +115,9 @@ def from_experiment(
     if problems:
         raise SpecError(problems)
     run = run or f"{exp.name}-1"
+    if not _DNS_LABEL.fullmatch(run):
+        fix = "use lower-case letters, digits and '-' (a run id such as posttrain-042-3)"
+        raise SpecError([Problem(source, "--run", f"{run!r} cannot name Kubernetes objects", None, fix)])
     ckpt = f"{exp.spec.checkpoint.dir.rstrip('/')}/{run}"
     resolved = {**exp.model_dump(mode="json", by_alias=True), "run": run, "attempt": attempt}
     resolved["spec"]["image"] = image
