@@ -96,14 +96,16 @@ spec:
        topologies: [2x2x1, 2x2x2, 2x2x4, 4x4x4], backend: kubernetes}
     - {name: v6e, accelerator: tpu, chip_type: tpu-v6e, chips: 64, chips_per_host: 4,
        topologies: [1x1, 2x2, 2x4, 4x4], backend: kubernetes, kubernetes: {flavor: trillium}}
-    - {name: cpu, accelerator: cpu, chip_type: n2-standard-32, chips: 64, chips_per_host: 32}
+    - {name: cpu, accelerator: cpu, chip_type: n2-standard-32, chips: 64, chips_per_host: 32, backend: kubernetes}
+    - {name: ray-h100, accelerator: gpu, chip_type: h100, chips: 16, chips_per_host: 8, backend: ray,
+       ray: {address: "10.0.0.2:6379"}}
   queues:
     - {name: pretraining, stage: pretraining, quota: {v5p: 192, h100: 32}, cohort: research}
     - {name: post-training, stage: post_training, quota: {v5p: 32, h100: 32, h200-spot: 16},
        cohort: research, borrowing_limit: {h100: 16}, lending_limit: {v5p: 16}}
     - {name: alignment-post, stage: post_training, team: alignment, quota: {h100: 16}, cohort: research}
     - {name: rl, stage: reinforcement_learning, quota: {v6e: 32, h100: 8}, cohort: research}
-    - {name: eval, stage: eval, quota: {h100: 8, cpu: 32}, queueing: best_effort_fifo}
+    - {name: eval, stage: eval, quota: {h100: 8, cpu: 32, ray-h100: 8}, queueing: best_effort_fifo}
     - {name: experiment, stage: experiment, quota: {v6e: 8, h100: 8}}
     - {name: inference, stage: inference, quota: {v6e: 16}}
 """

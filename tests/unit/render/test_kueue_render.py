@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from crossrail.errors import SpecError
 from crossrail.executors.render.kueue import render_kueue
-from crossrail.spec import Fleet
+from crossrail.spec import Fleet, parse_document, parse_fleet
 
-from .conftest import assert_valid, problems
+from .conftest import MATRIX_FLEET, assert_valid, problems
 
 
 def _by(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -40,9 +41,9 @@ def test_every_kueue_object_of_the_fleet_validates(matrix_fleet: Fleet, gke_flee
             assert_valid(obj)
 
 
-def test_flavors_select_each_pools_nodes(matrix_fleet: Fleet) -> None:
+def test_flavors_select_each_kubernetes_pools_nodes(matrix_fleet: Fleet) -> None:
     flavors = _by(render_kueue(matrix_fleet), "ResourceFlavor")
-    assert set(flavors) == {"h100", "h200-spot", "v5p", "trillium", "cpu"}
+    assert set(flavors) == {"h100", "h200-spot", "v5p", "trillium", "cpu"}  # not the Ray pool
     assert flavors["trillium"]["spec"]["nodeLabels"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"}
     assert flavors["h200-spot"]["spec"]["nodeLabels"] == {
         "cloud.google.com/gke-accelerator": "nvidia-h200-141gb",
@@ -110,3 +111,13 @@ def test_the_crd_validator_refuses_broken_cluster_queues(matrix_fleet: Fleet, ed
     found = problems(bad)
     assert found
     assert any(expect in p for p in found), found
+
+
+def test_a_fleet_without_kubernetes_pools_or_with_a_shared_flavor_is_refused(matrix_fleet: Fleet) -> None:
+    local = parse_fleet(parse_document(MATRIX_FLEET.replace("backend: kubernetes", "backend: local"), "f.yaml"))
+    with pytest.raises(SpecError, match="no pool has backend: kubernetes"):
+        render_kueue(local)
+    shared = MATRIX_FLEET.replace("kubernetes: {flavor: trillium}", "kubernetes: {flavor: v5p}")
+    with pytest.raises(SpecError, match="flavor 'v5p' is pool v5p's too") as caught:
+        render_kueue(parse_fleet(parse_document(shared, "f.yaml")))
+    assert caught.value.problems[0].path == "spec.pools[3].kubernetes.flavor"

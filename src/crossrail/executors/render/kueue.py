@@ -58,10 +58,27 @@ def _resource(pool: Pool) -> str:
     return accelerator_resource(pool) or "cpu"
 
 
+def kubernetes_pools(fleet: Fleet) -> list[Pool]:
+    """The pools Kueue admits to (`backend: kubernetes`); SpecError when none is, or two share a flavor."""
+    pools = [p for p in fleet.pools if p.backend == "kubernetes"]
+    source = f"fleet {fleet.name}"
+    if not pools:
+        fix = "set backend: kubernetes on the pools that are GKE node pools"
+        raise SpecError([Problem(source, "spec.pools", "no pool has backend: kubernetes", None, fix)])
+    seen: dict[str, str] = {}
+    for pool in pools:
+        other = seen.setdefault(flavor_name(pool), pool.name)
+        if other != pool.name:
+            path = f"spec.pools[{fleet.pool_names.index(pool.name)}].kubernetes.flavor"
+            message = f"flavor {flavor_name(pool)!r} is pool {other}'s too"
+            raise SpecError([Problem(source, path, message, None, "give each pool its own flavor")])
+    return pools
+
+
 def render_kueue(fleet: Fleet) -> list[dict[str, Any]]:
-    """Every Kueue object for the fleet, cluster-scoped ones first (apply in this order)."""
+    """Every Kueue object for the fleet's Kubernetes pools, cluster-scoped ones first (apply in this order)."""
     cohorts = sorted({q.cohort for q in fleet.queues if q.cohort})
-    objects = [_flavor(fleet, pool) for pool in fleet.pools]
+    objects = [_flavor(fleet, pool) for pool in kubernetes_pools(fleet)]
     objects += [_obj("Cohort", {"name": c}, {}) for c in cohorts]
     objects += [_priority(name, value) for name, value in PRIORITIES.items()]
     objects += [_cluster_queue(fleet, q) for q in fleet.queues]
@@ -97,7 +114,7 @@ def _cluster_queue(fleet: Fleet, queue: Queue) -> dict[str, Any]:
     # A pool outside the quota gets nominal quota 0 in a cohort (so the queue can borrow it) and is left
     # out otherwise. Flavors covering the same resource form one resource group, as Kueue requires.
     groups: dict[str, list[dict[str, Any]]] = {}
-    for pool in fleet.pools:
+    for pool in kubernetes_pools(fleet):
         if pool.name not in queue.quota and queue.cohort is None:
             continue
         amount: dict[str, Any] = {"name": _resource(pool), "nominalQuota": queue.quota.get(pool.name, 0)}
