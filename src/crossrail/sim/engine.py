@@ -11,7 +11,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 Action = Callable[[], None]
 
@@ -20,15 +20,13 @@ URGENT, NORMAL, LATE = 0, 1, 2
 event of their instant has changed capacity and demand)."""
 
 
-@dataclass(order=True)
+@dataclass(slots=True)
 class Timer:
     """One scheduled action; `cancel()` makes the engine skip it (removal from the heap is lazy)."""
 
     at: float
-    priority: int
-    seq: int
-    action: Action = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    action: Action
+    cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -39,7 +37,8 @@ class Engine:
 
     def __init__(self, start: float = 0.0) -> None:
         self._now = float(start)
-        self._heap: list[Timer] = []
+        self._heap: list[tuple[float, int, int, Timer]] = []
+        """(time, priority, seq, timer): tuples compare in C, and seq is unique, so timers never compare."""
         self._seq = itertools.count()
         self.steps = 0
         """Actions run so far (cancelled timers are not counted)."""
@@ -51,8 +50,8 @@ class Engine:
         """Run `action` at virtual time `at` (never in the past)."""
         if math.isnan(at) or at < self._now:
             raise ValueError(f"cannot schedule at {at}: the clock is at {self._now} and never goes back")
-        timer = Timer(at, priority, next(self._seq), action)
-        heapq.heappush(self._heap, timer)
+        timer = Timer(at, action)
+        heapq.heappush(self._heap, (at, priority, next(self._seq), timer))
         return timer
 
     def after(self, delay_s: float, action: Action, priority: int = NORMAL) -> Timer:
@@ -61,15 +60,15 @@ class Engine:
     def peek(self) -> float:
         """Time of the next live event, or +inf when none is left."""
         heap = self._heap
-        while heap and heap[0].cancelled:
+        while heap and heap[0][3].cancelled:
             heapq.heappop(heap)
-        return heap[0].at if heap else math.inf
+        return heap[0][0] if heap else math.inf
 
     def step(self) -> None:
         """Advance the clock to the next live event and run it; IndexError when there is none."""
         if self.peek() == math.inf:
             raise IndexError("no events left to run")
-        timer = heapq.heappop(self._heap)
+        timer = heapq.heappop(self._heap)[3]
         self._now = timer.at
         self.steps += 1
         timer.action()

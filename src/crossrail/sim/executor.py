@@ -1,12 +1,13 @@
-"""The simulated executor: a run's progress through restore, compute and blocking checkpoints, and its end.
+"""The simulated executor: a run's restore, its compute with blocking checkpoints, and its end.
 
-No per-chip state: each running attempt is one record with its speed, committed work and two timers (its
-next phase change and its next interruption). A run computes for the chooser's interval, writes a blocking
-checkpoint, and repeats (with a checkpoint cost of 0 all progress is committed as it is made). Work since
-the last committed checkpoint is lost when an attempt is interrupted or stopped without time to
-checkpoint; a restarted attempt restores first. Interruptions strike only while computing or
-checkpointing, never during a restore or an elastic pause. An elastic run that keeps enough hosts pauses,
-keeps its work and runs slower until the failed hosts return from repair.
+No per-chip state and no event per checkpoint: an attempt is one record with its speed, the work it
+started the current stretch with, and two timers (its end and its next interruption). Between events
+its progress follows the closed form of `checkpointing.Stretch`: compute for the chooser's interval
+tau, write a blocking checkpoint of delta, repeat (with delta 0 all progress is committed as made).
+Work since the last committed checkpoint is lost when an attempt is interrupted, or stopped without time
+to checkpoint; a restarted attempt restores first. Interruptions strike only while running, never
+during a restore or an elastic pause. An elastic run that keeps enough hosts pauses, keeps its work and
+runs slower until the failed hosts return from repair.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from crossrail.sim.checkpointing import CheckpointSpec, IntervalChooser, plan_recovery
+from crossrail.sim.checkpointing import Cadence, CheckpointSpec, IntervalChooser, Stretch, StretchState, plan_recovery
 from crossrail.sim.engine import URGENT, Engine, Timer
 from crossrail.sim.failures import FailureModel
 from crossrail.sim.records import RunRecord
 from crossrail.sim.workload import SimJob
 
-RESTORE, COMPUTE, CHECKPOINT, STOPPING = "restore", "compute", "checkpoint", "stopping"
+RESTORE, RUN, STOPPING = "restore", "run", "stopping"
+NO_CADENCE = Cadence(math.inf, 0.0)
 
 
 @dataclass
@@ -43,10 +45,11 @@ class Attempt:
     hosts_out: int = 0
     """Hosts away for repair while the (elastic) attempt runs on without them."""
     phase: str = RESTORE
-    phase_at: float = 0.0
-    progress_at_phase: float = 0.0
-    tau_left_s: float = math.inf
-    banked_to: float = 0.0
+    base: float = 0.0
+    """Work done when the current stretch (or stop) began."""
+    run_at: float = 0.0
+    stretch: Stretch | None = None
+    start_work: float = 0.0
     timer: Timer | None = None
     fault: Timer | None = None
 
@@ -60,16 +63,10 @@ Ended = Callable[[Attempt, str, float], None]
 
 
 class SimExecutor:
-    """Runs attempts on the engine's clock and calls back when they checkpoint or end."""
+    """Runs attempts on the engine's clock and calls back when they end."""
 
     def __init__(
-        self,
-        engine: Engine,
-        checkpoint: CheckpointSpec,
-        failures: FailureModel | None,
-        *,
-        ended: Ended,
-        checkpointed: Callable[[Attempt], None],
+        self, engine: Engine, checkpoint: CheckpointSpec, failures: FailureModel | None, *, ended: Ended
     ) -> None:
         self.engine = engine
         self.spec = checkpoint
@@ -77,67 +74,85 @@ class SimExecutor:
         self.delta_s = checkpoint.delta_s
         self.failures = failures
         self.ended = ended
-        self.checkpointed = checkpointed
         self.live: dict[str, Attempt] = {}
         self.faults = 0
         self.exposure_chip_s = 0.0
+        self._tau: dict[float, float] = {}
 
-    # --- phases --------------------------------------------------------------------------------
+    # --- running -------------------------------------------------------------------------------
 
     def start(self, att: Attempt) -> None:
-        """Begin `att`: restore (when there is work to restore, or after a failure), then compute."""
+        """Begin `att`: restore (when there is work to restore, or after a failure), then run."""
         self.live[att.job.name] = att
-        att.banked_to = att.progress_at_phase = att.committed
+        att.base = att.start_work = att.committed
         restore = self.spec.restore_s if att.committed > 0 or att.number > 1 else 0.0
         att.record.restore_s += restore
-        self._enter(att, RESTORE, restore)
+        self._pause(att, restore)
 
-    def _enter(self, att: Attempt, phase: str, duration_s: float) -> None:
-        att.progress_at_phase = self.progress(att, self.engine.now())
-        att.phase, att.phase_at = phase, self.engine.now()
+    def _pause(self, att: Attempt, seconds: float) -> None:
+        att.phase, att.stretch = RESTORE, None
+        self._set_timer(att, seconds, lambda: self._run(att))
+
+    def _set_timer(self, att: Attempt, delay_s: float, action: Callable[[], None]) -> None:
         if att.timer is not None:
             att.timer.cancel()
-        att.timer = self.engine.after(duration_s, lambda: self._phase_done(att))
+        att.timer = self.engine.after(delay_s, action) if math.isfinite(delay_s) else None
 
-    def _compute(self, att: Attempt, tau_s: float | None = None) -> None:
-        """Compute until the interval `tau_s` is spent (a new one by default) or the work is done."""
+    def _run(self, att: Attempt, phase_s: float = 0.0) -> None:
+        """Run from `att.base` at the current speed, continuing the checkpoint cadence at `phase_s`."""
         if att.fault is None:
             self._arm_fault(att)
-        if tau_s is None:
-            tau_s = self.chooser.interval_s(att.run_mtbf_s, self._observed_mtbf(att))
-            tau_s = math.inf if tau_s <= 0 else tau_s  # 0: checkpoints are free and continuous
-        att.tau_left_s = tau_s
-        left_s = (att.job.work_s - att.progress_at_phase) / att.rate
-        self._enter(att, COMPUTE, min(left_s, tau_s))
+        att.phase, att.run_at = RUN, self.engine.now()
+        att.stretch = Stretch(self._cadence(att), att.rate, phase_s)
+        finish = att.stretch.finish_in_s(att.job.work_s - att.base)
+        self._set_timer(att, finish, lambda: self._finish(att))
 
-    def _phase_done(self, att: Attempt) -> None:
-        now = self.engine.now()
-        if att.phase == COMPUTE:
-            if self.progress(att, now) >= att.job.work_s * (1 - 1e-12):
-                return self._finish(att)
-            att.record.checkpoint_s += self.delta_s
-            return self._enter(att, CHECKPOINT, self.delta_s)
-        if att.phase == CHECKPOINT:
-            self._commit(att)
-        elif att.phase == STOPPING:
-            return self._stop(att, "preempted")
-        self._compute(att)
-        return None
+    def _cadence(self, att: Attempt) -> Cadence:
+        if self.spec.interval == "adaptive":
+            tau = self.chooser.interval_s(att.run_mtbf_s, self._observed_mtbf(att))
+        else:  # the interval depends on the run's MTBF alone: choose it once per size
+            known = self._tau.get(att.run_mtbf_s)
+            tau = known if known is not None else self.chooser.interval_s(att.run_mtbf_s)
+            self._tau[att.run_mtbf_s] = tau
+        if tau <= 0:
+            return Cadence(0.0, 0.0) if self.delta_s == 0 else NO_CADENCE
+        return Cadence(tau, self.delta_s)
 
-    def _commit(self, att: Attempt) -> None:
-        att.committed = att.progress_at_phase
-        att.record.checkpoints += 1
-        self.checkpointed(att)
+    def state(self, att: Attempt, now: float) -> StretchState | None:
+        """Where the running stretch stands at `now` (None while restoring, pausing or stopping)."""
+        if att.phase != RUN or att.stretch is None:
+            return None
+        return att.stretch.at(now - att.run_at)
 
     def progress(self, att: Attempt, now: float) -> float:
         """Work done by `now`, committed or not."""
-        if att.phase == COMPUTE:
-            return min(att.progress_at_phase + (now - att.phase_at) * att.rate, att.job.work_s)
-        return att.progress_at_phase
+        st = self.state(att, now)
+        return att.base if st is None else min(att.base + st.computed_work_s, att.job.work_s)
 
     def kept(self, att: Attempt, now: float) -> float:
-        """Work that survives a stop at `now`: all of it when checkpoints are free, else the committed part."""
-        return self.progress(att, now) if self.delta_s == 0 and self.spec.interval != "fixed" else att.committed
+        """Work a failure at `now` would leave: up to the last completed checkpoint (all of it when free)."""
+        st = self.state(att, now)
+        if st is None or not (st.checkpoints or (att.stretch and att.stretch.cadence.tau_s == 0)):
+            return att.committed
+        return att.base + st.committed_work_s
+
+    def last_checkpoint_at(self, att: Attempt, now: float) -> float | None:
+        """When the attempt last committed a checkpoint, None when it has not (for the scheduler's victims)."""
+        st = self.state(att, now)
+        if st is None or not st.checkpoints or att.stretch is None:
+            return None
+        return now - st.phase_s
+
+    def _close_stretch(self, att: Attempt, now: float) -> None:
+        """Fold the running stretch into the record: its checkpoints, their time, what they committed."""
+        st = self.state(att, now)
+        if st is None:
+            return
+        att.record.checkpoints += st.checkpoints
+        att.record.checkpoint_s += st.checkpoint_s
+        att.committed = max(att.committed, self.kept(att, now))
+        att.base = min(att.base + st.computed_work_s, att.job.work_s)
+        att.stretch = None
 
     def _observed_mtbf(self, att: Attempt) -> float | None:
         """Interruptions seen so far across the fleet, as an MTBF for a run of this size (None before any)."""
@@ -159,32 +174,29 @@ class SimExecutor:
         self.faults += 1
         att.record.interruptions += 1
         plan = plan_recovery(self.spec, att.hosts - att.hosts_out, max(hosts_lost, 1), att.min_hosts)
-        if att.job.elastic and plan.kind == "shrink" and att.phase in (COMPUTE, CHECKPOINT):
-            return self._shrink(att, att.hosts - att.hosts_out - plan.hosts_after, plan.downtime_s, repair_s)
-        self._stop(att, "interrupted")
-        return None
+        if att.job.elastic and plan.kind == "shrink" and att.phase == RUN:
+            self._shrink(att, att.hosts - att.hosts_out - plan.hosts_after, plan.downtime_s, repair_s)
+        else:
+            self._stop(att, "interrupted")
 
     def _shrink(self, att: Attempt, lost: int, pause_s: float, repair_s: float) -> None:
         """Elastic: keep all work, pause, then run without `lost` hosts until they are repaired."""
         now = self.engine.now()
-        att.committed = att.progress_at_phase = self.progress(att, now)
+        self._close_stretch(att, now)
+        att.committed = att.base  # the failed hosts' state is rebuilt from their peers: nothing rolls back
         att.hosts_out += lost
         att.record.paused_s += pause_s
-        att.phase = RESTORE  # a pause: no progress, no interruptions
-        self._enter(att, RESTORE, pause_s)
+        self._pause(att, pause_s)
         self.engine.after(pause_s + repair_s, lambda: self._repaired(att, lost))
 
     def _repaired(self, att: Attempt, hosts: int) -> None:
         if self.live.get(att.job.name) is not att:
-            return None
-        now = self.engine.now()
-        if att.phase == COMPUTE:  # rebase the running phase on the new speed
-            att.progress_at_phase = self.progress(att, now)
-            att.tau_left_s -= now - att.phase_at
-            att.hosts_out -= hosts
-            return self._compute(att, max(att.tau_left_s, 0.0))
+            return
+        st = self.state(att, self.engine.now())
+        self._close_stretch(att, self.engine.now())
         att.hosts_out -= hosts
-        return None
+        if st is not None:  # rebase the running stretch on the new speed, keeping its cadence
+            self._run(att, st.phase_s)
 
     # --- stopping ------------------------------------------------------------------------------
 
@@ -193,26 +205,27 @@ class SimExecutor:
         att = self.live.get(run)
         if att is None or att.phase == STOPPING:
             return
-        if att.phase == COMPUTE and 0 < self.delta_s <= grace_s:
+        if att.phase == RUN and self.delta_s <= grace_s:
+            now = self.engine.now()
+            self._close_stretch(att, now)
+            att.committed = att.base  # the final checkpoint, written in the grace period
+            att.record.checkpoints += 1
             att.record.checkpoint_s += self.delta_s
-            self._enter(att, STOPPING, self.delta_s)
-        elif att.phase == CHECKPOINT and self.delta_s <= grace_s:
-            att.phase = STOPPING  # the checkpoint under way commits, then the attempt stops
-        else:
-            self._stop(att, "preempted")
+            att.phase = STOPPING
+            self._set_timer(att, self.delta_s, lambda: self._stop(att, "preempted"))
+            return
+        self._stop(att, "preempted")
 
     def _finish(self, att: Attempt) -> None:
-        att.committed = att.job.work_s
+        self._close_stretch(att, self.engine.now())
+        att.committed = att.base = att.job.work_s
         self._close(att)
         self.ended(att, "succeeded", 0.0)
 
     def _stop(self, att: Attempt, how: str) -> None:
         now = self.engine.now()
-        if att.phase == STOPPING and how == "preempted":
-            self._commit(att)
-        done = self.progress(att, now)
-        att.committed = max(att.committed, self.kept(att, now))
-        lost_s = max(done - att.committed, 0.0) / att.rate
+        self._close_stretch(att, now)
+        lost_s = max(att.base - att.committed, 0.0) / att.rate
         att.record.lost_s += lost_s
         self._close(att)
         self.ended(att, how, lost_s)
@@ -222,16 +235,10 @@ class SimExecutor:
             if timer is not None:
                 timer.cancel()
         att.timer = att.fault = None
-        now = self.engine.now()
-        self._bank(att, att.committed)
-        chip_s = att.chips * (now - att.started_at)
+        chip_s = att.chips * (self.engine.now() - att.started_at)
         att.record.allocated_chip_s += chip_s
         self.exposure_chip_s += chip_s
-        del self.live[att.job.name]
-
-    def _bank(self, att: Attempt, kept: float) -> None:
-        """Count the work kept by this attempt as useful compute: seconds at the speed of all its hosts."""
-        useful_s = max(kept - att.banked_to, 0.0) / att.full_rate
+        useful_s = max(att.committed - att.start_work, 0.0) / att.full_rate
         att.record.useful_s += useful_s
         att.record.useful_chip_s += useful_s * att.chips
-        att.banked_to = max(att.banked_to, kept)
+        del self.live[att.job.name]

@@ -69,9 +69,9 @@ class Simulation:
         model = FailureModel(failures, np.random.default_rng(seed)) if failures is not None else None
         self.failures = model if failures is not None and failures.enabled else None
         self.checkpoint = checkpoint or CheckpointSpec()
-        self.executor = SimExecutor(
-            self.engine, self.checkpoint, self.failures, ended=self._ended, checkpointed=self._checkpointed
-        )
+        self.executor = SimExecutor(self.engine, self.checkpoint, self.failures, ended=self._ended)
+        self.preempts = policy == "priority" or bool(fleet.spec.reservations) or any(p.drained for p in fleet.pools)
+        """Whether the scheduler may choose victims, and so must know when each run last checkpointed."""
         self.metrics = MetricsAccumulator()
         self.events: list[Event] | None = [] if record_events else None
         self._seq = itertools.count(1)
@@ -190,6 +190,8 @@ class Simulation:
             self.driver.order_cycle()
             return
         now = self.engine.now()
+        if self.preempts:
+            self._tell_checkpoints(now)
         result = self.sched.cycle(now)
         for p in result.preempted:
             self.executor.preempt(p.run, p.grace_s)
@@ -232,10 +234,12 @@ class Simulation:
         att = Attempt(job, rec, pool_name, chips, hosts, rate, number, now, mtbf, committed, min_hosts=min_hosts)
         self.executor.start(att)
 
-    def _checkpointed(self, att: Attempt) -> None:
-        self.sched.checkpointed(att.job.name, self.engine.now())
-        if self.events is not None:
-            self._emit(EventType.CHECKPOINTED, att.job.name, att.number, {"pool": att.pool})
+    def _tell_checkpoints(self, now: float) -> None:
+        """Before a cycle that may preempt: each running attempt's last checkpoint, for the victims' lost work."""
+        for run, att in self.executor.live.items():
+            at = self.executor.last_checkpoint_at(att, now)
+            if at is not None:
+                self.sched.checkpointed(run, at)
 
     def _ended(self, att: Attempt, how: str, lost_s: float) -> None:
         now, run, rec = self.engine.now(), att.job.name, att.record
