@@ -39,3 +39,20 @@ def test_place_json_is_a_crossrail_object_and_bad_input_is_one_line(checkout: Pa
     assert bad.returncode == 1
     assert "Traceback" not in bad.stderr
     assert bad.stderr.strip()
+
+
+def test_queue_shows_the_planned_pool_and_estimated_start(checkout: Path, experiments: Path) -> None:
+    sets = ["spec.stage=post_training", "spec.resources.chips=8", "spec.resources.duration=1h"]
+    for _ in range(3):
+        submitted = run(checkout, "submit", str(experiments / "eval-smoke.yaml"), *(f"--set={s}" for s in sets))
+        assert submitted.returncode == 0, submitted.stderr
+
+    out = run(checkout, "queue").stdout
+
+    assert "est. start" in out
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "eval-smoke-" in line]
+    assert [(r[1], r[6], r[7]) for r in rows] == [
+        ("eval-smoke-1", "h100", "now"),
+        ("eval-smoke-2", "tpu-v5p", "now"),
+        ("eval-smoke-3", "h100", "in 66.7m"),
+    ]
