@@ -79,7 +79,7 @@ class Engine:
         `tick(now)` is called after each event (progress bars); it must not schedule anything.
         """
         limit = math.inf if until is None else until
-        while self.peek() <= limit:
+        while (at := self.peek()) < math.inf and at <= limit:
             self.step()
             if tick is not None:
                 tick(self._now)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from crossrail.errors import Problem, SpecError
 from crossrail.sim.workload import SimJob
-from crossrail.spec import Fleet, Stage
+from crossrail.spec import Document, Fleet, Stage, parse_fleet
 
 WHERE = "--pools"
 
@@ -56,13 +56,9 @@ def build_fleet(
         specs.append({**pool, **({"relative_speed": speed} if speed else {})})
     quota = {str(p["name"]): p["chips"] for p in pools}
     queues = [{"name": str(s.value).replace("_", "-"), "stage": str(s.value), "quota": dict(quota)} for s in Stage]
-    doc = {
-        "apiVersion": "crossrail/v1",
-        "kind": "Fleet",
-        "metadata": {"name": name},
-        "spec": {"pools": specs, "queues": queues},
-    }
-    return Fleet.model_validate(doc)
+    doc: dict[str, object] = {"apiVersion": "crossrail/v1", "kind": "Fleet", "metadata": {"name": name}}
+    doc["spec"] = {"pools": specs, "queues": queues}
+    return parse_fleet(Document(WHERE, doc, {}))  # SpecError naming every bad pool, never a traceback
 
 
 def pools_fleet(text: str, jobs: Sequence[SimJob] = ()) -> Fleet:

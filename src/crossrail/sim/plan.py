@@ -114,9 +114,9 @@ def sweep(
     """Simulate every candidate; outcomes sorted cheapest first (those meeting the targets before the rest)."""
     shapes = {str(p["name"]): p for p in template}
     outcomes = []
-    for cand in candidates:
+    for i, cand in enumerate(candidates):
         pools = [{**shapes[name], "chips": chips} for name, chips in cand.pools if chips]
-        fleet = build_fleet(pools, name=cand.label)
+        fleet = build_fleet(pools, name=f"candidate-{i}")
         price = sum(float(str(p.get("cost_per_chip_hour", 0.0))) * int(str(p["chips"])) for p in pools)
         cand_jobs = moved(jobs, *cand.move) if cand.move else list(jobs)
         spec = with_interval(checkpoint or CheckpointSpec(), cand.interval) if cand.interval else checkpoint

@@ -106,7 +106,7 @@ class Simulation:
         self._next_arrival()
         limit = math.inf if until_s is None else until_s
         engine, total = self.engine, len(self.jobs)
-        while self.done < total and engine.peek() <= limit:
+        while self.done < total and (at := engine.peek()) < math.inf and at <= limit:
             engine.step()
             if progress is not None and engine.steps % 4096 == 0:
                 progress(self.done, total, engine.now())
