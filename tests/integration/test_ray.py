@@ -144,6 +144,42 @@ def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_chec
     assert step in [c.step for c in store.checkpoints(run) if c.attempt == 1]
 
 
+def test_suspend_stops_a_ray_attempt_with_grace_and_the_workload_checkpoints_on_sigterm(
+    client: Client, experiments: Path
+) -> None:
+    run = client.submit(experiments / "pretrain-small.yaml", sets=SLOW)["run"]["id"]
+    store = client.service.store
+    drive(client, lambda: bool(store.checkpoints(run)) and state(client, run) == "running")
+    client.suspend(run)
+    drive(client, lambda: not store.active_attempts())
+    (attempt,) = store.attempts(run)
+    assert (attempt.state, attempt.stopped_by, attempt.exit_code) == ("suspended", "suspended", 75)
+    assert state(client, run) == "suspended"
+    name = ray_executor(client).group_name(run, 1)
+    assert not [a for a in _named_actors() if a["name"].startswith(f"{name}-h")]  # its actor is gone, chips freed
+
+
+def _named_actors() -> list[dict[str, str]]:
+    import ray
+
+    return ray.util.list_named_actors(all_namespaces=True)  # type: ignore[no-any-return]
+
+
+def test_a_label_selector_ray_refuses_fails_the_attempt_with_the_reason_in_its_log(
+    client: Client, experiments: Path
+) -> None:
+    path = client.workspace.fleet_path
+    fleet = yaml.safe_load(path.read_text())
+    fleet["spec"]["pools"][0]["ray"]["label_selector"] = {"bad key!": "x"}
+    path.write_text(yaml.safe_dump(fleet, sort_keys=False))
+    sets = [*SHORT, "spec.accelerators={allow: [tpu]}", "spec.retries={max: 2}"]
+    run = client.submit(experiments / "pretrain-small.yaml", sets=sets)["run"]["id"]
+    drive(client, lambda: state(client, run) == "failed")
+    (attempt,) = client.service.store.attempts(run)  # a permanent failure: no retry
+    assert attempt.exit_code == 127
+    assert "Ray refused the placement group: Invalid label" in client.logs(run)["attempts"][0]["log"]
+
+
 def test_a_new_agent_re_adopts_an_attempt_still_running_on_ray(
     client: Client, checkout: Path, experiments: Path
 ) -> None:
@@ -182,7 +218,6 @@ def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
     store = client.service.store
     drive(client, lambda: bool(store.events(run=run, types=["unplaced"])))
 
-    import ray
     from ray.util import placement_group_table
 
     (attempt,) = store.attempts(run)
@@ -190,9 +225,10 @@ def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
     assert "Ray could not place 2 host(s)" in (attempt.reason or "")
     assert not store.events(run=run, types=["started"])
     assert not store.events(run=run, types=["failed"])
-    groups = [g for g in placement_group_table().values() if g["name"].endswith(f"-{run}-1")]
+    name = ray_executor(client).group_name(run, 1)
+    groups = [g for g in placement_group_table().values() if g["name"] == name]
     assert [g["state"] for g in groups] == ["REMOVED"]  # nothing of it is left reserved or running in Ray
-    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if f"-{run}-" in a["name"]]
+    assert not [a for a in _named_actors() if a["name"].startswith(f"{name}-h")]
 
     node = ray_cluster.add_node(num_cpus=1, resources={"tpu-v5p": 4}, labels=TPU_LABELS)
     try:

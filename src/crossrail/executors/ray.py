@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -30,7 +31,7 @@ from typing import Any, cast, get_args
 from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
 from crossrail.core.ids import attempt_id, parse_run_id
 from crossrail.errors import ConflictError, ExecutionError, UsageError
-from crossrail.executors.supervisor import read_json, write_json_atomic, write_json_once
+from crossrail.executors.supervisor import START_FAILED, read_json, write_json_atomic, write_json_once
 
 REQUEST, PLACED, STOP, STATUS, FORGOTTEN = "request.json", "placed.json", "stop.json", "status.json", "forgotten.json"
 LOG_OFFSETS = "log_offsets.json"
@@ -39,8 +40,9 @@ STOP_REASONS: tuple[str, ...] = get_args(StopReason)
 INSTALL = "the ray backend needs Ray; install it with: pip install 'crossrail[ray]'"
 
 LAUNCH_PLACE_WAIT_S = 2.0  # how long launch() waits for Ray to place the attempt before saying `pending`
-START_WAIT_S = 30.0  # how long to wait for the hosts' actors to start the command, per try
+START_WAIT_S = 10.0  # how long one pass waits for the hosts' actors to start the command (it tries again later)
 CALL_TIMEOUT_S = 10.0  # one status or stop call to an actor
+CONNECT_TIMEOUT_S = 5.0  # the first TCP connection to the cluster's address
 RECORD_WAIT_S = 10.0  # an attempt directory without request.json older than this was an interrupted launch
 DEFAULT_LOG_MAX_BYTES = 8 * 2**20  # output an actor keeps for the executor to fetch
 
@@ -90,17 +92,18 @@ class RayExecutor:
     # --- the protocol ------------------------------------------------------------------------------
 
     def launch(self, request: LaunchRequest) -> AttemptStatus:
-        """1. claim the directory, 2. record the request, 3. ask Ray for a placement group, 4. start it if placed."""
+        """0. reach Ray, 1. claim the directory, 2. record the request, 3. ask Ray for a placement group,
+        4. start its hosts if Ray placed it at once. An unreachable cluster raises, having changed nothing."""
         pool = self._pool(request.pool)
         directory = self._dir(request.run, request.attempt)
+        ray = self._connect()
         directory.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.mkdir(directory)
         except FileExistsError:
             return self._known(directory)
-        ray = self._connect()
         bundles = pool.bundles(request.chips)
-        name = self._name(request.run, request.attempt)
+        name = self.group_name(request.run, request.attempt)
         record = {
             "request": asdict(request),
             "pool": asdict(pool),
@@ -114,9 +117,13 @@ class RayExecutor:
         from ray.util.placement_group import placement_group
 
         selector = [dict(pool.label_selector)] * len(bundles) if pool.label_selector else None
-        group = placement_group(
-            bundles, strategy=record["strategy"], name=name, lifetime="detached", bundle_label_selector=selector
-        )
+        try:
+            group = placement_group(
+                bundles, strategy=record["strategy"], name=name, lifetime="detached", bundle_label_selector=selector
+            )
+        except (ValueError, TypeError, ray.exceptions.RayError) as exc:  # e.g. a label Ray does not accept
+            detail = f"Ray refused the placement group: {_first_line(exc)}; check the pool's ray settings"
+            return self._known_end(directory, {"phase": "exited", "exit_code": START_FAILED, "detail": detail})
         with suppress(ray.exceptions.GetTimeoutError):
             group.wait(LAUNCH_PLACE_WAIT_S)
         return self._known(directory)
@@ -297,7 +304,9 @@ class RayExecutor:
             stop = read_json(directory / STOP)
             if stop is not None and (end.get("signal") is not None or end.get("exit_code") not in (None, 0)):
                 end["stopped_by"] = stop.get("reason")
-        write_json_once(directory / STATUS, end)
+        if write_json_once(directory / STATUS, end) and end.get("exit_code") == START_FAILED and end.get("detail"):
+            with open(directory / _log_name(0), "ab") as f:  # the command never ran: say why where logs are read
+                f.write(f"crossrail: {end.get('detail')}\n".encode())
         return self._recorded_end(directory)
 
     def _recorded_end(self, directory: Path) -> AttemptStatus | None:
@@ -318,6 +327,10 @@ class RayExecutor:
     def _attempt_status(self, directory: Path, phase: AttemptPhase, **fields: Any) -> AttemptStatus:
         fields.setdefault("stopped_by", _reason((read_json(directory / STOP) or {}).get("reason")))
         return AttemptStatus(run=directory.parent.name, attempt=int(directory.name), phase=phase, **fields)
+
+    def _known_end(self, directory: Path, end: dict[str, Any]) -> AttemptStatus:
+        self._end(directory, end)
+        return self._known(directory)
 
     def _known(self, directory: Path) -> AttemptStatus:
         status = self._status(directory)
@@ -362,6 +375,7 @@ class RayExecutor:
             raise UsageError("no pool of the fleet has backend: ray; add one with a `ray: {address: ...}` block")
         address, self._namespace = clusters[0]
         if not ray.is_initialized():
+            _check_reachable(address)  # ray.init waits minutes on an address nothing listens at
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             try:
                 ray.init(address=address, namespace=self._namespace, log_to_driver=False, logging_level=logging.WARNING)
@@ -385,7 +399,8 @@ class RayExecutor:
             raise UsageError(f"pool {name!r} is not a ray pool of the fleet (ray pools: {', '.join(pools) or 'none'})")
         return pools[name]
 
-    def _name(self, run: str, attempt: int) -> str:
+    def group_name(self, run: str, attempt: int) -> str:
+        """The Ray name of the attempt's placement group; its hosts' actors are named `<group name>-h<i>`."""
         return f"crossrail-{self.tag}-{run}-{attempt}"
 
     # --- directories -------------------------------------------------------------------------------
@@ -403,6 +418,19 @@ class RayExecutor:
             for attempt in run.iterdir()
             if attempt.is_dir() and attempt.name.isdigit()
         ]
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast, in one line, when nothing accepts connections at a `host:port` or `ray://host:port` address."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto" and other forms Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ExecutionError(
+            f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); check the ray pools' address"
+        ) from None
 
 
 def _gang_end(results: list[dict[str, Any] | str]) -> dict[str, Any] | None:

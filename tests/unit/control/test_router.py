@@ -113,6 +113,17 @@ def test_without_ray_installed_a_ray_pool_says_which_extra_to_install(
     assert str(err.value) == "the ray backend needs Ray; install it with: pip install 'crossrail[ray]'"
 
 
+def test_an_unreachable_ray_cluster_fails_fast_in_one_line_and_claims_nothing(tmp_path: Path) -> None:
+    pool = RayPool(name="tpu", address="127.0.0.1:1", chip_resource="tpu-v5p", chips_per_host=4)
+    executor = RayExecutor(tmp_path, lambda: {"tpu": pool})
+    request = LaunchRequest("pretrain-small-1", 1, "tpu", "tpu", "tpu-v5p", 4, ["true"])
+    started = time.monotonic()
+    with pytest.raises(ExecutionError, match=r"^cannot reach the Ray cluster at 127\.0\.0\.1:1 \(.*\); check"):
+        executor.launch(request)
+    assert time.monotonic() - started < 10
+    assert executor.observe() == []  # nothing was claimed: the next agent pass launches it afresh
+
+
 def test_the_router_runs_local_pools_as_before_and_routes_a_new_routers_calls_by_the_recorded_pool(
     tmp_path: Path,
 ) -> None:
