@@ -40,6 +40,7 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
     throughput row must run on every pool of each accelerator it is allowed on.
     """
     states = {p.name: PoolState(p) for p in fleet.pools}
+    reach = quota_reach(fleet) if native else None
     kinds = sorted({str(p.accelerator) for p in fleet.pools})
     allow: dict[str, tuple[str, ...] | None] = {}
     never, split = [], []
@@ -49,6 +50,9 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
             for p in fleet.pools
             if p.chips >= job.chips and states[p.name].allows(job.chips) and job.runs_on(str(p.accelerator))
         ]
+        if reach is not None:
+            queue = fleet.queue_for(job.stage, job.team)
+            holds = [p for p in holds if queue is None or reach.get((queue.name, p.name), 0) >= job.chips]
         runs = {p.name for p in holds if job.rate(p.chip_type, p.relative_speed) > 0}
         if not runs:
             never.append(job)
@@ -68,9 +72,20 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
     return allow
 
 
+def quota_reach(fleet: Fleet) -> dict[tuple[str, str], int]:
+    """(queue, pool) -> chips the queue could ever use there: its quota plus its cohort's (as at submit)."""
+    out = {}
+    for q in fleet.spec.queues:
+        for p in fleet.pools:
+            cohort = [o for o in fleet.spec.queues if q.cohort and o.cohort == q.cohort and o.name != q.name]
+            out[(q.name, p.name)] = q.quota.get(p.name, 0) + sum(o.quota.get(p.name, 0) for o in cohort)
+    return out
+
+
 _NEVER_FIX = (
     ": each needs a pool with at least its chips, in whole hosts above one host (a slice shape on TPU pools), "
-    "on a chip type its throughput row names; resize the jobs or add such a pool"
+    "on a chip type its throughput row names, where its stage queue has (or can borrow) that much quota; "
+    "resize the jobs, or add such a pool or quota"
 )
 
 

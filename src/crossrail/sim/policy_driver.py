@@ -123,7 +123,8 @@ class PolicyDriver:
         for run, att in list(sim.executor.live.items()):
             if plan.get(run) != att.pool:
                 sim.executor.preempt(run, math.inf)
-        self.plan = {run: pool for run, pool in plan.items() if run in sim.waiting}
+        live = sim.executor.live
+        self.plan = {run: pool for run, pool in plan.items() if run not in live or live[run].pool != pool}
         self.start_planned()
         if sim.waiting or sim.executor.live:
             self._round = sim.engine.after(self.round_s, self.next_round, LATE)
@@ -131,6 +132,8 @@ class PolicyDriver:
     def start_planned(self) -> None:
         sim = self.sim
         for run, pool in list(self.plan.items()):
+            if run in sim.executor.live:
+                continue  # still stopping where it ran; it starts on its new pool once stopped
             if run not in sim.waiting:
                 del self.plan[run]
             elif self.fits(pool, sim.jobs[run].chips):
