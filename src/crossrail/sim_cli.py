@@ -230,6 +230,8 @@ def _print_plan(outcomes: Any, percentile: int, as_json: bool) -> None:
         ]  # fmt: skip
         best_label = best.candidate.label if best else None
         sys.stdout.write(json.dumps({"best": best_label, "candidates": rows}, indent=2) + "\n")
+        if best is None:
+            raise typer.Exit(1)
         return
     console = Console(highlight=False)
     t = Table(title=f"candidate fleets, cheapest first (queue p{percentile} targets)")
