@@ -86,14 +86,9 @@ class Placer:
         """Chip type -> median throughput per chip (steps per second) its earlier attempts reported."""
         found = self._measured.get(experiment)
         if found is None:
-            rates: dict[str, list[float]] = {}
-            for run in self.store.list_runs(experiment=experiment):
-                attempts = {a.number: a for a in self.store.attempts(run.id)}
-                for sample in self.store.metric_samples(run.id, THROUGHPUT_METRIC):
-                    att = attempts.get(sample["attempt"])
-                    if att is not None and att.chips > 0 and sample["value"] > 0:
-                        rates.setdefault(att.chip_type, []).append(sample["value"] / 3600.0 / att.chips)
-            found = self._measured[experiment] = {c: statistics.median(v) for c, v in rates.items()}
+            per_chip = self.store.metric_by_chip_type(experiment, THROUGHPUT_METRIC)
+            medians = {c: statistics.median(v) for c, v in per_chip.items()}
+            found = self._measured[experiment] = {c: m / 3600.0 for c, m in medians.items() if m > 0}
         return found
 
     def busy(self, attempts: Iterable[AttemptRecord], runs: dict[str, RunRecord], now: float) -> list[Busy]:
@@ -120,10 +115,12 @@ class Placer:
         current: dict[str, str],
         *,
         extra: Sequence[Workload] = (),
+        explain_all: bool = True,
     ) -> Plan:
         """Place every queued run (each held to `current` unless clearly better elsewhere), then `extra`
         behind them in admission order, and estimate every start."""
-        works = [self.workload(r, current=current.get(r.id), avoid=self.avoid(r)) for r in queued]
+        last = self.store.last_attempts(r.id for r in queued)
+        works = [self.workload(r, current=current.get(r.id), avoid=_avoid(last.get(r.id))) for r in queued]
         runs = self.store.runs_by_id(a.run_id for a in active)
         settings = self.fleet.spec.placement
         return plan(
@@ -134,13 +131,13 @@ class Placer:
             hysteresis=settings.hysteresis,
             min_gain_s=settings.min_gain_s,
             prefer_margin=settings.prefer_margin,
+            explain_all=explain_all,
         )
 
-    def avoid(self, run: RunRecord) -> str | None:
-        """The pool the previous attempt ended on, when it failed, was preempted or lost."""
-        attempts = self.store.attempts(run.id)
-        last = attempts[-1] if attempts else None
-        return last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None
+
+def _avoid(last: AttemptRecord | None) -> str | None:
+    """The pool a run's previous attempt ended on, when it failed, was preempted or lost."""
+    return last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None
 
 
 def current_placements(store: Store, runs: Iterable[str] | None = None) -> dict[str, str]:
@@ -251,7 +248,8 @@ def estimated_starts(
     placer = Placer(store, fleet, policy)
     current = current_placements(store, (r.id for r in queued))
     drained = [p.name for p in fleet.spec.pools if p.drained]
-    planned = placer.plan(queued, store.active_attempts(), placer.pools(drained=drained), now, current)
+    pools = placer.pools(drained=drained)
+    planned = placer.plan(queued, store.active_attempts(), pools, now, current, explain_all=False)
     out = {}
     for run in queued:
         start = planned.starts.get(run.id)

@@ -409,7 +409,10 @@ def estimate_placements(
     """
     ranked = candidates(work, pools, waits)
     eligible = [c for c in ranked if c.eligible]
+    retry = ""
     if work.avoid is not None and any(c.pool != work.avoid for c in eligible):
+        if any(c.pool == work.avoid for c in eligible):
+            retry = f"retry moved off {work.avoid}, where the previous attempt ended; "
         eligible = [c for c in eligible if c.pool != work.avoid]
     objective = work.objective
     if not eligible:
@@ -428,17 +431,18 @@ def estimate_placements(
         return Choice(best.pool, reason, tuple(ranked), objective, True)
     prior = [c for c in eligible if c.accelerator == work.prefer] if work.prefer in ("tpu", "gpu", "cpu") else []
     if not prior:
-        lead = f"no {work.prefer} pool can take it; " if work.prefer in ("tpu", "gpu", "cpu") else ""
+        lead = f"no other {work.prefer} pool" if retry else f"no {work.prefer} pool can take it"
+        lead = f"{retry}{lead}; " if work.prefer in ("tpu", "gpu", "cpu") else retry
         reason = f"{lead}best {_objective_words(objective)}: {_terms(best, objective)}"
         return Choice(best.pool, reason, tuple(ranked), objective)
     kept = prior[0]
     if best is not kept and _clearly_better(best, kept, prefer_margin, min_gain_s):
         reason = (
-            f"left preferred {work.prefer}{work.prefer_source}: {best.pool} {_gain(best, kept, objective)} "
+            f"{retry}left preferred {work.prefer}{work.prefer_source}: {best.pool} {_gain(best, kept, objective)} "
             f"than {kept.pool} ({_terms(best, objective)} vs {_terms(kept, objective)})"
         )
         return Choice(best.pool, reason, tuple(ranked), objective)
-    reason = f"{work.prefer} preferred{work.prefer_source}: {_terms(kept, objective)}"
+    reason = f"{retry}{work.prefer} preferred{work.prefer_source}: {_terms(kept, objective)}"
     if best is not kept:
         reason += f"; {best.pool} gains less than the {prefer_margin:.0%} margin ({_terms(best, objective)})"
     return Choice(kept.pool, reason, tuple(ranked), objective)

@@ -242,6 +242,16 @@ class Store:
         with self._read() as conn:
             return [AttemptRecord.from_row(r) for r in conn.execute(q)]
 
+    def last_attempts(self, ids: Iterable[str]) -> dict[str, AttemptRecord]:
+        """The latest attempt of each run in `ids` that has one."""
+        out: dict[str, AttemptRecord] = {}
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(ids))):
+                q = select(t.attempts).where(t.attempts.c.run_id.in_(chunk)).order_by(t.attempts.c.number)
+                for row in conn.execute(q):
+                    out[row.run_id] = AttemptRecord.from_row(row)
+        return out
+
     def active_attempts(self) -> list[AttemptRecord]:
         """Attempts not yet ended (`starting` or `running`), oldest first."""
         q = select(t.attempts).where(t.attempts.c.state.in_(ACTIVE_ATTEMPT_STATES)).order_by(t.attempts.c.id)
@@ -456,6 +466,22 @@ class Store:
         with self._read() as conn:
             for stage, pool, value in conn.execute(q):
                 out.setdefault((stage, pool), []).append(float(value))
+        return out
+
+    def metric_by_chip_type(self, experiment: str, name: str) -> dict[str, list[float]]:
+        """Every sample of metric `name` reported by attempts of `experiment`'s runs, per chip, by chip type."""
+        ms, a, r = t.metric_samples, t.attempts, t.runs
+        q = (
+            select(a.c.chip_type, a.c.chips, ms.c.value)
+            .select_from(
+                ms.join(r, r.c.id == ms.c.run_id).join(a, (a.c.run_id == ms.c.run_id) & (a.c.number == ms.c.attempt))
+            )
+            .where(r.c.experiment == experiment, ms.c.name == name, a.c.chips > 0)
+        )
+        out: dict[str, list[float]] = {}
+        with self._read() as conn:
+            for chip_type, chips, value in conn.execute(q):
+                out.setdefault(chip_type, []).append(float(value) / chips)
         return out
 
     def metric_samples(self, rid: str, name: str | None = None) -> list[dict[str, Any]]:

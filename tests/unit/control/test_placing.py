@@ -103,12 +103,14 @@ def test_show_keeps_each_placement_and_a_drain_re_places_the_pending_run(
     ), "a restarted agent reads current placements back from the events"
 
 
-def attempt_on(client: Client, run: str, pool: str, chip_type: str, steps_per_hour: float) -> None:
+def attempt_on(
+    client: Client, run: str, pool: str, chip_type: str, steps_per_hour: float, state: str = "starting"
+) -> None:
     store, now = client.service.store, client.clock.now()
     att = AttemptRecord(
         run_id=run,
         number=1,
-        state="starting",
+        state=state,
         pool=pool,
         accelerator="tpu" if pool == "tpu-v5p" else "gpu",
         chip_type=chip_type,
@@ -174,3 +176,20 @@ def test_the_agent_replans_when_runs_arrive_or_pools_drain_and_otherwise_every_f
     assert place(["h100"]) is drained
     clock.advance(5)
     assert place(["h100"]) is not drained  # the interval passed: a fresh plan
+
+
+def test_a_retry_is_placed_away_from_the_pool_its_last_attempt_failed_on(client: Client, experiments: Path) -> None:
+    service = client.service
+    run = client.submit(experiments / "eval-smoke.yaml", sets=POST_TRAINING)["run"]["id"]
+    record = service.store.get_run(run)
+    attempt_on(client, run, "h100", "h100", 3600.0, state="failed")
+
+    planned = QueuePlacement(service.store).place(
+        service.fleet, service.policy, [record], [], drained=[], now=client.clock.now()
+    )
+
+    assert planned.choices[run].pool == "tpu-v5p"
+    assert planned.choices[run].reason.startswith(
+        "retry moved off h100, where the previous attempt ended; no other gpu pool; best time to result: tpu-v5p"
+    )
+    assert service.store.last_attempts([run, "no-such-run"])[run].state == "failed"
