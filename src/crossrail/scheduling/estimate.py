@@ -427,24 +427,24 @@ def estimate_placements(
         why = gone.note if gone is not None and gone.note else "no longer in the fleet"
         if work.current == work.avoid:
             why = "the previous attempt ended there"
-        reason = f"re-placed from {work.current} ({why}): {_terms(best, objective)}"
+        reason = f"re-placed from {work.current} ({why}): {_terms(best)}"
         return Choice(best.pool, reason, tuple(ranked), objective, True)
     prior = [c for c in eligible if c.accelerator == work.prefer] if work.prefer in ("tpu", "gpu", "cpu") else []
     if not prior:
         lead = f"no other {work.prefer} pool" if retry else f"no {work.prefer} pool can take it"
         lead = f"{retry}{lead}; " if work.prefer in ("tpu", "gpu", "cpu") else retry
-        reason = f"{lead}best {_objective_words(objective)}: {_terms(best, objective)}"
+        reason = f"{lead}best {_objective_words(objective)}: {_terms(best)}"
         return Choice(best.pool, reason, tuple(ranked), objective)
     kept = prior[0]
     if best is not kept and _clearly_better(best, kept, prefer_margin, min_gain_s):
         reason = (
             f"{retry}left preferred {work.prefer}{work.prefer_source}: {best.pool} {_gain(best, kept, objective)} "
-            f"than {kept.pool} ({_terms(best, objective)} vs {_terms(kept, objective)})"
+            f"than {kept.pool} ({_terms(best)} vs {_terms(kept)})"
         )
         return Choice(best.pool, reason, tuple(ranked), objective)
-    reason = f"{retry}{work.prefer} preferred{work.prefer_source}: {_terms(kept, objective)}"
+    reason = f"{retry}{work.prefer} preferred{work.prefer_source}: {_terms(kept)}"
     if best is not kept:
-        reason += f"; {best.pool} gains less than the {prefer_margin:.0%} margin ({_terms(best, objective)})"
+        reason += f"; {best.pool} gains less than the {prefer_margin:.0%} margin ({_terms(best)})"
     return Choice(kept.pool, reason, tuple(ranked), objective)
 
 
@@ -461,12 +461,12 @@ def _stay_or_move(
     if best is not current and _clearly_better(best, current, hysteresis, min_gain_s):
         reason = (
             f"re-placed from {current.pool}: {best.pool} {_gain(best, current, objective)} "
-            f"({_terms(best, objective)} vs {_terms(current, objective)})"
+            f"({_terms(best)} vs {_terms(current)})"
         )
         return Choice(best.pool, reason, ranked, objective, True)
-    reason = f"stays on {current.pool}: {_terms(current, objective)}"
+    reason = f"stays on {current.pool}: {_terms(current)}"
     if best is not current:
-        reason += f"; {best.pool} gains less than the {hysteresis:.0%} hysteresis ({_terms(best, objective)})"
+        reason += f"; {best.pool} gains less than the {hysteresis:.0%} hysteresis ({_terms(best)})"
     return Choice(current.pool, reason, ranked, objective)
 
 
@@ -486,10 +486,11 @@ def _objective_words(objective: str) -> str:
     return {"cost": "cost", "throughput_per_cost": "throughput per cost"}.get(objective, "time to result")
 
 
-def _terms(c: Candidate, objective: str) -> str:
-    total = _hours(c.total_s)
+def _terms(c: Candidate) -> str:
+    """`pool result in T (wait W, run R[, recovery V]), $C`: the terms a reason quotes."""
+    recovery = f", recovery {_hours(c.recovery_s)}" if c.recovery_s >= 0.5 else ""
     price = f"${c.cost:,.2f}" if c.cost is not None else "?"
-    return f"{c.pool} result in {total} (wait {_hours(c.wait_s)}, run {_hours(c.run_s)}), {price}"
+    return f"{c.pool} result in {_hours(c.total_s)} (wait {_hours(c.wait_s)}, run {_hours(c.run_s)}{recovery}), {price}"
 
 
 def _gain(new: Candidate, old: Candidate, objective: str) -> str:
