@@ -44,7 +44,13 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
     kinds = sorted({str(p.accelerator) for p in fleet.pools})
     allow: dict[str, tuple[str, ...] | None] = {}
     never, split = [], []
+    seen: dict[tuple[object, ...], tuple[str, ...] | None] = {}
     for job in jobs:
+        # Jobs without a throughput row that ask alike get alike answers: decide each shape once.
+        key = (job.chips, job.stage, job.team, job.accelerators) if not job.throughput else None
+        if key is not None and key in seen:
+            allow[job.name] = seen[key]
+            continue
         holds = [
             p
             for p in fleet.pools
@@ -61,7 +67,10 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
         ok = [k for k in ok if any(str(p.accelerator) == k for p in holds)]
         if native and not ok:
             split.append(job)
+            continue
         allow[job.name] = None if len(ok) == len(kinds) or not native else tuple(ok)
+        if key is not None:
+            seen[key] = allow[job.name]
     if never:
         raise PlacementError(_jobs_text(never, "no pool of the fleet can ever run") + _NEVER_FIX)
     if split:
