@@ -146,6 +146,7 @@ def estimate_starts(
     now: float,
     *,
     unknown_duration_s: float = 3600.0,
+    backfill: bool = False,
 ) -> dict[str, StartEstimate]:
     """Forward-simulate the queues: each pending run's expected start, pool and end.
 
@@ -154,22 +155,20 @@ def estimate_starts(
     2. Pending runs go in admission order (priority rank, time queued, run). Each starts at the earliest
        time one of its candidate pools has its chips free, never before a run ahead of it on that pool
        (no backfill past a waiting gang), and holds them for its duration there (unknown: the default).
+       With `backfill`, instead, whenever chips free up the first runs in admission order that fit start
+       (a small run passes a waiting gang, as heads of other queues and best-effort queues do); see
+       backfill.py.
     Drained pools and pools too small for the run are never candidates. Quotas, reservations and
     preemption are not modelled (see docs/scheduling.md for what that means for the estimates).
     """
-    lines = {p.name: _Timeline(p.capacity, now) for p in pools if not p.drained}
-    for busy in running:
-        line = lines.get(busy.pool)
-        if line is None:
-            continue
-        end = busy.expected_end if busy.expected_end is not None else now + unknown_duration_s
-        line.free -= busy.chips
-        heapq.heappush(line.releases, (max(end, now), busy.chips))
-    for line in lines.values():  # work found overdue frees its chips now
-        while line.releases and line.releases[0][0] <= now:
-            line.free += heapq.heappop(line.releases)[1]
+    lines = _timelines(running, pools, now, unknown_duration_s)
+    ordered = sorted(pending, key=lambda w: (w.rank, w.queued_at, w.run))
+    if backfill:
+        from crossrail.scheduling.backfill import greedy_starts  # here: backfill.py builds on this module
+
+        return greedy_starts(ordered, lines, now, unknown_duration_s)
     out: dict[str, StartEstimate] = {}
-    for wait in sorted(pending, key=lambda w: (w.rank, w.queued_at, w.run)):
+    for wait in ordered:
         by_pool: dict[str, float] = {}
         for name in wait.durations:
             line = lines.get(name)
@@ -186,6 +185,24 @@ def estimate_starts(
         lines[pick].start(wait.chips, start, end)
         out[wait.run] = StartEstimate(wait.run, pick, start, end, by_pool)
     return out
+
+
+def _timelines(
+    running: Iterable[Busy], pools: Iterable[PoolInfo], now: float, unknown_s: float
+) -> dict[str, _Timeline]:
+    """Each pool that takes work, holding its running work until the work's expected end."""
+    lines = {p.name: _Timeline(p.capacity, now) for p in pools if not p.drained}
+    for busy in running:
+        line = lines.get(busy.pool)
+        if line is None:
+            continue
+        end = busy.expected_end if busy.expected_end is not None else now + unknown_s
+        line.free -= busy.chips
+        heapq.heappush(line.releases, (max(end, now), busy.chips))
+    for line in lines.values():  # work found overdue frees its chips now
+        while line.releases and line.releases[0][0] <= now:
+            line.free += heapq.heappop(line.releases)[1]
+    return lines
 
 
 def _pick(wait: Waiting, by_pool: Mapping[str, float]) -> str | None:

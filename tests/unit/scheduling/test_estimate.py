@@ -50,6 +50,41 @@ def test_a_queue_behind_a_full_pool_starts_as_running_work_ends_in_admission_ord
     }
 
 
+def test_with_backfill_a_small_run_passes_a_gang_still_waiting_for_its_chips() -> None:
+    running = [Busy("a", "p", 8, NOW + 100)]
+    pending = [
+        wait("b", 4, ("p", 50.0), queued_at=1),
+        wait("c", 4, ("p", 200.0), queued_at=2),
+        wait("d", 8, ("p", 10.0), queued_at=3),
+        wait("e", 2, ("p", 5.0), queued_at=4),
+    ]
+
+    got = estimate_starts(pending, running, [pool()], NOW, backfill=True)
+
+    assert {r: (e.pool, e.start, e.end) for r, e in got.items()} == {
+        "b": ("p", NOW + 100, NOW + 150),
+        "c": ("p", NOW + 100, NOW + 300),
+        "d": ("p", NOW + 300, NOW + 310),
+        "e": ("p", NOW + 150, NOW + 155),  # into the 4 chips b frees, while d waits for 8
+    }
+
+
+def test_with_backfill_a_run_starts_on_whichever_candidate_frees_first() -> None:
+    pools = [pool("tpu", accelerator="tpu"), pool("gpu"), pool("small", capacity=2)]
+    running = [Busy("x", "tpu", 8, NOW + 1000), Busy("y", "gpu", 6, NOW + 400)]
+    pending = [
+        wait("r", 4, ("tpu", 100.0), ("gpu", 80.0)),
+        wait("pinned", 4, ("tpu", 100.0), ("gpu", 80.0), pool="tpu", queued_at=1),
+        wait("huge", 32, ("tpu", 1.0), queued_at=2),
+    ]
+
+    got = estimate_starts(pending, running, pools, NOW, backfill=True)
+
+    assert (got["r"].pool, got["r"].start) == ("gpu", NOW + 400)
+    assert (got["pinned"].pool, got["pinned"].start) == ("tpu", NOW + 1000)
+    assert (got["huge"].pool, got["huge"].start) == (None, None)
+
+
 def test_priority_goes_before_time_queued() -> None:
     pending = [wait("early", 8, ("p", 60.0), queued_at=1), wait("urgent", 8, ("p", 30.0), queued_at=5, rank=0)]
 
