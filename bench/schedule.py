@@ -105,8 +105,9 @@ def prepared(fleet: Fleet, pending: list[Request], busy: float, rng: random.Rand
     return sched
 
 
-def estimates(fleet: Fleet, sched: Scheduler, pending: list[Request]) -> tuple[float, float]:
-    """ms to estimate every pending run's start on its planned pool, and ms for the whole placement plan."""
+def estimates(fleet: Fleet, sched: Scheduler, pending: list[Request]) -> tuple[float, float, float]:
+    """ms to estimate every pending run's start on its planned pool (without and with backfill), and ms for
+    the whole placement plan."""
     pools = [PoolInfo.from_spec(p) for p in fleet.spec.pools]
     running = [Busy(a.run, a.pool, a.chips, a.started_at + 3 * 3600.0) for a in sched.cache.allocs.values()]
     quota = QuotaBook(fleet.spec.queues)
@@ -134,21 +135,26 @@ def estimates(fleet: Fleet, sched: Scheduler, pending: list[Request]) -> tuple[f
     starts = estimate_starts(waiting, running, pools, NOW)
     starts_ms = (time.perf_counter() - t0) * 1000
     assert len(starts) == len(waiting)
-    return starts_ms, plan_ms
+    t0 = time.perf_counter()
+    estimate_starts(waiting, running, pools, NOW, backfill=True)
+    backfill_ms = (time.perf_counter() - t0) * 1000
+    return starts_ms, backfill_ms, plan_ms
 
 
 def measure(
     fleet: Fleet, n: int, repeats: int, busy: float, progress: Progress
-) -> tuple[float, float, int, int, float, float, float]:
+) -> tuple[float, float, int, int, float, float, float, float]:
     """Medians: ms per cycle, ms to sort, admissions and blocked heads per cycle, ms of the next cycle,
-    ms to estimate starts and ms to plan placements (outside the cycle, on the state before it)."""
-    cycle_ms, sort_ms, admitted, blocked, next_ms, starts_ms, plan_ms = [], [], [], [], [], [], []
+    ms to estimate starts (without and with backfill) and ms to plan placements (outside the cycle, on the
+    state before it)."""
+    cycle_ms, sort_ms, admitted, blocked, next_ms, starts_ms, backfill_ms, plan_ms = [], [], [], [], [], [], [], []
     for rep in range(repeats):
         rng = random.Random(rep * 1_000_003 + n)
         pending = [request(rng, f"run-{i}", NOW - rng.uniform(0, 3600)) for i in range(n)]
         sched = prepared(fleet, pending, busy, rng, progress)
-        starts, planned = estimates(fleet, sched, pending)
+        starts, backfilled, planned = estimates(fleet, sched, pending)
         starts_ms.append(starts)
+        backfill_ms.append(backfilled)
         plan_ms.append(planned)
         t0 = time.perf_counter()
         result: CycleResult = sched.cycle(NOW)
@@ -168,6 +174,7 @@ def measure(
         int(statistics.median(blocked)),
         statistics.median(next_ms),
         statistics.median(starts_ms),
+        statistics.median(backfill_ms),
         statistics.median(plan_ms),
     )
 
@@ -184,7 +191,7 @@ def main() -> None:
         for n in args.sizes:
             rows.append((n, *measure(fleet, n, args.repeats, args.busy, progress)))
     parts = []
-    for n, cycle, sort, admitted, blocked, steady, starts, planned in rows:
+    for n, cycle, sort, admitted, blocked, steady, starts, backfilled, planned in rows:
         aim = AIMS_MS.get(n)
         aim_text = f" (aim < {aim:.0f} ms)" if aim else ""
         rate = admitted / (cycle / 1000) if cycle else 0.0
@@ -196,12 +203,13 @@ def main() -> None:
         est_aim = ESTIMATE_AIM_MS.get(n)
         est_aim_text = f" (aim < {est_aim:.0f} ms)" if est_aim else ""
         print(
-            f"{n:>7,} pending: start estimates {starts:8.1f} ms{est_aim_text}; "
+            f"{n:>7,} pending: start estimates {starts:8.1f} ms{est_aim_text}, with backfill {backfilled:8.1f} ms; "
             f"placement plan with starts {planned:8.1f} ms"
         )
         parts.append(
             f"pending_{n} cycle_ms {cycle:.2f} sort_ms {sort:.2f} admitted {admitted} admit_per_s {rate:.0f} "
-            f"next_cycle_ms {steady:.2f} estimate_starts_ms {starts:.1f} plan_ms {planned:.1f}"
+            f"next_cycle_ms {steady:.2f} estimate_starts_ms {starts:.1f} estimate_backfill_ms {backfilled:.1f} "
+            f"plan_ms {planned:.1f}"
         )
     print(f"SUMMARY {'; '.join(parts)}; pools {POOLS} queues {QUEUES} cohorts {COHORTS} busy {args.busy}")
 
