@@ -131,6 +131,10 @@ def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_chec
     drive(client, lambda: bool(store.checkpoints(run)) and state(client, run) == "running")
     (host,) = ray_executor(client).placement(run, 1)
     os.kill(host["pid"], signal.SIGKILL)  # the Ray worker process the attempt's actor lives in
+    deadline = time.monotonic() + 10
+    while _alive(host["command_pid"]):  # the training process dies with the worker, not left unwatched
+        assert time.monotonic() < deadline, "the attempt's command outlived its Ray worker"
+        time.sleep(0.05)
     drive(client, lambda: state(client, run) in ("succeeded", "failed"), timeout_s=120)
 
     first, second = store.attempts(run)
@@ -157,6 +161,13 @@ def test_suspend_stops_a_ray_attempt_with_grace_and_the_workload_checkpoints_on_
     assert state(client, run) == "suspended"
     name = ray_executor(client).group_name(run, 1)
     assert not [a for a in _named_actors() if a["name"].startswith(f"{name}-h")]  # its actor is gone, chips freed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
 
 
 def _named_actors() -> list[dict[str, str]]:

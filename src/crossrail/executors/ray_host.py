@@ -69,7 +69,8 @@ class AttemptHost:
                 self.thread = threading.Thread(target=self._run, name="crossrail-attempt", daemon=True)
                 self.thread.start()
         self.started.wait(START_WAIT_S)
-        return self.where()
+        proc = self.proc
+        return {**self.where(), "command_pid": proc.pid if proc is not None else None}
 
     def where(self) -> dict[str, Any]:
         import ray  # present: this runs inside a Ray worker
