@@ -123,6 +123,28 @@ def test_the_demo_experiments_run_through_ray_and_land_on_the_nodes_labelled_for
     assert ray_executor(client).placement(pre, 1)[0]["node_id"] == ray_cluster.head_node.node_id
 
 
+def test_one_agent_runs_a_ray_pool_and_a_local_pool_side_by_side(
+    client: Client, checkout: Path, experiments: Path, ray_cluster: Any
+) -> None:
+    path = client.workspace.fleet_path
+    fleet = yaml.safe_load(path.read_text())
+    h100 = fleet["spec"]["pools"][1]
+    h100["backend"] = "local"
+    del h100["ray"]
+    path.write_text(yaml.safe_dump(fleet, sort_keys=False))
+    code = "import os; print('node', os.environ.get('CROSSRAIL_RAY_NODE_ID', 'none'))"
+    sets = [f'spec.command=[python, -c, "{code}"]', "spec.args=[]", "spec.resources.chips=1"]
+    on_ray = client.submit(experiments / "eval-smoke.yaml", sets=[*sets, "spec.accelerators={allow: [tpu]}"])
+    local = client.submit(experiments / "eval-smoke.yaml", sets=[*sets, "spec.accelerators={allow: [gpu]}"])
+    runs = on_ray["run"]["id"], local["run"]["id"]
+    drive(client, succeeded(client, *runs))
+    ray_log, local_log = (client.logs(r)["attempts"][0]["log"] for r in runs)
+    assert ray_log.strip() == f"node {ray_cluster.head_node.node_id}"  # printed inside the TPU-labelled Ray node
+    assert local_log.strip() == "node none"
+    assert (checkout / ".crossrail" / "attempts" / runs[1] / "1").is_dir()  # the local executor's own records
+    assert (checkout / ".crossrail" / "ray" / runs[0] / "1" / "placed.json").is_file()
+
+
 def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_checkpoint(
     client: Client, experiments: Path
 ) -> None:

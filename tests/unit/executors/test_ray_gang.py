@@ -1,0 +1,42 @@
+"""How the Ray executor turns its hosts' states into one attempt's end (no cluster needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from crossrail.executors.ray import _gang_end
+
+RUNNING: dict[str, Any] = {"phase": "running"}
+
+
+def exited(code: int | None, sig: int | None = None, stopped_by: str | None = None) -> dict[str, Any]:
+    return {"phase": "exited", "exit_code": code, "signal": sig, "stopped_by": stopped_by, "ended_at": 5.0}
+
+
+@pytest.mark.parametrize(
+    ("hosts", "end"),
+    [
+        pytest.param([RUNNING, RUNNING], None, id="all-hosts-running-is-running"),
+        pytest.param([exited(0), RUNNING], None, id="one-host-done-waits-for-the-others"),
+        pytest.param([exited(0), exited(0)], {"phase": "exited", "exit_code": 0}, id="all-hosts-exit-0-succeed"),
+        pytest.param([RUNNING, exited(3)], {"phase": "exited", "exit_code": 3}, id="one-failed-host-ends-the-gang"),
+        pytest.param([exited(None, 9), exited(3)], {"phase": "exited", "signal": 9}, id="the-first-failed-host-counts"),
+        pytest.param(
+            [exited(75, stopped_by="preempted"), RUNNING],
+            {"phase": "exited", "exit_code": 75, "stopped_by": "preempted"},
+            id="a-stopped-host-carries-the-reason",
+        ),
+        pytest.param([exited(0), "its Ray actor is gone"], {"phase": "lost"}, id="a-vanished-host-makes-it-lost"),
+    ],
+)
+def test_the_gang_ends_as_its_first_failing_host_or_when_all_succeed(
+    hosts: list[dict[str, Any] | str], end: dict[str, Any] | None
+) -> None:
+    got = _gang_end(hosts)
+    if end is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert {k: got.get(k) for k in end} == end
