@@ -19,6 +19,7 @@ import hashlib
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
 import time
@@ -78,11 +79,13 @@ class RayExecutor:
         pools: Callable[[], Mapping[str, RayPool]],
         *,
         log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+        keep_logs: int = 200,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.pools = pools
         self.log_max_bytes = log_max_bytes
+        self.keep_logs = keep_logs
         # Names are unique per workspace, so two workspaces can share one Ray cluster.
         self.tag = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:8]
         self._ray: Any = None
@@ -183,6 +186,7 @@ class RayExecutor:
             write_json_atomic(directory / FORGOTTEN, {"forgotten_at": time.time()})
         for name in RECORDS:
             (directory / name).unlink(missing_ok=True)
+        self._prune()
 
     def placement(self, run: str, attempt: int) -> list[dict[str, Any]]:
         """Where each host of the attempt ran: node id and node labels, as seen from inside its Ray worker."""
@@ -409,6 +413,18 @@ class RayExecutor:
         if parse_run_id(run) is None or isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
             raise UsageError(f"no attempt {run!r}/{attempt!r}; use a run id '<experiment>-<n>' and an attempt >= 1")
         return self.state_dir / run / str(attempt)
+
+    def _prune(self) -> None:
+        """Delete the oldest forgotten attempts beyond `keep_logs`, logs and all (as the local executor does)."""
+        forgotten = sorted(
+            (float((read_json(d / FORGOTTEN) or {}).get("forgotten_at", 0.0)), str(d), d)
+            for d in self._attempt_dirs()
+            if (d / FORGOTTEN).exists()
+        )
+        for *_, directory in forgotten[: max(0, len(forgotten) - self.keep_logs)]:
+            shutil.rmtree(directory, ignore_errors=True)
+            with suppress(OSError):  # the run still has other attempts
+                directory.parent.rmdir()
 
     def _attempt_dirs(self) -> list[Path]:
         return [

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crossrail.executors.ray import _gang_end
+from crossrail.executors.ray import FORGOTTEN, RayExecutor, _gang_end
 
 RUNNING: dict[str, Any] = {"phase": "running"}
 
@@ -40,3 +41,17 @@ def test_the_gang_ends_as_its_first_failing_host_or_when_all_succeed(
     else:
         assert got is not None
         assert {k: got.get(k) for k in end} == end
+
+
+def test_forgetting_keeps_the_logs_of_the_newest_attempts_only(tmp_path: Path) -> None:
+    executor = RayExecutor(tmp_path, dict, keep_logs=2)
+    for n in range(1, 5):
+        directory = tmp_path / "pretrain-small-1" / str(n)
+        directory.mkdir(parents=True)
+        (directory / "log.txt").write_text(f"attempt {n}\n")
+        (directory / "status.json").write_text('{"phase": "exited", "exit_code": 0}')
+        executor.forget("pretrain-small-1", n)  # an ended attempt: no Ray call is needed to forget it
+        assert (directory / FORGOTTEN).is_file()
+    assert sorted(p.name for p in (tmp_path / "pretrain-small-1").iterdir()) == ["3", "4"]
+    assert executor.logs("pretrain-small-1", 4) == "attempt 4\n"
+    assert executor.observe() == []
