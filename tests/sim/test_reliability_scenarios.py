@@ -199,6 +199,23 @@ def test_an_elastic_run_shrinks_keeps_its_work_and_pauses_only_briefly() -> None
     assert ettr(record) == pytest.approx(model, abs=0.01)
 
 
+@pytest.mark.parametrize(
+    ("min_chips", "restarts"), [(N // 2, False), (N - 4 * PER_HOST, True)], ids=["slack-for-a-rack", "no-slack"]
+)
+def test_a_rack_failure_beyond_an_elastic_runs_slack_forces_a_restart(min_chips: int, restarts: bool) -> None:
+    rack = CorrelatedFailure("rack", mtbf_s=8 * RUN_MTBF, hosts=8)  # 64 hosts in 8 racks: one rack fails every M
+    failures = FailureSpec(correlated=(rack,), repair_s=HOUR)
+    spec = CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, elastic=True, interval="daly")
+    record, _ = one_run(N, 30 * RUN_MTBF, failures, spec, seed=9, elastic=True, min_chips=min_chips)
+    assert record.interruptions > 10
+    if restarts:  # losing 8 hosts leaves 56 < 60: every rack failure rolls back to the last checkpoint
+        assert record.attempts == record.interruptions + 1
+        assert record.lost_s > 0
+    else:
+        assert (record.attempts, record.lost_s) == (1, 0.0)
+        assert record.paused_s == pytest.approx(30 * record.interruptions)
+
+
 @pytest.mark.parametrize("shape", [0.7, 1.5], ids=["infant-mortality", "wear-out"])
 def test_weibull_failures_give_the_useful_fraction_of_their_renewal_model(shape: float) -> None:
     failures = FailureSpec(chip_mtbf_s=CHIP_MTBF, distribution="weibull", weibull_shape=shape)
