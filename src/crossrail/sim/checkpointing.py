@@ -78,10 +78,14 @@ class CheckpointSpec:
         return self.detect_s + self.shrink_s
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _nonneg(path: str, value: float | None) -> list[Problem]:
-    if value is None or (math.isfinite(value) and value >= 0):
+    if value is None or (_number(value) and value >= 0):
         return []
-    return [Problem(_SOURCE, path, f"must be a finite number >= 0 (got {value})")]
+    return [Problem(_SOURCE, path, f"must be a finite number >= 0 (got {value!r})")]
 
 
 def _problems(spec: CheckpointSpec) -> list[Problem]:
@@ -90,8 +94,8 @@ def _problems(spec: CheckpointSpec) -> list[Problem]:
         found += _nonneg(name, getattr(spec, name))
     for name in ("bandwidth_bps", "interval_s", "assumed_mtbf_s"):
         value = getattr(spec, name)
-        if value is not None and not (math.isfinite(value) and value > 0):
-            found.append(Problem(_SOURCE, name, f"must be a finite number > 0 (got {value})"))
+        if value is not None and not (_number(value) and value > 0):
+            found.append(Problem(_SOURCE, name, f"must be a finite number > 0 (got {value!r})"))
     if spec.cost_s is not None and (spec.size_bytes is not None or spec.bandwidth_bps is not None):
         found.append(Problem(_SOURCE, "cost_s", "given together with size_bytes/bandwidth_bps",
                              fix="give either cost_s, or size_bytes and bandwidth_bps"))  # fmt: skip

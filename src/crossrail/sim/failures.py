@@ -66,6 +66,7 @@ class FailureSpec:
     repair_s: float = 0.0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "correlated", tuple(self.correlated))  # a list is accepted and frozen
         problems = _problems(self)
         if problems:
             raise SpecError(problems)
@@ -80,10 +81,14 @@ class FailureSpec:
         return self.chip_mtbf_s is not None or self.host_mtbf_s is not None or bool(self.correlated)
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _positive(path: str, value: float | None, fix: str) -> list[Problem]:
-    if value is None or (math.isfinite(value) and value > 0):
+    if value is None or (_number(value) and value > 0):
         return []
-    return [Problem(_SOURCE, path, f"must be a finite number > 0 (got {value})", fix=fix)]
+    return [Problem(_SOURCE, path, f"must be a finite number > 0 (got {value!r})", fix=fix)]
 
 
 def _problems(spec: FailureSpec) -> list[Problem]:
@@ -93,10 +98,14 @@ def _problems(spec: FailureSpec) -> list[Problem]:
         found.append(Problem(_SOURCE, "distribution", f"unknown distribution {spec.distribution!r}",
                              fix="use 'exponential' or 'weibull'"))  # fmt: skip
     found += _positive("weibull_shape", spec.weibull_shape, "a shape below 1 is infant mortality, above 1 wear-out")
-    if not (math.isfinite(spec.repair_s) and spec.repair_s >= 0):
-        found.append(Problem(_SOURCE, "repair_s", f"must be a finite number >= 0 (got {spec.repair_s})"))
+    if not (_number(spec.repair_s) and spec.repair_s >= 0):
+        found.append(Problem(_SOURCE, "repair_s", f"must be a finite number >= 0 (got {spec.repair_s!r})"))
     for i, c in enumerate(spec.correlated):
         where = f"correlated[{i}]"
+        if not isinstance(c, CorrelatedFailure):
+            found.append(Problem(_SOURCE, where, f"must be a CorrelatedFailure (got {c!r})",
+                                 fix="CorrelatedFailure(scope='rack', mtbf_s=..., hosts=...)"))  # fmt: skip
+            continue
         if c.scope not in ("host", "rack", "slice"):
             found.append(Problem(_SOURCE, f"{where}.scope", f"unknown scope {c.scope!r}",
                                  fix="use 'host', 'rack' or 'slice'"))  # fmt: skip

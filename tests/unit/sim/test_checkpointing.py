@@ -99,6 +99,8 @@ def test_bad_checkpoint_specs_list_every_problem_with_its_field() -> None:
     with pytest.raises(SpecError) as err:
         CheckpointSpec(cost_s=-1, size_bytes=1e9, interval="often", restore_s=math.nan)  # type: ignore[arg-type]
     assert [p.path for p in err.value.problems] == ["cost_s", "restore_s", "cost_s", "bandwidth_bps", "interval"]
+    with pytest.raises(SpecError, match=r"bandwidth_bps: must be a finite number > 0 \(got '10GB/s'\)"):
+        CheckpointSpec(size_bytes=1e9, bandwidth_bps="10GB/s")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="interval_s: missing for interval 'fixed'"):
         CheckpointSpec(cost_s=10, interval="fixed")
 

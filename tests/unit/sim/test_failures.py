@@ -137,6 +137,19 @@ def test_bad_failure_specs_list_every_problem_with_its_field() -> None:
     assert "crossrail: 8 problems in failures" in str(err.value)
 
 
+def test_values_of_the_wrong_type_are_problems_not_crashes() -> None:
+    with pytest.raises(SpecError) as err:
+        FailureSpec(chip_mtbf_s="5h", repair_s=True, correlated=[{"scope": "rack"}])  # type: ignore[arg-type]
+    assert [p.path for p in err.value.problems] == ["chip_mtbf_s", "repair_s", "correlated[0]"]
+    assert "must be a finite number > 0 (got '5h')" in str(err.value)
+
+
+def test_a_list_of_domains_is_kept_as_a_tuple() -> None:
+    spec = FailureSpec(correlated=[CorrelatedFailure("slice", 1e6, hosts=4)])  # type: ignore[arg-type]
+    assert spec.correlated == (CorrelatedFailure("slice", 1e6, hosts=4),)
+    assert hash(spec) == hash(FailureSpec(correlated=(CorrelatedFailure("slice", 1e6, hosts=4),)))
+
+
 def test_negative_sizes_and_ages_are_refused() -> None:
     m = model(chip_mtbf_s=1e6)
     with pytest.raises(ValueError, match="chips and hosts"):
