@@ -241,6 +241,24 @@ def test_a_new_agent_re_adopts_an_attempt_still_running_on_ray(
     assert not [e for e in store.events(run=run, types=["reported"]) if e.data["name"] == "resumed"]
 
 
+def test_cancelling_a_gang_while_ray_is_still_placing_it_starts_nothing(client: Client, experiments: Path) -> None:
+    sets = ["spec.command=[python, -c, 'print(1)']", "spec.args=[]", "spec.resources.chips=8"]
+    run = client.submit(experiments / "pretrain-small.yaml", sets=[*sets, "spec.accelerators={allow: [tpu]}"])
+    run = run["run"]["id"]
+    executor = ray_executor(client)
+    drive(client, lambda: [s.phase for s in executor.observe()] == ["pending"])
+    client.cancel(run)
+    drive(client, lambda: not client.service.store.active_attempts())
+
+    from ray.util import placement_group_table
+
+    (attempt,) = client.service.store.attempts(run)
+    assert (attempt.state, attempt.stopped_by, state(client, run)) == ("cancelled", "cancelled", "cancelled")
+    assert not client.service.store.events(run=run, types=["started"])
+    name = executor.group_name(run, 1)
+    assert [g["state"] for g in placement_group_table().values() if g["name"] == name] == ["REMOVED"]
+
+
 def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
     client: Client, experiments: Path, ray_cluster: Any
 ) -> None:
