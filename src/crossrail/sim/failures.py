@@ -179,8 +179,7 @@ class FailureModel:
             return Interruption(math.inf, "chip", 0, self.spec.repair_s)
         total = sum(w for _, w, _ in sources)
         lam = total ** (-1.0 / self._k)
-        a = age_s / lam
-        after = lam * (a**self._k + e) ** (1.0 / self._k) - age_s
+        after = self._residual(lam, age_s, e)
         cause, hosts_lost = _pick(sources, u * total)
         return Interruption(max(after, 0.0), cause, hosts_lost, self.spec.repair_s)
 
@@ -191,8 +190,17 @@ class FailureModel:
             return np.full(n, math.inf)
         lam = sum(w for _, w, _ in sources) ** (-1.0 / self._k)
         e = self.rng.exponential(size=n)
+        if self._k == 1.0:
+            memoryless: np.ndarray = lam * e  # the age does not matter
+            return memoryless
         delays: np.ndarray = np.maximum(lam * ((age_s / lam) ** self._k + e) ** (1.0 / self._k) - age_s, 0.0)
         return delays
+
+    def _residual(self, lam: float, age_s: float, e: float) -> float:
+        """Inverse of the conditional survival: the residual life for a unit-exponential draw `e`."""
+        if self._k == 1.0:
+            return float(lam * e)  # memoryless, and exact however old the run is
+        return float(lam * ((age_s / lam) ** self._k + e) ** (1.0 / self._k) - age_s)
 
     def pool_failure(self, chips: int, hosts: int) -> Interruption:
         """The next failure among a pool's `hosts` hosts (`chips` chips): which hosts leave, for `repair_s`.

@@ -54,6 +54,12 @@ def test_exponential_gaps_do_not_depend_on_age() -> None:
     assert old.mean() == pytest.approx(1e5, rel=0.03)
 
 
+def test_an_exponential_draw_is_the_same_however_old_the_run_is() -> None:
+    young = model(seed=4, chip_mtbf_s=1e6).sample(8, 1, age_s=0.0)
+    ancient = model(seed=4, chip_mtbf_s=1e6).sample(8, 1, age_s=1e15)
+    assert young == ancient
+
+
 @pytest.mark.parametrize("shape", [0.7, 1.5, 3.0], ids=["infant-mortality", "mild-wear-out", "strong-wear-out"])
 def test_sampled_weibull_gaps_average_scale_times_gamma(shape: float) -> None:
     m = model(seed=11, chip_mtbf_s=3e6, distribution="weibull", weibull_shape=shape)
