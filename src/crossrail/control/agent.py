@@ -340,6 +340,8 @@ class Agent:
             for r in queued
             if (p := self._pending(r, now)) is not None
         ]
+        attained = self.store.attained_chip_s((p.run for p in pending), now)  # what `las`-style policies order by
+        pending = [dataclasses.replace(p, attained_s=attained[p.run]) if p.run in attained else p for p in pending]
         running = []
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)

@@ -252,6 +252,20 @@ class Store:
                     out[row.run_id] = AttemptRecord.from_row(row)
         return out
 
+    def attained_chip_s(self, ids: Iterable[str], now: float) -> dict[str, float]:
+        """Chip-seconds each run in `ids` has held chips for over all its attempts, a running one up to `now`.
+
+        Runs that never started are absent. This is the attained service least-attained-service policies order by.
+        """
+        a = t.attempts.c
+        held = func.sum(a.chips * (func.coalesce(a.ended_at, now) - a.started_at))
+        out: dict[str, float] = {}
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(ids))):
+                q = select(a.run_id, held).where(a.run_id.in_(chunk), a.started_at.is_not(None)).group_by(a.run_id)
+                out.update({rid: max(0.0, float(total or 0.0)) for rid, total in conn.execute(q)})
+        return out
+
     def active_attempts(self) -> list[AttemptRecord]:
         """Attempts not yet ended (`starting` or `running`), oldest first."""
         q = select(t.attempts).where(t.attempts.c.state.in_(ACTIVE_ATTEMPT_STATES)).order_by(t.attempts.c.id)
