@@ -105,3 +105,31 @@ def test_an_exit_75_on_kubernetes_is_retried_as_a_new_attempt(
     second = _job(api, attempt=2)
     assert second["spec"]["suspend"] is True
     assert second["metadata"]["name"] == f"{run}-a2"
+
+
+def test_a_pod_reports_through_object_storage_next_to_its_checkpoints(
+    client: Client, experiments: Path, agent: Agent, api: ApiServer
+) -> None:
+    """A pod cannot write the agent's local files: its report channel is chunks under the checkpoint dir."""
+    from crossrail.runtime.report import Reporter
+
+    policy = client.workspace.policy_path  # fsspec's in-process memory store stands in for object storage here
+    policy.write_text(policy.read_text().replace("local_uri_schemes: [file]", "local_uri_schemes: [file, memory]"))
+    sets = ["spec.checkpoint.dir=memory://crossrail-k8s-reports/ckpt"]
+    run = client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]
+    agent.reconcile()
+    job = _job(api)
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CROSSRAIL_REPORT"] == f"memory://crossrail-k8s-reports/ckpt/{run}/reports/attempt-1"
+    assert client.show(run)["attempts"][0]["report_uri"] == env["CROSSRAIL_REPORT"]
+
+    _kueue_admits_and_pod_runs(api, job)
+    with Reporter(env["CROSSRAIL_REPORT"], run=run, attempt=1) as reporter:  # what the trainer in the pod does
+        reporter.metric("loss", 2.5, step=10)
+        reporter.checkpoint(10, f"memory://crossrail-k8s-reports/ckpt/{run}/step-0000000010")
+    agent.reconcile()
+
+    store = client.service.store
+    assert [s["value"] for s in store.metric_samples(run, "loss")] == [2.5]
+    assert [c.step for c in store.checkpoints(run)] == [10]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control.attempts import classify, launch_request
+from crossrail.control.attempts import classify, launch_request, report_uri
 from crossrail.control.executor import AttemptStatus, Executor
 from crossrail.control.placing import QueuePlacement
 from crossrail.control.service import Service
@@ -406,7 +406,7 @@ class Agent:
     def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
         pool = self.service.fleet.pool(d.pool)
         number = len(self.store.attempts(run.id)) + 1
-        report = self.reports_dir / run.id / f"{number}.jsonl"
+        report = report_uri(run, number, str(pool.backend), self.reports_dir)
         att = AttemptRecord(
             run_id=run.id,
             number=number,
@@ -425,7 +425,7 @@ class Agent:
             ended_at=None,
             exit_code=None,
             reason=None,
-            report_uri=str(report),
+            report_uri=report,
             created_at=now,
         )
         placed = {
@@ -445,7 +445,8 @@ class Agent:
         ]
         if self.store.admit(att, events) is None:
             return 0
-        report.parent.mkdir(parents=True, exist_ok=True)
+        if "://" not in report:  # a remote channel's writer creates its prefix
+            Path(report).parent.mkdir(parents=True, exist_ok=True)
         self._launch(self.store.get_run(run.id), att)
         return 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from crossrail.control.executor import AttemptStatus, LaunchRequest
@@ -101,3 +102,21 @@ def launch_request(
         command=command,
         env=env,
     )
+
+
+REMOTE_BACKENDS = frozenset({"kubernetes"})
+"""Backends whose attempts run on other machines and cannot write the agent's local report files."""
+
+
+def report_uri(run: RunRecord, number: int, backend: str, reports_dir: Path) -> str:
+    """Where attempt `number` of `run` writes its report channel, and the agent reads it.
+
+    Local and Ray attempts share the agent's file system: a JSON-lines file under `reports_dir`. Attempts on
+    remote backends write numbered chunks next to the run's checkpoints on object storage, which both sides
+    reach; a run whose checkpoint dir is on local disk falls back to the local file (such a run's pods cannot
+    report, which the portability lint already flags).
+    """
+    base = run.checkpoint_dir.rstrip("/")
+    if backend in REMOTE_BACKENDS and "://" in base and not base.startswith("file://"):
+        return f"{base}/{run.id}/reports/attempt-{number}"
+    return str(reports_dir / run.id / f"{number}.jsonl")
