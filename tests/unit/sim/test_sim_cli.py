@@ -88,3 +88,16 @@ def test_plan_what_if_moving_a_stage_to_tpu() -> None:
     assert out.exit_code == 0, out.output
     labels = [r["fleet"] for r in json.loads(out.stdout)["candidates"]]
     assert sorted(labels) == ["h100:32+tpu-a:32", "h100:32+tpu-a:32 (post_training->tpu)"]
+
+
+def test_plan_rejects_a_malformed_grid_and_unknown_pools_before_simulating() -> None:
+    base = ["plan", "--workload", "synthetic:jobs=3", "--pools", "h100:8:8:3.0", "--target", "eval=1h"]
+    malformed = runner.invoke(app, [*base, "--grid", "h100:lots"])
+    assert malformed.exit_code == 1
+    assert "write name:chips/chips/..." in malformed.output
+    unknown = runner.invoke(app, [*base, "--grid", "a100:8"])
+    assert unknown.exit_code == 1
+    assert "pools a100 are not in --pools" in unknown.output
+    stage = runner.invoke(app, [*base[:-2], "--target", "training=1h", "--grid", "h100:8"])
+    assert stage.exit_code == 1
+    assert "unknown stage 'training'" in stage.output
