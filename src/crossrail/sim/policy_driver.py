@@ -98,13 +98,21 @@ class PolicyDriver:
             choices = [sim.pools[wanted]] if wanted in sim.pools else self.by_cost
             for pool in choices:
                 runs = job.runs_on(str(pool.accelerator)) and job.rate(pool.chip_type, pool.relative_speed) > 0
-                if runs and self.fits(pool.name, job.chips):
+                if runs and self.fits(pool.name, job.chips, view.queue):
                     sim.launch(job.name, pool.name, job.chips)
                     break
 
-    def fits(self, pool: str, chips: int) -> bool:
-        state = self.sim.sched.cache.pools[pool]
-        return not state.drained and chips <= state.capacity and state.find(chips, NO_PINS) is not None
+    def fits(self, pool: str, chips: int, queue: str) -> bool:
+        """Whether the gang fits whole hosts of `pool` now and its queue's quota (with borrowing) allows it.
+
+        Policies only order and allocate; quotas are never overridden, so a job its queue cannot afford
+        waits, as it would in the live agent.
+        """
+        cache = self.sim.sched.cache
+        state = cache.pools[pool]
+        if state.drained or chips > state.capacity or state.find(chips, NO_PINS) is None:
+            return False
+        return cache.quota.headroom(cache.used, cache.excess, queue, pool) >= chips
 
     # --- round-based policies --------------------------------------------------------------------
 
@@ -136,6 +144,6 @@ class PolicyDriver:
                 continue  # still stopping where it ran; it starts on its new pool once stopped
             if run not in sim.waiting:
                 del self.plan[run]
-            elif self.fits(pool, sim.jobs[run].chips):
+            elif self.fits(pool, sim.jobs[run].chips, sim.queue_of[run]):
                 del self.plan[run]
                 sim.launch(run, pool, sim.jobs[run].chips)

@@ -226,3 +226,18 @@ def test_round_based_policies_reproduce_the_reference_gavel_replay(policy: str) 
     moved = [r for r in simulated.runs.values() if r.attempts > 1]
     assert moved
     assert all(r.restore_s == 30.0 * (r.attempts - 1) for r in moved)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "fifo_hetero", "las", "max_min_fairness_hetero"])
+def test_no_policy_lets_a_queue_run_beyond_its_quota(policy: str) -> None:
+    """The eval queue is guaranteed 8 of the pool's 32 chips: four 8-chip evals run one after another."""
+    queues = [{"name": "eval", "stage": "eval", "quota": {"h100-a": 8}}]
+    spec = {"pools": [pool("h100-a", 32)], "queues": queues}
+    doc = {"apiVersion": "crossrail/v1", "kind": "Fleet", "metadata": {"name": "quota"}, "spec": spec}
+    jobs = [SimJob(f"e{i}", "eval", 8, work_s=HOUR) for i in range(4)]
+
+    result = Simulation(Fleet.model_validate(doc), jobs, policy=policy).run()
+
+    starts = sorted(r["first_start_s"] for r in result.to_json(runs=True)["runs"])
+    assert starts == pytest.approx([0.0, HOUR, 2 * HOUR, 3 * HOUR], abs=0.05 * HOUR)
+    assert result.makespan_s == pytest.approx(4 * HOUR, rel=0.05)
