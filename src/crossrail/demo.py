@@ -62,11 +62,50 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
             f"validated {len(result['files'])} example experiments: "
             f"{'all valid' if result['valid'] else result['problems']}"
         )
+        _explain_placement(client, exps / "posttrain-042.yaml")
         runs = _submit_all(client, exps, quick)
         killed = _drive(client, runs, timeout_s)
         report = client.report()
     _summarise(client, runs, killed, report, root)
+    _simulate_policies()
     return report
+
+
+def _explain_placement(client: Client, path: Path) -> None:
+    """Where post-training would run if submitted now, every candidate pool's estimate, and why."""
+    from crossrail import render
+
+    out = client.place(path)
+    console.print(
+        f"placement of {out['experiment']} ({out['stage']}, {out['chips']} chips, objective {out['objective']}): "
+        f"{out['pool']}\nwhy: {out['reason']}"
+    )
+    render.candidates(out["candidates"], chosen=out["pool"], title=f"candidate pools for {out['experiment']}")
+
+
+GAVEL = Path(__file__).resolve().parents[2] / "data" / "gavel"
+DEMO_POLICIES = ("fifo", "fifo_hetero", "las_hetero", "max_min_fairness_hetero", "min_jct_hetero")
+
+
+def _simulate_policies() -> dict[str, float] | None:
+    """Replay Gavel's 15-job trace on 2 V100 + 4 K80 with the scheduling core: average JCT per policy."""
+    from crossrail.sim.fleets import pools_fleet
+    from crossrail.sim.report import comparison, summary_table
+    from crossrail.sim.simulation import Simulation
+    from crossrail.sim.traces import gavel_jobs
+
+    trace, matrix = GAVEL / "artifact_evaluation.trace", GAVEL / "simulation_throughputs.json"
+    if not (trace.is_file() and matrix.is_file()):
+        console.print(f"[dim]fleet simulation skipped: Gavel's trace is not at {GAVEL} (it ships in the repo)[/]")
+        return None
+    console.rule("fleet simulation: Gavel's trace on 2 V100 + 4 K80, same scheduling core")
+    jobs = gavel_jobs(trace, matrix)
+    fleet = pools_fleet("v100:2:2,k80:4:4", jobs)
+    results = [Simulation(fleet, jobs, policy=p, seed=0).run() for p in DEMO_POLICIES]
+    console.print(summary_table(results))
+    for other in results[1:]:
+        console.print(comparison(results[0], other))
+    return {p: r.avg_jct_s or 0.0 for p, r in zip(DEMO_POLICIES, results, strict=True)}
 
 
 def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:

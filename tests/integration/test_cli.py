@@ -201,6 +201,9 @@ def test_the_quick_demo_trains_kills_retries_elsewhere_and_reports(tmp_path: Pat
     assert "attempt 2 ran on h100 and resumed from step" in out
     assert "research-cycle metrics by stage × pool" in out
     assert str(tmp_path / ".crossrail") in out
+    assert "placement of posttrain-042 (post_training, 8 chips, objective time_to_result): h100" in out
+    assert "why: gpu preferred by the post_training placement policy" in out
+    assert "min_jct_hetero lowers average JCT by" in out  # the fleet simulation on Gavel's trace
 
 
 def test_the_shipped_examples_are_valid_under_the_strict_article_policy() -> None:
