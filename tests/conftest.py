@@ -20,6 +20,10 @@ from typing import Any
 
 import pytest
 
+# Tables and messages are drawn for a wide terminal in every test, whatever the checkout's path length (a
+# long tmp path otherwise wraps words the tests look for onto the next line).
+os.environ["COLUMNS"] = "240"
+
 from crossrail.client import Client
 from crossrail.core import ManualClock
 

@@ -22,7 +22,7 @@ def test_import_then_render_for_tpu_moves_the_article_job_off_gpus(tmp_path: Pat
     exp = tmp_path / "posttrain-042.yaml"
     done = runner.invoke(app, ["import", ARTICLE, "--dataset", "gs://MODEL_BUCKET/data/sft", "-o", str(exp)])
     assert done.exit_code == 0, done.output
-    assert "experiment posttrain-042" in done.output  # the findings table, on stderr
+    assert "experiment posttrain-042" in " ".join(done.output.split())  # the findings table (wrapped to the terminal)
     assert "nvidia" not in exp.read_text()
     refused = runner.invoke(app, ["render", str(exp), "--pool", "tpu-v5p-pool", "--fleet", FLEET])
     assert refused.exit_code == 1
