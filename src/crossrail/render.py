@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from crossrail.core import short_duration
+
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 STATUS_ROWS = 20
@@ -19,14 +21,7 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _secs(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 120:
-        return f"{value:.1f}s"
-    if value < 7200:
-        return f"{value / 60:.1f}m"
-    return f"{value / 3600:.1f}h"
+_secs = short_duration
 
 
 secs = _secs

@@ -3,7 +3,7 @@
 from crossrail.core.clock import Clock, ManualClock, SystemClock
 from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
 from crossrail.core.ids import attempt_id, parse_run_id, run_id, validate_name
-from crossrail.core.quantities import format_duration, parse_duration, parse_topology
+from crossrail.core.quantities import format_duration, parse_duration, parse_topology, short_duration
 
 __all__ = [
     "RUN_STATES",
@@ -20,5 +20,6 @@ __all__ = [
     "parse_run_id",
     "parse_topology",
     "run_id",
+    "short_duration",
     "validate_name",
 ]

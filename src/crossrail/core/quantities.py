@@ -52,6 +52,19 @@ def format_duration(seconds: float) -> str:
     return "".join(out)
 
 
+def short_duration(seconds: float | None) -> str:
+    """A duration in one unit for tables: `45.0s`, `12.5m`, `3.2h`, `2.1d`; `-` for None."""
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 3 * 86_400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86_400:.1f}d"
+
+
 def parse_topology(text: str) -> tuple[int, ...]:
     """`2x2x1` -> (2, 2, 1). Raises ValueError unless every factor is a positive integer."""
     parts = text.strip().lower().split("x")

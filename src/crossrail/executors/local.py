@@ -10,7 +10,6 @@ the supervisor measured (None where none did); the injected clock stamps the exe
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,12 +17,13 @@ import time
 from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any
 
 from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
 from crossrail.core.clock import Clock, SystemClock
-from crossrail.core.ids import attempt_id, parse_run_id
+from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, UsageError
+from crossrail.executors.attempt_dirs import FORGOTTEN, STOP_REASONS, AttemptDirs, stop_reason
 from crossrail.executors.supervisor import (
     CHILD,
     DEFAULT_LOG_MAX_BYTES,
@@ -41,18 +41,16 @@ from crossrail.executors.supervisor import (
 )
 
 LOST = "lost.json"
-FORGOTTEN = "forgotten.json"
 SUPERVISOR_LOG = "supervisor.log"
 RECORDS = (REQUEST, SUPERVISOR, CHILD, STATUS, STOP, LOST, SUPERVISOR_LOG)
 
 LAUNCH_WAIT_S = 5.0  # how long launch() waits for the supervisor to claim the attempt
 START_TIMEOUT_S = 10.0  # an attempt no supervisor has claimed after this long never will be
-STOP_REASONS: tuple[str, ...] = get_args(StopReason)
 NEVER_STARTED = "never started: no supervisor claimed the attempt (the launch was interrupted)"
 VANISHED = "the supervisor vanished without recording an exit"
 
 
-class LocalExecutor:
+class LocalExecutor(AttemptDirs):
     """Runs attempts as processes on this machine; satisfies crossrail.control.executor.Executor.
 
     Not thread-safe, and one agent per `state_dir`: the agent calls it from one thread.
@@ -175,7 +173,7 @@ class LocalExecutor:
                 "exited",
                 exit_code=status.get("exit_code"),
                 signal=status.get("signal"),
-                stopped_by=_reason(status.get("stopped_by")),
+                stopped_by=stop_reason(status.get("stopped_by")),
                 started_at=status.get("started_at"),
                 ended_at=status.get("ended_at"),
                 detail=status.get("detail") or "",
@@ -219,15 +217,8 @@ class LocalExecutor:
 
     def _attempt_status(self, directory: Path, phase: AttemptPhase, **fields: Any) -> AttemptStatus:
         fields.setdefault("started_at", (read_json(directory / CHILD) or {}).get("started_at"))
-        fields.setdefault("stopped_by", _reason((read_json(directory / STOP) or {}).get("reason")))
+        fields.setdefault("stopped_by", stop_reason((read_json(directory / STOP) or {}).get("reason")))
         return AttemptStatus(run=directory.parent.name, attempt=int(directory.name), phase=phase, **fields)
-
-    def _known(self, directory: Path) -> AttemptStatus:
-        status = self._status(directory)
-        if status is None:
-            run, attempt = directory.parent.name, int(directory.name)
-            raise ConflictError(f"attempt {attempt_id(run, attempt)} was forgotten; launch it under a new number")
-        return status
 
     def _age_s(self, directory: Path) -> float:
         """How long ago the attempt was launched."""
@@ -273,40 +264,6 @@ class LocalExecutor:
             detail += f": {lines[-1]}"
         record = {"exit_code": 127, "signal": None, "started_at": None, "ended_at": None}
         write_json_once(directory / STATUS, {**record, "stopped_by": None, "detail": detail})
-
-    # Directories.
-
-    def _dir(self, run: str, attempt: int) -> Path:
-        if parse_run_id(run) is None or isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-            raise UsageError(f"no attempt {run!r}/{attempt!r}; use a run id '<experiment>-<n>' and an attempt >= 1")
-        return self.state_dir / run / str(attempt)
-
-    def _attempt_dirs(self) -> list[Path]:
-        return [
-            attempt
-            for run in self.state_dir.iterdir()
-            if run.is_dir() and parse_run_id(run.name) is not None
-            for attempt in run.iterdir()
-            if attempt.is_dir() and attempt.name.isdigit()
-        ]
-
-    def _prune(self) -> None:
-        """Delete the oldest forgotten attempts beyond `keep_logs`, logs and all."""
-        forgotten = []
-        for directory in self._attempt_dirs():
-            marker = read_json(directory / FORGOTTEN)
-            if marker is not None:
-                written_ns = (directory / FORGOTTEN).stat().st_mtime_ns  # orders forgets an unmoving clock ties
-                forgotten.append((float(marker.get("forgotten_at", 0.0)), written_ns, str(directory), directory))
-        forgotten.sort()
-        for *_, directory in forgotten[: max(0, len(forgotten) - self.keep_logs)]:
-            shutil.rmtree(directory, ignore_errors=True)
-            with suppress(OSError):  # the run still has other attempts
-                directory.parent.rmdir()
-
-
-def _reason(value: object) -> StopReason | None:
-    return cast(StopReason, value) if value in STOP_REASONS else None
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -19,7 +19,6 @@ import hashlib
 import logging
 import math
 import os
-import shutil
 import signal
 import socket
 import time
@@ -27,17 +26,17 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
-from crossrail.core.ids import attempt_id, parse_run_id
+from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, ExecutionError, UsageError
+from crossrail.executors.attempt_dirs import FORGOTTEN, STOP_REASONS, AttemptDirs, stop_reason
 from crossrail.executors.supervisor import START_FAILED, read_json, write_json_atomic, write_json_once
 
-REQUEST, PLACED, STOP, STATUS, FORGOTTEN = "request.json", "placed.json", "stop.json", "status.json", "forgotten.json"
+REQUEST, PLACED, STOP, STATUS = "request.json", "placed.json", "stop.json", "status.json"
 LOG_OFFSETS = "log_offsets.json"
 RECORDS = (REQUEST, STOP, STATUS, LOG_OFFSETS)  # placed.json and the logs stay: where it ran, what it said
-STOP_REASONS: tuple[str, ...] = get_args(StopReason)
 INSTALL = "the ray backend needs Ray; install it with: pip install 'crossrail[ray]'"
 
 LAUNCH_PLACE_WAIT_S = 2.0  # how long launch() waits for Ray to place the attempt before saying `pending`
@@ -68,7 +67,7 @@ class RayPool:
         return [{self.chip_resource: float(n), **self.resources} for n in per_host]
 
 
-class RayExecutor:
+class RayExecutor(AttemptDirs):
     """Runs attempts on one Ray cluster; satisfies crossrail.control.executor.Executor. One agent per `state_dir`."""
 
     sees_processes = True  # the actors' liveness is known to Ray
@@ -322,26 +321,19 @@ class RayExecutor:
             cast(AttemptPhase, end["phase"]),
             exit_code=end.get("exit_code"),
             signal=end.get("signal"),
-            stopped_by=_reason(end.get("stopped_by")),
+            stopped_by=stop_reason(end.get("stopped_by")),
             started_at=end.get("started_at"),
             ended_at=end.get("ended_at"),
             detail=end.get("detail") or "",
         )
 
     def _attempt_status(self, directory: Path, phase: AttemptPhase, **fields: Any) -> AttemptStatus:
-        fields.setdefault("stopped_by", _reason((read_json(directory / STOP) or {}).get("reason")))
+        fields.setdefault("stopped_by", stop_reason((read_json(directory / STOP) or {}).get("reason")))
         return AttemptStatus(run=directory.parent.name, attempt=int(directory.name), phase=phase, **fields)
 
     def _known_end(self, directory: Path, end: dict[str, Any]) -> AttemptStatus:
         self._end(directory, end)
         return self._known(directory)
-
-    def _known(self, directory: Path) -> AttemptStatus:
-        status = self._status(directory)
-        if status is None:
-            run, attempt = directory.parent.name, int(directory.name)
-            raise ConflictError(f"attempt {attempt_id(run, attempt)} was forgotten; launch it under a new number")
-        return status
 
     def _release(self, directory: Path) -> None:
         """Kill the attempt's actors (their commands die with them) and remove its placement group; idempotent."""
@@ -409,32 +401,6 @@ class RayExecutor:
 
     # --- directories -------------------------------------------------------------------------------
 
-    def _dir(self, run: str, attempt: int) -> Path:
-        if parse_run_id(run) is None or isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-            raise UsageError(f"no attempt {run!r}/{attempt!r}; use a run id '<experiment>-<n>' and an attempt >= 1")
-        return self.state_dir / run / str(attempt)
-
-    def _prune(self) -> None:
-        """Delete the oldest forgotten attempts beyond `keep_logs`, logs and all (as the local executor does)."""
-        forgotten = sorted(
-            (float((read_json(d / FORGOTTEN) or {}).get("forgotten_at", 0.0)), str(d), d)
-            for d in self._attempt_dirs()
-            if (d / FORGOTTEN).exists()
-        )
-        for *_, directory in forgotten[: max(0, len(forgotten) - self.keep_logs)]:
-            shutil.rmtree(directory, ignore_errors=True)
-            with suppress(OSError):  # the run still has other attempts
-                directory.parent.rmdir()
-
-    def _attempt_dirs(self) -> list[Path]:
-        return [
-            attempt
-            for run in self.state_dir.iterdir()
-            if run.is_dir() and parse_run_id(run.name) is not None
-            for attempt in run.iterdir()
-            if attempt.is_dir() and attempt.name.isdigit()
-        ]
-
 
 def _check_reachable(address: str) -> None:
     """Fail fast, in one line, when nothing accepts connections at a `host:port` or `ray://host:port` address."""
@@ -500,7 +466,3 @@ def _append_log(directory: Path, host: int, result: dict[str, Any]) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _reason(value: object) -> StopReason | None:
-    return cast(StopReason, value) if value in STOP_REASONS else None

@@ -8,19 +8,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from crossrail.core import short_duration
 from crossrail.sim.records import SimResult
 
-
-def secs(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 120:
-        return f"{value:.1f}s"
-    if value < 7200:
-        return f"{value / 60:.1f}m"
-    if value < 3 * 86_400:
-        return f"{value / 3600:.1f}h"
-    return f"{value / 86_400:.1f}d"
+secs = short_duration
 
 
 def frac(value: float | None) -> str:

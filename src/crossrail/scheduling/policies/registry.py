@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from crossrail.errors import UsageError
 from crossrail.scheduling.policies.base import Policy
@@ -15,18 +15,10 @@ from crossrail.scheduling.policies.ordering import (
     min_jct_key,
     priority_key,
 )
+from crossrail.spec.fleet import PolicyName
 from crossrail.spec.problems import did_you_mean
 
-POLICY_NAMES = (
-    "fifo",
-    "priority",
-    "las",
-    "max_min_fairness",
-    "fifo_hetero",
-    "las_hetero",
-    "max_min_fairness_hetero",
-    "min_jct_hetero",
-)
+POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)  # the fleet format lists them; one list, one place
 DEFAULT_POLICY = "priority"
 """The order crossrail always used: priority class, then time queued."""
 ROUND_S = 360.0
