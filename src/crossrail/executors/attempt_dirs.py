@@ -34,6 +34,16 @@ class AttemptDirs:
     def _status(self, directory: Path) -> AttemptStatus | None:
         raise NotImplementedError
 
+    def observe(self) -> list[AttemptStatus]:
+        """Every attempt not yet forgotten, including ones launched before a restart, by run and attempt."""
+        found = [status for directory in self._attempt_dirs() if (status := self._status(directory)) is not None]
+        return sorted(found, key=lambda s: (s.run, s.attempt))
+
+    @staticmethod
+    def _check_stop(grace_s: float, reason: str) -> None:
+        if reason not in STOP_REASONS or grace_s < 0:
+            raise UsageError(f"stop needs grace_s >= 0 and a reason in {STOP_REASONS} (got {grace_s}, {reason!r})")
+
     def _known(self, directory: Path) -> AttemptStatus:
         status = self._status(directory)
         if status is None:

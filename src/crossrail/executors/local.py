@@ -23,7 +23,7 @@ from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, 
 from crossrail.core.clock import Clock, SystemClock
 from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, UsageError
-from crossrail.executors.attempt_dirs import FORGOTTEN, STOP_REASONS, AttemptDirs, stop_reason
+from crossrail.executors.attempt_dirs import FORGOTTEN, AttemptDirs, stop_reason
 from crossrail.executors.supervisor import (
     CHILD,
     DEFAULT_LOG_MAX_BYTES,
@@ -90,13 +90,11 @@ class LocalExecutor(AttemptDirs):
 
     def observe(self) -> list[AttemptStatus]:
         self._unreaped = [p for p in self._unreaped if p.poll() is None]
-        found = [status for directory in self._attempt_dirs() if (status := self._status(directory)) is not None]
-        return sorted(found, key=lambda s: (s.run, s.attempt))
+        return super().observe()
 
     def stop(self, run: str, attempt: int, grace_s: float, reason: StopReason) -> None:
         """Record the stop (the first reason wins) and SIGTERM the supervisor, which ends the command's group."""
-        if reason not in STOP_REASONS or grace_s < 0:
-            raise UsageError(f"stop needs grace_s >= 0 and a reason in {STOP_REASONS} (got {grace_s}, {reason!r})")
+        self._check_stop(grace_s, reason)
         directory = self._dir(run, attempt)
         status = self._status(directory, stop_reason=reason) if directory.is_dir() else None
         if status is None or status.phase != "running":

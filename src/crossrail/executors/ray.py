@@ -31,7 +31,7 @@ from typing import Any, cast
 from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
 from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, ExecutionError, UsageError
-from crossrail.executors.attempt_dirs import FORGOTTEN, STOP_REASONS, AttemptDirs, stop_reason
+from crossrail.executors.attempt_dirs import FORGOTTEN, AttemptDirs, stop_reason
 from crossrail.executors.supervisor import START_FAILED, read_json, write_json_atomic, write_json_once
 
 REQUEST, PLACED, STOP, STATUS = "request.json", "placed.json", "stop.json", "status.json"
@@ -130,14 +130,9 @@ class RayExecutor(AttemptDirs):
             group.wait(LAUNCH_PLACE_WAIT_S)
         return self._known(directory)
 
-    def observe(self) -> list[AttemptStatus]:
-        found = [status for directory in self._attempt_dirs() if (status := self._status(directory)) is not None]
-        return sorted(found, key=lambda s: (s.run, s.attempt))
-
     def stop(self, run: str, attempt: int, grace_s: float, reason: StopReason) -> None:
         """Record the stop (the first reason wins) and ask every host to SIGTERM its command, SIGKILL after grace."""
-        if reason not in STOP_REASONS or grace_s < 0:
-            raise UsageError(f"stop needs grace_s >= 0 and a reason in {STOP_REASONS} (got {grace_s}, {reason!r})")
+        self._check_stop(grace_s, reason)
         directory = self._dir(run, attempt)
         status = self._status(directory) if directory.is_dir() else None
         if status is None or status.phase not in ("pending", "running"):

@@ -13,11 +13,13 @@ checks quotas and fair share as always. These preemptions are not counted agains
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.policies import JobView, Policy, PoolView, level_of
+from crossrail.scheduling.policies.admission import view_of
 from crossrail.scheduling.types import Allocation, Request
 from crossrail.spec import Pool
 
@@ -127,12 +129,4 @@ class Rounds:
         )
 
     def _waiting(self, req: Request, specs: dict[str, Pool]) -> JobView:
-        return JobView(
-            run=req.run,
-            queue=req.queue,
-            priority=level_of(req.priority),
-            submitted_at=req.queued_at,
-            chips=req.chips,
-            attained_s=req.attained_s,
-            throughput=self._rates(req, specs),
-        )
+        return dataclasses.replace(view_of(req), throughput=self._rates(req, specs))
