@@ -216,16 +216,22 @@ def test_a_rack_failure_beyond_an_elastic_runs_slack_forces_a_restart(min_chips:
         assert record.paused_s == pytest.approx(30 * record.interruptions)
 
 
-@pytest.mark.parametrize("shape", [0.7, 1.5], ids=["infant-mortality", "wear-out"])
-def test_weibull_failures_give_the_useful_fraction_of_their_renewal_model(shape: float) -> None:
+@pytest.mark.parametrize(
+    ("shape", "restore_s"),
+    [(0.7, 0.0), (1.5, 0.0), (0.7, 120.0)],
+    ids=["infant-mortality", "wear-out", "infant-mortality-with-restore"],
+)
+def test_weibull_failures_give_the_useful_fraction_of_their_renewal_model(shape: float, restore_s: float) -> None:
+    """A run's age counts from its first computing: a restore neither ages it nor can fail."""
     failures = FailureSpec(chip_mtbf_s=CHIP_MTBF, distribution="weibull", weibull_shape=shape)
     mtbf = FailureModel(failures, np.random.default_rng()).run_mtbf_s(N, N // PER_HOST)
     tau = daly_interval(DELTA, mtbf)
-    spec = CheckpointSpec(cost_s=DELTA, interval="fixed", interval_s=tau)  # no restore: the age is unambiguous
+    spec = CheckpointSpec(cost_s=DELTA, interval="fixed", interval_s=tau, restore_s=restore_s)
     record, _ = one_run(N, 400 * mtbf, failures, spec, seed=6)
     model = FailureModel(failures, np.random.default_rng(60))  # an independent stream
     # a restart waits for the next 1 s scheduling quantum: 0.5 s on average
-    expected = renewal_goodput(model, N, N // PER_HOST, tau_s=tau, delta_s=DELTA, restart_s=0.5, work_s=400 * mtbf)
+    restart = 0.5 + restore_s
+    expected = renewal_goodput(model, N, N // PER_HOST, tau_s=tau, delta_s=DELTA, restart_s=restart, work_s=400 * mtbf)
     assert record.interruptions > 300
     assert ettr(record) == pytest.approx(expected, abs=0.01)
 

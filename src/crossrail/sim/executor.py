@@ -52,6 +52,8 @@ class Attempt:
     start_work: float = 0.0
     timer: Timer | None = None
     fault: Timer | None = None
+    aging_from: float | None = None
+    """When the attempt first computed: a Weibull run's age counts from there (nothing fails during a restore)."""
 
     @property
     def rate(self) -> float:
@@ -100,6 +102,8 @@ class SimExecutor:
 
     def _run(self, att: Attempt, phase_s: float = 0.0) -> None:
         """Run from `att.base` at the current speed, continuing the checkpoint cadence at `phase_s`."""
+        if att.aging_from is None:
+            att.aging_from = self.engine.now()
         if att.fault is None:
             self._arm_fault(att)
         att.phase, att.run_at = RUN, self.engine.now()
@@ -165,7 +169,8 @@ class SimExecutor:
     def _arm_fault(self, att: Attempt) -> None:
         if self.failures is None:
             return
-        hit = self.failures.sample(att.chips, att.hosts, self.engine.now() - att.started_at)
+        now = self.engine.now()
+        hit = self.failures.sample(att.chips, att.hosts, now - (att.aging_from if att.aging_from is not None else now))
         if math.isfinite(hit.after_s):
             att.fault = self.engine.after(hit.after_s, lambda: self._fault(att, hit.hosts_lost, hit.repair_s), URGENT)
 
