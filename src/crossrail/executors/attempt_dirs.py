@@ -7,6 +7,7 @@ whose end the store has recorded. The newest `keep_logs` forgotten attempts keep
 from __future__ import annotations
 
 import shutil
+from abc import ABC, abstractmethod
 from contextlib import suppress
 from pathlib import Path
 from typing import cast, get_args
@@ -25,14 +26,15 @@ def stop_reason(value: object) -> StopReason | None:
     return cast(StopReason, value) if value in STOP_REASONS else None
 
 
-class AttemptDirs:
-    """Finding, reading and pruning attempt directories; the executor supplies `_status`."""
+class AttemptDirs(ABC):
+    """Finding, reading and pruning attempt directories; each executor says what one directory's state is."""
 
     state_dir: Path
     keep_logs: int
 
+    @abstractmethod
     def _status(self, directory: Path) -> AttemptStatus | None:
-        raise NotImplementedError
+        """What the records (and the engine) say of the attempt in `directory`; None once it is forgotten."""
 
     def observe(self) -> list[AttemptStatus]:
         """Every attempt not yet forgotten, including ones launched before a restart, by run and attempt."""
