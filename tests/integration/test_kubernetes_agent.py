@@ -33,7 +33,9 @@ def agent(client: Client, api: ApiServer) -> Agent:
     fleet = client.workspace.fleet_path
     fleet.write_text(fleet.read_text().replace("backend: local", "backend: kubernetes"))
     executor = KubernetesExecutor(client.service.fleet, api=api)
-    return Agent(client.service, executor, client.workspace.root / "reports", CONFIG)
+    agent = Agent(client.service, executor, client.workspace.root / "reports", CONFIG)
+    agent.fleet_path = fleet  # it follows `crossrail fleet drain` as `crossrail agent` does
+    return agent
 
 
 def _job(api: ApiServer, attempt: int = 1) -> dict[str, Any]:
@@ -133,3 +135,48 @@ def test_a_pod_reports_through_object_storage_next_to_its_checkpoints(
     store = client.service.store
     assert [s["value"] for s in store.metric_samples(run, "loss")] == [2.5]
     assert [c.step for c in store.checkpoints(run)] == [10]
+
+
+def test_a_workload_still_waiting_in_kueue_moves_when_its_pool_drains(
+    client: Client, experiments: Path, agent: Agent, api: ApiServer
+) -> None:
+    """crossrail re-places what Kueue has not admitted: the waiting Job is deleted and the run goes elsewhere."""
+    run = client.submit(experiments / "eval-smoke.yaml")["run"]["id"]
+    agent.reconcile()
+    first = _job(api)
+    (attempt,) = client.show(run)["attempts"]
+    old_pool = attempt["pool"]
+
+    client.drain(old_pool)
+    agent.reconcile()
+
+    assert [j["metadata"]["labels"]["crossrail.dev/attempt"] for j in api.list("Job", "default", "")] == ["2"]
+    assert first["metadata"]["name"] not in {j["metadata"]["name"] for j in api.list("Job", "default", "")}
+    first_attempt, second = client.show(run)["attempts"]
+    assert first_attempt["state"] == "unplaced"
+    assert "re-placed on" in first_attempt["reason"]
+    assert second["pool"] != old_pool
+    events = _types(client, run)
+    assert "replaced" in events
+    assert "retried" not in events  # a move spends no retry
+    assert "failed" not in events
+    (moved,) = [e for e in client.events(run)["events"] if e["type"] == "replaced"]
+    assert moved["data"]["from"] == old_pool
+    assert moved["data"]["pool"] == second["pool"]
+
+
+def test_a_workload_kueue_has_admitted_stays_where_it_is(
+    client: Client, experiments: Path, agent: Agent, api: ApiServer
+) -> None:
+    run = client.submit(experiments / "eval-smoke.yaml")["run"]["id"]
+    agent.reconcile()
+    job = _job(api)
+    _kueue_admits_and_pod_runs(api, job)
+    agent.reconcile()
+    old_pool = client.show(run)["attempts"][0]["pool"]
+
+    client.drain(old_pool)
+    agent.reconcile()
+
+    assert [a["pool"] for a in client.show(run)["attempts"]] == [old_pool]
+    assert "replaced" not in _types(client, run)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from typing import Any
 
 from crossrail.control.attempts import classify, launch_request, report_uri
 from crossrail.control.executor import AttemptStatus, Executor
-from crossrail.control.placing import QueuePlacement
+from crossrail.control.placing import Placer, QueuePlacement, explanation
 from crossrail.control.service import Service
 from crossrail.core import Event, EventType, parse_duration
 from crossrail.errors import CrossrailError, WorkspaceError
@@ -31,6 +32,10 @@ from crossrail.scheduling.plan import Plan
 from crossrail.store import AttemptRecord, RunRecord
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+REPLACED_DETAIL = "withdrawn from its engine's queue and re-placed on"
+"""Marks the end of an attempt moved off its pool before it started (no back-off follows it)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ class Agent:
         self.warnings: list[str] = []
         self.placing = QueuePlacement(service.store)
         self._plan = Plan({}, {})
+        self._pending_checked: dict[str, float] = {}
+        """When each attempt waiting in its engine's queue was last weighed for a move (store clock)."""
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -149,7 +156,8 @@ class Agent:
         if status.phase == "pending":  # the engine is still placing it: nothing runs, nothing to watch yet
             if run.state in ("cancelled", "suspended"):
                 self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
-            return 0
+                return 0
+            return self._replace_pending(run, att)
         if status.phase == "running":
             return self._watch(run, att, status)
         if att.state == "starting" and status.started_at is not None:
@@ -157,6 +165,33 @@ class Agent:
             self._started(run, att, status.started_at)
         att = self._ingest(att)  # whatever the process wrote before it ended
         return self._end(run, att, status)
+
+    def _replace_pending(self, run: RunRecord, att: AttemptRecord) -> int:
+        """An attempt waiting in its engine's own queue (Kueue) moves when another pool is clearly better now.
+
+        The same plan as for queued runs, held to the attempt's pool by the hysteresis (a drained pool lets
+        go at once). The engine must withdraw it untouched; then the attempt ends `unplaced` (no retry spent),
+        a `replaced` event explains the move, and the next placement puts the run on the better pool.
+        """
+        withdraw = getattr(self.executor, "withdraw", None)
+        now = self.clock.now()
+        if withdraw is None or now - self._pending_checked.get(att.run_id, -math.inf) < self.placing.replan_s:
+            return 0
+        self._pending_checked[att.run_id] = now
+        fleet = self.service.fleet
+        placer = Placer(self.store, fleet, self.service.policy)
+        others = [a for a in self.store.active_attempts() if a.run_id != run.id]
+        drained = [p.name for p in fleet.spec.pools if p.drained]
+        planned = placer.plan([run], others, placer.pools(drained=drained), now, {run.id: att.pool})
+        choice = planned.choices.get(run.id)
+        if choice is None or choice.pool is None or choice.pool == att.pool or not withdraw(run.id, att.number):
+            return 0
+        moved = Event(EventType.REPLACED, now, run.id, None, {"from": att.pool, **explanation(choice)})
+        self.store.append_events([moved])
+        if self.placing.current is not None:
+            self.placing.current[run.id] = choice.pool
+        detail = f"{REPLACED_DETAIL} {choice.pool}: {choice.reason}"
+        return self._end(run, att, AttemptStatus(run.id, att.number, "unplaced", detail=detail))
 
     def _watch(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
         now = self.clock.now()
@@ -385,7 +420,8 @@ class Agent:
             source = f" by the {run.stage} placement policy"
         attempts = self.store.attempts(run.id)
         last = attempts[-1] if attempts else None
-        unplaced_at = last.ended_at if last is not None and last.state == "unplaced" else None
+        moved = last is not None and REPLACED_DETAIL in (last.reason or "")  # a move, not a refusal
+        unplaced_at = last.ended_at if last is not None and last.state == "unplaced" and not moved else None
         if unplaced_at is not None and now - unplaced_at < self.config.unplaced_backoff_s:
             return None  # its engine had no room a moment ago: asking again at once would only churn attempts
         avoid = last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None

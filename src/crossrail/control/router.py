@@ -147,6 +147,14 @@ class Router:
                 return text
         return ""
 
+    def withdraw(self, run: str, attempt: int) -> bool:
+        """Take back an attempt its engine has not started or given quota to (Kueue); False where it cannot."""
+        return any(
+            bool(withdraw(run, attempt))
+            for executor in self._holders(run, attempt)
+            if (withdraw := getattr(executor, "withdraw", None)) is not None
+        )
+
     def forget(self, run: str, attempt: int) -> None:
         for executor in self._holders(run, attempt):
             executor.forget(run, attempt)
