@@ -35,7 +35,7 @@ def image_digest(image: str) -> str | None:
 
 
 def git_head(cwd: Path) -> tuple[str | None, bool, str | None]:
-    """(commit, dirty, error) of the git checkout containing `cwd`."""
+    """(commit, dirty, error) of the git checkout containing `cwd`; `error` completes "<cwd> ..." for a message."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
@@ -43,11 +43,12 @@ def git_head(cwd: Path) -> tuple[str | None, bool, str | None]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, False, f"git could not be run ({exc})"
     if head.returncode != 0:
-        return (
-            None,
-            False,
-            head.stderr.strip().splitlines()[-1] if head.stderr.strip() else "not a git checkout",
+        inside = subprocess.run(
+            ["git", "rev-parse", "--git-dir"], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
         )
+        if inside.returncode == 0:
+            return None, False, "is a git checkout with no commit yet"
+        return None, False, "is not a git checkout"
     status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no"],
         cwd=cwd,

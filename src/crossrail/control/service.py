@@ -234,8 +234,11 @@ class Service:
                 Problem(
                     source,
                     "spec.code.commit",
-                    f"is 'auto' but {key} is not a git checkout ({error})",
-                    fix="submit from the checkout of the training code, or set spec.code.commit to a commit id",
+                    f"is 'auto' but {key} {error}",
+                    fix=(
+                        "submit from a checkout of the training code that has a commit, "
+                        "or set spec.code.commit to a commit id"
+                    ),
                 )
             )
         elif dirty:

@@ -117,6 +117,13 @@ def test_commit_auto_outside_a_git_checkout_is_refused(tmp_path: Path, clock: Ma
         c.submit(tmp_path / ".crossrail" / "experiments" / "eval-smoke.yaml")
 
 
+def test_commit_auto_in_a_checkout_without_a_commit_says_so(tmp_path: Path, clock: ManualClock) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    Client.init(tmp_path)
+    with Client(cwd=tmp_path, clock=clock) as c, pytest.raises(SpecError, match="is a git checkout with no commit yet"):
+        c.submit(tmp_path / ".crossrail" / "experiments" / "eval-smoke.yaml")
+
+
 def test_a_dirty_checkout_is_submitted_with_a_warning(client: Client, experiments: Path, checkout: Path) -> None:
     (checkout / "train.py").write_text("print('changed')\n")
     out = client.submit(experiments / "eval-smoke.yaml")
