@@ -9,7 +9,7 @@ import pytest
 from tests.integration.test_agent import FAST, command, state
 
 from crossrail.client import Client
-from crossrail.store import AttemptRecord
+from crossrail.control.attempts import new_attempt
 
 # The eval queue may hold 2 chips of the GPU pool: two such runs cannot both start.
 EVAL_QUOTA = ["spec.accelerators={allow: [gpu]}", "spec.resources.chips=2"]
@@ -25,28 +25,8 @@ def set_policy(checkout: Path, policy: str) -> None:
 def served_before(client: Client, run: str, chip_s: float) -> None:
     """Record that `run` already held 2 GPU chips once (an attempt preempted after chip_s / 2 seconds)."""
     store = client.service.store
-    run_record = store.get_run(run)
     t0 = time.time() - 3600
-    attempt = AttemptRecord(
-        run_id=run,
-        number=1,
-        state="starting",
-        pool="h100",
-        accelerator="gpu",
-        chip_type="h100",
-        chips=2,
-        cost_per_chip_hour=3.0,
-        dataset_uri=run_record.dataset_uri,
-        dataset_version=run_record.dataset_version,
-        code_commit=run_record.code_commit,
-        config_digest=run_record.config_digest,
-        image_digest=run_record.image_digest,
-        started_at=None,
-        ended_at=None,
-        exit_code=None,
-        reason=None,
-        created_at=t0,
-    )
+    attempt = new_attempt(store.get_run(run), 1, client.service.fleet.pool("h100"), 2, report=None, now=t0)
     assert store.admit(attempt, []) is not None
     assert store.mark_started(run, 1, t0, [])
     assert store.end_attempt(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control.attempts import classify, launch_request, report_uri
+from crossrail.control.attempts import classify, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor
 from crossrail.control.placing import Placer, QueuePlacement, explanation
 from crossrail.control.service import Service
@@ -102,6 +102,7 @@ class Agent:
         self.placing = QueuePlacement(service.store)
         self._plan = Plan({}, {})
         self._pending_checked: dict[str, float] = {}
+        self._engine_queued: list[tuple[RunRecord, AttemptRecord]] = []
         """When each attempt waiting in its engine's queue was last weighed for a move (store clock)."""
 
     # --- the loop ------------------------------------------------------------------------------
@@ -126,8 +127,10 @@ class Agent:
         self._follow_fleet()
         statuses = {(s.run, s.attempt): s for s in self.executor.observe()}
         ended = 0
+        self._engine_queued = []
         for att in self.store.active_attempts():
             ended += self._reconcile_attempt(att, statuses.get((att.run_id, att.number)))
+        ended += self._replace_pending(self._engine_queued)
         self._forget_recorded(statuses)
         admitted = self._schedule()
         running = len(self.store.active_attempts())
@@ -157,7 +160,8 @@ class Agent:
             if run.state in ("cancelled", "suspended"):
                 self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
                 return 0
-            return self._replace_pending(run, att)
+            self._engine_queued.append((run, att))  # weighed for a move once every attempt has been seen
+            return 0
         if status.phase == "running":
             return self._watch(run, att, status)
         if att.state == "starting" and status.started_at is not None:
@@ -166,32 +170,40 @@ class Agent:
         att = self._ingest(att)  # whatever the process wrote before it ended
         return self._end(run, att, status)
 
-    def _replace_pending(self, run: RunRecord, att: AttemptRecord) -> int:
-        """An attempt waiting in its engine's own queue (Kueue) moves when another pool is clearly better now.
+    def _replace_pending(self, waiting: list[tuple[RunRecord, AttemptRecord]]) -> int:
+        """Attempts waiting in their engine's own queue (Kueue) move when another pool is clearly better now.
 
-        The same plan as for queued runs, held to the attempt's pool by the hysteresis (a drained pool lets
-        go at once). The engine must withdraw it untouched; then the attempt ends `unplaced` (no retry spent),
-        a `replaced` event explains the move, and the next placement puts the run on the better pool.
+        One plan for all of them, as for queued runs, each held to its attempt's pool by the hysteresis (a
+        drained pool lets go at once), at most every `replan_s` per run. The engine must withdraw an attempt
+        untouched; then it ends `unplaced` (no retry spent), a `replaced` event explains the move, and the
+        next placement puts the run on the better pool.
         """
-        withdraw = getattr(self.executor, "withdraw", None)
         now = self.clock.now()
-        if withdraw is None or now - self._pending_checked.get(att.run_id, -math.inf) < self.placing.replan_s:
+        checked = {a.run_id: t for _, a in waiting if (t := self._pending_checked.get(a.run_id)) is not None}
+        due = [(r, a) for r, a in waiting if now - checked.get(a.run_id, -math.inf) >= self.placing.replan_s]
+        self._pending_checked = checked | {a.run_id: now for _, a in due}  # only runs still waiting are kept
+        withdraw = getattr(self.executor, "withdraw", None)
+        if withdraw is None or not due:
             return 0
-        self._pending_checked[att.run_id] = now
         fleet = self.service.fleet
         placer = Placer(self.store, fleet, self.service.policy)
-        others = [a for a in self.store.active_attempts() if a.run_id != run.id]
+        moving = {a.run_id for _, a in due}
+        others = [a for a in self.store.active_attempts() if a.run_id not in moving]
         drained = [p.name for p in fleet.spec.pools if p.drained]
-        planned = placer.plan([run], others, placer.pools(drained=drained), now, {run.id: att.pool})
-        choice = planned.choices.get(run.id)
-        if choice is None or choice.pool is None or choice.pool == att.pool or not withdraw(run.id, att.number):
-            return 0
-        moved = Event(EventType.REPLACED, now, run.id, None, {"from": att.pool, **explanation(choice)})
-        self.store.append_events([moved])
-        if self.placing.current is not None:
-            self.placing.current[run.id] = choice.pool
-        detail = f"{REPLACED_DETAIL} {choice.pool}: {choice.reason}"
-        return self._end(run, att, AttemptStatus(run.id, att.number, "unplaced", detail=detail))
+        current = {a.run_id: a.pool for _, a in due}
+        planned = placer.plan([r for r, _ in due], others, placer.pools(drained=drained), now, current)
+        ended = 0
+        for run, att in due:
+            choice = planned.choices.get(run.id)
+            if choice is None or choice.pool is None or choice.pool == att.pool or not withdraw(run.id, att.number):
+                continue
+            moved = Event(EventType.REPLACED, now, run.id, None, {"from": att.pool, **explanation(choice)})
+            self.store.append_events([moved])
+            if self.placing.current is not None:
+                self.placing.current[run.id] = choice.pool
+            detail = f"{REPLACED_DETAIL} {choice.pool}: {choice.reason}"
+            ended += self._end(run, att, AttemptStatus(run.id, att.number, "unplaced", detail=detail))
+        return ended
 
     def _watch(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
         now = self.clock.now()
@@ -443,27 +455,7 @@ class Agent:
         pool = self.service.fleet.pool(d.pool)
         number = len(self.store.attempts(run.id)) + 1
         report = report_uri(run, number, str(pool.backend), self.reports_dir)
-        att = AttemptRecord(
-            run_id=run.id,
-            number=number,
-            state="starting",
-            pool=pool.name,
-            accelerator=str(pool.accelerator),
-            chip_type=pool.chip_type,
-            chips=d.chips,
-            cost_per_chip_hour=pool.cost_per_chip_hour,
-            dataset_uri=run.dataset_uri,
-            dataset_version=run.dataset_version,
-            code_commit=run.code_commit,
-            config_digest=run.config_digest,
-            image_digest=run.image_digest,
-            started_at=None,
-            ended_at=None,
-            exit_code=None,
-            reason=None,
-            report_uri=report,
-            created_at=now,
-        )
+        att = new_attempt(run, number, pool, d.chips, report=report, now=now)
         placed = {
             "pool": pool.name,
             "accelerator": str(pool.accelerator),

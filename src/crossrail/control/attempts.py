@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.control.executor import AttemptStatus, LaunchRequest
+from crossrail.spec import Pool
 from crossrail.store import AttemptRecord, RunRecord
 
 EX_TEMPFAIL = 75
@@ -120,3 +121,30 @@ def report_uri(run: RunRecord, number: int, backend: str, reports_dir: Path) -> 
     if backend in REMOTE_BACKENDS and "://" in base and not base.startswith("file://"):
         return f"{base}/{run.id}/reports/attempt-{number}"
     return str(reports_dir / run.id / f"{number}.jsonl")
+
+
+def new_attempt(
+    run: RunRecord, number: int, pool: Pool, chips: int, *, report: str | None, now: float
+) -> AttemptRecord:
+    """Attempt `number` of `run` on `chips` of `pool`, `starting`, with the run's lineage copied onto it."""
+    return AttemptRecord(
+        run_id=run.id,
+        number=number,
+        state="starting",
+        pool=pool.name,
+        accelerator=str(pool.accelerator),
+        chip_type=pool.chip_type,
+        chips=chips,
+        cost_per_chip_hour=pool.cost_per_chip_hour,
+        dataset_uri=run.dataset_uri,
+        dataset_version=run.dataset_version,
+        code_commit=run.code_commit,
+        config_digest=run.config_digest,
+        image_digest=run.image_digest,
+        started_at=None,
+        ended_at=None,
+        exit_code=None,
+        reason=None,
+        report_uri=report,
+        created_at=now,
+    )
