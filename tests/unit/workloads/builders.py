@@ -11,12 +11,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from crossrail.runtime import read_new
+from crossrail.workloads import gpt_data
+from crossrail.workloads.gpt_model import AdamW, Engine, GPTConfig
 
 WORDS = ["chip", "slice", "pool", "queue", "stage", "tensor", "shard", "step", "token", "batch", "loss", "rate"]
 MODULE = "crossrail.workloads.bigram"
+
+
+TINY = GPTConfig(n_layer=2, n_head=2, d_model=32, context=16)
+"""The GPT every framework test trains: small enough for a few hundred CPU steps."""
+ADAMW = AdamW(lr=1e-2)
+
+
+def train(e: Engine, text: np.ndarray, steps: int) -> list[float]:
+    """`steps` training steps of `e` on `text` (batch 4, the batch drawn from the engine's next step)."""
+    return [e.train_step(*gpt_data.batch(text, e.step + 1, 0, 4, TINY.context)) for _ in range(steps)]
 
 
 def write_corpus(path: Path, lines: int = 400, seed: int = 42) -> Path:

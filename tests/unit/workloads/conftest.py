@@ -7,14 +7,22 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from .builders import Launcher
+from .builders import Launcher, write_corpus
 
 
 @pytest.fixture
 def launcher(tmp_path: Path) -> Launcher:
     return Launcher(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    """The small deterministic corpus as bytes, what the GPT trains on."""
+    path = write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
+    return np.frombuffer(path.read_bytes(), np.uint8)
 
 
 @pytest.fixture(scope="session", autouse=True)

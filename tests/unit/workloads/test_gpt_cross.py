@@ -13,9 +13,9 @@ import pytest
 
 from crossrail.runtime import Checkpointer, CheckpointError
 from crossrail.workloads import gpt_data
-from crossrail.workloads.gpt_model import AdamW, Engine, GPTConfig, init_tensors
+from crossrail.workloads.gpt_model import Engine, init_tensors
 
-from .builders import write_corpus
+from .builders import ADAMW, TINY, train
 
 pytest.importorskip("torch")
 pytest.importorskip("jax")
@@ -23,8 +23,6 @@ pytest.importorskip("jax")
 from crossrail.workloads.gpt_jax import JaxEngine
 from crossrail.workloads.gpt_torch import TorchEngine
 
-TINY = GPTConfig(n_layer=2, n_head=2, d_model=32, context=16)
-ADAMW = AdamW(lr=1e-2)
 ENGINES = {"torch": TorchEngine, "jax": JaxEngine}
 BEFORE, AFTER = 30, 20
 MOVES = pytest.mark.parametrize(
@@ -32,19 +30,9 @@ MOVES = pytest.mark.parametrize(
 )
 
 
-@pytest.fixture(scope="module")
-def text(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
-    path = write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
-    return np.frombuffer(path.read_bytes(), np.uint8)
-
-
 def make(framework: str) -> Engine:
     engine: Engine = ENGINES[framework](TINY, ADAMW)
     return engine
-
-
-def train(e: Engine, text: np.ndarray, steps: int) -> list[float]:
-    return [e.train_step(*gpt_data.batch(text, e.step + 1, 0, 4, TINY.context)) for _ in range(steps)]
 
 
 def heldout_loss(e: Engine, text: np.ndarray) -> float:

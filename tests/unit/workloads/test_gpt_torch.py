@@ -8,9 +8,9 @@ import pytest
 from crossrail.runtime import CheckpointError
 from crossrail.runtime.torch_adapter import adamw_to_neutral, linear_weights, state_from_neutral, state_to_neutral
 from crossrail.workloads import gpt_data
-from crossrail.workloads.gpt_model import AdamW, GPTConfig, init_tensors
+from crossrail.workloads.gpt_model import init_tensors
 
-from .builders import write_corpus
+from .builders import ADAMW, TINY, train
 
 pytest.importorskip("torch")
 
@@ -18,24 +18,11 @@ import torch
 
 from crossrail.workloads.gpt_torch import GPT, TorchEngine
 
-TINY = GPTConfig(n_layer=2, n_head=2, d_model=32, context=16)
-ADAMW = AdamW(lr=1e-2)
-
-
-@pytest.fixture(scope="module")
-def text(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
-    path = write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
-    return np.frombuffer(path.read_bytes(), np.uint8)
-
 
 def engine(tensors: dict[str, np.ndarray] | None = None, step: int | None = None, dtype: str = "fp32") -> TorchEngine:
     e = TorchEngine(TINY, ADAMW, dtype=dtype)
     e.load(tensors if tensors is not None else init_tensors(TINY, 0), step)
     return e
-
-
-def train(e: TorchEngine, text: np.ndarray, steps: int) -> list[float]:
-    return [e.train_step(*gpt_data.batch(text, e.step + 1, 0, 4, TINY.context)) for _ in range(steps)]
 
 
 def test_linear_weights_leave_torch_transposed_into_x_at_w_layout() -> None:
