@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -42,7 +43,11 @@ def read_bytes(uri: str) -> bytes:
     try:
         path = local_path(uri)
         if path is not None:
-            with open(path, "rb") as f:
+            # Opened without waiting (a FIFO would block the open) and refused unless regular (a device never ends).
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            with open(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise CrossrailError(f"cannot read {uri}: it is not a regular file; point it at one")
                 return f.read()
         fs, rpath = filesystem(uri)
         return bytes(fs.cat_file(rpath))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,10 @@ def test_read_text_of_a_missing_file_names_it(tmp_path: Path, memfs: Any) -> Non
         read_text(str(tmp_path / "nope.txt"))
     with pytest.raises(CrossrailError, match="cannot read memory://cfg/absent"):
         read_text("memory://cfg/absent")
+
+
+def test_read_text_refuses_a_fifo_or_a_device_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")  # no writer: a plain open would wait for one forever
+    for uri in (str(tmp_path / "fifo"), "/dev/zero"):
+        with pytest.raises(CrossrailError, match="is not a regular file"):
+            read_text(uri)
