@@ -16,8 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import lineage, parents
-from crossrail.core import Clock, Event, EventType, RunState, new_uid
+from crossrail.control import lineage
+from crossrail.core import Clock, Event, EventType, RunState
 from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
 from crossrail.store import NewRun, RunRecord, Store
 
@@ -154,7 +154,6 @@ class Service:
             image=exp.spec.image,
             image_digest=res.image_digest,
             checkpoint_dir=run_dir,
-            uid=new_uid(now),
             idempotency_key=key,
             parent_run=parent_run,
             parent_checkpoint=parent_ckpt,
@@ -172,7 +171,6 @@ class Service:
                 EventType.SUBMITTED,
                 now,
                 data={
-                    "uid": new.uid,
                     "experiment": new.experiment,
                     "stage": new.stage,
                     "team": new.team,
@@ -299,39 +297,24 @@ class Service:
                     )
                 ]
             )
-        if parent.checkpoint == "latest":
-            return run.id, self._parent_latest(run, source)
-        match = next((c for c in self.store.checkpoints(run.id) if c.step == parent.checkpoint), None)
-        why = None if match is None else parents.recorded_problem(match) or parents.problem_of(match.uri)
-        if match is None or why is not None:
-            problem = (
-                f"run {run.id} has no checkpoint at step {parent.checkpoint}"
-                if match is None
-                else f"the checkpoint of step {parent.checkpoint} of run {run.id} {why}"
-            )
-            steps = ", ".join(map(str, parents.usable_steps(self.store, run.id))) or "none"
-            fix = "name one of the usable steps, or 'latest'" if steps != "none" else "name another parent run"
-            raise SpecError([Problem(source, "spec.parent.checkpoint", f"{problem} (usable steps: {steps})", fix=fix)])
-        return run.id, match.uri
-
-    def _parent_latest(self, run: RunRecord, source: str) -> str:
-        """`latest` of a parent that has ended: its newest checkpoint that verifies. Of one still queued or
-        running: `latest`, resolved when the child's attempt launches (control/agent.py)."""
-        if not parents.ended(run):
-            return "latest"
-        verified = parents.newest_verified(self.store, run.id)
-        if verified.newest is None:
+        wanted = str(parent.checkpoint)
+        ckpts = self.store.checkpoints(run.id, usable=True)
+        if wanted == "latest":
+            return run.id, ckpts[-1].uri if ckpts else "latest"
+        match = [c for c in ckpts if str(c.step) == wanted]
+        if not match:
+            steps = ", ".join(str(c.step) for c in ckpts) or "none yet"
             raise SpecError(
                 [
                     Problem(
                         source,
-                        "spec.parent.run",
-                        parents.no_usable_checkpoint(run, verified),
-                        fix=f"run the parent again (`crossrail resubmit {run.id}`), or name another parent",
+                        "spec.parent.checkpoint",
+                        f"run {run.id} has no checkpoint at step {wanted} (committed: {steps})",
+                        fix="use 'latest' or a committed step",
                     )
                 ]
             )
-        return verified.newest.uri
+        return run.id, match[0].uri
 
     # --- resubmit and state changes --------------------------------------------------------------
 
@@ -339,14 +322,13 @@ class Service:
         """A new run of `ref`'s recorded spec; with `resume`, starting from its latest committed checkpoint."""
         old = self.get(ref)
         parent_run, parent_ckpt = old.parent_run, old.parent_checkpoint
-        if resume:  # from its newest checkpoint that verifies; the runtime checks every checksum at launch
-            verified = parents.newest_verified(self.store, old.id)
-            if verified.newest is None:
+        if resume:
+            ckpts = self.store.checkpoints(old.id)
+            if not ckpts:
                 raise ConflictError(
-                    f"run {old.id} has no checkpoint that verifies to resume from{verified.describe()}; "
-                    "resubmit without --resume to start over"
+                    f"run {old.id} has no committed checkpoint to resume from; resubmit without --resume to start over"
                 )
-            parent_run, parent_ckpt = old.id, verified.newest.uri
+            parent_run, parent_ckpt = old.id, ckpts[-1].uri
         now = self.clock.now()
         exp_row = {k: v for k, v in old.as_dict().items() if k in NewRun.__dataclass_fields__}
         new = NewRun(
@@ -354,7 +336,6 @@ class Service:
                 **exp_row,
                 "experiment_digest": _digest(old.spec),
                 "experiment_spec": old.spec,
-                "uid": new_uid(now),
                 "idempotency_key": idempotency_key,
                 "resumed_from": old.id,
                 "parent_run": parent_run,
@@ -529,7 +510,6 @@ class Service:
 def summary(run: RunRecord, now: float) -> dict[str, Any]:
     return {
         "id": run.id,
-        "uid": run.uid,
         "experiment": run.experiment,
         "stage": run.stage,
         "team": run.team,
@@ -555,7 +535,7 @@ def lineage_of(run: RunRecord) -> dict[str, Any]:
         "image": run.image,
         "image_digest": run.image_digest,
         "checkpoint_dir": run.checkpoint_dir,
-        "run_checkpoint_dir": run.run_checkpoint_dir,
+        "run_checkpoint_dir": f"{run.checkpoint_dir}/{run.id}",
         "parent_run": run.parent_run,
         "parent_checkpoint": run.parent_checkpoint,
         "resumed_from": run.resumed_from,
