@@ -7,7 +7,9 @@
     ├── WorkspaceError              no workspace, or one that cannot be read or written
     ├── StoreError                  the state store failed or refused an operation
     │   ├── NotFoundError           a run, experiment or attempt does not exist
-    │   └── ConflictError           the operation does not apply to the object's current state
+    │   ├── ConflictError           the operation does not apply to the object's current state
+    │   ├── StoreUnavailableError   the store cannot be reached now (server down); retrying may succeed
+    │   └── StoreDamagedError       the store is corrupt, deleted or replaced: stop writing, restore a backup
     └── ExecutionError              running work failed
         ├── RetryableError          a failure that another attempt may not meet (preemption, lost host)
         └── PermanentError          a failure that will recur (bad image, bad command)
@@ -95,6 +97,14 @@ class NotFoundError(StoreError):
 
 
 class ConflictError(StoreError):
+    pass
+
+
+class StoreUnavailableError(StoreError):
+    pass
+
+
+class StoreDamagedError(StoreError):
     pass
 
 

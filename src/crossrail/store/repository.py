@@ -7,6 +7,7 @@ involved are locked with SELECT ... FOR UPDATE.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
@@ -14,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from crossrail.core.events import Event, EventType
 from crossrail.core.ids import run_id
-from crossrail.errors import ConflictError, NotFoundError, StoreError
+from crossrail.errors import ConflictError, NotFoundError, StoreDamagedError, StoreError
+from crossrail.store import health
 from crossrail.store import schema as t
+from crossrail.store.chain import ChainCheck, row_hash
 from crossrail.store.records import AttemptRecord, CheckpointRecord, NewRun, RunRecord
 
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0007"
 ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -30,22 +33,82 @@ _MIGRATIONS = Path(__file__).parent / "migrations"
 class Store:
     """State of one workspace (or one shared database): open with `Store.open(url)`."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, path: Path | None = None, read_only: bool = False) -> None:
         self._engine = engine
         self.url = engine.url.render_as_string(hide_password=True)
+        self.path = path
+        """The SQLite file, None for a server."""
+        self.read_only = read_only
+        self.id: str | None = None
+        """The store id (store_meta), read once at open: `check_identity` compares it on every call."""
+        self._file: health.FileIdentity | None = None
 
     # --- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        """Connect to `url` (any SQLAlchemy URL) and bring its schema to the head revision."""
+    def open(cls, url: str, *, read_only: bool = False) -> Store:
+        """Connect to `url` (any SQLAlchemy URL) and bring its schema to the head revision.
+
+        `read_only` (SQLite only) opens the file without writing to it and without migrating: for a
+        workspace the user cannot write (a directory that is not writable is read as immutable).
+        """
+        path = health.sqlite_path(url)
+        where = str(path or url)
         try:
-            engine = _engine_for(url)
-            store = cls(engine)
-            store._migrate()
-        except SQLAlchemyError as exc:
+            if read_only and path is not None:
+                store = cls(_readonly_engine(path), path=path, read_only=True)
+                store._require_head()
+            else:
+                store = cls(_engine_for(url), path=path)
+                store._migrate()
+            store.id = store._read_store_id()
+            if path is not None:
+                store._file = health.FileIdentity.of(path)
+        except DBAPIError as exc:
+            error = health.classify(exc, where, "opening it")
+            if type(error) is not StoreError:  # damaged or unreachable: say so
+                raise error from exc
+            raise StoreError(f"cannot open the state store at {url}: {_reason(exc)}") from exc
+        except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the state store at {url}: {_reason(exc)}") from exc
         return store
+
+    def _require_head(self) -> None:
+        found = self.revision()
+        if found != HEAD_REVISION:
+            raise StoreError(
+                f"the read-only state store {self.path} is at schema revision {found}; this crossrail reads "
+                f"{HEAD_REVISION}: run any writing command once with write access to upgrade it"
+            )
+
+    def _read_store_id(self) -> str | None:
+        with self._engine.connect() as conn:
+            value = conn.execute(select(t.store_meta.c.value).where(t.store_meta.c.key == "store_id")).scalar()
+            return None if value is None else str(value)
+
+    def check_identity(self, *, integrity: bool = False) -> None:
+        """Raise StoreDamagedError unless this is still the store that was opened, and (with `integrity`) sound.
+
+        SQLite: the file must still exist at its path as the same file (device and inode), and its store id,
+        read on a connection of its own (a pooled one may serve cached pages of a file since overwritten),
+        must be the one read at open; `integrity` adds `PRAGMA quick_check`. PostgreSQL: the store id.
+        """
+        if self._file is not None and self.path is not None:
+            self._file.check()
+            found = health.file_store_id(self.path)
+            problems = health.file_problems(self.path, quick=True, limit=5) if integrity else []
+            if problems:
+                raise StoreDamagedError(
+                    f"the state store {self.path} is damaged: {'; '.join(problems)}; {health.RESTORE_HINT}"
+                )
+        else:
+            with self._read() as conn:
+                found = conn.execute(select(t.store_meta.c.value).where(t.store_meta.c.key == "store_id")).scalar()
+        if found != self.id:
+            raise StoreDamagedError(
+                f"the state store {self.path or self.url} is no longer the store opened (store id {self.id}, "
+                f"now {found}); restart against the right store, or {health.RESTORE_HINT}"
+            )
 
     def close(self) -> None:
         self._engine.dispose()
@@ -70,19 +133,39 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        conn = self._engine.connect().execution_options(crossrail_write=True)
+        if self.read_only:
+            raise StoreError(
+                f"the state store {self.path} is read-only here (opened without write access); "
+                "run this command as a user who can write the workspace"
+            )
+        try:
+            conn = self._engine.connect().execution_options(crossrail_write=True)
+        except DBAPIError as exc:
+            raise health.classify(exc, str(self.path or self.url), "connecting to write") from exc
         try:
             with conn.begin():
                 yield conn
+                if self._file is not None:  # last look before COMMIT: never commit into a deleted or replaced file
+                    self._file.check()
+        except IntegrityError:
+            raise
         except OperationalError as exc:
-            raise StoreError(f"the state store refused a write: {_reason(exc)}") from exc
+            error = health.classify(exc, str(self.path or self.url), "writing")
+            if type(error) is StoreError:
+                raise StoreError(f"the state store refused a write: {_reason(exc)}") from exc
+            raise error from exc
+        except DBAPIError as exc:
+            raise health.classify(exc, str(self.path or self.url), "writing") from exc
         finally:
             conn.close()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            yield conn
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except DBAPIError as exc:
+            raise health.classify(exc, str(self.path or self.url), "reading") from exc
 
     # --- runs ----------------------------------------------------------------------------------
 
@@ -206,6 +289,41 @@ class Store:
             _append(conn, events)
             return self._run(conn, rid)
 
+    # --- agents --------------------------------------------------------------------------------
+
+    def register_agent(self, *, host: str, pid: int, workspace: str | None, now: float) -> str:
+        """Record an agent process starting on this store; returns its id (heartbeats and the stop name it)."""
+        import uuid
+
+        agent_id = uuid.uuid4().hex
+        row = {"id": agent_id, "host": host, "pid": pid, "workspace": workspace, "started_at": now, "heartbeat_at": now}
+        with self._write() as conn:
+            conn.execute(insert(t.agents).values(**row))
+        return agent_id
+
+    def agent_heartbeat(self, agent_id: str, now: float) -> None:
+        with self._write() as conn:
+            conn.execute(update(t.agents).where(t.agents.c.id == agent_id).values(heartbeat_at=now))
+
+    def agent_stopped(self, agent_id: str, now: float) -> None:
+        with self._write() as conn:
+            conn.execute(update(t.agents).where(t.agents.c.id == agent_id).values(stopped_at=now, heartbeat_at=now))
+
+    def agents(self, *, running: bool = False) -> list[dict[str, Any]]:
+        """Agents that registered on this store, newest first; `running` keeps those that have not stopped."""
+        q = select(t.agents).order_by(t.agents.c.started_at.desc())
+        if running:
+            q = q.where(t.agents.c.stopped_at.is_(None))
+        with self._read() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def counts(self) -> dict[str, int]:
+        """How many runs and events the store holds (what a backup or restore reports)."""
+        with self._read() as conn:
+            runs = conn.execute(select(func.count()).select_from(t.runs)).scalar_one()
+            events = conn.execute(select(func.count()).select_from(t.events)).scalar_one()
+        return {"runs": int(runs), "events": int(events)}
+
     # --- events --------------------------------------------------------------------------------
 
     def append_events(self, events: Sequence[Event]) -> list[int]:
@@ -230,6 +348,22 @@ class Store:
             q = q.limit(limit)
         with self._read() as conn:
             return [_event(r) for r in conn.execute(q)]
+
+    def verify_events(self, run: str | None = None, *, batch: int = 5000) -> ChainCheck:
+        """Recompute every event's hash chain (or only `run`'s); the result names each event that does not follow."""
+        check = ChainCheck()
+        cols = [t.events.c[n] for n in ("seq", "ts", "type", "run_id", "attempt", "data", "hash")]
+        after = 0
+        with self._read() as conn:
+            while True:
+                q = select(*cols).where(t.events.c.seq > after)
+                if run is not None:
+                    q = q.where(t.events.c.run_id == run)
+                rows = conn.execute(q.order_by(t.events.c.seq).limit(batch)).all()
+                if not rows:
+                    return check
+                check.feed(rows)
+                after = rows[-1].seq
 
     def last_seq(self) -> int:
         with self._read() as conn:
@@ -515,6 +649,25 @@ def _engine_for(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+def _readonly_engine(path: Path) -> Engine:
+    """An engine that reads `path` and never writes it, not even WAL's shared-memory file when the directory is
+    read-only (then the file is opened immutable: nobody can be writing it through this directory)."""
+    import sqlite3
+
+    if not path.is_file():
+        raise StoreError(f"no state store at {path}")
+    uri = health.readonly_uri(path, immutable=not os.access(path.parent, os.W_OK))
+    engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
+    event.listen(engine, "connect", _sqlite_connect_readonly)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect_readonly(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None
+    dbapi_conn.execute("PRAGMA busy_timeout=30000")
+
+
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     # Hand transaction control to SQLAlchemy's "begin" event (the documented pysqlite recipe).
     dbapi_conn.isolation_level = None
@@ -578,8 +731,7 @@ class _Batch:
             out.append((record, True))
         if rows:
             self.conn.execute(insert(t.runs), rows)
-        if event_rows:
-            self.conn.execute(insert(t.events), event_rows)
+        _insert_events(self.conn, event_rows)
         return out
 
     def _existing_keys(self, keys: list[str]) -> dict[str, RunRecord]:
@@ -645,10 +797,41 @@ def _event_row(e: Event, run: str | None = None) -> dict[str, Any]:
 
 
 def _append(conn: Connection, events: Sequence[Event]) -> list[int]:
-    if not events:
+    return _insert_events(conn, [_event_row(e) for e in events])
+
+
+def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
+    """The one way events enter the log: each row gets its chain's next hash, in the order given.
+
+    On PostgreSQL a transaction-scoped advisory lock per chain (taken in sorted order, so two writers never
+    deadlock) orders concurrent appends to one run; appends to different runs do not wait for each other.
+    SQLite's single writer (BEGIN IMMEDIATE) orders them already.
+    """
+    if not rows:
         return []
+    keys = {r["run_id"] for r in rows}
+    if conn.dialect.name == "postgresql":
+        for key in sorted(f"crossrail-events:{k or ''}" for k in keys):
+            conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
+    last = _chain_heads(conn, keys)
+    for row in rows:
+        row["hash"] = last[row["run_id"]] = row_hash(last.get(row["run_id"]), row)
     stmt = insert(t.events).returning(t.events.c.seq, sort_by_parameter_order=True)
-    return [int(seq) for seq in conn.execute(stmt, [_event_row(e) for e in events]).scalars()]
+    return [int(seq) for seq in conn.execute(stmt, rows).scalars()]
+
+
+def _chain_heads(conn: Connection, keys: set[str | None]) -> dict[str | None, str]:
+    """The hash of the newest event of each chain in `keys` (a run id, or None for events of no run)."""
+    e = t.events.c
+    heads: dict[str | None, str] = {}
+    for chunk in _chunks(sorted(k for k in keys if k is not None)):
+        newest = select(func.max(e.seq)).where(e.run_id.in_(chunk)).group_by(e.run_id)
+        heads.update((rid, h) for rid, h in conn.execute(select(e.run_id, e.hash).where(e.seq.in_(newest))))
+    if None in keys:
+        h = conn.execute(select(e.hash).where(e.run_id.is_(None)).order_by(e.seq.desc()).limit(1)).scalar()
+        if h is not None:
+            heads[None] = h
+    return {k: v for k, v in heads.items() if v is not None}
 
 
 def _pk(result: Any) -> int:

@@ -106,6 +106,8 @@ events = Table(
     Column("run_id", String(80)),
     Column("attempt", Integer),
     Column("data", JSON, nullable=False),
+    # sha256 of the previous event of the same run (or of the no-run chain) and this one's content (store/chain.py)
+    Column("hash", String(64)),
     Index("ix_events_run", "run_id", "seq"),
     Index("ix_events_type", "type"),
 )
@@ -136,4 +138,25 @@ metric_samples = Table(
     Column("name", String(128), nullable=False),
     Column("value", Float, nullable=False),
     Index("ix_metric_samples_run_name", "run_id", "name", "ts"),
+)
+
+store_meta = Table(
+    "store_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),  # store_id: made once by migration 0007, copied by backups
+    Column("value", String(256), nullable=False),
+)
+
+# One row per agent process that ran on this store: the service shows liveness from the heartbeat; leader
+# election adds its lease and term here.
+agents = Table(
+    "agents",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("workspace", String(2048)),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("stopped_at", Float),
 )

@@ -1,0 +1,137 @@
+"""Is the store still the one we opened, and is it sound? Classifying database failures, and checking a store file.
+
+Failures are told apart by exception type and the database's own error code (SQLite's extended result
+code, PostgreSQL's SQLSTATE), never by the words of a message, which change between versions and locales.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy.exc import DBAPIError
+
+from crossrail.errors import StoreDamagedError, StoreError, StoreUnavailableError
+
+# SQLite primary result codes (https://sqlite.org/rescode.html); extended codes keep these in their low byte.
+SQLITE_IOERR = 10
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+SQLITE_READONLY_DBMOVED = 1032
+_SQLITE_DAMAGED = {SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_NOTADB}
+
+# PostgreSQL SQLSTATEs: class 08 (connection exception), the shutdown and start-up states of class 57, and
+# XX001/XX002 (data or index corrupted).
+_PG_GONE = {"57P01", "57P02", "57P03"}
+_PG_DAMAGED = {"XX001", "XX002"}
+
+RESTORE_HINT = "restore it from a backup with `crossrail store restore BACKUP` (docs/operations.md)"
+
+
+def classify(exc: BaseException, where: str, doing: str) -> StoreError:
+    """The crossrail error for a database failure `exc` met while `doing` something to the store at `where`."""
+    orig = getattr(exc, "orig", None) or exc
+    reason = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        if code == SQLITE_READONLY_DBMOVED:
+            moved = f"the state store {where} was moved or deleted while open ({reason})"
+            return StoreDamagedError(f"{moved}; {RESTORE_HINT}")
+        if code & 0xFF in _SQLITE_DAMAGED:
+            return StoreDamagedError(f"the state store {where} is damaged: {reason} (while {doing}); {RESTORE_HINT}")
+    state = getattr(orig, "sqlstate", None)
+    if state in _PG_DAMAGED:
+        corrupt = f"the state store {where} reports corruption: {reason} (while {doing})"
+        return StoreDamagedError(f"{corrupt}; {RESTORE_HINT}")
+    invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if invalidated or (state or "").startswith("08") or state in _PG_GONE or _no_connection(orig, state):
+        return StoreUnavailableError(f"the state store {where} cannot be reached ({reason}) while {doing}")
+    return StoreError(f"the state store {where} failed while {doing}: {reason}")
+
+
+def _no_connection(orig: Any, state: str | None) -> bool:
+    """psycopg raises OperationalError without a SQLSTATE when no connection could be made at all."""
+    return state is None and type(orig).__name__ == "OperationalError" and type(orig).__module__.startswith("psycopg")
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Which file a SQLite store is: the path it was opened at, and that file's device and inode."""
+
+    path: Path
+    dev: int
+    ino: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileIdentity:
+        st = path.stat()
+        return cls(path, st.st_dev, st.st_ino)
+
+    def check(self) -> None:
+        """Raise StoreDamagedError when the path is gone or now names another file."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            raise StoreDamagedError(
+                f"the state store {self.path} was deleted while in use; nothing more is written to it "
+                f"(the deleted file may still be open); {RESTORE_HINT}"
+            ) from None
+        if (st.st_dev, st.st_ino) != (self.dev, self.ino):
+            raise StoreDamagedError(
+                f"the state store {self.path} was replaced by another file while in use; nothing is written to "
+                f"either; if the new file is a restored backup, restart the agent; otherwise {RESTORE_HINT}"
+            )
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a `sqlite:///PATH` URL; None for in-memory databases and other dialects."""
+    if not url.startswith("sqlite:///"):
+        return None
+    rest = url[len("sqlite:///") :].split("?", 1)[0]
+    if not rest or rest == ":memory:" or rest.startswith("file:"):
+        return None
+    return Path(rest)
+
+
+def readonly_uri(path: Path, *, immutable: bool) -> str:
+    """A sqlite3 URI that opens `path` without writing: `immutable` also skips the WAL's shared memory file,
+    which a reader must otherwise be able to create (a read-only directory)."""
+    mode = "immutable=1" if immutable else "mode=ro"
+    return f"file:{quote(str(path))}?{mode}"
+
+
+def file_problems(path: Path, *, quick: bool = False, limit: int = 20) -> list[str]:
+    """What SQLite's `PRAGMA integrity_check` (or the cheaper `quick_check`) finds wrong in `path`; [] if sound."""
+    pragma = "quick_check" if quick else "integrity_check"
+    immutable = not os.access(path.parent, os.W_OK)
+    try:
+        conn = sqlite3.connect(readonly_uri(path, immutable=immutable), uri=True)
+        try:
+            found = [line for r in conn.execute(f"PRAGMA {pragma}({limit})") for line in str(r[0]).splitlines()]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise classify(exc, str(path), f"checking it ({pragma})") from exc
+    return [] if found == ["ok"] else [line for line in found if not line.startswith("***")][:limit]
+
+
+def file_store_id(path: Path) -> str | None:
+    """The store id recorded in the SQLite store `path`, read on a connection of its own (no cached pages)."""
+    immutable = not os.access(path.parent, os.W_OK)
+    try:
+        conn = sqlite3.connect(readonly_uri(path, immutable=immutable), uri=True)
+        try:
+            row = conn.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF in _SQLITE_DAMAGED:
+            raise classify(exc, str(path), "reading its store id") from exc
+        return None  # no store_meta table: a store from before store ids, or not a crossrail store
+    except sqlite3.DatabaseError as exc:
+        raise classify(exc, str(path), "reading its store id") from exc
+    return None if row is None else str(row[0])
