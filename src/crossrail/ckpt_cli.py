@@ -1,14 +1,18 @@
 """`crossrail ckpt`: list, show and verify crossrail-ckpt/v1 checkpoints on local disk or object storage.
 
-Exit status: 0 all is well, 1 a checkpoint is missing, damaged or of a newer format, 2 a usage error.
+Each command takes a checkpoint URI or path, or a run (id, uid or experiment name) of the workspace, which
+stands for that run's checkpoint directory. Exit status: 0 all is well, 1 a checkpoint is missing, damaged or
+of a newer format, 2 a usage error.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
@@ -28,6 +32,12 @@ ckpt_app = typer.Typer(
 )
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
+HOME_OPTION = typer.Option(
+    None,
+    "--home",
+    envvar="CROSSRAIL_HOME",
+    help="Workspace whose runs a run name refers to (default: nearest .crossrail/ above).",
+)
 STORAGE_OPTION = typer.Option(
     None,
     "--option",
@@ -40,26 +50,35 @@ STORAGE_OPTION = typer.Option(
 
 @ckpt_app.command("ls")
 def ls_command(
-    uri: str = typer.Argument(..., help="A run's checkpoint directory: a path, file://, s3://, gs://, ..."),
+    uri: str = typer.Argument(..., help="A run, or its checkpoint directory: a path, file://, s3://, gs://, ..."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check every checksum (reads each checkpoint)."),
     as_json: bool = JSON_OPTION,
     option: list[str] | None = STORAGE_OPTION,
+    home: Path | None = HOME_OPTION,
 ) -> None:
-    """List the committed checkpoints of a run, oldest first, with their size and whether they verify."""
-    from crossrail.runtime import Checkpointer, CheckpointError, InvalidCheckpoint
+    """List the committed checkpoints of a run, oldest first, with their size and whether they verify.
 
-    ckpt = _usage_checked(lambda: Checkpointer(uri, storage_options=_options(option)))
+    A checkpoint that lost its manifest (or, on object storage, kept its marker without one) is listed as
+    damaged. Without --verify, only the cheap check runs: manifest, marker and every file's stated size.
+    """
+    from crossrail.runtime import Checkpointer, CheckpointError, InvalidCheckpoint, check
+
+    options = _options(option)
+    uri = _target(uri, home)
+    ckpt = _usage_checked(lambda: Checkpointer(uri, storage_options=options))
     items = []
     try:
-        for info in ckpt.list():
+        for info in ckpt.list(damaged=True):
             item: dict[str, Any] = {"step": info.step, "uri": info.uri, "sizeBytes": ckpt.size(info.step)}
             item |= {"verified": None, "problem": None}
-            if verify:
-                try:
+            try:
+                if verify:
                     ckpt.verify(info.step)
                     item["verified"] = True
-                except InvalidCheckpoint as exc:
-                    item |= {"verified": False, "problem": str(exc)}
+                else:
+                    check(info.uri, storage_options=options)
+            except InvalidCheckpoint as exc:
+                item |= {"verified": False, "problem": str(exc)}
             items.append(item)
     except (CheckpointError, OSError) as exc:
         _fail(f"cannot list {uri}: {exc}")
@@ -73,15 +92,19 @@ def ls_command(
 
 @ckpt_app.command("show")
 def show_command(
-    uri: str = typer.Argument(..., help="A checkpoint (step-*) directory, or a run's directory for its newest one."),
+    uri: str = typer.Argument(
+        ..., help="A checkpoint (step-*) directory, or a run or its directory for its newest one."
+    ),
     as_json: bool = JSON_OPTION,
     option: list[str] | None = STORAGE_OPTION,
+    home: Path | None = HOME_OPTION,
 ) -> None:
     """Print a checkpoint's manifest: step, tokens, tensors, trainer state and lineage (tensors not verified)."""
     from crossrail.runtime import CheckpointError
     from crossrail.runtime.reading import manifest_in
 
-    store, name = _checkpoint(uri, _options(option))
+    options = _options(option)
+    store, name = _checkpoint(_target(uri, home), options)
     try:
         manifest = manifest_in(store, name)
     except (CheckpointError, OSError) as exc:
@@ -94,20 +117,31 @@ def show_command(
 
 @ckpt_app.command("verify")
 def verify_command(
-    uri: str = typer.Argument(..., help="A checkpoint (step-*) directory, or a run's directory for its newest one."),
+    uri: str = typer.Argument(
+        ..., help="A checkpoint (step-*) directory, or a run or its directory for its newest one."
+    ),
     all_: bool = typer.Option(False, "--all", help="Verify every committed checkpoint of the run's directory."),
     as_json: bool = JSON_OPTION,
     option: list[str] | None = STORAGE_OPTION,
+    home: Path | None = HOME_OPTION,
 ) -> None:
-    """Check every tensor of a checkpoint against its checksum; exit 1 naming the bad tensor and file."""
+    """Check every tensor of a checkpoint against its checksum; exit 1 naming each damaged step, file and tensor.
+
+    For a run (or its directory) the newest checkpoint is verified, damaged or not: an older one is never
+    verified in its place. With --all, every one is, a damaged one without its manifest included.
+    """
     from crossrail.runtime import CheckpointError
     from crossrail.runtime.reading import read
+    from crossrail.runtime.stores import STEP_DIR
 
     options = _options(option)
+    uri = _target(uri, home)
     targets = _all_checkpoints(uri, options) if all_ else [_checkpoint(uri, options)]
     results = []
     for store, name in targets:
+        step = STEP_DIR.match(name)
         result: dict[str, Any] = {"uri": store.child(name), "step": None, "ok": False, "problem": None}
+        result["step"] = int(step.group(1)) if step else None
         try:
             result["step"] = read(store, name, load=False)[1]["step"]
             result["ok"] = True
@@ -119,7 +153,8 @@ def verify_command(
         _print_json("CheckpointVerification", {"uri": uri, "ok": ok, "results": results})
     else:
         for r in results:
-            typer.echo(f"ok      {r['uri']}" if r["ok"] else f"FAILED  {r['uri']}: {r['problem']}")
+            where = r["uri"] if r["step"] is None else f"step {r['step']} {r['uri']}"
+            typer.echo(f"ok      {where}" if r["ok"] else f"FAILED  {where}: {r['problem']}")
     if not ok:
         raise typer.Exit(EXIT_INVALID)
 
@@ -135,7 +170,7 @@ def _checkpoint(uri: str, options: dict[str, Any]) -> tuple[Store, str]:
         if not store.present(name):
             _fail(f"there is no committed checkpoint at {uri}")
         return store, name
-    newest = Checkpointer(uri, storage_options=options).list()
+    newest = Checkpointer(uri, storage_options=options).list(damaged=True)  # a damaged newest one is never passed over
     if not newest:
         _fail(f"there is no committed checkpoint in {uri}")
     return _usage_checked(lambda: split(newest[-1].uri, options))
@@ -146,10 +181,27 @@ def _all_checkpoints(uri: str, options: dict[str, Any]) -> list[tuple[Store, str
     from crossrail.runtime.stores import step_dirname
 
     ckpt = _usage_checked(lambda: Checkpointer(uri, storage_options=options))
-    found = ckpt.list()
+    found = ckpt.list(damaged=True)
     if not found:
         _fail(f"there is no committed checkpoint in {uri}")
     return [(ckpt.store, step_dirname(info.step)) for info in found]
+
+
+def _target(ref: str, home: Path | None) -> str:
+    """`ref` as given when it is a URI or an existing path, else the checkpoint directory of the run it names."""
+    if "://" in ref or os.sep in ref or os.path.exists(ref):
+        return ref
+    from crossrail.client import Client
+    from crossrail.errors import CrossrailError
+
+    try:
+        with Client(home) as client:
+            if not client.workspace.root.is_dir():
+                _fail(f"{ref} is neither a checkpoint directory nor a run: no workspace at {client.workspace.root}")
+            run = client.service.get(ref)
+            return str(run.run_checkpoint_dir)
+    except CrossrailError as exc:
+        _fail(f"{ref} is neither a checkpoint directory nor a run of the workspace ({exc})")
 
 
 def _options(pairs: list[str] | None) -> dict[str, Any]:

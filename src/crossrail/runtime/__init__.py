@@ -5,7 +5,16 @@ so a training image needs nothing else of crossrail's dependencies.
 """
 
 from crossrail.runtime.asyncsave import SaveHandle
-from crossrail.runtime.checkpoint import Checkpointer, CheckpointInfo, load, read_checkpoint, read_manifest, resolve
+from crossrail.runtime.checkpoint import (
+    Checkpointer,
+    CheckpointInfo,
+    check,
+    load,
+    read_checkpoint,
+    read_manifest,
+    resolve,
+    restore_from,
+)
 from crossrail.runtime.context import ContextError, RuntimeContext
 from crossrail.runtime.manifest import (
     FORMAT,
@@ -33,6 +42,7 @@ __all__ = [
     "RuntimeContext",
     "SaveHandle",
     "TornCheckpoint",
+    "check",
     "load",
     "read_bytes",
     "read_checkpoint",
@@ -40,5 +50,6 @@ __all__ = [
     "read_new",
     "read_text",
     "resolve",
+    "restore_from",
     "step_dirname",
 ]

@@ -26,7 +26,7 @@ from crossrail.runtime.manifest import (
     marker_content,
     parse_manifest,
 )
-from crossrail.runtime.reading import DEFAULT_READERS, manifest_in, parallel, read
+from crossrail.runtime.reading import DEFAULT_READERS, check_layout, manifest_in, parallel, read
 from crossrail.runtime.shards import Entry, Tensors, as_stored, check_tensors, plan, write_shard
 from crossrail.runtime.stores import STEP_DIR, Draft, StorageOptions, open_store, split, step_dirname
 
@@ -89,6 +89,8 @@ class Checkpointer:
         self._lock = threading.RLock()  # one save (or prune) starts at a time
         self._inflight: tuple[SaveHandle, threading.Thread] | None = None
         self.staging = Staging()
+        self._removed: Uris = []  # pruned since the last take_removed(), for the report channel
+        self._removed_lock = threading.Lock()  # a background save prunes while the caller may take
 
     # ---- writing ----------------------------------------------------------------------------------------
 
@@ -238,9 +240,19 @@ class Checkpointer:
 
     # ---- reading ----------------------------------------------------------------------------------------
 
-    def list(self) -> Infos:
-        """Committed checkpoints, oldest first; not verified."""
-        return self._infos(self.store.committed_names())
+    def list(self, *, damaged: bool = False) -> Infos:
+        """Committed checkpoints, oldest first; not verified.
+
+        With `damaged`, also those a reader would consider but that cannot be committed whole: on local disk
+        a `step-*` directory that lost its manifest, on object storage a marker whose manifest is gone.
+        """
+        return self._candidates() if damaged else self._infos(self.store.committed_names())
+
+    def take_removed(self) -> Uris:
+        """URIs of the checkpoints retention removed since the last call (each returned once), oldest first."""
+        with self._removed_lock:
+            removed, self._removed = self._removed, []
+        return removed
 
     def latest(self, on_skip: OnSkip | None = None) -> CheckpointInfo | None:
         """The newest checkpoint that verifies; each newer unusable one is passed to `on_skip(uri, reason)`."""
@@ -347,6 +359,8 @@ class Checkpointer:
             if info.step < newest.step and info.step not in keep and not (keep_every and info.step % keep_every == 0):
                 self.store.remove(step_dirname(info.step))
                 removed.append(info.uri)
+        with self._removed_lock:
+            self._removed.extend(removed)
         return removed
 
 
@@ -386,6 +400,46 @@ def resolve(uri: str, *, storage_options: StorageOptions | None = None) -> Check
     if newest is None:
         raise CheckpointNotFound(f"no valid checkpoint in {uri}")
     return newest
+
+
+def check(uri: str, *, storage_options: StorageOptions | None = None) -> dict[str, Any]:
+    """The cheap check of the checkpoint directory `uri` (reading.check_layout): no checksum is read.
+
+    Returns its manifest; CheckpointNotFound when nothing is there, TornCheckpoint naming what is wrong.
+    """
+    store, name = split(uri, storage_options)
+    return check_layout(store, name)
+
+
+def restore_from(
+    uri: str, *, on_skip: OnSkip | None = None, storage_options: StorageOptions | None = None
+) -> tuple[CheckpointInfo, Tensors, dict[str, Any]]:
+    """The checkpoint `uri` names (see resolve), every checksum verified: its info, tensors and manifest.
+
+    When a named `step-*` checkpoint is damaged, it is passed to `on_skip(uri, reason)` and the newest older
+    checkpoint of the same directory that verifies is restored instead, each damaged one passed over in turn.
+    Without `on_skip`, or with nothing valid to fall back to, the first problem is raised.
+    """
+    info = resolve(uri, storage_options=storage_options)
+    try:
+        tensors, manifest = read_checkpoint(info.uri, storage_options=storage_options)
+        return info, tensors, manifest
+    except InvalidCheckpoint as exc:
+        if on_skip is None:
+            raise type(exc)(f"the checkpoint {info.uri} cannot be used: {exc}") from exc
+        on_skip(info.uri, str(exc))
+        first = exc
+    store, _ = split(info.uri, storage_options)
+    older = Checkpointer(store.uri, storage_options=storage_options)
+    for candidate in reversed([c for c in older.list(damaged=True) if c.step < info.step]):
+        try:
+            tensors, manifest = read(store, step_dirname(candidate.step), load=True, readers=older.readers)
+        except InvalidCheckpoint as exc:
+            on_skip(candidate.uri, str(exc))
+            continue
+        return candidate, tensors, manifest
+    message = f"the checkpoint {info.uri} cannot be used: {first}; no older checkpoint in {store.uri} verifies"
+    raise type(first)(message) from first
 
 
 def load(uri: str, *, storage_options: StorageOptions | None = None) -> tuple[Tensors, dict[str, Any]]:

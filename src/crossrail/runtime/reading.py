@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, TornCheckpoint, parse_manifest
+from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, CheckpointNotFound, TornCheckpoint, parse_manifest
 from crossrail.runtime.shards import Entry, Tensors, check_file, read_tensor
 from crossrail.runtime.stores import STEP_DIR, Store
 
@@ -32,15 +32,37 @@ def manifest_in(store: Store, name: str) -> dict[str, Any]:
     return manifest
 
 
+def check_layout(store: Store, name: str) -> dict[str, Any]:
+    """The cheap check of the checkpoint `name` (no checksum is read); returns its manifest.
+
+    The commit marker and the manifest are present and agree, the manifest parses, and every tensor file
+    holds the tensors the manifest lists at the size its header states. A first-cut checkpoint on local
+    disk, committed by its rename before markers existed, passes without a marker. CheckpointNotFound when
+    there is nothing at `name`; TornCheckpoint naming what is wrong otherwise.
+    """
+    if not store.present(name):
+        raise CheckpointNotFound(f"{store.child(name)} does not exist")
+    manifest = manifest_in(store, name)
+    for file, entries in _by_file(manifest).items():
+        with _torn_on_os_error(file), store.open_read(name, file) as f:
+            check_file(f, file, entries, store.file_size(name, file))
+    return manifest
+
+
+def _by_file(manifest: dict[str, Any]) -> dict[str, list[Entry]]:
+    by_file: dict[str, list[Entry]] = {}
+    for entry in manifest["tensors"]:
+        by_file.setdefault(entry["file"], []).append(entry)
+    return by_file
+
+
 def read(store: Store, name: str, *, load: bool, readers: int = DEFAULT_READERS) -> Restored:
     """Verify the checkpoint `name` in `store`; its tensors (none unless `load`) and manifest.
 
     TornCheckpoint when it is incomplete or damaged, NewerFormat when it is of a newer major format.
     """
     manifest = manifest_in(store, name)
-    by_file: dict[str, list[Entry]] = {}
-    for entry in manifest["tensors"]:
-        by_file.setdefault(entry["file"], []).append(entry)
+    by_file = _by_file(manifest)
 
     def check(file: str) -> int:
         with _torn_on_os_error(file), store.open_read(name, file) as f:

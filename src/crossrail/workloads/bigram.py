@@ -25,7 +25,7 @@ from crossrail.runtime import (
     RuntimeContext,
     load,
     read_bytes,
-    resolve,
+    restore_from,
 )
 from crossrail.workloads.bigram_model import MODEL_KIND, Adam, Bigram, Bytes, batch, evaluate, train_step
 from crossrail.workloads.config import pick, read_config, section
@@ -132,13 +132,12 @@ class Trainer(TrainingLoop):
         parent = self.ctx.parent_checkpoint
         if parent is None or parent == "latest":
             return Bigram(), None
-        try:
-            info = resolve(parent)
+        try:  # a damaged parent step falls back to the newest older one that verifies
+            info, tensors, manifest = restore_from(parent, on_skip=self._skipped)
         except CheckpointNotFound as exc:
             print(f"{PROG}: starting from scratch: {exc}", file=sys.stderr)
             self.reporter.event("parent_not_found", uri=parent, reason=str(exc))
             return Bigram(), None
-        tensors, manifest = load(info.uri)
         _check_kind(manifest, info.uri)
         self.reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
         return Bigram.from_tensors(tensors, 0, weights_only=True), info.uri

@@ -30,7 +30,7 @@ from crossrail.runtime import (
     RuntimeContext,
     load,
     read_bytes,
-    resolve,
+    restore_from,
 )
 from crossrail.workloads import gpt_data
 from crossrail.workloads.config import pick, read_config, section
@@ -228,15 +228,14 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
         if cfg.task == "finetune":
             raise CheckpointNotFound(f"{PROG}: finetune starts from spec.parent_checkpoint, and this run has none")
         return Start(cfg.model)
-    try:
-        info = resolve(parent)
+    try:  # a damaged parent step falls back to the newest older one that verifies
+        info, tensors, manifest = restore_from(parent, on_skip=skipped)
     except CheckpointNotFound as exc:
         print(f"{PROG}: no parent checkpoint: {exc}", file=sys.stderr)
         reporter.event("parent_not_found", uri=parent, reason=str(exc))
         if cfg.task == "finetune":
             raise
         return Start(cfg.model)
-    tensors, manifest = load(info.uri)
     model = model_of(manifest, info.uri, cfg)
     reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
     return Start(model, tensors, None, info.uri)

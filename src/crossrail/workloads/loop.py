@@ -98,6 +98,8 @@ class TrainingLoop(ABC):
         uri = self.checkpointer.save(self.tensors(), step, self.state())
         self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
         self.reporter.checkpoint(step, uri, tokens=step * self.tokens_per_step())
+        for removed in self.checkpointer.take_removed():  # the store marks them deleted (docs/runtime.md)
+            self.reporter.event("checkpoint_deleted", uri=removed, reason="retention (spec.checkpoint.keep_last)")
         self.saved_step = step
 
     def _on_signal(self, signum: int, _frame: object) -> None:

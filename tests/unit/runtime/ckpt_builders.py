@@ -75,6 +75,24 @@ def flip_a_data_byte(root: Path, step: int, file: str = "model.safetensors") -> 
     path.write_bytes(bytes(data))
 
 
+def truncate_a_tensor_file(root: Path, step: int, file: str = "model.safetensors") -> None:
+    path = step_dir(root, step) / file
+    path.write_bytes(path.read_bytes()[:-16])
+
+
+def delete_manifest(root: Path, step: int) -> None:
+    """The manifest is lost; the commit marker and the tensors stay."""
+    (step_dir(root, step) / "manifest.json").unlink()
+
+
+DAMAGE: dict[str, Callable[[Path, int], None]] = {
+    "flipped-byte": flip_a_data_byte,
+    "truncated-tensor": truncate_a_tensor_file,
+    "deleted-manifest": delete_manifest,
+}
+"""The three ways a committed checkpoint is found damaged in the tests, by name."""
+
+
 def tree(root: Path) -> dict[str, str]:
     """Every file under `root` (and its parent's other entries) with a digest of its content."""
     return {

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from crossrail.ckpt_cli import ckpt_app
 
-from .ckpt_builders import flip_a_data_byte, rewrite_manifest, saved, step_dir
+from .ckpt_builders import DAMAGE, delete_manifest, flip_a_data_byte, rewrite_manifest, saved, step_dir
 
 runner = CliRunner()
 
@@ -72,7 +72,7 @@ def test_show_prints_the_manifest(tmp_path: Path) -> None:
 
 def test_verify_names_the_bad_tensor_and_file_and_exits_1(tmp_path: Path) -> None:
     saved(tmp_path, 10, 20)
-    assert run("verify", str(tmp_path)) == (0, f"ok      {step_dir(tmp_path, 20).as_uri()}\n")
+    assert run("verify", str(tmp_path)) == (0, f"ok      step 20 {step_dir(tmp_path, 20).as_uri()}\n")
     flip_a_data_byte(tmp_path, 10)
     assert run("verify", str(tmp_path))[0] == 0  # the newest is fine
     code, out = run("verify", str(step_dir(tmp_path, 10)))
@@ -82,7 +82,7 @@ def test_verify_names_the_bad_tensor_and_file_and_exits_1(tmp_path: Path) -> Non
     assert code == 1
     assert report["kind"] == "CheckpointVerification"
     assert report["ok"] is False
-    assert [(r["step"], r["ok"]) for r in report["results"]] == [(None, False), (20, True)]
+    assert [(r["step"], r["ok"]) for r in report["results"]] == [(10, False), (20, True)]
 
 
 def test_verify_refuses_a_newer_major_format_with_exit_1(tmp_path: Path) -> None:
@@ -125,3 +125,60 @@ def test_ckpt_app_runs_as_a_program(tmp_path: Path) -> None:
     flip_a_data_byte(tmp_path, 3)
     done = subprocess.run([sys.executable, "-c", program, "ls", str(tmp_path)], capture_output=True, check=False)
     assert done.returncode == 1
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_verify_of_a_run_directory_names_its_damaged_newest_step_and_never_an_older_one(
+    tmp_path: Path, damage: str
+) -> None:
+    saved(tmp_path, 10, 20, 30, 40, 50)
+    DAMAGE[damage](tmp_path, 50)
+    code, out = run("verify", str(tmp_path))
+    assert code == 1
+    assert out.startswith(f"FAILED  step 50 {step_dir(tmp_path, 50).as_uri()}: ")
+    assert "step 40" not in out
+    code, listing = run_json("ls", str(tmp_path))
+    assert code == 1
+    assert [(i["step"], i["verified"]) for i in listing["items"]] == [
+        (10, True),
+        (20, True),
+        (30, True),
+        (40, True),
+        (50, False),
+    ]
+
+
+def test_a_lost_manifest_is_damaged_even_without_checksums_and_verify_all_names_each_damaged_step(
+    tmp_path: Path,
+) -> None:
+    saved(tmp_path, 10, 20, 30, 40, 50)
+    delete_manifest(tmp_path, 50)
+    code, listing = run_json("ls", "--no-verify", str(tmp_path))
+    assert code == 1
+    assert "no manifest.json" in listing["items"][-1]["problem"]
+    DAMAGE["truncated-tensor"](tmp_path, 40)
+    DAMAGE["flipped-byte"](tmp_path, 30)
+    code, out = run("verify", "--all", str(tmp_path))
+    assert code == 1
+    failed = [line.split()[2] for line in out.splitlines() if line.startswith("FAILED")]
+    assert failed == ["30", "40", "50"]
+    assert out.count("ok      step") == 2
+
+
+def test_ls_show_and_verify_take_a_run_of_the_workspace(checkout: Path) -> None:
+    from crossrail.client import Client
+
+    home = str(checkout / ".crossrail")
+    with Client(home) as client:
+        run_id = client.submit(checkout / ".crossrail" / "experiments" / "pretrain-small.yaml")["run"]["id"]
+        run_dir = Path(client.service.get(run_id).run_checkpoint_dir.removeprefix("file://"))
+    saved(run_dir, 10, 20)
+    for ref in (run_id, "pretrain-small"):
+        code, listing = run_json("ls", "--home", home, ref)
+        assert code == 0
+        assert [i["step"] for i in listing["items"]] == [10, 20]
+    assert run("verify", "--home", home, run_id)[0] == 0
+    assert run_json("show", "--home", home, run_id)[1]["manifest"]["step"] == 20
+    code, out = run("ls", "--home", home, "no-such-run")
+    assert code == 1
+    assert "no-such-run is neither a checkpoint directory nor a run of the workspace" in out
