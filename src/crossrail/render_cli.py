@@ -31,6 +31,11 @@ class FleetTarget(StrEnum):
     KUEUE = "kueue"
 
 
+class KueueApi(StrEnum):
+    V1BETA1 = "v1beta1"
+    V1BETA2 = "v1beta2"
+
+
 Home = Annotated[
     Path | None,
     typer.Option("--home", envvar="CROSSRAIL_HOME", help="Workspace directory (default: nearest .crossrail/ above)."),
@@ -79,6 +84,12 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
     allow_unpinned: Annotated[
         bool, typer.Option("--allow-unpinned", help="Render an image that is not pinned by digest as it is.")
     ] = False,
+    force_backend: Annotated[
+        bool,
+        typer.Option(
+            "--force-backend", help="Render a Kubernetes workload for a pool whose backend is not kubernetes."
+        ),
+    ] = False,
     fleet_file: FleetFile = None,
     home: Home = None,
 ) -> None:
@@ -98,7 +109,7 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
         work = from_experiment(
             exp, source=str(file), run=run, attempt=attempt, image_digest=image_digest, allow_unpinned=allow_unpinned
         )
-        text, suffix, kind = _render(target, work, fleet, chosen)
+        text, suffix, kind = _render(target, work, fleet, chosen, force_backend=force_backend)
         lay = layout(fleet, chosen, work.chips)
         if output is None:
             sys.stdout.write(text)
@@ -118,13 +129,13 @@ def _problem(source: str, path: str, message: str) -> Any:
     return Problem(source, path, message)
 
 
-def _render(target: Target, work: Any, fleet: Fleet, pool: Any) -> tuple[str, str, str]:
+def _render(target: Target, work: Any, fleet: Fleet, pool: Any, *, force_backend: bool) -> tuple[str, str, str]:
     """(text, file suffix, kind) of the rendered workload."""
     if target is Target.KUBERNETES:
-        from crossrail.executors.render.kubernetes import render_kubernetes
+        from crossrail.executors.render.kubernetes import header, render_kubernetes
 
-        obj = render_kubernetes(work, fleet, pool)
-        return _yaml([obj]), ".yaml", str(obj["kind"])
+        obj = render_kubernetes(work, fleet, pool, force_backend=force_backend)
+        return header() + _yaml([obj]), ".yaml", str(obj["kind"])
     if target is Target.SLURM:
         from crossrail.executors.render.slurm import render_sbatch
 
@@ -137,23 +148,34 @@ def _render(target: Target, work: Any, fleet: Fleet, pool: Any) -> tuple[str, st
 def fleet_render_command(
     target: Annotated[FleetTarget, typer.Option("--target", help="What to render.")] = FleetTarget.KUEUE,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write kueue.yaml into this directory.")] = None,
+    kueue_api: Annotated[
+        KueueApi,
+        typer.Option(
+            "--kueue-api",
+            help="Kueue API version of the objects; the targeted Kueue serves both, v1beta2 is its storage version.",
+        ),
+    ] = KueueApi.V1BETA2,
     fleet_file: FleetFile = None,
     home: Home = None,
 ) -> None:
-    """Render the fleet as Kueue objects: flavors, cohorts, priority classes, cluster and local queues."""
+    """Render the fleet as Kueue objects: namespaces, topology, flavors, cohorts, priority classes, queues."""
 
     def go() -> None:
         from collections import Counter
 
-        from crossrail.executors.render.kueue import render_kueue
+        from crossrail.executors.render.kueue import JOBSET_RELEASE, KUEUE_RELEASE, render_kueue
 
-        objects = render_kueue(_fleet(fleet_file, home))
+        objects = render_kueue(_fleet(fleet_file, home), str(kueue_api))
+        text = (
+            f"# Rendered by crossrail for Kueue {KUEUE_RELEASE} (kueue.x-k8s.io/{kueue_api}); "
+            f"workloads use JobSet {JOBSET_RELEASE}.\n" + _yaml(objects)
+        )
         if output is None:
-            sys.stdout.write(_yaml(objects))
+            sys.stdout.write(text)
             return
         output.mkdir(parents=True, exist_ok=True)
         path = output / f"{target}.yaml"
-        path.write_text(_yaml(objects))
+        path.write_text(text)
         counts = Counter(str(o["kind"]) for o in objects)
         _summary(f"rendered {path}", [{"kind": k, "objects": n} for k, n in counts.items()])
 

@@ -3,6 +3,7 @@ the test (tests/unit/render/apiserver.py): a run waits in Kueue, starts, succeed
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..unit.render.apiserver import ApiServer  # noqa: TID252 (tests are not a p
 
 STATUS = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes" / "status"
 CONFIG = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=5.0, heartbeat_s=1.0)
+NAMESPACE = "evals"  # init's fleet maps eval-smoke's team to its own namespace
 
 
 def _docs(name: str) -> list[dict[str, Any]]:
@@ -29,9 +31,16 @@ def api() -> ApiServer:
 
 
 @pytest.fixture
-def agent(client: Client, api: ApiServer) -> Agent:
+def agent(client: Client, api: ApiServer, experiments: Path) -> Agent:
     fleet = client.workspace.fleet_path
     fleet.write_text(fleet.read_text().replace("backend: local", "backend: kubernetes"))
+    # A pod's checkpoints must outlive it: object storage (fsspec's in-process memory store stands in here).
+    policy = client.workspace.policy_path
+    policy.write_text(policy.read_text().replace("local_uri_schemes: [file]", "local_uri_schemes: [file, memory]"))
+    smoke = experiments / "eval-smoke.yaml"
+    smoke.write_text(
+        re.sub(r"dir: file://\S*checkpoints/eval-smoke", "dir: memory://crossrail-k8s/eval-smoke", smoke.read_text())
+    )
     executor = KubernetesExecutor(client.service.fleet, api=api)
     agent = Agent(client.service, executor, client.workspace.root / "reports", CONFIG)
     agent.fleet_path = fleet  # it follows `crossrail fleet drain` as `crossrail agent` does
@@ -40,22 +49,23 @@ def agent(client: Client, api: ApiServer) -> Agent:
 
 def _job(api: ApiServer, attempt: int = 1) -> dict[str, Any]:
     (job,) = [
-        j for j in api.list("Job", "default", "") if j["metadata"]["labels"]["crossrail.dev/attempt"] == str(attempt)
+        j for j in api.list("Job", NAMESPACE, "") if j["metadata"]["labels"]["crossrail.dev/attempt"] == str(attempt)
     ]
-    return api.get("Job", "default", job["metadata"]["name"])
+    return api.get("Job", NAMESPACE, job["metadata"]["name"])
 
 
 def _kueue_admits_and_pod_runs(api: ApiServer, job: dict[str, Any]) -> dict[str, Any]:
     _, workload, pod = _docs("admitted-running")
     workload["metadata"]["ownerReferences"][0]["uid"] = job["metadata"]["uid"]
     workload["metadata"]["name"] = f"job-{job['metadata']['name']}"
+    workload["metadata"]["namespace"] = pod["metadata"]["namespace"] = NAMESPACE
     api.add(workload)
     pod["metadata"]["name"] = f"{job['metadata']['name']}-pod"
     pod["metadata"]["labels"] = {k: v for k, v in job["metadata"]["labels"].items() if k.startswith("crossrail.dev/")}
     api.add(pod)
     job["spec"]["suspend"] = False
     job["status"] = {"startTime": "2026-11-30T08:05:00Z", "active": 1}
-    return api.get("Pod", "default", pod["metadata"]["name"])
+    return api.get("Pod", NAMESPACE, pod["metadata"]["name"])
 
 
 def _types(client: Client, run: str) -> list[str]:
@@ -115,8 +125,6 @@ def test_a_pod_reports_through_object_storage_next_to_its_checkpoints(
     """A pod cannot write the agent's local files: its report channel is chunks under the checkpoint dir."""
     from crossrail.runtime.report import Reporter
 
-    policy = client.workspace.policy_path  # fsspec's in-process memory store stands in for object storage here
-    policy.write_text(policy.read_text().replace("local_uri_schemes: [file]", "local_uri_schemes: [file, memory]"))
     sets = ["spec.checkpoint.dir=memory://crossrail-k8s-reports/ckpt"]
     run = client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]
     agent.reconcile()
@@ -141,7 +149,8 @@ def test_a_workload_still_waiting_in_kueue_moves_when_its_pool_drains(
     client: Client, experiments: Path, agent: Agent, api: ApiServer
 ) -> None:
     """crossrail re-places what Kueue has not admitted: the waiting Job is deleted and the run goes elsewhere."""
-    run = client.submit(experiments / "eval-smoke.yaml")["run"]["id"]
+    sets = ["spec.resources.chips=4"]  # a 2x2x1 v5p slice or half an H100 host: either pool holds it
+    run = client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]
     agent.reconcile()
     first = _job(api)
     (attempt,) = client.show(run)["attempts"]
@@ -150,8 +159,8 @@ def test_a_workload_still_waiting_in_kueue_moves_when_its_pool_drains(
     client.drain(old_pool)
     agent.reconcile()
 
-    assert [j["metadata"]["labels"]["crossrail.dev/attempt"] for j in api.list("Job", "default", "")] == ["2"]
-    assert first["metadata"]["name"] not in {j["metadata"]["name"] for j in api.list("Job", "default", "")}
+    assert [j["metadata"]["labels"]["crossrail.dev/attempt"] for j in api.list("Job", NAMESPACE, "")] == ["2"]
+    assert first["metadata"]["name"] not in {j["metadata"]["name"] for j in api.list("Job", NAMESPACE, "")}
     first_attempt, second = client.show(run)["attempts"]
     assert first_attempt["state"] == "unplaced"
     assert "re-placed on" in first_attempt["reason"]

@@ -28,6 +28,7 @@ from crossrail.spec.common import (
 from crossrail.spec.experiment import Metadata
 from crossrail.spec.problems import did_you_mean
 from crossrail.spec.targets import KubernetesFleet, KubernetesPool, SkyPilotPool, SlurmPool, target_items
+from crossrail.spec.tpu import shape_problem, tpu_version
 
 Backend = Literal["local", "ray", "kubernetes"]
 Queueing = Literal["strict_fifo", "best_effort_fifo"]
@@ -101,6 +102,7 @@ class Pool(SpecModel):
     def _sizes(self) -> Pool:
         raise_items(
             pool_size_items(self.chips, self.chips_per_host, self.topologies)
+            + gke_tpu_items(self.accelerator, self.backend, self.chip_type, self.chips, self.topologies)
             + target_items(self.accelerator, self.kubernetes)
         )
         return self
@@ -147,6 +149,33 @@ def pool_size_items(chips: int | None, chips_per_host: int | None, topologies: l
 
 
 _SHAPE_FIX = "remove the shape or raise chips"
+
+
+def gke_tpu_items(accelerator: Any, backend: Any, chip_type: Any, chips: Any, topologies: list[Any]) -> Items:
+    """A TPU pool on GKE (`backend: kubernetes`) lists slice shapes, each one GKE offers for its TPU version.
+
+    Other backends keep any shape: local pools are virtual chips and Ray clusters bring their own.
+    """
+    if accelerator != "tpu" or backend != "kubernetes" or not isinstance(chip_type, str):
+        return []
+    version = tpu_version(chip_type)
+    if version is None:
+        return []  # an unknown chip type is refused where GKE names are derived, unless the pool names them
+    budget = chips if isinstance(chips, int) else None
+    if not topologies:
+        shapes = ", ".join(version.shapes(budget)[:12]) or version.shapes()[0]
+        fix = f"list the slice shapes its node pools have, e.g. topologies: [{shapes}]"
+        return [(("topologies",), "a TPU pool on GKE needs its slice topologies", fix)]
+    items: Items = []
+    for i, text in enumerate(topologies):
+        try:
+            shape = parse_topology(text)
+        except (ValueError, AttributeError):
+            continue
+        found = shape_problem(version, shape, budget or math.prod(shape))
+        if found is not None:
+            items.append((("topologies", i), *found))
+    return items
 
 
 class Queue(SpecModel):
@@ -354,6 +383,10 @@ def cross_checks(data: Any) -> Items:
         if chips is not None and chips > 0 and (per_host is None or per_host > 0):
             sizes = pool_size_items(chips, per_host, as_list(pool.get("topologies")))
             items += nested(("spec", "pools", i), sizes)
+        gke = gke_tpu_items(
+            pool.get("accelerator"), pool.get("backend"), pool.get("chip_type"), chips, as_list(pool.get("topologies"))
+        )
+        items += nested(("spec", "pools", i), gke)
     queues = [as_dict(q) for q in as_list(spec.get("queues"))]
     keys = [(q.get("name"), q.get("stage"), q.get("team"), list(as_dict(q.get("quota")))) for q in queues]
     names = [p.get("name") for p in pools]

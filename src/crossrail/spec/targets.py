@@ -10,13 +10,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from crossrail.spec.common import Items, Name, NonEmpty, SpecModel
+from crossrail.spec.common import Items, Name, NonEmpty, SpecModel, raise_items
+
+# The node labels GKE itself puts on its nodes that crossrail selects on; every other selector is the fleet's.
+GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+GKE_SPOT = "cloud.google.com/gke-spot"
+GKE_NODE_POOL = "cloud.google.com/gke-nodepool"
+GKE_LABELS = {
+    GKE_ACCELERATOR: "gke_accelerator",
+    GKE_TPU_ACCELERATOR: "tpu_accelerator",
+    GKE_TPU_TOPOLOGY: "topologies",
+    GKE_SPOT: "spot",
+    GKE_NODE_POOL: "node_pool",
+}
+"""GKE's label -> the pool field crossrail derives it from."""
 
 # A Kubernetes label value: at most 63 characters, alphanumerics with - _ . inside.
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _GRES = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_MOUNT_PATH = re.compile(r"^/[^:]*[^/:]$")
 
 
 def _label_value(value: str | None) -> str | None:
@@ -25,8 +42,41 @@ def _label_value(value: str | None) -> str | None:
     return value
 
 
+class GcsFuse(SpecModel):
+    """A Cloud Storage bucket mounted by the GKE GCS FUSE CSI driver (an ephemeral inline volume)."""
+
+    bucket: NonEmpty
+    mount_options: list[NonEmpty] = Field(default_factory=list)
+    """Passed to gcsfuse, e.g. [implicit-dirs]."""
+
+
+class KubernetesVolume(SpecModel):
+    """A volume the pool's pods mount at `mount_path`: a GCS FUSE bucket (`gcsfuse`) or a PVC (`claim`)."""
+
+    name: Name
+    mount_path: NonEmpty
+    gcsfuse: GcsFuse | None = None
+    claim: Name | None = None
+    """The PersistentVolumeClaim's name, in the namespace the work runs in."""
+    read_only: bool = False
+
+    @field_validator("mount_path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not _MOUNT_PATH.fullmatch(value):
+            raise ValueError(f"{value!r} is not a mount path; write an absolute path without a trailing '/'")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KubernetesVolume:
+        if (self.gcsfuse is None) == (self.claim is None):
+            fix = "give either `gcsfuse: {bucket: <bucket>}` or `claim: <pvc name>`"
+            raise_items([((), f"volume {self.name!r} needs exactly one source", fix)])
+        return self
+
+
 class KubernetesPool(SpecModel):
-    """How a pool's nodes are selected on GKE and which Kueue ResourceFlavor stands for it."""
+    """How a pool's nodes are selected on GKE, which Kueue ResourceFlavor stands for it, and its volumes."""
 
     gke_accelerator: NonEmpty | None = None
     """GPU pools: the `cloud.google.com/gke-accelerator` value (default from chip_type, e.g. nvidia-h100-80gb)."""
@@ -38,11 +88,50 @@ class KubernetesPool(SpecModel):
     """The Kubernetes service account its pods run as (default: the fleet's)."""
     spot: bool = False
     """Spot/preemptible nodes: selects `cloud.google.com/gke-spot: "true"` and tolerates its taint."""
+    node_pool: NonEmpty | None = None
+    """Selects one GKE node pool (`cloud.google.com/gke-nodepool`)."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Node labels beyond GKE's own that the cluster's nodes carry, e.g. {accelerator: nvidia-gpu}."""
+    volumes: list[KubernetesVolume] = Field(default_factory=list)
+    """Mounted into every pod of the pool: checkpoint and report paths outside object storage must be on one."""
 
-    @field_validator("gke_accelerator", "tpu_accelerator")
+    @field_validator("gke_accelerator", "tpu_accelerator", "node_pool")
     @classmethod
     def _values(cls, value: str | None) -> str | None:
         return _label_value(value)
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            if key in GKE_LABELS:
+                field = GKE_LABELS[key]
+                raise ValueError(f"{key} is GKE's own label; crossrail derives it (set kubernetes.{field} instead)")
+            if not _LABEL_KEY.fullmatch(key):
+                raise ValueError(f"{key!r} is not a Kubernetes label key; write [prefix/]name")
+            _label_value(label)
+        return value
+
+    @model_validator(mode="after")
+    def _volumes(self) -> KubernetesPool:
+        items: Items = []
+        names: dict[str, int] = {}
+        paths: dict[str, int] = {}
+        for i, volume in enumerate(self.volumes):
+            for seen, key, what in ((names, volume.name, "name"), (paths, volume.mount_path, "mount_path")):
+                first = seen.setdefault(key, i)
+                if first != i:
+                    message = f"{what} {key!r} is volumes[{first}]'s too"
+                    items.append((("volumes", i, what), message, f"give each volume its own {what}"))
+            if volume.gcsfuse is not None and self.service_account is None:
+                message = f"volume {volume.name!r} mounts a bucket through GCS FUSE, which needs Workload Identity"
+                fix = (
+                    "set kubernetes.service_account to the Kubernetes service account bound (Workload Identity) "
+                    "to a Google service account that may use the bucket"
+                )
+                items.append((("service_account",), message, fix))
+        raise_items(items)
+        return self
 
 
 class SlurmPool(SpecModel):

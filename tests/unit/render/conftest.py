@@ -27,6 +27,7 @@ CRD_FILES = {
     "Cohort": "kueue.x-k8s.io_cohorts.yaml",
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
     "Workload": "kueue.x-k8s.io_workloads.yaml",
+    "Topology": "kueue.x-k8s.io_topologies.yaml",
 }
 
 

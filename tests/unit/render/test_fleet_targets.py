@@ -89,7 +89,10 @@ def test_tpu_names_count_tensorcores_where_xpk_and_skypilot_do(matrix_fleet: Fle
     [("tpu-v5e", "tpu-v5-lite-podslice"), ("v5litepod", "tpu-v5-lite-podslice"), ("tpu-v4", "tpu-v4-podslice")],
 )
 def test_tpu_chip_types_map_to_gke_accelerators(chip_type: str, label: str) -> None:
-    fleet = _fleet(MATRIX_FLEET.replace("chip_type: tpu-v6e", f"chip_type: {chip_type}"))
+    text = MATRIX_FLEET.replace("chip_type: tpu-v6e", f"chip_type: {chip_type}")
+    if chip_type == "tpu-v4":  # a 3D version: GKE offers it 3D slices only
+        text = text.replace("topologies: [1x1, 2x2, 2x4, 4x4]", "topologies: [2x2x1, 2x2x2]")
+    fleet = _fleet(text)
     assert gke_selectors(fleet, fleet.pool("v6e"))["cloud.google.com/gke-tpu-accelerator"] == label
 
 

@@ -86,6 +86,7 @@ EXPLAINED_TOP = [
     (r"^metadata\.namespace$", "metadata.name"),
     (r"^metadata\.labels\.(kueue\.x-k8s\.io|crossrail\.dev)/", "metadata.labels"),
     (r"^metadata\.annotations\.alpha\.jobset", "kind"),
+    (r"^metadata\.annotations\.crossrail\.dev/(kueue|jobset)-version$", "kind"),
     (r"^spec\.backoffLimit$", "spec.backoffLimit"),
     (r"^spec\.(suspend)$", "spec.suspend"),
     (r"^spec\.failurePolicy\.maxRestarts$", "spec.backoffLimit"),
@@ -96,6 +97,7 @@ EXPLAINED_TOP = [
 EXPLAINED_POD = [
     (r"^metadata\.labels\.crossrail\.dev/", "metadata.labels"),
     (r"^spec\.nodeSelector\.", "spec.template.spec.nodeSelector"),
+    (r"^metadata\.annotations\.kueue\.x-k8s\.io/podset-required-topology$", "spec.template.spec.nodeSelector"),
     (r"^spec\.tolerations", "spec.template.spec.tolerations"),
     (r"^spec\.containers\[0\]\.resources\.", "spec.template.spec.containers[0].resources"),
     (r"^spec\.containers\[0\]\.env\[(TRAINING_BACKEND|CROSSRAIL_[A-Z_]+)\]$", "spec.template.spec.containers[0].env"),
@@ -140,8 +142,11 @@ def test_the_article_job_rerenders_for_a_tpu_pool_with_every_difference_explaine
     # What it says to change is changed: the scheduling constraints and the backend variable.
     assert env["TRAINING_BACKEND"] == "tpu"
     assert after_c["resources"]["limits"] == {"google.com/tpu": "4"}
-    assert after_pod["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "2x2x2"
-    assert after_pod["spec"]["nodeSelector"]["accelerator"] == "tpu-v5p"
+    # Only labels GKE puts on its TPU nodes: no `accelerator: tpu-v5p`, which no GKE node carries.
+    assert after_pod["spec"]["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
+        "cloud.google.com/gke-tpu-topology": "2x2x2",
+    }
 
     findings = {f.path for f in imported.findings}
     before_top = dict(job)

@@ -138,13 +138,17 @@ def test_spot_pool_selects_spot_nodes_and_tolerates_their_taint(matrix_fleet: Fl
     ]
 
 
-def test_the_article_fleet_keeps_its_own_node_labels_next_to_gkes(gke_fleet: Fleet) -> None:
-    obj = render_kubernetes(from_experiment(experiment(), source="e.yaml"), gke_fleet, gke_fleet.pool("h100-pool"))
-    assert obj["spec"]["template"]["spec"]["nodeSelector"] == {
-        "accelerator": "nvidia-gpu",
-        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+def test_the_example_fleet_selects_only_labels_gke_puts_on_its_nodes(gke_fleet: Fleet) -> None:
+    gpu = render_kubernetes(from_experiment(experiment(), source="e.yaml"), gke_fleet, gke_fleet.pool("h100-pool"))
+    assert gpu["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert_valid(gpu)
+    tpu = render_kubernetes(
+        from_experiment(experiment(chips=4), source="e.yaml"), gke_fleet, gke_fleet.pool("tpu-v5p-pool")
+    )
+    assert tpu["spec"]["template"]["spec"]["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
+        "cloud.google.com/gke-tpu-topology": "2x2x1",
     }
-    assert_valid(obj)
 
 
 @pytest.mark.parametrize(

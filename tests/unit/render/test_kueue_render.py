@@ -31,6 +31,8 @@ def test_every_kueue_object_of_the_fleet_validates(matrix_fleet: Fleet, gke_flee
     for fleet in (matrix_fleet, gke_fleet):
         objects = render_kueue(fleet)
         assert {o["kind"] for o in objects} == {
+            "Namespace",
+            "Topology",
             "ResourceFlavor",
             "Cohort",
             "WorkloadPriorityClass",

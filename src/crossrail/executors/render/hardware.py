@@ -13,13 +13,11 @@ from dataclasses import dataclass
 
 from crossrail.errors import Problem, SpecError
 from crossrail.spec import Fleet, Pool
+from crossrail.spec.targets import GKE_ACCELERATOR, GKE_NODE_POOL, GKE_SPOT, GKE_TPU_ACCELERATOR
+from crossrail.spec.tpu import tpu_version
 
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
-GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
-GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
-GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
-GKE_SPOT = "cloud.google.com/gke-spot"
 
 # chip_type (lower case, without an `nvidia-` prefix) -> (GKE accelerator label, SkyPilot name)
 GPUS: dict[str, tuple[str, str]] = {
@@ -54,7 +52,7 @@ TPUS: dict[str, TpuGeneration] = {
     "v5p": TpuGeneration("v5p", "tpu-v5p-slice", 2, "tpu-v5p", "v2-alpha-tpuv5"),
     "v6e": TpuGeneration("v6e", "tpu-v6e-slice", 1, "tpu-v6e", "v2-alpha-tpuv6e"),
 }
-_TPU_ALIASES = {"v5litepod": "v5e", "v5-lite": "v5e", "v5lite": "v5e", "trillium": "v6e"}
+"""GKE, XPK and SkyPilot names per TPU version; the slice shapes GKE offers are in crossrail.spec.tpu."""
 
 
 @dataclass(frozen=True)
@@ -93,35 +91,36 @@ def _chip(chip_type: str) -> str:
 
 def tpu_generation(fleet: Fleet, pool: Pool) -> TpuGeneration:
     """The pool's TPU generation from chip_type (`tpu-v5p`, `v5p`, `tpu-v6e`, `v5litepod`, ...)."""
-    name = re.sub(r"^tpu[-_ ]?", "", pool.chip_type.strip().lower())
-    name = _TPU_ALIASES.get(name, name)
-    if name not in TPUS:
+    version = tpu_version(pool.chip_type)
+    if version is None or version.name not in TPUS:
         known = ", ".join(f"tpu-{g}" for g in TPUS)
         raise pool_problem(
             fleet, pool, ("chip_type",), f"unknown TPU chip type {pool.chip_type!r}", f"use one of {known}"
         )
-    return TPUS[name]
+    return TPUS[version.name]
 
 
 def gke_selectors(fleet: Fleet, pool: Pool) -> dict[str, str]:
-    """The node labels a pod on `pool` selects, before the TPU topology: the pool's own, then GKE's."""
+    """The node labels a pod on `pool` selects, before the TPU topology: GKE's own, then the pool's
+    `kubernetes.node_selector`. `node_labels` are Ray's label selector and never reach a manifest."""
     k8s = pool.kubernetes
-    selectors = dict(pool.node_labels)
+    selectors: dict[str, str] = {}
     if pool.accelerator == "gpu":
         label = k8s.gke_accelerator if k8s and k8s.gke_accelerator else None
         if label is None and _chip(pool.chip_type) in GPUS:
             label = GPUS[_chip(pool.chip_type)][0]
-        if label is None and GKE_ACCELERATOR not in selectors:
+        if label is None:
             fix = f"set spec.pools[].kubernetes.gke_accelerator (known chip types: {', '.join(GPUS)})"
             raise pool_problem(fleet, pool, ("kubernetes", "gke_accelerator"), "cannot derive it from chip_type", fix)
-        if label is not None:
-            selectors[GKE_ACCELERATOR] = label
+        selectors[GKE_ACCELERATOR] = label
     elif pool.accelerator == "tpu":
         tpu = k8s.tpu_accelerator if k8s and k8s.tpu_accelerator else tpu_generation(fleet, pool).gke_accelerator
         selectors[GKE_TPU_ACCELERATOR] = tpu
     if k8s is not None and k8s.spot:
         selectors[GKE_SPOT] = "true"
-    return selectors
+    if k8s is not None and k8s.node_pool is not None:
+        selectors[GKE_NODE_POOL] = k8s.node_pool
+    return {**selectors, **(k8s.node_selector if k8s is not None else {})}
 
 
 def accelerator_resource(pool: Pool) -> str | None:

@@ -2,7 +2,9 @@
 
 Submitted suspended to the stage's Kueue LocalQueue: Kueue admits (quota, cohorts, preemption) and
 unsuspends; crossrail owns retries, so a Job never restarts itself (`backoffLimit: 0`, JobSet
-`failurePolicy.maxRestarts: 0`) and a retry may land on other hardware.
+`failurePolicy.maxRestarts: 0`) and a retry may land on other hardware. Pods select GKE's own node labels
+plus the pool's `kubernetes.node_selector`; TPU slices ask Kueue's topology-aware scheduling for one node
+pool per slice; checkpoints and reports go to object storage or to a volume the pool declares.
 """
 
 from __future__ import annotations
@@ -10,21 +12,26 @@ from __future__ import annotations
 from typing import Any
 
 from crossrail.errors import Problem, SpecError
-from crossrail.executors.render.hardware import (
-    GKE_SPOT,
-    GKE_TPU_TOPOLOGY,
-    Layout,
-    accelerator_resource,
-    gke_selectors,
-    layout,
+from crossrail.executors.render.hardware import Layout, accelerator_resource, gke_selectors, layout, pool_problem
+from crossrail.executors.render.kueue import (
+    JOBSET_RELEASE,
+    KUEUE_RELEASE,
+    REQUIRED_TOPOLOGY,
+    SLICE_REQUIRED_TOPOLOGY,
+    SLICE_SIZE,
+    VERSION_ANNOTATIONS,
+    local_queue,
+    namespace,
 )
-from crossrail.executors.render.kueue import local_queue, namespace
 from crossrail.executors.render.workload import LABEL_PREFIX, PRIORITY_LABEL, QUEUE_LABEL, Workload
 from crossrail.spec import Fleet, Pool
+from crossrail.spec.targets import GKE_NODE_POOL, GKE_SPOT, GKE_TPU_TOPOLOGY, KubernetesVolume
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+NODE_POOL_LABEL = GKE_NODE_POOL
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 CONTAINER = "trainer"
 REPLICATED_JOB = "slice"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
@@ -35,8 +42,18 @@ def priority_class(priority: str) -> str:
     return f"crossrail-{priority}"
 
 
-def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool) -> dict[str, Any]:
-    """The Job or JobSet that runs `work` on `pool`, suspended, labelled for its LocalQueue."""
+def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool, *, force_backend: bool = False) -> dict[str, Any]:
+    """The Job or JobSet that runs `work` on `pool`, suspended, labelled for its LocalQueue.
+
+    SpecError when the pool is not `backend: kubernetes` (unless `force_backend`), or when the checkpoint
+    directory or report location is neither object storage nor on a volume the pool mounts.
+    """
+    if pool.backend != "kubernetes" and not force_backend:
+        message = f"pool {pool.name} has backend: {pool.backend}; its chips are not GKE nodes Kueue admits to"
+        fix = (
+            "render for a pool with backend: kubernetes, set backend: kubernetes on this pool, or pass --force-backend"
+        )
+        raise pool_problem(fleet, pool, ("backend",), message, fix)
     lay = layout(fleet, pool, work.chips)
     labels = {**work.labels, **work.crossrail_labels(), f"{LABEL_PREFIX}pool": pool.name}
     meta = {
@@ -47,6 +64,7 @@ def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool) -> dict[str, Any
             QUEUE_LABEL: local_queue(fleet, work.stage, work.team),
             PRIORITY_LABEL: priority_class(work.priority),
         },
+        "annotations": dict(VERSION_ANNOTATIONS),
     }
     _check_name(work, lay)
     pod = _pod(work, fleet, pool, lay, labels)
@@ -58,6 +76,14 @@ def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool) -> dict[str, Any
             "spec": {"suspend": True, "backoffLimit": 0, "parallelism": 1, "completions": 1, "template": pod},
         }
     return _jobset(meta, pod, lay)
+
+
+def header() -> str:
+    """The comment a rendered manifest file starts with: which Kueue and JobSet releases it targets."""
+    return (
+        f"# Rendered by crossrail for Kueue {KUEUE_RELEASE} (kueue.x-k8s.io) and JobSet {JOBSET_RELEASE} "
+        f"({JOBSET_API}).\n"
+    )
 
 
 def _check_name(work: Workload, lay: Layout) -> None:
@@ -74,7 +100,7 @@ def _check_name(work: Workload, lay: Layout) -> None:
 
 def _jobset(meta: dict[str, Any], pod: dict[str, Any], lay: Layout) -> dict[str, Any]:
     # One ReplicatedJob: a Job per slice, a pod per host; the annotation gives each slice its own node pool.
-    meta = {**meta, "annotations": {EXCLUSIVE_TOPOLOGY: NODE_POOL_LABEL}}
+    meta = {**meta, "annotations": {**meta["annotations"], EXCLUSIVE_TOPOLOGY: NODE_POOL_LABEL}}
     job = {
         "parallelism": lay.hosts_per_slice,
         "completions": lay.hosts_per_slice,
@@ -107,6 +133,9 @@ def _pod(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str
     }
     if work.args:
         container["args"] = list(work.args)
+    volumes = _volumes(work, fleet, pool)
+    if volumes:
+        container["volumeMounts"] = [_mount(v) for v in volumes]
     amount = str(lay.chips_per_pod)
     if resource is not None:
         container["resources"] = {"limits": {resource: amount}, "requests": {resource: amount}}
@@ -122,7 +151,84 @@ def _pod(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str
     tolerations = _tolerations(resource, GKE_SPOT in selectors)
     if tolerations:
         spec["tolerations"] = tolerations
-    return {"metadata": {"labels": labels}, "spec": spec}
+    if volumes:
+        spec["volumes"] = [_volume(v) for v in volumes]
+    metadata: dict[str, Any] = {"labels": labels}
+    annotations = _topology_request(lay)
+    if any(v.gcsfuse is not None for v in volumes):
+        annotations[GCSFUSE_ANNOTATION] = "true"  # GKE injects the GCS FUSE sidecar only with it
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"metadata": metadata, "spec": spec}
+
+
+def _topology_request(lay: Layout) -> dict[str, str]:
+    """Kueue TAS: every host of a TPU slice in one GKE node pool (the slice), each slice of a multi-slice
+    JobSet in its own; so Kueue admits only when a whole slice of the shape is free."""
+    if lay.topology is None:
+        return {}
+    if lay.slices == 1:
+        return {REQUIRED_TOPOLOGY: GKE_NODE_POOL}
+    return {SLICE_REQUIRED_TOPOLOGY: GKE_NODE_POOL, SLICE_SIZE: str(lay.hosts_per_slice)}
+
+
+def object_storage(uri: str) -> bool:
+    """A URI a pod reaches without a volume (gs://, s3://, any fsspec scheme but file://), where the runtime
+    writes checkpoints with a commit marker and reports as numbered chunks (docs/runtime.md)."""
+    return "://" in uri and not uri.startswith("file://")
+
+
+def _local(uri: str) -> str:
+    return uri.removeprefix("file://").removeprefix("localhost") if uri.startswith("file://") else uri
+
+
+def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]:
+    """The pool's volumes; SpecError when the checkpoint dir or report location would die with the pod."""
+    volumes = pool.kubernetes.volumes if pool.kubernetes is not None else []
+    index = fleet.pool_names.index(pool.name)
+    problems = []
+    for var, path, what in (
+        ("CROSSRAIL_CHECKPOINT_DIR", "spec.checkpoint.dir", "checkpoint directory"),
+        ("CROSSRAIL_REPORT", "env.CROSSRAIL_REPORT", "report location"),
+    ):
+        uri = work.env.get(var, "")
+        if object_storage(uri):
+            continue
+        local = _local(uri)
+        on = [v for v in volumes if local == v.mount_path or local.startswith(v.mount_path + "/")]
+        if on and not on[0].read_only:
+            continue
+        if on:
+            message = f"the {what} {uri!r} is on volume {on[0].name!r}, which the pool mounts read-only"
+            fix = f"set read_only: false on spec.pools[{index}].kubernetes.volumes ({on[0].name})"
+        else:
+            mounted = ", ".join(v.mount_path for v in volumes) or "none"
+            message = (
+                f"the {what} {uri!r} is neither object storage nor on a volume of pool {pool.name} (mounted: {mounted})"
+            )
+            fix = (
+                "put spec.checkpoint.dir on object storage (gs://<bucket>/<path>), or declare a volume mounted over "
+                f"it in spec.pools[{index}].kubernetes.volumes (gcsfuse: {{bucket: <bucket>}} or claim: <pvc>)"
+            )
+        problems.append(Problem(f"run {work.run}", path, message, None, fix))
+    if problems:
+        raise SpecError(problems)
+    return list(volumes)
+
+
+def _volume(volume: KubernetesVolume) -> dict[str, Any]:
+    if volume.gcsfuse is not None:
+        attributes = {"bucketName": volume.gcsfuse.bucket}
+        if volume.gcsfuse.mount_options:
+            attributes["mountOptions"] = ",".join(volume.gcsfuse.mount_options)
+        csi = {"driver": GCSFUSE_DRIVER, "readOnly": volume.read_only, "volumeAttributes": attributes}
+        return {"name": volume.name, "csi": csi}
+    claim = {"claimName": volume.claim, "readOnly": volume.read_only}
+    return {"name": volume.name, "persistentVolumeClaim": claim}
+
+
+def _mount(volume: KubernetesVolume) -> dict[str, Any]:
+    return {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
 
 
 def _env(work: Workload, pool: Pool, lay: Layout) -> dict[str, str]:

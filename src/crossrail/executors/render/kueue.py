@@ -1,8 +1,15 @@
-"""The fleet as Kueue objects: a ResourceFlavor per pool, a ClusterQueue per stage queue, Cohorts,
-LocalQueues in each team namespace and a WorkloadPriorityClass per crossrail priority.
+"""The fleet as Kueue objects: a Namespace per team, a Topology for topology-aware scheduling, a
+ResourceFlavor per pool, a ClusterQueue per stage queue, Cohorts, LocalQueues in each team namespace and a
+WorkloadPriorityClass per crossrail priority.
 
 Kueue then admits exactly as crossrail's own scheduler would: nominal quota per pool, borrowing and
-lending limits inside a cohort, lower-priority preemption inside a queue and reclaim of lent quota.
+lending limits inside a cohort, lower-priority preemption inside a queue and reclaim of lent quota; and a
+TPU slice only when a whole node pool of its shape is free.
+
+The objects target Kueue v0.20 and JobSet v0.12: the CRDs in schemas/crds/ are snapshots of their main
+branches just after the v0.19.2 and v0.12.0 releases (schemas/crds/SOURCES.md). Kueue serves both
+`v1beta1` and `v1beta2` (the storage version); they differ, for what crossrail renders, only in the
+ClusterQueue's cohort field (`cohort` in v1beta1, `cohortName` in v1beta2).
 """
 
 from __future__ import annotations
@@ -15,7 +22,21 @@ from crossrail.executors.render.hardware import accelerator_resource, gke_select
 from crossrail.executors.render.workload import PRIORITIES
 from crossrail.spec import Fleet, Pool, Queue
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_APIS = ("v1beta1", "v1beta2")
+KUEUE_API_DEFAULT = "v1beta2"
+KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_API_DEFAULT}"
+KUEUE_RELEASE = "v0.20"
+JOBSET_RELEASE = "v0.12"
+VERSION_ANNOTATIONS = {"crossrail.dev/kueue-version": KUEUE_RELEASE, "crossrail.dev/jobset-version": JOBSET_RELEASE}
+"""On every rendered workload: the releases whose CRDs (schemas/crds/) it was checked against."""
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+SLICE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+TOPOLOGY_NAME = "crossrail-gke"
+TOPOLOGY_LEVELS = ("cloud.google.com/gke-nodepool", "kubernetes.io/hostname")
+"""A GKE node pool is one TPU slice; below it, the node."""
+_COHORT_FIELD = {"v1beta1": "cohort", "v1beta2": "cohortName"}
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _QUEUEING = {"strict_fifo": "StrictFIFO", "best_effort_fifo": "BestEffortFIFO"}
 
@@ -75,42 +96,58 @@ def kubernetes_pools(fleet: Fleet) -> list[Pool]:
     return pools
 
 
-def render_kueue(fleet: Fleet) -> list[dict[str, Any]]:
-    """Every Kueue object for the fleet's Kubernetes pools, cluster-scoped ones first (apply in this order)."""
+def render_kueue(fleet: Fleet, api: str = KUEUE_API_DEFAULT) -> list[dict[str, Any]]:
+    """Every object for the fleet's Kubernetes pools in Kueue API `api` (v1beta1 or v1beta2): namespaces,
+    then cluster-scoped Kueue objects, then LocalQueues (apply in this order)."""
+    if api not in KUEUE_APIS:
+        message = f"{api!r} is not a Kueue API version crossrail renders"
+        raise SpecError([Problem(f"fleet {fleet.name}", "--kueue-api", message, None, "use v1beta1 or v1beta2")])
     cohorts = sorted({q.cohort for q in fleet.queues if q.cohort})
-    objects = [_flavor(fleet, pool) for pool in kubernetes_pools(fleet)]
-    objects += [_obj("Cohort", {"name": c}, {}) for c in cohorts]
-    objects += [_priority(name, value) for name, value in PRIORITIES.items()]
-    objects += [_cluster_queue(fleet, q) for q in fleet.queues]
-    objects += _local_queues(fleet)
+    objects = [_namespace(fleet, ns) for ns in namespaces(fleet) if ns != "default"]
+    objects.append(
+        _obj(api, "Topology", {"name": TOPOLOGY_NAME}, {"levels": [{"nodeLabel": n} for n in TOPOLOGY_LEVELS]})
+    )
+    objects += [_flavor(fleet, pool, api) for pool in kubernetes_pools(fleet)]
+    objects += [_obj(api, "Cohort", {"name": c}, {}) for c in cohorts]
+    objects += [_priority(name, value, api) for name, value in PRIORITIES.items()]
+    objects += [_cluster_queue(fleet, q, api) for q in fleet.queues]
+    objects += _local_queues(fleet, api)
     return objects
 
 
-def _obj(kind: str, metadata: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:
-    obj: dict[str, Any] = {"apiVersion": KUEUE_API, "kind": kind, "metadata": metadata}
+def _namespace(fleet: Fleet, ns: str) -> dict[str, Any]:
+    k8s = fleet.spec.kubernetes
+    teams = sorted(
+        {t for t in {q.team for q in fleet.queues if q.team} | set(k8s.team_namespaces) if namespace(fleet, t) == ns}
+    )
+    meta: dict[str, Any] = {"name": ns, "labels": {"crossrail.dev/managed": "true"}}
+    if teams:
+        meta["annotations"] = {"crossrail.dev/teams": ",".join(teams)}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def _obj(api: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:
+    metadata = {**metadata, "annotations": {"crossrail.dev/kueue-version": KUEUE_RELEASE}}
+    obj: dict[str, Any] = {"apiVersion": f"{KUEUE_GROUP}/{api}", "kind": kind, "metadata": metadata}
     if spec is not None:
         obj["spec"] = spec
     return obj
 
 
-def _flavor(fleet: Fleet, pool: Pool) -> dict[str, Any]:
+def _flavor(fleet: Fleet, pool: Pool, api: str) -> dict[str, Any]:
     labels = {"crossrail.dev/pool": pool.name, "crossrail.dev/accelerator": str(pool.accelerator)}
-    return _obj(
-        "ResourceFlavor", {"name": flavor_name(pool), "labels": labels}, {"nodeLabels": gke_selectors(fleet, pool)}
-    )
+    spec: dict[str, Any] = {"nodeLabels": gke_selectors(fleet, pool)}
+    if spec["nodeLabels"]:  # Kueue's CEL rule: a flavor with a topology selects at least one node label
+        spec["topologyName"] = TOPOLOGY_NAME
+    return _obj(api, "ResourceFlavor", {"name": flavor_name(pool), "labels": labels}, spec)
 
 
-def _priority(name: str, value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "WorkloadPriorityClass",
-        "metadata": {"name": f"crossrail-{name}"},
-        "value": value,
-        "description": f"crossrail priority {name}",
-    }
+def _priority(name: str, value: int, api: str) -> dict[str, Any]:
+    obj = _obj(api, "WorkloadPriorityClass", {"name": f"crossrail-{name}"}, None)
+    return {**obj, "value": value, "description": f"crossrail priority {name}"}
 
 
-def _cluster_queue(fleet: Fleet, queue: Queue) -> dict[str, Any]:
+def _cluster_queue(fleet: Fleet, queue: Queue, api: str) -> dict[str, Any]:
     # A pool outside the quota gets nominal quota 0 in a cohort (so the queue can borrow it) and is left
     # out otherwise. Flavors covering the same resource form one resource group, as Kueue requires.
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -134,11 +171,11 @@ def _cluster_queue(fleet: Fleet, queue: Queue) -> dict[str, Any]:
         },
     }
     if queue.cohort:
-        spec["cohortName"] = queue.cohort
+        spec[_COHORT_FIELD[api]] = queue.cohort
     labels = {"crossrail.dev/stage": str(queue.stage)}
     if queue.team:
         labels["crossrail.dev/team"] = queue.team
-    return _obj("ClusterQueue", {"name": queue.name, "labels": labels}, spec)
+    return _obj(api, "ClusterQueue", {"name": queue.name, "labels": labels}, spec)
 
 
 def namespaces(fleet: Fleet) -> list[str]:
@@ -148,7 +185,7 @@ def namespaces(fleet: Fleet) -> list[str]:
     return sorted({k8s.namespace} | {namespace(fleet, t) for t in teams})
 
 
-def _local_queues(fleet: Fleet) -> list[dict[str, Any]]:
+def _local_queues(fleet: Fleet, api: str) -> list[dict[str, Any]]:
     """A team's queue in its own namespace; a team-less queue in every namespace."""
     k8s = fleet.spec.kubernetes
     out = []
@@ -156,5 +193,5 @@ def _local_queues(fleet: Fleet) -> list[dict[str, Any]]:
         where = [namespace(fleet, queue.team)] if queue.team else namespaces(fleet)
         for ns in where:
             meta = {"name": k8s.local_queue_prefix + queue.name, "namespace": ns}
-            out.append(_obj("LocalQueue", meta, {"clusterQueue": queue.name}))
+            out.append(_obj(api, "LocalQueue", meta, {"clusterQueue": queue.name}))
     return out

@@ -1,9 +1,13 @@
-"""A SkyPilot task for one attempt: `resources.accelerators` such as `H100:8` or `tpu-v5p-8`, and
-`job_recovery` that follows crossrail's exit-code contract (75 and spec.retries.exit_codes recover)."""
+"""A SkyPilot task for one attempt: `resources.accelerators` such as `H100:8` or `tpu-v5p-8`,
+`job_recovery` that follows crossrail's exit-code contract (75 and spec.retries.exit_codes recover), and
+the run's code on the VM: `workdir` is the experiment's repository at its commit (or the directory
+`sky launch` runs in when the experiment names no repository), and `setup` installs what it needs, so the
+command runs as written from the workdir."""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -12,6 +16,21 @@ from crossrail.executors.render.workload import Workload
 from crossrail.spec import Fleet, Pool
 
 EX_TEMPFAIL = 75
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+SETUP = """set -euo pipefail
+# The workdir holds the run's code; install its dependencies, and the code itself when it is a package.
+if [ -f requirements.txt ]; then python -m pip install -r requirements.txt; fi
+if [ -f pyproject.toml ] || [ -f setup.py ]; then python -m pip install -e .; fi
+"""
+
+
+def _workdir(work: Workload) -> str | dict[str, str]:
+    """SkyPilot's git workdir for the experiment's code (`ref` only when the commit is known), else `.`."""
+    code = (json.loads(work.env.get("CROSSRAIL_SPEC", "{}")).get("spec") or {}).get("code") or {}
+    repo, commit = code.get("repo"), str(code.get("commit") or "")
+    if not repo:
+        return "."
+    return {"url": str(repo), "ref": commit} if _COMMIT.fullmatch(commit) else {"url": str(repo)}
 
 
 def _retries(work: Workload) -> tuple[int, list[int]]:
@@ -52,6 +71,8 @@ def render_skypilot(work: Workload, fleet: Fleet, pool: Pool) -> dict[str, Any]:
         "name": work.object_name,
         "num_nodes": nodes,
         "resources": resources,
+        "workdir": _workdir(work),
+        "setup": SETUP,
         "envs": dict(sorted(env.items())),
         "run": "exec " + " ".join(shlex.quote(p) for p in [*work.command, *work.args]) + "\n",
     }
