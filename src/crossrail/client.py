@@ -71,10 +71,9 @@ class Client:
     @cached_property
     def service(self) -> Any:
         from crossrail.control.service import Service
-        from crossrail.store import Store
 
         self.workspace.check()
-        return Service(Store.open(self.workspace.store_url), self.load_fleet, lambda: self.policy, self.clock)
+        return Service(ws_mod.open_store(self.workspace), self.load_fleet, lambda: self.policy, self.clock)
 
     @cached_property
     def executor(self) -> Any:
@@ -92,6 +91,7 @@ class Client:
 
         agent = Agent(self.service, self.executor, self.workspace.root / "reports", config)
         agent.fleet_path = self.workspace.fleet_path
+        agent.workspace_root = self.workspace.root
         return agent
 
     def close(self) -> None:

@@ -23,8 +23,9 @@ from crossrail.control.attempts import classify, launch_request, new_attempt, re
 from crossrail.control.executor import AttemptStatus, Executor
 from crossrail.control.placing import Placer, QueuePlacement, explanation
 from crossrail.control.service import Service
+from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import Event, EventType, parse_duration
-from crossrail.errors import CrossrailError, WorkspaceError
+from crossrail.errors import ConflictError, CrossrailError, StoreUnavailableError, WorkspaceError
 from crossrail.runtime.report import read_new
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig
 from crossrail.scheduling.fifo import Decision, Pending
@@ -37,6 +38,10 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 REPLACED_DETAIL = "withdrawn from its engine's queue and re-placed on"
 """Marks the end of an attempt moved off its pool before it started (no back-off follows it)."""
 
+STALE_NUMBER_DETAIL = "its number is held by an attempt the executor ran for an earlier store"
+"""Marks the end of an attempt whose number an executor had already used (a store reset or restore): the
+run is offered again at once under the next number, no retry spent."""
+
 
 @dataclass(frozen=True)
 class AgentConfig:
@@ -46,6 +51,8 @@ class AgentConfig:
     heartbeat_s: float = 10.0
     heartbeat_timeout_s: float = 60.0
     unplaced_backoff_s: float = 30.0  # a run its engine could not place waits this long before it is offered again
+    store_check_s: float = 60.0  # how often a pass also runs the store's quick integrity check (0: every pass)
+    store_wait_s: float = 300.0  # how long an unreachable store (a restarting server) is waited for before stopping
 
 
 @dataclass(frozen=True)
@@ -64,19 +71,39 @@ class Tick:
 
 @contextmanager
 def agent_lock(root: Path) -> Iterator[None]:
-    """One agent per workspace: an exclusive lock on `<workspace>/agent.lock`, released when the process dies."""
-    path = root / "agent.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """One agent per workspace: an exclusive flock on the workspace directory itself, released when the process dies.
+
+    The lock is on the directory, not on `agent.lock`: a lock on a file is lost the moment someone deletes or
+    replaces the file (the next agent creates a new one and locks that), while the directory cannot be
+    replaced under a running agent without moving the whole workspace, state and all. `agent.lock` only
+    tells people which process holds it. (The `agents` table records liveness for the store; it cannot be
+    the lock, because a crashed agent leaves its row behind, and a lock must vanish with its process.)
+    """
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot open the workspace {root}: {exc.strerror}; `crossrail init` makes one") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise WorkspaceError(f"another crossrail agent is running on {root} (lock {path})") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+            raise WorkspaceError(f"another crossrail agent is running on {root} (see {root / 'agent.lock'})") from None
+        _write_pid(root / "agent.lock")
         yield
     finally:
         os.close(fd)
+
+
+def _write_pid(path: Path) -> None:
+    try:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(f"{os.getpid()}\n")
+        tmp.replace(path)
+    except OSError as exc:
+        raise WorkspaceError(
+            f"cannot write {path}: {exc.strerror}; the agent keeps its state in the workspace {path.parent}, "
+            "so it must run as a user who can write there (read-only commands such as status still work)"
+        ) from None
 
 
 def agent_running(root: Path) -> bool:
@@ -104,6 +131,9 @@ class Agent:
         self._pending_checked: dict[str, float] = {}
         self._engine_queued: list[tuple[RunRecord, AttemptRecord]] = []
         """When each attempt waiting in its engine's queue was last weighed for a move (store clock)."""
+        self.workspace_root: Path | None = None
+        watch = WatchConfig(self.config.heartbeat_s, self.config.store_check_s, self.config.store_wait_s)
+        self.watch = StoreWatch(service.store, self.clock, watch)
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -114,23 +144,40 @@ class Agent:
         should_stop: Callable[[], bool] = lambda: False,
         on_tick: Callable[[Tick], None] | None = None,
     ) -> None:
-        while not should_stop():
-            tick = self.reconcile()
-            if on_tick is not None:
-                on_tick(tick)
-            if until_idle and tick.idle:
-                return
-            time.sleep(self.config.poll_s)
+        """Pass after pass until `should_stop` (or idle). A store that is damaged, deleted or replaced stops the
+        agent (StoreDamagedError) before it writes anything more; an unreachable one is waited for."""
+        self.watch.workspace = str(self.workspace_root) if self.workspace_root else None
+        self.watch.start()
+        try:
+            while not should_stop():
+                try:
+                    tick = self.reconcile()
+                except StoreUnavailableError as exc:
+                    self.watch.unavailable(exc, self.config.poll_s)
+                    time.sleep(self.config.poll_s)
+                    continue
+                if on_tick is not None:
+                    on_tick(tick)
+                if until_idle and tick.idle:
+                    return
+                time.sleep(self.config.poll_s)
+        finally:
+            self.watch.stop()
 
     def reconcile(self) -> Tick:
-        """One level-triggered pass: (0) fleet changes, (1) attempts, (2) stale executor records, (3) admission."""
+        """One level-triggered pass: (0) the store is still ours, fleet changes, (1) attempts, (2) executor records
+        the store does not hold, (3) admission."""
+        self.watch.before_pass()
         self._follow_fleet()
         statuses = {(s.run, s.attempt): s for s in self.executor.observe()}
         ended = 0
         self._engine_queued = []
-        for att in self.store.active_attempts():
+        active = self.store.active_attempts()
+        for att in active:
             ended += self._reconcile_attempt(att, statuses.get((att.run_id, att.number)))
         ended += self._replace_pending(self._engine_queued)
+        tracked = {(a.run_id, a.number) for a in active}
+        self.watch.unknown_attempts(s for key, s in statuses.items() if key not in tracked)
         self._forget_recorded(statuses)
         admitted = self._schedule()
         running = len(self.store.active_attempts())
@@ -227,6 +274,10 @@ class Agent:
         except OSError as exc:
             lost = AttemptStatus(run.id, att.number, "lost", detail=f"could not be launched: {exc}")
             self._end(run, att, lost)
+            return
+        except ConflictError as exc:  # the executor used this number before (the store was reset or restored)
+            detail = f"{STALE_NUMBER_DETAIL} ({exc}); offered again under the next number"
+            self._end(run, att, AttemptStatus(run.id, att.number, "unplaced", detail=detail))
             return
         if status.phase == "running":
             self._started(run, att, status.started_at or self.clock.now())
@@ -432,7 +483,8 @@ class Agent:
             source = f" by the {run.stage} placement policy"
         attempts = self.store.attempts(run.id)
         last = attempts[-1] if attempts else None
-        moved = last is not None and REPLACED_DETAIL in (last.reason or "")  # a move, not a refusal
+        # a move or a stale number, not a refusal: no back-off
+        moved = last is not None and any(d in (last.reason or "") for d in (REPLACED_DETAIL, STALE_NUMBER_DETAIL))
         unplaced_at = last.ended_at if last is not None and last.state == "unplaced" and not moved else None
         if unplaced_at is not None and now - unplaced_at < self.config.unplaced_backoff_s:
             return None  # its engine had no room a moment ago: asking again at once would only churn attempts

@@ -9,8 +9,12 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
-from crossrail.errors import WorkspaceError
+from crossrail.errors import StoreDamagedError, WorkspaceError
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) loads only for the commands that open it
+    from crossrail.store import Store
 
 DIRNAME = ".crossrail"
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -36,6 +40,11 @@ class Workspace:
     @property
     def experiments_dir(self) -> Path:
         return self.root / "experiments"
+
+    @property
+    def store_marker(self) -> Path:
+        """Written when the workspace's SQLite store is first opened: its id, so a store that vanished is noticed."""
+        return self.root / "store.json"
 
     @property
     def store_url(self) -> str:
@@ -147,3 +156,56 @@ def _data(ws: Workspace) -> dict[Path, str]:
         ws.root / "data" / "sft.jsonl": "\n".join(sft * 20) + "\n",
         ws.root / "data" / "heldout.jsonl": "\n".join(heldout) + "\n",
     }
+
+
+def open_store(ws: Workspace) -> Store:
+    """The workspace's store. A SQLite file the user cannot write is opened read-only (reads work, writes say
+    why they cannot); a SQLite store this workspace had and that is gone, or that is another store now, is an
+    error that points at `crossrail store restore`, never a new empty store made silently in its place."""
+    from crossrail.store import Store
+
+    url = ws.store_url
+    path = _sqlite_file(url)
+    if path is None:
+        return Store.open(url)
+    known = _read_marker(ws.store_marker, url)
+    if known is not None and not path.exists():
+        raise StoreDamagedError(
+            f"the state store {path} is gone: this workspace's store {known} (recorded in {ws.store_marker}) is not "
+            f"there; restore it from a backup with `crossrail store restore BACKUP`, or, to start over with an empty "
+            f"store and lose its history, delete {ws.store_marker}"
+        )
+    writable = os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+    store = Store.open(url, read_only=not writable)
+    if known is not None and store.id != known:
+        store.close()
+        raise StoreDamagedError(
+            f"{path} is store {store.id}, but this workspace's store is {known} ({ws.store_marker}); put the right "
+            f"file back, restore a backup with `crossrail store restore BACKUP`, or delete {ws.store_marker} to "
+            "adopt this store"
+        )
+    if known is None and writable and store.id is not None:
+        write_marker(ws, store.id)
+    return store
+
+
+def write_marker(ws: Workspace, store_id: str) -> None:
+    tmp = ws.store_marker.with_name(f".{ws.store_marker.name}.tmp")
+    tmp.write_text(json.dumps({"store_id": store_id, "url": ws.store_url}) + "\n", encoding="utf-8")
+    tmp.replace(ws.store_marker)
+
+
+def _read_marker(marker: Path, url: str) -> str | None:
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("url") != url or not isinstance(data.get("store_id"), str):
+        return None
+    return str(data["store_id"])
+
+
+def _sqlite_file(url: str) -> Path | None:
+    from crossrail.store.health import sqlite_path
+
+    return sqlite_path(url)

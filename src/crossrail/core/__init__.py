@@ -2,7 +2,7 @@
 
 from crossrail.core.clock import Clock, ManualClock, SystemClock
 from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
-from crossrail.core.ids import attempt_id, parse_run_id, run_id, validate_name
+from crossrail.core.ids import attempt_id, is_uid, new_uid, parse_run_id, run_dir_name, run_id, validate_name
 from crossrail.core.quantities import format_duration, parse_duration, parse_topology, short_duration
 
 __all__ = [
@@ -16,9 +16,12 @@ __all__ = [
     "SystemClock",
     "attempt_id",
     "format_duration",
+    "is_uid",
+    "new_uid",
     "parse_duration",
     "parse_run_id",
     "parse_topology",
+    "run_dir_name",
     "run_id",
     "short_duration",
     "validate_name",

@@ -27,6 +27,7 @@ class EventType(StrEnum):
     RESUMED = "resumed"
     CAPACITY_CHANGED = "capacity_changed"
     REPORTED = "reported"
+    UNKNOWN_ATTEMPT = "unknown_attempt"  # an executor runs (or ran) an attempt the store has no record of
 
 
 class RunState(StrEnum):

@@ -1,13 +1,20 @@
-"""Identifiers: experiment names, run ids (`<experiment>-<n>`) and attempt ids (`<run>/<k>`)."""
+"""Identifiers: experiment names, run ids (`<experiment>-<n>`), run uids (ULIDs) and attempt ids (`<run>/<k>`)."""
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 
 # DNS-1123 label, so a run id is a valid Kubernetes object name too. 56 leaves room for "-<n>".
 NAME_MAX = 56
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RUN = re.compile(r"^(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<n>[1-9][0-9]*)$")
+# A ULID (github.com/ulid/spec) in lower case: 48 bits of milliseconds, then 80 random bits, in Crockford's
+# base32. The first character holds only 3 bits, so it is 0-7.
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+UID_LENGTH = 26
+_UID = re.compile(r"^[0-7][0-9a-hjkmnp-tv-z]{25}$")
 
 
 def validate_name(name: str) -> str | None:
@@ -40,3 +47,44 @@ def parse_run_id(text: str) -> tuple[str, int] | None:
 
 def attempt_id(run: str, attempt: int) -> str:
     return f"{run}/{attempt}"
+
+
+def new_uid(now: float, randbytes: Callable[[int], bytes] = os.urandom) -> str:
+    """A globally unique run uid: a lower-case ULID of time `now` (seconds since the epoch) and 80 random bits.
+
+    Uids sort by creation time to the millisecond; two stores (or one store before and after a reset)
+    never hand out the same one, unlike run ids, which count up per store.
+    """
+    ms = int(now * 1000)
+    if not 0 <= ms < 1 << 48:
+        raise ValueError(f"a uid's time must fall between 1970 and 10889 (got {now} s since the epoch)")
+    random = randbytes(10)
+    if len(random) != 10:
+        raise ValueError(f"a uid takes 10 random bytes (got {len(random)})")
+    value = ms << 80 | int.from_bytes(random, "big")
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def is_uid(text: str) -> bool:
+    """Whether `text` is a run uid (a lower-case ULID), as opposed to a run id or an experiment name."""
+    return bool(_UID.match(text))
+
+
+def uid_time(uid: str) -> float:
+    """The creation time (seconds since the epoch, to the millisecond) a uid carries."""
+    if not is_uid(uid):
+        raise ValueError(f"{uid!r} is not a run uid (26 characters of lower-case Crockford base32)")
+    value = 0
+    for char in uid:
+        value = value << 5 | _CROCKFORD.index(char)
+    return (value >> 80) / 1000
+
+
+def run_dir_name(run: str, uid: str | None) -> str:
+    """The name of a run's directory under `spec.checkpoint.dir`: `<run id>-<uid>`.
+
+    The uid keeps two stores that share a checkpoint directory (or one store before and after a reset)
+    apart although both number their runs `<experiment>-1`, `-2`, ... A run from before uids (uid None)
+    keeps its old directory, `<run id>`.
+    """
+    return run if uid is None else f"{run}-{uid}"

@@ -24,6 +24,7 @@ from crossrail.runtime.manifest import (
     NewerFormat,
     TornCheckpoint,
 )
+from crossrail.runtime.ownership import ForeignCheckpoint
 from crossrail.runtime.report import HeartbeatThread, Reporter, read_new
 from crossrail.runtime.storage import read_bytes, read_text
 from crossrail.runtime.stores import step_dirname
@@ -35,6 +36,7 @@ __all__ = [
     "CheckpointNotFound",
     "Checkpointer",
     "ContextError",
+    "ForeignCheckpoint",
     "HeartbeatThread",
     "InvalidCheckpoint",
     "NewerFormat",

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from crossrail.core import parse_duration
+from crossrail.core import is_uid, parse_duration
 from crossrail.errors import CrossrailError
+from crossrail.runtime.ownership import ForeignCheckpoint, owner_problem
 
 Backend = Literal["tpu", "gpu", "cpu"]
 BACKENDS: tuple[Backend, ...] = ("tpu", "gpu", "cpu")
@@ -63,6 +64,7 @@ class RuntimeContext:
     checkpoint_every_s: float | None = None
     keep_last: int | None = None
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    run_uid: str | None = None  # None: a run from before uids, or a process started by hand
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeContext:
@@ -76,6 +78,9 @@ class RuntimeContext:
         spec = _spec(env, problems)
         every_s, keep_last = _checkpoint_policy(spec, problems)
         heartbeat_s = _seconds(env, "CROSSRAIL_HEARTBEAT_S", problems)
+        run_uid = env.get("CROSSRAIL_RUN_UID", "").strip() or None
+        if run_uid is not None and not is_uid(run_uid):
+            problems.append(f"CROSSRAIL_RUN_UID: {run_uid!r} is not a run uid (26 characters, a lower-case ULID)")
         if problems:
             raise ContextError(problems)
         assert attempt is not None  # CROSSRAIL_ATTEMPT is required, so a missing one is a problem above
@@ -92,6 +97,7 @@ class RuntimeContext:
             checkpoint_every_s=every_s,
             keep_last=keep_last,
             heartbeat_s=heartbeat_s if heartbeat_s is not None else DEFAULT_HEARTBEAT_S,
+            run_uid=run_uid,
         )
 
     @property
@@ -110,11 +116,44 @@ class RuntimeContext:
         value = self.spec.get("parent_checkpoint")
         return value if isinstance(value, str) and value.strip() else None
 
+    @property
+    def parent_run(self) -> str | None:
+        """The run this one declares as its parent (spec.parent.run, or the run it resumes), if any."""
+        value = self.lineage.get("parent_run")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def parent_uid(self) -> str | None:
+        """The declared parent's uid; None when there is none or it is a run from before uids."""
+        value = self.lineage.get("parent_run_uid")
+        return value if isinstance(value, str) and value else None
+
+    def claim(self, manifest: Mapping[str, Any], uri: str, *, as_parent: bool = False) -> None:
+        """Refuse, with ForeignCheckpoint naming its owner and the fix, a checkpoint this run may not restore.
+
+        A checkpoint in the run's own directory (`as_parent` False) must be this run's; the one it starts
+        from (`as_parent` True) must be its declared parent's (see runtime/ownership.py).
+        """
+        lineage = manifest.get("lineage")
+        problem = owner_problem(
+            lineage if isinstance(lineage, dict) else {},
+            run=self.run,
+            run_uid=self.run_uid,
+            parent_run=self.parent_run,
+            parent_uid=self.parent_uid,
+            as_parent=as_parent,
+        )
+        if problem is not None:
+            raise ForeignCheckpoint(f"refusing the checkpoint {uri}: {problem}")
+
     def checkpoint_lineage(self, framework: str, parent: str | None = None) -> dict[str, Any]:
         """The `lineage` block a checkpoint of this attempt carries (docs/formats/checkpoint.md)."""
         lineage, placement = self.lineage, self.placement
         return {
             "run": self.run,
+            "run_uid": self.run_uid,
+            "experiment": self.experiment,
+            "spec_digest": lineage.get("spec_digest"),
             "attempt": self.attempt,
             "parent": parent,
             "dataset_version": lineage.get("dataset_version"),

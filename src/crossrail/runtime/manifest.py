@@ -18,7 +18,18 @@ FORMAT_MAJOR = 1
 MANIFEST_FILE = "manifest.json"
 MARKER_FILE = "COMMITTED"
 MODEL_FILE = "model.safetensors"
-LINEAGE_KEYS = ("run", "attempt", "parent", "dataset_version", "code_commit", "hardware", "framework")
+LINEAGE_KEYS = (
+    "run",
+    "run_uid",
+    "experiment",
+    "spec_digest",
+    "attempt",
+    "parent",
+    "dataset_version",
+    "code_commit",
+    "hardware",
+    "framework",
+)
 HARDWARE_KEYS = ("pool", "chip_type", "accelerator")
 XXH3 = "xxh3-64"
 _FORMAT = re.compile(r"^crossrail-ckpt/v(\d+)(?:\.\d+)*$")

@@ -125,6 +125,7 @@ class Trainer(TrainingLoop):
         own = Checkpointer(self.ctx.checkpoint_dir).latest(on_skip=self._skipped)
         if own is not None:
             tensors, manifest = Checkpointer(self.ctx.checkpoint_dir).restore(own.step)
+            self.ctx.claim(manifest, own.uri)
             _check_kind(manifest, own.uri)
             self.reporter.event("resumed", step=own.step, **{"from": own.uri})
             self.saved_step = own.step
@@ -138,6 +139,7 @@ class Trainer(TrainingLoop):
             print(f"{PROG}: starting from scratch: {exc}", file=sys.stderr)
             self.reporter.event("parent_not_found", uri=parent, reason=str(exc))
             return Bigram(), None
+        self.ctx.claim(manifest, info.uri, as_parent=True)
         _check_kind(manifest, info.uri)
         self.reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
         return Bigram.from_tensors(tensors, 0, weights_only=True), info.uri
@@ -189,6 +191,7 @@ def run_eval(ctx: RuntimeContext, data: Bytes, reporter: Reporter) -> int:
     if source is None or source == "latest":
         raise CheckpointNotFound(f"{PROG}: nothing to evaluate: no checkpoint in {ctx.checkpoint_dir} and no parent")
     tensors, manifest = load(source)
+    ctx.claim(manifest, source, as_parent=own is None)
     _check_kind(manifest, source)
     loss, pass_rate = evaluate(Bigram.from_tensors(tensors, 0, weights_only=True).weight, data)
     reporter.metrics({"eval_loss": loss, "eval_pass_rate": pass_rate}, manifest["step"])

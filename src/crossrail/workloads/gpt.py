@@ -220,6 +220,7 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
     own = Checkpointer(ctx.checkpoint_dir).latest(on_skip=skipped)
     if own is not None:
         tensors, manifest = Checkpointer(ctx.checkpoint_dir).restore(own.step)
+        ctx.claim(manifest, own.uri)
         model = model_of(manifest, own.uri, cfg)
         reporter.event("resumed", step=own.step, **{"from": own.uri})
         return Start(model, tensors, own.step, own.uri)
@@ -236,6 +237,7 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
         if cfg.task == "finetune":
             raise
         return Start(cfg.model)
+    ctx.claim(manifest, info.uri, as_parent=True)
     model = model_of(manifest, info.uri, cfg)
     reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
     return Start(model, tensors, None, info.uri)
@@ -323,6 +325,7 @@ def run_inference(ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: 
     if source is None or source == "latest":
         raise CheckpointNotFound(f"{PROG}: nothing to {cfg.task}: no checkpoint in {ctx.checkpoint_dir} and no parent")
     tensors, manifest = load(source)
+    ctx.claim(manifest, source, as_parent=own is None)
     model, step = model_of(manifest, source, cfg), manifest["step"]
     engine = build_engine(cfg, model)
     engine.load(tensors, None)

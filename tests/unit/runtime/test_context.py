@@ -12,6 +12,8 @@ import pytest
 from crossrail.errors import CrossrailError
 from crossrail.runtime import ContextError, RuntimeContext, read_text
 
+RUN_UID = "01kdvdna00fxw8v58gracy6j4g"
+
 
 def launched_env(**changes: str) -> dict[str, str]:
     env = {
@@ -19,7 +21,8 @@ def launched_env(**changes: str) -> dict[str, str]:
         "EXPERIMENT_ID": "pretrain-small",
         "CROSSRAIL_RUN_ID": "pretrain-small-3",
         "CROSSRAIL_ATTEMPT": "2",
-        "CROSSRAIL_CHECKPOINT_DIR": "file:///ckpt/pretrain-small-3",
+        "CROSSRAIL_RUN_UID": RUN_UID,
+        "CROSSRAIL_CHECKPOINT_DIR": f"file:///ckpt/pretrain-small-3-{RUN_UID}",
         "CROSSRAIL_CONFIG": "",
         "CROSSRAIL_DATASET": "file:///data/corpus.txt",
         "CROSSRAIL_REPORT": "/run/report.jsonl",
@@ -27,7 +30,13 @@ def launched_env(**changes: str) -> dict[str, str]:
             {
                 "apiVersion": "crossrail/v1",
                 "spec": {"checkpoint": {"every": 120, "keep_last": 3}},
-                "lineage": {"dataset_version": "sha256:ab", "code_commit": "abc1234", "config_digest": "sha256:cd"},
+                "lineage": {
+                    "dataset_version": "sha256:ab",
+                    "code_commit": "abc1234",
+                    "config_digest": "sha256:cd",
+                    "spec_digest": "sha256:ef",
+                    "parent_run": "pretrain-small-1",
+                },
                 "placement": {"pool": "v5e-west", "chip_type": "v5e", "accelerator": "tpu", "chips": 4},
                 "parent_checkpoint": "file:///ckpt/pretrain-small-1/step-0000000200",
             }
@@ -51,6 +60,9 @@ def test_checkpoint_lineage_names_the_attempt_its_code_data_and_hardware() -> No
     lineage = RuntimeContext.from_env(launched_env()).checkpoint_lineage("numpy", parent="file:///p")
     assert lineage == {
         "run": "pretrain-small-3",
+        "run_uid": RUN_UID,
+        "experiment": "pretrain-small",
+        "spec_digest": "sha256:ef",
         "attempt": 2,
         "parent": "file:///p",
         "dataset_version": "sha256:ab",

@@ -66,6 +66,9 @@ def test_a_run_learns_reports_and_checkpoints(launcher: Launcher, tmp_path: Path
     assert manifest["state"]["optimizer"]["lr"] == 0.05
     assert manifest["lineage"] | {"hardware": None} == {
         "run": "bigram-1",
+        "run_uid": None,  # launched by hand, without CROSSRAIL_RUN_UID
+        "experiment": "bigram",
+        "spec_digest": None,
         "attempt": 1,
         "parent": None,
         "dataset_version": "sha256:d1",
