@@ -268,7 +268,10 @@ class Agent:
 
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
         parent = self._parent_checkpoint(run)
-        request = launch_request(run, att, parent_checkpoint=parent, heartbeat_s=self.config.heartbeat_s)
+        parent_uid = self.store.get_run(run.parent_run).uid if run.parent_run else None
+        request = launch_request(
+            run, att, parent_checkpoint=parent, heartbeat_s=self.config.heartbeat_s, parent_uid=parent_uid
+        )
         try:
             status = self.executor.launch(request)
         except OSError as exc:

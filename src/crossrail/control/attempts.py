@@ -59,14 +59,27 @@ def classify(status: AttemptStatus, run: RunRecord, retry_codes: list[int]) -> O
 
 
 def launch_request(
-    run: RunRecord, att: AttemptRecord, *, parent_checkpoint: str | None, heartbeat_s: float
+    run: RunRecord,
+    att: AttemptRecord,
+    *,
+    parent_checkpoint: str | None,
+    heartbeat_s: float,
+    parent_uid: str | None = None,
 ) -> LaunchRequest:
+    """What attempt `att` of `run` is launched with; `parent_uid` is the uid of the run's declared parent.
+
+    The runtime checks every checkpoint it restores against the run's uid, or the declared parent's
+    (docs/runtime.md, "Whose checkpoint").
+    """
     spec: dict[str, Any] = run.spec.get("spec", {})
     resolved = {
         **run.spec,
         "run": run.id,
         "attempt": att.number,
         "lineage": {
+            "run_uid": run.uid,
+            "spec_digest": run.spec_digest,
+            "parent_run_uid": parent_uid,
             "dataset_uri": run.dataset_uri,
             "dataset_version": run.dataset_version,
             "code_repo": run.code_repo,
@@ -85,7 +98,8 @@ def launch_request(
         "EXPERIMENT_ID": run.experiment,
         "CROSSRAIL_RUN_ID": run.id,
         "CROSSRAIL_ATTEMPT": str(att.number),
-        "CROSSRAIL_CHECKPOINT_DIR": f"{run.checkpoint_dir}/{run.id}",
+        "CROSSRAIL_RUN_UID": run.uid or "",
+        "CROSSRAIL_CHECKPOINT_DIR": run.run_checkpoint_dir,
         "CROSSRAIL_CONFIG": run.config_uri or "",
         "CROSSRAIL_DATASET": run.dataset_uri,
         "CROSSRAIL_REPORT": att.report_uri or "",
@@ -113,13 +127,13 @@ def report_uri(run: RunRecord, number: int, backend: str, reports_dir: Path) -> 
     """Where attempt `number` of `run` writes its report channel, and the agent reads it.
 
     Local and Ray attempts share the agent's file system: a JSON-lines file under `reports_dir`. Attempts on
-    remote backends write numbered chunks next to the run's checkpoints on object storage, which both sides
-    reach; a run whose checkpoint dir is on local disk falls back to the local file (such a run's pods cannot
-    report, which the portability lint already flags).
+    remote backends write numbered chunks in the run's checkpoint directory on object storage, which both sides
+    reach (keyed by the run's uid, like its checkpoints); a run whose checkpoint dir is on local disk falls back
+    to the local file (such a run's pods cannot report, which the portability lint already flags).
     """
     base = run.checkpoint_dir.rstrip("/")
     if backend in REMOTE_BACKENDS and "://" in base and not base.startswith("file://"):
-        return f"{base}/{run.id}/reports/attempt-{number}"
+        return f"{run.run_checkpoint_dir}/reports/attempt-{number}"
     return str(reports_dir / run.id / f"{number}.jsonl")
 
 

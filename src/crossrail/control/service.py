@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crossrail.control import lineage
-from crossrail.core import Clock, Event, EventType, RunState
+from crossrail.core import Clock, Event, EventType, RunState, new_uid
 from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
 from crossrail.store import NewRun, RunRecord, Store
 
@@ -154,6 +154,7 @@ class Service:
             image=exp.spec.image,
             image_digest=res.image_digest,
             checkpoint_dir=run_dir,
+            uid=new_uid(now),
             idempotency_key=key,
             parent_run=parent_run,
             parent_checkpoint=parent_ckpt,
@@ -171,6 +172,7 @@ class Service:
                 EventType.SUBMITTED,
                 now,
                 data={
+                    "uid": new.uid,
                     "experiment": new.experiment,
                     "stage": new.stage,
                     "team": new.team,
@@ -336,6 +338,7 @@ class Service:
                 **exp_row,
                 "experiment_digest": _digest(old.spec),
                 "experiment_spec": old.spec,
+                "uid": new_uid(now),
                 "idempotency_key": idempotency_key,
                 "resumed_from": old.id,
                 "parent_run": parent_run,
@@ -510,6 +513,7 @@ class Service:
 def summary(run: RunRecord, now: float) -> dict[str, Any]:
     return {
         "id": run.id,
+        "uid": run.uid,
         "experiment": run.experiment,
         "stage": run.stage,
         "team": run.team,
@@ -535,7 +539,7 @@ def lineage_of(run: RunRecord) -> dict[str, Any]:
         "image": run.image,
         "image_digest": run.image_digest,
         "checkpoint_dir": run.checkpoint_dir,
-        "run_checkpoint_dir": f"{run.checkpoint_dir}/{run.id}",
+        "run_checkpoint_dir": run.run_checkpoint_dir,
         "parent_run": run.parent_run,
         "parent_checkpoint": run.parent_checkpoint,
         "resumed_from": run.resumed_from,

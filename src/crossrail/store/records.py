@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Self
 
+from crossrail.core.ids import run_dir_name
+
 
 @dataclass(frozen=True)
 class NewRun:
@@ -34,6 +36,8 @@ class NewRun:
     config_uri: str | None = None
     config_digest: str | None = None
     image_digest: str | None = None
+    uid: str | None = None
+    """The run's globally unique id (core.ids.new_uid); None only for runs created before uids."""
 
 
 class _Row:
@@ -77,6 +81,13 @@ class RunRecord(_Row):
     checkpoint_dir: str
     created_at: float
     updated_at: float
+    uid: str | None = None
+    """Globally unique (a lower-case ULID); None for a legacy run, created before uids."""
+
+    @property
+    def run_checkpoint_dir(self) -> str:
+        """Where this run's checkpoints go: `<spec.checkpoint.dir>/<run id>-<uid>` (legacy runs: `/<run id>`)."""
+        return f"{self.checkpoint_dir.rstrip('/')}/{run_dir_name(self.id, self.uid)}"
 
 
 @dataclass(frozen=True)

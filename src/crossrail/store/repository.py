@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, s
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from crossrail.core.events import Event, EventType
-from crossrail.core.ids import run_id
+from crossrail.core.ids import is_uid, run_id
 from crossrail.errors import ConflictError, NotFoundError, StoreDamagedError, StoreError
 from crossrail.store import health
 from crossrail.store import schema as t
@@ -197,9 +197,11 @@ class Store:
         return RunRecord.from_row(row)
 
     def find_run(self, ref: str) -> RunRecord | None:
-        """The run with id `ref`, else the latest run of the experiment named `ref`, else None."""
+        """The run with id `ref`, else the run with uid `ref`, else the latest run of the experiment named `ref`."""
         with self._read() as conn:
             row = conn.execute(select(t.runs).where(t.runs.c.id == ref)).first()
+            if row is None and is_uid(ref):
+                row = conn.execute(select(t.runs).where(t.runs.c.uid == ref)).first()
             if row is None:
                 row = conn.execute(
                     select(t.runs).where(t.runs.c.experiment == ref).order_by(t.runs.c.n.desc()).limit(1)

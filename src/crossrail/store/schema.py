@@ -33,6 +33,7 @@ runs = Table(
     "runs",
     metadata,
     Column("id", String(80), primary_key=True),
+    Column("uid", String(26)),  # a lower-case ULID; NULL for runs created before uids (0005)
     Column("experiment", String(64), nullable=False),
     Column("n", Integer, nullable=False),
     Column("experiment_id", Integer, ForeignKey("experiments.id"), nullable=False),
@@ -61,6 +62,7 @@ runs = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     UniqueConstraint("experiment", "n", name="uq_runs_experiment_n"),
+    UniqueConstraint("uid", name="uq_runs_uid"),
     Index("ix_runs_stage_state_chips", "stage", "state", "chips"),
     Index("ix_runs_state_created", "state", "created_at"),
     Index("ix_runs_experiment", "experiment"),

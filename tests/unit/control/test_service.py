@@ -33,7 +33,8 @@ def test_submit_records_the_full_lineage(client: Client, experiments: Path, chec
     assert len(lin["dataset_version"]) == 71
     assert lin["config_digest"].startswith("sha256:")
     assert lin["image_digest"] == IMAGE_DIGEST
-    assert lin["run_checkpoint_dir"].endswith("/checkpoints/pretrain-small/pretrain-small-1")
+    uid = client.show("pretrain-small")["run"]["uid"]
+    assert lin["run_checkpoint_dir"].endswith(f"/checkpoints/pretrain-small/pretrain-small-1-{uid}")
     recorded = client.show("pretrain-small-1")["spec"]["spec"]
     assert recorded["code"]["commit"] == head  # "auto" is resolved in the recorded spec
     assert recorded["dataset"]["version"] == lin["dataset_version"]

@@ -43,6 +43,7 @@ class Workload:
     chips: int
     duration_s: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    uid: str | None = None  # the run's globally unique id: a label, never part of an object's name
 
     @property
     def object_name(self) -> str:
@@ -56,6 +57,8 @@ class Workload:
             f"{LABEL_PREFIX}attempt": str(self.attempt),
             f"{LABEL_PREFIX}stage": self.stage,
         }
+        if self.uid:
+            labels[f"{LABEL_PREFIX}run-uid"] = self.uid
         if self.team:
             labels[f"{LABEL_PREFIX}team"] = self.team
         return labels
@@ -180,4 +183,5 @@ def from_launch(request: LaunchRequest, *, allow_unpinned: bool = False) -> Work
         chips=request.chips,
         duration_s=resources.get("duration"),
         labels=labels,
+        uid=request.env.get("CROSSRAIL_RUN_UID") or None,
     )
