@@ -22,7 +22,17 @@ from functools import cache
 SOURCE = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus#topology"
 _SUB_CUBE = ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4))
 _PLANAR = ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))
-_ALIASES = {"v5litepod": "v5e", "v5-lite": "v5e", "v5lite": "v5e", "trillium": "v6e"}
+_ALIASES = {
+    "v5litepod": "v5e",
+    "v5-lite": "v5e",
+    "v5lite": "v5e",
+    "trillium": "v6e",
+    # GKE's own accelerator names (cloud.google.com/gke-tpu-accelerator)
+    "v4-podslice": "v4",
+    "v5-lite-podslice": "v5e",
+    "v5p-slice": "v5p",
+    "v6e-slice": "v6e",
+}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ def experiment(
     priority: str = "normal",
     image: str = IMAGE,
     retries: str = "{max: 2, exit_codes: [3]}",
+    checkpoint: str | None = None,
+    code: str = "{repo: https://github.com/acme/trainer, commit: auto}",
 ) -> Experiment:
     team_line = f", team: {team}" if team else ""
     text = f"""
@@ -30,7 +32,8 @@ spec:
   args: [--steps, "200", --note, "it's a $HOME test"]
   config: gs://acme-models/configs/{name}.yaml
   dataset: {{uri: gs://acme-data/sft/v3/, version: v3}}
-  checkpoint: {{dir: gs://acme-models/checkpoints/{name}, every: 10m}}
+  code: {code}
+  checkpoint: {{dir: {checkpoint or f"gs://acme-models/checkpoints/{name}"}, every: 10m}}
   resources: {{chips: {chips}, duration: 90m}}
   retries: {retries}
   priority: {priority}

@@ -132,3 +132,33 @@ def test_skypilot_accepts_the_task(
     assert parsed.envs["TRAINING_BACKEND"] == str(matrix_fleet.pool(pool).accelerator)
     assert parsed.envs["CROSSRAIL_RUN_ID"] == "exp-042-1"
     assert parsed.run.startswith("exec python -m trainer.run --steps 200")
+    assert parsed.workdir == {"url": "https://github.com/acme/trainer"}  # the code, cloned onto the VM
+    assert "pip install -r requirements.txt" in parsed.setup
+
+
+def test_the_skypilot_task_puts_the_runs_code_on_the_vm_and_installs_it(matrix_fleet: Fleet) -> None:
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    code = f"{{repo: https://github.com/acme/trainer, commit: {commit}}}"
+    pinned = render_skypilot(
+        from_experiment(experiment(code=code), source="e.yaml"), matrix_fleet, matrix_fleet.pool("h100")
+    )
+    assert pinned["workdir"] == {"url": "https://github.com/acme/trainer", "ref": commit}
+    assert pinned["setup"].startswith("set -euo pipefail\n")
+    assert "pip install -e ." in pinned["setup"]
+    no_repo = from_experiment(experiment(code="{commit: auto}"), source="e.yaml")
+    assert render_skypilot(no_repo, matrix_fleet, matrix_fleet.pool("v5p"))["workdir"] == "."  # where sky launch runs
+
+
+@pytest.mark.slow
+def test_skypilot_accepts_a_task_with_a_local_workdir(sky: object, matrix_fleet: Fleet, tmp_path: Path) -> None:
+    task = render_skypilot(
+        from_experiment(experiment(code="{commit: auto}"), source="e.yaml"), matrix_fleet, matrix_fleet.pool("v5p")
+    )
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump({**task, "workdir": str(tmp_path)}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parsed = sky.Task.from_yaml(str(path))  # type: ignore[attr-defined]
+    assert parsed.workdir == str(tmp_path)
+    assert parsed.setup == task["setup"]
