@@ -57,7 +57,16 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CROSSRAIL_STORE_URL", raising=False)
     make_checkout(tmp_path)
     Client.init(tmp_path)
+    standalone_eval(tmp_path)
     return tmp_path
+
+
+def standalone_eval(root: Path) -> None:
+    """Drop the `parent:` line of the workspace's eval-smoke example: tests submit it alone, as the smallest
+    run there is (init's own example evaluates posttrain-042's checkpoint: tests/integration/test_first_run.py)."""
+    path = root / ".crossrail" / "experiments" / "eval-smoke.yaml"
+    kept = [line for line in path.read_text().splitlines(keepends=True) if not line.startswith("  parent:")]
+    path.write_text("".join(kept))
 
 
 @pytest.fixture

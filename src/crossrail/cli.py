@@ -72,16 +72,23 @@ def init(
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Experiment, fleet or policy files.")],
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Check the files alone: no fleet, store, dataset or git checks.")
+    ] = False,
     home: Home = None,
     policy: Policy = None,
     as_json: Json = False,
 ) -> None:
-    """Check files and report every problem at once with its line and fix."""
+    """Check files and report every problem at once with its line and fix.
+
+    In a workspace, experiments also get every check submit makes: a pool can hold them, their parent
+    exists, their dataset is there and their commit is known (`--offline` skips these)."""
 
     def go() -> None:
         from crossrail import render
 
-        result = _client(home, policy).validate(files)
+        with _client(home, policy) as c:
+            result = c.validate(files, offline=offline)
         _emit(result, as_json, render.validation)
         if not result["valid"]:
             raise typer.Exit(1)

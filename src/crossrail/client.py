@@ -23,6 +23,22 @@ def _obj(kind: str, **fields: Any) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": kind, **fields}
 
 
+def _experiment_names(paths: Sequence[str | os.PathLike[str]]) -> frozenset[str]:
+    """metadata.name of every file in `paths` that reads as an Experiment (the others are left to validate)."""
+    from crossrail.spec import load_document
+
+    names = set()
+    for path in paths:
+        try:
+            data = load_document(path).data
+        except SpecError:
+            continue
+        name = (data.get("metadata") or {}).get("name") if data.get("kind") == "Experiment" else None
+        if isinstance(name, str):
+            names.add(name)
+    return frozenset(names)
+
+
 class Client:
     """A crossrail workspace, opened lazily: nothing is read until a method needs it."""
 
@@ -106,16 +122,36 @@ class Client:
 
     # --- validate and submit -------------------------------------------------------------------
 
-    def validate(self, paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
+    def validate(self, paths: Sequence[str | os.PathLike[str]], *, offline: bool = False) -> dict[str, Any]:
+        """Every problem in `paths`; with a workspace (and not `offline`), also every check submit makes
+        against it: fleet feasibility, parent, dataset reachability, code commit (Service.preflight)."""
         from crossrail.spec import validate_files
 
-        problems = validate_files([str(p) for p in paths], self.policy)
+        warnings: list[str] = []
+        check = None
+        if not offline and self.has_workspace():
+            # Experiments validated together may name each other as parents, as init's examples do.
+            together = _experiment_names(paths)
+
+            def check(doc: Any, exp: Any) -> list[Any]:
+                pre = self.service.preflight(doc, exp, self.cwd, together=together)
+                warnings.extend(pre.warnings)
+                return list(pre.problems)
+
+        problems = validate_files([str(p) for p in paths], self.policy, check)
         return _obj(
             "ValidationResult",
             valid=not problems,
             files=[str(p) for p in paths],
+            workspace=None if check is None else str(self.workspace.root),
             problems=[p.as_dict() for p in problems],
+            warnings=list(dict.fromkeys(warnings)),
         )
+
+    def has_workspace(self) -> bool:
+        """Whether this client found a workspace (a `.crossrail/` with its fleet and policy)."""
+        ws = self.workspace
+        return ws.fleet_path.is_file() and ws.policy_path.is_file()
 
     def submit(
         self,
@@ -183,7 +219,7 @@ class Client:
         """Where the experiment in `path` would be placed if submitted now, and why (nothing is written)."""
         from crossrail.spec import load_document
 
-        return _obj("Placement", **self.service.place(load_document(path), sets))
+        return _obj("Placement", **self.service.place(load_document(path), sets, self.cwd))
 
     def events(self, ref: str | None = None, *, after_seq: int = 0, limit: int | None = None) -> dict[str, Any]:
         events = self.service.events(ref, after_seq=after_seq, limit=limit)

@@ -4,6 +4,7 @@
     ├── UsageError                  the command line or a call was malformed (CLI exit 2)
     ├── SpecError                   a file or document is invalid; carries every Problem found (exit 1)
     ├── PlacementError              no pool of the fleet could ever hold a request (exit 1)
+    │   └── InfeasibleError         ... said as the Problems of the document that asked (also a SpecError)
     ├── WorkspaceError              no workspace, or one that cannot be read or written
     ├── StoreError                  the state store failed or refused an operation
     │   ├── NotFoundError           a run, experiment or attempt does not exist
@@ -31,10 +32,14 @@ class Problem:
     message: str
     line: int | None = None
     fix: str | None = None
+    # The `--set path=value` argument the problem's value came from, cited instead of a line.
+    argument: str | None = None
 
     def render(self) -> str:
         where = self.path or "(document)"
-        if self.line is not None:
+        if self.argument is not None:
+            where += f" (--set {self.argument})"
+        elif self.line is not None:
             where += f" (line {self.line})"
         text = f"{where}: {self.message}"
         if self.fix and self.fix not in self.message:
@@ -48,6 +53,7 @@ class Problem:
             "path": self.path,
             "message": self.message,
             "fix": self.fix,
+            "set": self.argument,
         }
 
 
@@ -82,6 +88,10 @@ class SpecError(CrossrailError):
 
 class PlacementError(CrossrailError):
     pass
+
+
+class InfeasibleError(SpecError, PlacementError):
+    """No pool could ever hold an experiment, with its file, line and fix (and any other problems found)."""
 
 
 class WorkspaceError(CrossrailError):

@@ -70,21 +70,23 @@ def workspace(obj: dict[str, Any]) -> None:
 
 
 def validation(obj: dict[str, Any]) -> None:
+    """One line per problem and per warning, never wrapped, so each can be read (and grepped) whole."""
+    from crossrail.errors import Problem
+
+    for w in obj.get("warnings", []):
+        err.print(f"warning: {w}", markup=False, soft_wrap=True)
     if obj["valid"]:
-        console.print(f"[green]valid[/]: {', '.join(obj['files'])}")
+        console.print(f"[green]valid[/]: {', '.join(obj['files'])}", soft_wrap=True)
         return
     by_file: dict[str, list[dict[str, Any]]] = {}
     for p in obj["problems"]:
         by_file.setdefault(p["file"], []).append(p)
     for file, problems in by_file.items():
         noun = "problem" if len(problems) == 1 else "problems"
-        err.print(f"crossrail: {len(problems)} {noun} in {file}", markup=False)
+        err.print(f"crossrail: {len(problems)} {noun} in {file}", markup=False, soft_wrap=True)
         for p in problems:
-            where = p["path"] or "(document)"
-            if p["line"] is not None:
-                where += f" (line {p['line']})"
-            fix = f"; {p['fix']}" if p.get("fix") and p["fix"] not in p["message"] else ""
-            err.print(f"  {where}: {p['message']}{fix}", markup=False)
+            problem = Problem(p["file"], p["path"], p["message"], p["line"], p.get("fix"), p.get("set"))
+            err.print(f"  {problem.render()}", markup=False, soft_wrap=True)
 
 
 def submitted(obj: dict[str, Any]) -> None:
@@ -92,7 +94,7 @@ def submitted(obj: dict[str, Any]) -> None:
     verb = "submitted" if obj["created"] else "already submitted (idempotency key)"
     console.print(f"{verb} [bold]{run['id']}[/] → queue {run['queue']} ({run['stage']}, {run['chips']} chips)")
     for w in obj.get("warnings", []):
-        err.print(f"warning: {w}", markup=False)
+        err.print(f"warning: {w}", markup=False, soft_wrap=True)
 
 
 def status(obj: dict[str, Any]) -> None:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crossrail.control import lineage
+from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid
-from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
+from crossrail.errors import ConflictError, InfeasibleError, NotFoundError, Problem, SpecError
 from crossrail.store import NewRun, RunRecord, Store
 
 if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the commands that use them
@@ -34,6 +35,25 @@ class SubmitResult:
     run: RunRecord
     created: bool
     warnings: list[str] = field(default_factory=list)
+
+
+_FEASIBILITY_PATH = "spec.resources.chips"
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What submit's checks found, before anything is written: problems, warnings and what was resolved."""
+
+    problems: list[Problem]
+    warnings: list[str]
+    code_commit: str | None
+    parent_run: str | None
+    parent_checkpoint: str | None
+    infeasible: bool = False
+
+    def error(self) -> SpecError:
+        """The problems as one error: an InfeasibleError (also a PlacementError) when no pool could hold it."""
+        return InfeasibleError(self.problems) if self.infeasible else SpecError(self.problems)
 
 
 @dataclass
@@ -62,6 +82,8 @@ class Service:
         self._git: dict[Path, tuple[str | None, bool, str | None]] = {}
         self._datasets: dict[str, str] = {}
         self._configs: dict[str, str | BaseException] = {}
+        self._reached: dict[str, Reachability] = {}
+        self.reach_timeout_s = DEFAULT_TIMEOUT_S
         # How much and how long submit reads to digest a config or an unversioned dataset.
         self.input_limits = lineage.DEFAULT_LIMITS
 
@@ -110,14 +132,16 @@ class Service:
         self._git.clear()
         self._datasets.clear()
         self._configs.clear()
-        prepared, problems = [], []
+        self._reached.clear()
+        prepared, problems, infeasible = [], [], False
         for doc, key in zip(docs, keys, strict=True):
             try:
                 prepared.append(self._prepare(doc, sets, key, cwd or Path.cwd(), now))
             except SpecError as exc:
                 problems.extend(exc.problems)
+                infeasible = infeasible or isinstance(exc, InfeasibleError)
         if problems:
-            raise SpecError(problems)
+            raise InfeasibleError(problems) if infeasible else SpecError(problems)
         runs = self.store.create_runs([p.new for p in prepared], now, [p.events for p in prepared])
         return [
             SubmitResult(run=run, created=created, warnings=p.warnings)
@@ -125,14 +149,20 @@ class Service:
         ]
 
     def _prepare(self, doc: Document, sets: Sequence[str], key: str | None, cwd: Path, now: float) -> _Prepared:
-        from crossrail.scheduling import require_feasible
         from crossrail.spec import apply_overrides, check_experiment, experiment_digest
+        from crossrail.spec.problems import locate
 
         doc = apply_overrides(doc, sets) if sets else doc
         exp = check_experiment(doc, self.policy)
-        require_feasible(exp, self.fleet)
-        recorded, res = self._resolve(exp, doc.source, cwd)
-        parent_run, parent_ckpt = self._parent(exp, doc.source)
+        pre = self.preflight(doc, exp, cwd)
+        if pre.problems:
+            raise pre.error()
+        try:
+            recorded, res = self._resolve(exp, doc.source, pre.code_commit)
+        except SpecError as exc:
+            raise SpecError(locate(exc.problems, doc)) from None
+        res.warnings[:0] = pre.warnings
+        parent_run, parent_ckpt = pre.parent_run, pre.parent_checkpoint
         queue = self.fleet.queue_for(exp.spec.stage, exp.metadata.team)
         queue_name = queue.name if queue is not None else str(exp.spec.stage)
         spec_digest = _digest(recorded)
@@ -195,13 +225,78 @@ class Service:
             ),
         ]
 
-    def _resolve(self, exp: Experiment, source: str, cwd: Path) -> tuple[dict[str, Any], lineage.Resolution]:
+    def preflight(
+        self, doc: Document, exp: Experiment, cwd: Path, *, together: frozenset[str] = frozenset()
+    ) -> Preflight:
+        """Every check submit makes beyond the file, writing and digesting nothing: a pool of the fleet can
+        ever hold it, its commit is known (or may be missing, by the policy), its dataset is there (one
+        bounded stat or HEAD) and its parent exists and can give it a checkpoint. `validate` and `place`
+        call this too; each problem names the file, line (or `--set` argument), field and fix.
+
+        `together`: experiments checked with this one (`validate a.yaml b.yaml`); a parent among them that
+        has no run yet is taken as one that will be queued first."""
+        from crossrail.spec.problems import locate
+
+        res = lineage.Resolution()
+        problems = self._feasibility(exp, doc.source)
+        commit = exp.spec.code.commit if exp.spec.code else None
+        if commit == "auto":
+            commit = self._git_head(cwd, doc.source, res)
+        self._dataset_there(exp, doc.source, res)
+        parent_run = parent_ckpt = None
+        parent = exp.spec.parent
+        if parent is not None and parent.run in together and self.store.find_run(parent.run) is None:
+            res.warnings.append(f"{exp.metadata.name} starts from {parent.run}: submit {parent.run} first")
+        else:
+            try:
+                parent_run, parent_ckpt = self._parent(exp, doc.source)
+            except SpecError as exc:
+                problems += exc.problems
+        located = locate([*problems, *res.problems], doc)
+        infeasible = bool(problems) and problems[0].path == _FEASIBILITY_PATH
+        return Preflight(located, res.warnings, commit, parent_run, parent_ckpt, infeasible)
+
+    def _feasibility(self, exp: Experiment, source: str) -> list[Problem]:
+        """The fleet check (scheduling.require_feasible) as one problem on one line: each pool's reason."""
+        from crossrail.errors import PlacementError
+        from crossrail.scheduling import require_feasible
+
+        try:
+            require_feasible(exp, self.fleet)
+        except PlacementError as exc:
+            *said, fix = str(exc).splitlines()
+            message = said[0] + " " + "; ".join(line.strip() for line in said[1:])
+            return [Problem(source, _FEASIBILITY_PATH, message, fix=fix)]
+        return []
+
+    def _dataset_there(self, exp: Experiment, source: str, res: lineage.Resolution) -> None:
+        """One bounded look at the dataset: missing is a problem; a look that cannot be made is one only when
+        submit must read the data to version it (no spec.dataset.version), else a warning."""
+        from crossrail.control.reach import reach
+
+        uri, version = exp.spec.dataset.uri, exp.spec.dataset.version
+        if uri not in self._reached:
+            self._reached[uri] = reach(uri, self.reach_timeout_s)
+        found = self._reached[uri]
+        if found.state == "missing":
+            fix = "fix the URI, or create the data before submitting"
+            res.problems.append(Problem(source, "spec.dataset.uri", f"{uri} does not exist", fix=fix))
+        elif found.state == "unknown" and version:
+            res.warnings.append(f"dataset {uri} could not be checked from here ({found.why}); it is recorded as given")
+        elif found.state == "unknown":
+            res.problems.append(
+                Problem(
+                    source,
+                    "spec.dataset.uri",
+                    f"{uri} could not be reached to resolve its version ({found.why})",
+                    fix="give spec.dataset.version, or make the data reachable from here (credentials, gcsfs, s3fs)",
+                )
+            )
+
+    def _resolve(self, exp: Experiment, source: str, commit: str | None) -> tuple[dict[str, Any], lineage.Resolution]:
         res = lineage.Resolution(image_digest=lineage.image_digest(exp.spec.image))
         recorded = exp.model_dump(mode="json", by_alias=True)
         spec = recorded["spec"]
-        commit = exp.spec.code.commit if exp.spec.code else None
-        if commit == "auto":
-            commit = self._git_head(cwd, source, res)
         res.code_commit = commit
         if exp.spec.dataset.version:
             res.dataset_version = exp.spec.dataset.version
@@ -236,17 +331,22 @@ class Service:
         if key not in self._git:
             self._git[key] = lineage.git_head(key)
         commit, dirty, error = self._git[key]
-        if commit is None:
+        if commit is None and self.policy.portability.code_commit == "required":
             res.problems.append(
                 Problem(
                     source,
                     "spec.code.commit",
-                    f"is 'auto' but {key} {error}",
+                    f"is 'auto' but {key} {error} (the placement policy has code_commit: required)",
                     fix=(
                         "submit from a checkout of the training code that has a commit, "
                         "or set spec.code.commit to a commit id"
                     ),
                 )
+            )
+        elif commit is None:
+            res.warnings.append(
+                f"spec.code.commit is 'auto' but {key} {error}: the run records no commit "
+                "(set spec.code.commit, or portability_requirements.code_commit: required to refuse this)"
             )
         elif dirty:
             res.warnings.append(
@@ -464,16 +564,21 @@ class Service:
             "events": [e.as_dict() for e in events],
         }
 
-    def place(self, doc: Document, sets: Sequence[str] = ()) -> dict[str, Any]:
-        """Where an experiment would be placed if submitted now, every candidate's terms, and its start."""
+    def place(self, doc: Document, sets: Sequence[str] = (), cwd: Path | None = None) -> dict[str, Any]:
+        """Where an experiment would be placed if submitted now, every candidate's terms, and its start.
+
+        The experiment is checked as submit checks it (preflight) first: a request submit would refuse is
+        refused here with the same problems."""
         from crossrail.control.placing import Placer, explain
-        from crossrail.scheduling import require_feasible
         from crossrail.scheduling.quota import QuotaBook
         from crossrail.spec import apply_overrides, check_experiment
 
         doc = apply_overrides(doc, sets) if sets else doc
         exp = check_experiment(doc, self.policy)
-        require_feasible(exp, self.fleet)
+        self._reached.clear()
+        pre = self.preflight(doc, exp, cwd or Path.cwd())
+        if pre.problems:
+            raise pre.error()
         now = self.clock.now()
         recorded = exp.model_dump(mode="json", by_alias=True)
         stage = str(exp.spec.stage)

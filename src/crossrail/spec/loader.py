@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crossrail.errors import Problem, SpecError
@@ -18,11 +18,13 @@ _BOM = b"\xef\xbb\xbf"
 
 @dataclass(frozen=True)
 class Document:
-    """One parsed file: `data` is plain Python; `lines` maps a key path to the 1-based line it is on."""
+    """One parsed file: `data` is plain Python; `lines` maps a key path to the 1-based line it is on;
+    `overrides` maps each path a `--set` argument replaced to that argument (`spec.resources.chips=4`)."""
 
     source: str
     data: Any
     lines: dict[Path, int]
+    overrides: dict[Path, str] = field(default_factory=dict)
 
     def line_of(self, path: Path) -> int | None:
         """The line of `path`, or of its nearest parent that has one."""
@@ -30,6 +32,14 @@ class Document:
             line = self.lines.get(path[:end])
             if line is not None:
                 return line
+        return None
+
+    def override_of(self, path: Path) -> str | None:
+        """The `--set` argument that wrote `path` or one of its parents, if any (the last one wins)."""
+        for end in range(len(path), 0, -1):
+            argument = self.overrides.get(path[:end])
+            if argument is not None:
+                return argument
         return None
 
 
@@ -53,10 +63,29 @@ def parse_value(text: str | bytes, source: str, *, what: str = "value") -> tuple
     decoded = _decode(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text, source)
     value, lines, problems, empty = compose(decoded, source)
     if problems:
-        raise SpecError(problems)
+        raise SpecError([_tab_problem(decoded, p) or p for p in problems])
     if empty or (value is None and what == "document"):
         raise _error(source, f"the {what} is empty", None, "write a mapping such as `apiVersion: crossrail/v1`")
     return value, lines
+
+
+def _tab_problem(text: str, problem: Problem) -> Problem | None:
+    """PyYAML's message for a tab where YAML wants spaces, said plainly with the tab's line and column."""
+    if not problem.message.startswith("not valid YAML") or problem.line is None:
+        return None
+    lines = text.splitlines()
+    # The parser reports the tab's line, or the line after it when the tab ends a line.
+    for number in (problem.line, problem.line - 1):
+        if 0 < number <= len(lines) and "\t" in lines[number - 1]:
+            column = lines[number - 1].index("\t") + 1
+            return Problem(
+                problem.source,
+                problem.path,
+                f"a tab character at line {number}, column {column}; YAML indents with spaces only",
+                number,
+                "replace the tab with spaces (e.g. two per level)",
+            )
+    return None
 
 
 def _error(source: str, message: str, line: int | None = None, fix: str | None = None) -> SpecError:

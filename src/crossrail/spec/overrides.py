@@ -21,6 +21,7 @@ def apply_overrides(doc: Document, sets: Sequence[str]) -> Document:
     """
     data = copy.deepcopy(doc.data)
     lines = dict(doc.lines)
+    overrides = dict(doc.overrides)
     problems: list[Problem] = []
     for raw in sets:
         try:
@@ -30,9 +31,11 @@ def apply_overrides(doc: Document, sets: Sequence[str]) -> Document:
             problems.extend(exc.problems)
             continue
         lines = {p: n for p, n in lines.items() if p[: len(path)] != path}
+        overrides = {p: a for p, a in overrides.items() if p[: len(path)] != path}
+        overrides[path] = raw
     if problems:
         raise SpecError(problems)
-    return Document(doc.source, data, lines)
+    return Document(doc.source, data, lines, overrides)
 
 
 def _problem(source: str, raw: str, message: str, fix: str | None = None) -> SpecError:

@@ -48,13 +48,17 @@ class WorkloadPolicy(SpecModel):
 
 
 class PortabilityRequirements(SpecModel):
-    """What an experiment must state so it can run on any pool; every value defaults to the strict one."""
+    """What an experiment must state so it can run on any pool; every value but `code_commit` defaults to the
+    strict one."""
 
     checkpoint_format: Literal["versioned", "any"] = "versioned"
     dataset_uri_scheme: Literal["object-storage", "any"] = "object-storage"
     experiment_metadata: Literal["required", "optional"] = "required"
     container_image: Literal["pinned-by-digest", "any"] = "pinned-by-digest"
     local_uri_schemes: list[NonEmpty] = Field(default_factory=list)
+    # `recorded`: a `code.commit: auto` submitted outside a git checkout records no commit, with a warning;
+    # `required`: it is refused. Not in the article's policy, so the default is the lenient one.
+    code_commit: Literal["required", "recorded"] = "recorded"
 
 
 class PolicyMetadata(SpecModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import difflib
 import re
 import types
@@ -41,6 +43,42 @@ def sort_problems(problems: Iterable[Problem]) -> list[Problem]:
     """Without repeats, in line then path order; problems without a line come last."""
     unique = list(dict.fromkeys(problems))
     return sorted(unique, key=lambda p: (p.line is None, p.line or 0, p.path))
+
+
+_PATH_PART = re.compile(r"\.?([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
+
+
+def parse_path(text: str) -> Path | None:
+    """`spec.command[0]` -> `('spec', 'command', 0)`, the inverse of format_path; None if it is not a path."""
+    path: list[str | int] = []
+    pos = 0
+    while pos < len(text):
+        m = _PATH_PART.match(text, pos)
+        if m is None or (m.group(1) is not None and text[pos] == "." and not path):
+            return None
+        key, index, quoted = m.groups()
+        path.append(key if key is not None else int(index) if index is not None else ast.literal_eval(quoted))
+        pos = m.end()
+    return tuple(path)
+
+
+def locate(problems: Iterable[Problem], doc: Document) -> list[Problem]:
+    """`doc`'s problems given their place: the `--set` argument that wrote the field, else the field's line.
+
+    Problems found after a document was read (at submit: fleet, parent, dataset, commit) come without a
+    line; problems about an overridden field would otherwise point at the line the argument replaced.
+    """
+    return sort_problems(_located(problem, doc) for problem in problems)
+
+
+def _located(problem: Problem, doc: Document) -> Problem:
+    path = parse_path(problem.path) if problem.source == doc.source and problem.path else None
+    if path is None:
+        return problem
+    argument = doc.override_of(path)
+    if argument is not None:
+        return dataclasses.replace(problem, line=None, argument=argument)
+    return problem if problem.line is not None else dataclasses.replace(problem, line=doc.line_of(path))
 
 
 def problems_at(doc: Document, items: Items) -> list[Problem]:

@@ -16,7 +16,7 @@ from crossrail.spec.fleet import Fleet
 from crossrail.spec.lint import HARD_CODED, lint_experiment
 from crossrail.spec.loader import Document, load_document, parse_document
 from crossrail.spec.policy import ARTICLE_POLICY_YAML, PlacementPolicy
-from crossrail.spec.problems import did_you_mean, problems_at, problems_from, show, sort_problems
+from crossrail.spec.problems import did_you_mean, locate, problems_at, problems_from, show, sort_problems
 
 Kind = Literal["Experiment", "Fleet", "PlacementPolicy"]
 KINDS: tuple[Kind, ...] = ("Experiment", "Fleet", "PlacementPolicy")
@@ -98,7 +98,7 @@ def check_experiment(doc: Document, policy: PlacementPolicy) -> Experiment:
     hardware = [f.path for f in findings if f.message.startswith(HARD_CODED)]
     # An unknown key that is hard-coded hardware gets the portability finding, which says what to write.
     schema = [p for p in schema if not (p.message.startswith("unknown key") and _under(p.path, hardware))]
-    problems = sort_problems([*schema, *findings])
+    problems = locate([*schema, *findings], doc) if doc.overrides else sort_problems([*schema, *findings])
     if problems or parsed is None:
         raise SpecError(problems)
     return parsed
@@ -108,15 +108,25 @@ def _under(path: str, parents: list[str]) -> bool:
     return any(path == p or path.startswith((p + ".", p + "[")) for p in parents)
 
 
-def validate_files(paths: Sequence[str | os.PathLike[str]], policy: PlacementPolicy) -> list[Problem]:
-    """Every problem in every file, whatever its kind; bad input is reported, never raised."""
+def validate_files(
+    paths: Sequence[str | os.PathLike[str]],
+    policy: PlacementPolicy,
+    check: Callable[[Document, Experiment], list[Problem]] | None = None,
+) -> list[Problem]:
+    """Every problem in every file, whatever its kind; bad input is reported, never raised.
+
+    `check` is called with each Experiment the files alone find no problem in, for the problems only a
+    workspace can show (the fleet, the store, the data); it reports them, it does not raise.
+    """
     problems: list[Problem] = []
     for path in paths:
         try:
             doc = load_document(path)
             kind = kind_of(doc)
             if kind == "Experiment":
-                check_experiment(doc, policy)
+                exp = check_experiment(doc, policy)
+                if check is not None:
+                    problems.extend(check(doc, exp))
             elif kind == "Fleet":
                 parse_fleet(doc)
             else:

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.unit.runtime.ckpt_builders import saved
 
 from crossrail.client import Client
 from crossrail.core import Event, EventType, ManualClock
@@ -112,17 +113,41 @@ def test_a_missing_dataset_is_refused_naming_the_uri(client: Client, experiments
     assert nothing_written(client)
 
 
-def test_commit_auto_outside_a_git_checkout_is_refused(tmp_path: Path, clock: ManualClock) -> None:
+def test_commit_auto_outside_a_git_checkout_records_no_commit_with_a_warning(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     Client.init(tmp_path)
-    with Client(cwd=tmp_path, clock=clock) as c, pytest.raises(SpecError, match="not a git checkout"):
-        c.submit(tmp_path / ".crossrail" / "experiments" / "eval-smoke.yaml")
+    with Client(cwd=tmp_path, clock=clock) as c:
+        out = c.submit(tmp_path / ".crossrail" / "experiments" / "pretrain-small.yaml")
+        assert out["created"] is True
+        assert [w for w in out["warnings"] if "not a git checkout: the run records no commit" in w]
+        assert c.show("pretrain-small")["lineage"]["code_commit"] is None
+        assert c.show("pretrain-small")["spec"]["spec"]["code"]["commit"] is None
 
 
-def test_commit_auto_in_a_checkout_without_a_commit_says_so(tmp_path: Path, clock: ManualClock) -> None:
+def test_commit_auto_outside_a_git_checkout_is_refused_when_the_policy_requires_a_commit(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    Client.init(tmp_path)
+    policy = tmp_path / ".crossrail" / "policy.yaml"
+    policy.write_text(policy.read_text() + "  code_commit: required\n")
+    with Client(cwd=tmp_path, clock=clock) as c:
+        with pytest.raises(SpecError, match=r"spec.code.commit \(line 15\): is 'auto' but .* not a git checkout"):
+            c.submit(tmp_path / ".crossrail" / "experiments" / "pretrain-small.yaml")
+        assert nothing_written(c)
+
+
+def test_commit_auto_in_a_checkout_without_a_commit_says_so(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     Client.init(tmp_path)
-    with Client(cwd=tmp_path, clock=clock) as c, pytest.raises(SpecError, match="is a git checkout with no commit yet"):
-        c.submit(tmp_path / ".crossrail" / "experiments" / "eval-smoke.yaml")
+    with Client(cwd=tmp_path, clock=clock) as c:
+        out = c.submit(tmp_path / ".crossrail" / "experiments" / "pretrain-small.yaml")
+    assert [w for w in out["warnings"] if "is a git checkout with no commit yet" in w]
 
 
 def test_a_dirty_checkout_is_submitted_with_a_warning(client: Client, experiments: Path, checkout: Path) -> None:
@@ -168,19 +193,16 @@ def test_an_unknown_run_is_not_found(client: Client) -> None:
         client.show("ghost")
 
 
-def test_resubmit_resume_starts_from_the_latest_committed_checkpoint(client: Client, experiments: Path) -> None:
+def test_resubmit_resume_starts_from_the_latest_committed_checkpoint(
+    client: Client, experiments: Path, tmp_path: Path
+) -> None:
     client.submit(experiments / "pretrain-small.yaml", sets=["spec.resources.chips=2"])
-    with pytest.raises(ConflictError, match="no committed checkpoint"):
+    with pytest.raises(ConflictError, match="no checkpoint that verifies"):
         client.resubmit("pretrain-small", resume=True)
     store = client.service.store
+    uri = saved(tmp_path / "ck", 50).list()[-1].uri
     store.add_checkpoint(
-        run="pretrain-small-1",
-        attempt=1,
-        step=50,
-        uri="file:///ck/50",
-        fmt="crossrail-ckpt/v1",
-        parent_id=None,
-        ts=1.0,
+        run="pretrain-small-1", attempt=1, step=50, uri=uri, fmt="crossrail-ckpt/v1", parent_id=None, ts=1.0
     )
     out = client.resubmit("pretrain-small", resume=True)
     assert out["run"]["id"] == "pretrain-small-2"
@@ -189,7 +211,7 @@ def test_resubmit_resume_starts_from_the_latest_committed_checkpoint(client: Cli
     assert (lin["resumed_from"], lin["parent_run"], lin["parent_checkpoint"]) == (
         "pretrain-small-1",
         "pretrain-small-1",
-        "file:///ck/50",
+        uri,
     )
     assert client.show("pretrain-small-2")["spec"] == client.show("pretrain-small-1")["spec"]
 
