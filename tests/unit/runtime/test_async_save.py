@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import crossrail.runtime.checkpoint as checkpoint_module
-from crossrail.runtime import Checkpointer, CheckpointError, SaveHandle
+from crossrail.runtime import Checkpointer, CheckpointError, SaveHandle, asyncsave
 from crossrail.runtime.stores import LocalDraft
 
 from .ckpt_builders import assert_bit_identical, big_tensors_of, flip_a_data_byte, step_dir, tensors_of
@@ -196,3 +196,42 @@ def test_retention_racing_async_saves_never_removes_the_last_good_checkpoint(
         ckpt.save_async(tensors_of(6), 6).wait()
     assert ckpt.prune() == []
     assert [c.step for c in ckpt.list()] == [4, 5]
+
+
+def test_a_large_state_is_staged_on_several_threads_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(asyncsave, "COPY_CHUNK_BYTES", 64 << 10)  # many chunks from a few MiB
+    tensors = big_tensors_of(3) | {
+        "odd": np.arange((1 << 18) + 7, dtype=np.int16),  # a last chunk shorter than the rest
+        "strided": np.arange(1 << 18, dtype=np.float32)[::2],  # not contiguous: copied whole
+        "big_endian": np.arange(1 << 16, dtype=">f8"),  # converted while copied
+    }
+    threads: set[str] = set()
+    real = asyncsave.np.copyto
+
+    def copyto(*args: Any, **kwargs: Any) -> None:
+        threads.add(threading.current_thread().name)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(asyncsave.np, "copyto", copyto)
+    staging = asyncsave.Staging(copiers=4)
+    staged = staging.copy(tensors)
+    monkeypatch.setattr(asyncsave.np, "copyto", real)
+    assert len(threads) > 1  # one thread's memcpy leaves the training step waiting longer
+    assert list(staged) == list(tensors)
+    for name, a in tensors.items():
+        assert staged[name].dtype == a.dtype.newbyteorder("<")
+        assert staged[name].flags.c_contiguous
+        np.testing.assert_array_equal(staged[name], a)
+    tensors["w"][...] = 0  # the caller changes its arrays; the staged copy keeps the values of the call
+    assert staged["w"].any()
+
+
+def test_a_failed_copy_is_raised_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(asyncsave, "COPY_CHUNK_BYTES", 64 << 10)
+
+    def copyto(*args: Any, **kwargs: Any) -> None:
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(asyncsave.np, "copyto", copyto)
+    with pytest.raises(MemoryError, match="no room"):
+        asyncsave.Staging(copiers=4).copy(big_tensors_of(1))
