@@ -250,6 +250,8 @@ class Client:
         return _obj(
             "Logs",
             run=run.id,
+            state=run.state,
+            reason=self.service.end_reason(run),
             attempts=[
                 {
                     "attempt": a.number,

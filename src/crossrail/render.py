@@ -118,6 +118,13 @@ def status(obj: dict[str, Any]) -> None:
             console.print(f"... and {more} more active runs (`crossrail queue` lists every pending run)")
     else:
         console.print("no active runs")
+    if obj.get("recently_failed"):
+        f = Table(title="recently failed")
+        for col in ("run", "stage", "reason"):
+            f.add_column(col)
+        for r in obj["recently_failed"]:
+            f.add_row(r["id"], r["stage"], r.get("reason") or "-")
+        console.print(f)
 
 
 def queues(obj: dict[str, Any]) -> None:
@@ -150,6 +157,8 @@ def run(obj: dict[str, Any]) -> None:
         f"[bold]{r['id']}[/]  {r['state']}  stage {r['stage']}  queue {r['queue']}  "
         f"{r['chips']} chips  priority {r['priority']}"
     )
+    if r.get("reason"):
+        console.print(f"reason: {r['reason']}", markup=False, soft_wrap=True)
     t = Table(title="lineage", show_header=False)
     t.add_column("field")
     t.add_column("value")
@@ -171,6 +180,16 @@ def run(obj: dict[str, Any]) -> None:
                 "-" if at["exit_code"] is None else str(at["exit_code"]),
             )
         console.print(a)
+    if obj.get("checkpoints"):
+        c = Table(title="checkpoints")
+        for col in ("step", "state", "attempt", "uri"):
+            c.add_column(col)
+        for ck in obj["checkpoints"]:
+            state = ck.get("state") or "committed"
+            if ck.get("skipped_reason"):
+                state += f" ({ck['skipped_reason']})"
+            c.add_row(str(ck["step"]), state, "-" if ck["attempt"] is None else str(ck["attempt"]), ck["uri"])
+        console.print(c)
     if obj.get("placements"):
         placements(obj["placements"])
     events({"events": obj["events"]})
@@ -252,6 +271,9 @@ def tick(t: Any) -> None:
 
 
 def logs(obj: dict[str, Any]) -> None:
+    if not obj["attempts"]:  # a run that ended before any attempt (its parent left nothing to start from)
+        why = f": {obj['reason']}" if obj.get("reason") else ""
+        console.print(f"{obj['run']} is {obj.get('state')} and has no attempt{why}", markup=False, soft_wrap=True)
     for a in obj["attempts"]:
         how = a["state"] if a["exit_code"] is None else f"{a['state']}, exit {a['exit_code']}"
         if a.get("signal") is not None:

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from crossrail.control import parents
 from crossrail.control.attempts import classify, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor
 from crossrail.control.placing import Placer, QueuePlacement, explanation
@@ -267,7 +268,7 @@ class Agent:
         return 0
 
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
-        parent = self._parent_checkpoint(run)
+        parent = att.parent_checkpoint or self._parent_checkpoint(run)  # resolved at admission (older: now)
         parent_uid = self.store.get_run(run.parent_run).uid if run.parent_run else None
         request = launch_request(
             run, att, parent_checkpoint=parent, heartbeat_s=self.config.heartbeat_s, parent_uid=parent_uid
@@ -507,10 +508,13 @@ class Agent:
         )
 
     def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
+        parent = self._resolve_parent(run, now)
+        if parent is False:
+            return 0
         pool = self.service.fleet.pool(d.pool)
         number = len(self.store.attempts(run.id)) + 1
         report = report_uri(run, number, str(pool.backend), self.reports_dir)
-        att = new_attempt(run, number, pool, d.chips, report=report, now=now)
+        att = new_attempt(run, number, pool, d.chips, report=report, now=now, parent_checkpoint=parent)
         placed = {
             "pool": pool.name,
             "accelerator": str(pool.accelerator),
@@ -543,24 +547,43 @@ class Agent:
     # --- parents -------------------------------------------------------------------------------
 
     def _parent_ready(self, run: RunRecord, now: float) -> bool:
-        """A run that starts from another run's `latest` checkpoint waits until that run has ended."""
+        """A run that starts from another run's `latest` checkpoint waits until that run has ended; when it
+        ended with no checkpoint the store still offers, the run ends failed with that reason."""
         if run.parent_checkpoint != "latest" or run.parent_run is None:
             return True
         parent = self.store.get_run(run.parent_run)
         if parent.state not in TERMINAL:
             return False
-        if self.store.checkpoints(parent.id):
+        if self.store.checkpoints(parent.id, usable=True):
             return True
-        reason = f"parent run {parent.id} ended {parent.state} without a committed checkpoint"
-        ev = Event(EventType.FAILED, now, run.id, None, {"reason": reason, "retryable": False, "final": True})
-        self.store.transition(run.id, ["queued"], "failed", [ev])
+        self._fail_child(run, parent, parents.newest_verified(self.store, parent.id), now)
         return False
 
-    def _parent_checkpoint(self, run: RunRecord) -> str | None:
+    def _resolve_parent(self, run: RunRecord, now: float) -> str | Literal[False] | None:
+        """The checkpoint URI the run's next attempt starts from, resolved as it is admitted and launched.
+
+        `latest` becomes the parent's newest checkpoint that verifies (the cheap check; the runtime checks every
+        checksum and falls back further). False, with the run ended failed, when none does.
+        """
         if run.parent_checkpoint != "latest" or run.parent_run is None:
             return run.parent_checkpoint
-        ckpts = self.store.checkpoints(run.parent_run, usable=True)
-        return ckpts[-1].uri if ckpts else None
+        parent = self.store.get_run(run.parent_run)
+        verified = parents.newest_verified(self.store, parent.id)
+        if verified.newest is not None:
+            return verified.newest.uri
+        self._fail_child(run, parent, verified, now)
+        return False
+
+    def _fail_child(self, run: RunRecord, parent: RunRecord, verified: parents.Verified, now: float) -> None:
+        reason = parents.no_usable_checkpoint(parent, verified)
+        ev = Event(EventType.FAILED, now, run.id, None, {"reason": reason, "retryable": False, "final": True})
+        self.store.transition(run.id, ["queued"], "failed", [ev])
+
+    def _parent_checkpoint(self, run: RunRecord) -> str | None:
+        """For an attempt admitted before attempts recorded their parent checkpoint."""
+        if run.parent_checkpoint != "latest" or run.parent_run is None:
+            return run.parent_checkpoint
+        return parents.newest_verified(self.store, run.parent_run).newest_uri
 
 
 def _duration_s(run: RunRecord) -> float | None:

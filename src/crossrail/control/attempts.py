@@ -138,9 +138,19 @@ def report_uri(run: RunRecord, number: int, backend: str, reports_dir: Path) -> 
 
 
 def new_attempt(
-    run: RunRecord, number: int, pool: Pool, chips: int, *, report: str | None, now: float
+    run: RunRecord,
+    number: int,
+    pool: Pool,
+    chips: int,
+    *,
+    report: str | None,
+    now: float,
+    parent_checkpoint: str | None = None,
 ) -> AttemptRecord:
-    """Attempt `number` of `run` on `chips` of `pool`, `starting`, with the run's lineage copied onto it."""
+    """Attempt `number` of `run` on `chips` of `pool`, `starting`, with the run's lineage copied onto it.
+
+    `parent_checkpoint` is the checkpoint URI it starts from, resolved now (a `latest` parent names a step here).
+    """
     return AttemptRecord(
         run_id=run.id,
         number=number,
@@ -161,4 +171,5 @@ def new_attempt(
         reason=None,
         report_uri=report,
         created_at=now,
+        parent_checkpoint=parent_checkpoint,
     )

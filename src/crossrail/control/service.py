@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import lineage
+from crossrail.control import lineage, parents
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid
 from crossrail.errors import ConflictError, InfeasibleError, NotFoundError, Problem, SpecError
@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the c
 
 PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 ACTIVE_STATES = (RunState.QUEUED, RunState.ADMITTED, RunState.RUNNING, RunState.SUSPENDED)
+RECENT_FAILURES = 5  # failed runs `status` lists with their reason
 
 
 @dataclass(frozen=True)
@@ -399,24 +400,39 @@ class Service:
                     )
                 ]
             )
-        wanted = str(parent.checkpoint)
-        ckpts = self.store.checkpoints(run.id, usable=True)
-        if wanted == "latest":
-            return run.id, ckpts[-1].uri if ckpts else "latest"
-        match = [c for c in ckpts if str(c.step) == wanted]
-        if not match:
-            steps = ", ".join(str(c.step) for c in ckpts) or "none yet"
+        if parent.checkpoint == "latest":
+            return run.id, self._parent_latest(run, source)
+        match = next((c for c in self.store.checkpoints(run.id) if c.step == parent.checkpoint), None)
+        why = None if match is None else parents.why_unusable(match)
+        if match is None or why is not None:
+            problem = (
+                f"run {run.id} has no checkpoint at step {parent.checkpoint}"
+                if match is None
+                else f"the checkpoint of step {parent.checkpoint} of run {run.id} {why}"
+            )
+            steps = ", ".join(map(str, parents.usable_steps(self.store, run.id))) or "none"
+            fix = "name one of the usable steps, or 'latest'" if steps != "none" else "name another parent run"
+            raise SpecError([Problem(source, "spec.parent.checkpoint", f"{problem} (usable steps: {steps})", fix=fix)])
+        return run.id, match.uri
+
+    def _parent_latest(self, run: RunRecord, source: str) -> str:
+        """`latest` of a parent that has ended: its newest checkpoint that verifies. Of one still queued or
+        running: `latest`, resolved when the child's attempt launches (control/agent.py)."""
+        if not parents.ended(run):
+            return "latest"
+        verified = parents.newest_verified(self.store, run.id)
+        if verified.newest is None:
             raise SpecError(
                 [
                     Problem(
                         source,
-                        "spec.parent.checkpoint",
-                        f"run {run.id} has no checkpoint at step {wanted} (committed: {steps})",
-                        fix="use 'latest' or a committed step",
+                        "spec.parent.run",
+                        parents.no_usable_checkpoint(run, verified),
+                        fix=f"run the parent again (`crossrail resubmit {run.id}`), or name another parent",
                     )
                 ]
             )
-        return run.id, match[0].uri
+        return verified.newest.uri
 
     # --- resubmit and state changes --------------------------------------------------------------
 
@@ -424,13 +440,14 @@ class Service:
         """A new run of `ref`'s recorded spec; with `resume`, starting from its latest committed checkpoint."""
         old = self.get(ref)
         parent_run, parent_ckpt = old.parent_run, old.parent_checkpoint
-        if resume:
-            ckpts = self.store.checkpoints(old.id)
-            if not ckpts:
+        if resume:  # from its newest checkpoint that verifies; the runtime checks every checksum at launch
+            verified = parents.newest_verified(self.store, old.id)
+            if verified.newest is None:
                 raise ConflictError(
-                    f"run {old.id} has no committed checkpoint to resume from; resubmit without --resume to start over"
+                    f"run {old.id} has no checkpoint that verifies to resume from{verified.describe()}; "
+                    "resubmit without --resume to start over"
                 )
-            parent_run, parent_ckpt = old.id, ckpts[-1].uri
+            parent_run, parent_ckpt = old.id, verified.newest.uri
         now = self.clock.now()
         exp_row = {k: v for k, v in old.as_dict().items() if k in NewRun.__dataclass_fields__}
         new = NewRun(
@@ -501,6 +518,7 @@ class Service:
             if state in ACTIVE_STATES:
                 row["chips_requested_active"] += chips
         active = self.store.list_runs(states=[str(s) for s in ACTIVE_STATES], limit=limit)
+        failed = self.store.list_runs(states=[RunState.FAILED], limit=RECENT_FAILURES)
         return {
             "stages": [
                 {"stage": s, **{str(k): stages[s].get(str(k), 0) for k in RunState}, **stages[s]}
@@ -508,7 +526,16 @@ class Service:
             ],
             "active": [summary(r, self.clock.now()) for r in active],
             "active_total": sum(r.get(str(st), 0) for r in stages.values() for st in ACTIVE_STATES),
+            "recently_failed": [summary(r, self.clock.now()) | {"reason": self.end_reason(r)} for r in failed],
         }
+
+    def end_reason(self, run: RunRecord) -> str | None:
+        """Why an ended run ended as it did (the reason of its final failed or cancelled event); None otherwise."""
+        if run.state not in (RunState.FAILED, RunState.CANCELLED):
+            return None
+        ends = self.store.events(run=run.id, types=[EventType.FAILED, EventType.CANCELLED])
+        final = [e for e in ends if e.type == EventType.CANCELLED or e.data.get("final", True)]
+        return str(final[-1].data.get("reason")) if final and final[-1].data.get("reason") else None
 
     def queue(self) -> dict[str, Any]:
         now = self.clock.now()
@@ -554,11 +581,18 @@ class Service:
 
         run = self.get(ref)
         events = self.store.events(run=run.id)
+        attempts = self.store.attempts(run.id)
+        lineage = lineage_of(run)
+        # `latest` names a step once an attempt launched: show what it resolved to, and what was asked
+        launched = [a.parent_checkpoint for a in attempts if a.parent_checkpoint]
+        lineage["parent_checkpoint_requested"] = run.parent_checkpoint
+        if launched:
+            lineage["parent_checkpoint"] = launched[-1]
         return {
-            "run": summary(run, self.clock.now()),
-            "lineage": lineage_of(run),
+            "run": summary(run, self.clock.now()) | {"reason": self.end_reason(run)},
+            "lineage": lineage,
             "spec": run.spec,
-            "attempts": [a.as_dict() for a in self.store.attempts(run.id)],
+            "attempts": [a.as_dict() for a in attempts],
             "checkpoints": [c.as_dict() for c in self.store.checkpoints(run.id)],
             "placements": placement_history(events),
             "events": [e.as_dict() for e in events],

@@ -7,6 +7,8 @@ from typing import Any, Self
 
 from crossrail.core.ids import run_dir_name
 
+CHECKPOINT_COMMITTED, CHECKPOINT_DELETED, CHECKPOINT_DAMAGED = "committed", "deleted", "damaged"
+
 
 @dataclass(frozen=True)
 class NewRun:
@@ -115,6 +117,8 @@ class AttemptRecord(_Row):
     signal: int | None = None
     stopped_by: str | None = None
     created_at: float | None = None
+    parent_checkpoint: str | None = None
+    """The parent checkpoint URI this attempt was launched from (a `latest` parent resolved at launch)."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,9 @@ class CheckpointRecord(_Row):
     committed_at: float
     skipped_reason: str | None = None
     """Why a restore skipped it as corrupt (None: never found corrupt)."""
+    state: str = "committed"
+    """committed, deleted (by the runtime's retention) or damaged (a restore found it corrupt)."""
 
     @property
     def usable(self) -> bool:
-        return self.skipped_reason is None
+        return self.state == CHECKPOINT_COMMITTED and self.skipped_reason is None

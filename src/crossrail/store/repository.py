@@ -23,7 +23,15 @@ from crossrail.errors import ConflictError, NotFoundError, StoreDamagedError, St
 from crossrail.store import health
 from crossrail.store import schema as t
 from crossrail.store.chain import ChainCheck, row_hash
-from crossrail.store.records import AttemptRecord, CheckpointRecord, NewRun, RunRecord
+from crossrail.store.records import (
+    CHECKPOINT_COMMITTED,
+    CHECKPOINT_DAMAGED,
+    CHECKPOINT_DELETED,
+    AttemptRecord,
+    CheckpointRecord,
+    NewRun,
+    RunRecord,
+)
 
 HEAD_REVISION = "0007"
 ACTIVE_ATTEMPT_STATES = ("starting", "running")
@@ -515,27 +523,52 @@ class Store:
                 return False
             if samples:
                 conn.execute(insert(t.metric_samples), list(samples))
+            for e in events:
+                self._record_parent(conn, rid, number, e)
             extra = [self._index_checkpoint(conn, rid, number, c) for c in checkpoints]
             for e in events:
-                self._mark_skipped(conn, rid, e)
+                self._mark_skipped(conn, e)
+                self._mark_deleted(conn, rid, e)
             _append(conn, [*events, *[e for e in extra if e is not None]])
             return True
 
     @staticmethod
-    def _mark_skipped(conn: Connection, rid: str, event: Event) -> None:
-        """A `checkpoint_skipped` report marks that checkpoint of the run unusable, with the runtime's reason."""
-        if event.type != EventType.REPORTED or event.data.get("name") != "checkpoint_skipped":
-            return
-        data = event.data.get("data") or {}
-        uri = data.get("uri")
-        if not isinstance(uri, str):
+    def _mark_skipped(conn: Connection, event: Event) -> None:
+        """A `checkpoint_skipped` report marks that checkpoint damaged, with the runtime's reason.
+
+        The checkpoint may be the run's own or its parent's (a child falls back from a damaged parent step).
+        """
+        uri = _reported_uri(event, "checkpoint_skipped")
+        if uri is None:
             return
         reason = str(data.get("reason") or "skipped by the runtime")[:512]
         conn.execute(
             update(t.checkpoints)
-            .where(t.checkpoints.c.run_id == rid, t.checkpoints.c.uri == uri, t.checkpoints.c.skipped_reason.is_(None))
-            .values(skipped_reason=reason)
+            .where(t.checkpoints.c.uri == uri, t.checkpoints.c.state == CHECKPOINT_COMMITTED)
+            .values(skipped_reason=reason, state=CHECKPOINT_DAMAGED)
         )
+
+    @staticmethod
+    def _mark_deleted(conn: Connection, rid: str, event: Event) -> None:
+        """A `checkpoint_deleted` report (the runtime's retention removed it) marks the run's checkpoint deleted."""
+        uri = _reported_uri(event, "checkpoint_deleted")
+        if uri is not None:
+            conn.execute(
+                update(t.checkpoints)
+                .where(t.checkpoints.c.run_id == rid, t.checkpoints.c.uri == uri)
+                .values(state=CHECKPOINT_DELETED)
+            )
+
+    @staticmethod
+    def _record_parent(conn: Connection, rid: str, number: int, event: Event) -> None:
+        """An `initialised` report names the parent checkpoint the attempt really started from (after any fallback)."""
+        uri = _reported_uri(event, "initialised", key="from")
+        if uri is not None:
+            conn.execute(
+                update(t.attempts)
+                .where(t.attempts.c.run_id == rid, t.attempts.c.number == number)
+                .values(parent_checkpoint=uri)
+            )
 
     def _index_checkpoint(self, conn: Connection, rid: str, number: int, c: dict[str, Any]) -> Event | None:
         known = conn.execute(
@@ -549,6 +582,13 @@ class Store:
             .order_by(t.checkpoints.c.step.desc())
             .limit(1)
         ).first()
+        if parent is None:  # the run's first checkpoint: its parent is the checkpoint the attempt started from
+            parent = conn.execute(
+                select(t.checkpoints.c.id, t.checkpoints.c.uri)
+                .select_from(t.attempts.join(t.checkpoints, t.checkpoints.c.uri == t.attempts.c.parent_checkpoint))
+                .where(t.attempts.c.run_id == rid, t.attempts.c.number == number, t.checkpoints.c.run_id != rid)
+                .limit(1)
+            ).first()
         conn.execute(
             insert(t.checkpoints).values(
                 run_id=rid,
@@ -564,10 +604,10 @@ class Store:
         return Event(EventType.CHECKPOINTED, c["ts"], rid, number, data)
 
     def checkpoints(self, rid: str, *, usable: bool = False) -> list[CheckpointRecord]:
-        """The run's checkpoints by step; `usable` leaves out those a restore found corrupt."""
+        """The run's checkpoints by step; `usable` leaves out those deleted by retention or found corrupt."""
         q = select(t.checkpoints).where(t.checkpoints.c.run_id == rid).order_by(t.checkpoints.c.step)
         if usable:
-            q = q.where(t.checkpoints.c.skipped_reason.is_(None))
+            q = q.where(t.checkpoints.c.state == CHECKPOINT_COMMITTED, t.checkpoints.c.skipped_reason.is_(None))
         with self._read() as conn:
             return [CheckpointRecord.from_row(r) for r in conn.execute(q)]
 
@@ -787,6 +827,15 @@ def _replay(existing: RunRecord, item: NewRun) -> RunRecord:
             "different spec; use a new key to submit a changed experiment"
         )
     return existing
+
+
+def _reported_uri(event: Event, name: str, key: str = "uri") -> str | None:
+    """The checkpoint URI a runtime report `name` carries under `key`, or None when `event` is not one."""
+    if event.type != EventType.REPORTED or event.data.get("name") != name:
+        return None
+    data = event.data.get("data")
+    uri = data.get(key) if isinstance(data, dict) else None
+    return uri if isinstance(uri, str) else None
 
 
 def _chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:

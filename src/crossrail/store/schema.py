@@ -95,6 +95,7 @@ attempts = Table(
     Column("signal", Integer),
     Column("stopped_by", String(16)),
     Column("created_at", Float),
+    Column("parent_checkpoint", String(2048)),  # the parent checkpoint URI resolved when it launched
     UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
     Index("ix_attempts_state", "state"),
 )
@@ -126,6 +127,7 @@ checkpoints = Table(
     Column("parent_id", Integer, ForeignKey("checkpoints.id")),
     Column("committed_at", Float, nullable=False),
     Column("skipped_reason", String(512)),  # set when a restore found it corrupt and skipped it
+    Column("state", String(16), nullable=False, server_default="committed"),  # committed | deleted | damaged
     UniqueConstraint("run_id", "step", name="uq_checkpoints_run_step"),
 )
 
