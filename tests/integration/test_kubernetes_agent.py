@@ -131,7 +131,9 @@ def test_a_pod_reports_through_object_storage_next_to_its_checkpoints(
     job = _job(api)
     (container,) = job["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["CROSSRAIL_REPORT"] == f"memory://crossrail-k8s-reports/ckpt/{run}/reports/attempt-1"
+    uid = client.show(run)["run"]["uid"]
+    assert env["CROSSRAIL_REPORT"] == f"memory://crossrail-k8s-reports/ckpt/{run}-{uid}/reports/attempt-1"
+    assert job["metadata"]["labels"]["crossrail.dev/run-uid"] == uid  # a label; the object's name stays {run}-a1
     assert client.show(run)["attempts"][0]["report_uri"] == env["CROSSRAIL_REPORT"]
 
     _kueue_admits_and_pod_runs(api, job)
