@@ -43,6 +43,11 @@ spec:
 def _request(run: str, command: str) -> LaunchRequest:
     spec = {"metadata": {"name": "live"}, "spec": {"stage": "eval", "image": IMAGE, "priority": "normal"}}
     env = {"EXPERIMENT_ID": "live", "CROSSRAIL_RUN_ID": run, "CROSSRAIL_SPEC": json.dumps(spec)}
+    # Rendering refuses locations a pod would lose; the live commands write nothing there.
+    env |= {
+        "CROSSRAIL_CHECKPOINT_DIR": f"gs://crossrail-live/{run}",
+        "CROSSRAIL_REPORT": f"gs://crossrail-live/{run}/r",
+    }
     return LaunchRequest(run, 1, "live-cpu", "cpu", "any-cpu", 1, ["sh", "-c", command], env)
 
 
@@ -54,6 +59,7 @@ def _apply_kueue(fleet: Fleet) -> None:
     config.load_kube_config()
     custom = client.CustomObjectsApi()
     plurals = {
+        "Topology": "topologies",
         "ResourceFlavor": "resourceflavors",
         "Cohort": "cohorts",
         "WorkloadPriorityClass": "workloadpriorityclasses",
@@ -61,10 +67,12 @@ def _apply_kueue(fleet: Fleet) -> None:
         "LocalQueue": "localqueues",
     }
     for obj in render_kueue(fleet):
-        group, version = obj["apiVersion"].split("/")
+        group, version = obj["apiVersion"].split("/") if "/" in obj["apiVersion"] else ("", obj["apiVersion"])
         ns = obj["metadata"].get("namespace")
         try:
-            if ns:
+            if obj["kind"] == "Namespace":
+                client.CoreV1Api().create_namespace(obj)
+            elif ns:
                 custom.create_namespaced_custom_object(group, version, ns, plurals[obj["kind"]], obj)
             else:
                 custom.create_cluster_custom_object(group, version, plurals[obj["kind"]], obj)

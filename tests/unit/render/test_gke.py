@@ -206,14 +206,13 @@ VOLUMES = """kubernetes: {flavor: trillium, service_account: ckpt-writer, volume
 
 
 @pytest.mark.parametrize(
-    "where", ["/checkpoints", "file:///checkpoints", "/data/ckpt"], ids=["bare-path", "file-uri", "not-mounted"]
+    "where",
+    ["/checkpoints", "file:///checkpoints", "/data/ckpt", "/checkpoints/../etc"],
+    ids=["bare-path", "file-uri", "not-mounted", "climbs-out-of-the-volume"],
 )
 def test_a_checkpoint_dir_the_pod_would_lose_is_refused_with_the_fix(matrix_fleet: Fleet, where: str) -> None:
-    fleet = (
-        matrix_fleet
-        if where != "/data/ckpt"
-        else _fleet(MATRIX_FLEET.replace("kubernetes: {flavor: trillium}", VOLUMES))
-    )
+    mounted = where in {"/data/ckpt", "/checkpoints/../etc"}
+    fleet = _fleet(MATRIX_FLEET.replace("kubernetes: {flavor: trillium}", VOLUMES)) if mounted else matrix_fleet
     with pytest.raises(SpecError) as caught:
         _render(fleet, "v6e", 4, checkpoint=where)
     ckpt, report = caught.value.problems

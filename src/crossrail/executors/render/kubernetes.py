@@ -9,6 +9,7 @@ pool per slice; checkpoints and reports go to object storage or to a volume the 
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from crossrail.errors import Problem, SpecError
@@ -179,7 +180,8 @@ def object_storage(uri: str) -> bool:
 
 
 def _local(uri: str) -> str:
-    return uri.removeprefix("file://").removeprefix("localhost") if uri.startswith("file://") else uri
+    path = uri.removeprefix("file://").removeprefix("localhost") if uri.startswith("file://") else uri
+    return posixpath.normpath(path) if path else path  # /checkpoints/../etc is not on /checkpoints
 
 
 def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]:
@@ -198,7 +200,10 @@ def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]
         on = [v for v in volumes if local == v.mount_path or local.startswith(v.mount_path + "/")]
         if on and not on[0].read_only:
             continue
-        if on:
+        if not uri:
+            message = f"the workload has no {what} ({var} is not set)"
+            fix = "give the experiment a spec.checkpoint.dir on object storage (gs://<bucket>/<path>)"
+        elif on:
             message = f"the {what} {uri!r} is on volume {on[0].name!r}, which the pool mounts read-only"
             fix = f"set read_only: false on spec.pools[{index}].kubernetes.volumes ({on[0].name})"
         else:
