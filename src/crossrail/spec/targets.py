@@ -21,11 +21,11 @@ GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_NODE_POOL = "cloud.google.com/gke-nodepool"
 GKE_LABELS = {
-    GKE_ACCELERATOR: "gke_accelerator",
-    GKE_TPU_ACCELERATOR: "tpu_accelerator",
+    GKE_ACCELERATOR: "kubernetes.gke_accelerator",
+    GKE_TPU_ACCELERATOR: "kubernetes.tpu_accelerator",
     GKE_TPU_TOPOLOGY: "topologies",
-    GKE_SPOT: "spot",
-    GKE_NODE_POOL: "node_pool",
+    GKE_SPOT: "kubernetes.spot",
+    GKE_NODE_POOL: "kubernetes.node_pool",
 }
 """GKE's label -> the pool field crossrail derives it from."""
 
@@ -106,7 +106,7 @@ class KubernetesPool(SpecModel):
         for key, label in value.items():
             if key in GKE_LABELS:
                 field = GKE_LABELS[key]
-                raise ValueError(f"{key} is GKE's own label; crossrail derives it (set kubernetes.{field} instead)")
+                raise ValueError(f"{key} is GKE's own label; crossrail derives it (set the pool's {field} instead)")
             if not _LABEL_KEY.fullmatch(key):
                 raise ValueError(f"{key!r} is not a Kubernetes label key; write [prefix/]name")
             _label_value(label)

@@ -107,12 +107,13 @@ def test_a_node_pool_and_declared_labels_join_gkes_own() -> None:
 @pytest.mark.parametrize(
     ("selector", "says"),
     [
-        ("{cloud.google.com/gke-accelerator: nvidia-l4}", "set kubernetes.gke_accelerator instead"),
-        ("{cloud.google.com/gke-nodepool: a}", "set kubernetes.node_pool instead"),
+        ("{cloud.google.com/gke-accelerator: nvidia-l4}", "set the pool's kubernetes.gke_accelerator instead"),
+        ("{cloud.google.com/gke-nodepool: a}", "set the pool's kubernetes.node_pool instead"),
+        ("{cloud.google.com/gke-tpu-topology: 2x2}", "set the pool's topologies instead"),
         ("{'bad key!': x}", "not a Kubernetes label key"),
         ("{accelerator: 'nvidia gpu'}", "not a Kubernetes label value"),
     ],
-    ids=["gke-label-declared", "node-pool-declared", "bad-key", "bad-value"],
+    ids=["gke-label-declared", "node-pool-declared", "topology-declared", "bad-key", "bad-value"],
 )
 def test_declared_node_selectors_are_checked(selector: str, says: str) -> None:
     text = MATRIX_FLEET.replace("kubernetes: {flavor: trillium}", f"kubernetes: {{node_selector: {selector}}}")
