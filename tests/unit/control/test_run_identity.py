@@ -60,3 +60,25 @@ def test_the_uid_is_in_the_launch_environment_and_the_workload_labels_never_its_
     labels = work.crossrail_labels()  # what every rendered object and pod is labelled with
     assert (labels["crossrail.dev/run-uid"], labels["crossrail.dev/run"]) == (run.uid, run.id)
     assert work.object_name == f"{run.id}-a1"  # object names stay short DNS labels, without the uid
+
+
+def test_a_legacy_run_without_a_uid_still_shows_and_keeps_its_old_checkpoint_directory(
+    client: Client, experiments: Path
+) -> None:
+    from sqlalchemy import update
+
+    from crossrail.control.attempts import launch_request, new_attempt
+    from crossrail.store import schema
+
+    rid = client.submit(experiments / "eval-smoke.yaml")["run"]["id"]
+    with client.service.store._write() as conn:  # what migration 0005 leaves on a run created before it
+        conn.execute(update(schema.runs).values(uid=None))
+    shown = client.show(rid)
+    assert shown["run"]["uid"] is None
+    assert shown["lineage"]["run_checkpoint_dir"].endswith(f"/checkpoints/eval-smoke/{rid}")
+    assert [e["type"] for e in client.events(rid)["events"]][:2] == ["submitted", "queued"]
+    run = client.service.get(rid)
+    att = new_attempt(run, 1, client.service.fleet.spec.pools[0], 1, report=None, now=client.service.clock.now())
+    env = launch_request(run, att, parent_checkpoint=None, heartbeat_s=1.0).env
+    assert env["CROSSRAIL_RUN_UID"] == ""  # the runtime checks nothing for it, as before uids
+    assert env["CROSSRAIL_CHECKPOINT_DIR"] == f"{run.checkpoint_dir}/{rid}"
