@@ -37,9 +37,14 @@ class PoolInfo:
     interruptions_per_chip_hour: float = 0.0
     restore_s: float = 0.0
     drained: bool = False
+    sizes: frozenset[int] | None = None
+    """Chip counts the pool can give one run (a TPU pool: its slice shapes); None: any up to capacity."""
 
     @classmethod
     def from_spec(cls, pool: Pool) -> PoolInfo:
+        from crossrail.scheduling.feasibility import allocatable_sizes
+
+        shaped = pool.accelerator == "tpu" and bool(pool.topology_shapes)
         return cls(
             name=pool.name,
             accelerator=str(pool.accelerator),
@@ -50,6 +55,7 @@ class PoolInfo:
             interruptions_per_chip_hour=pool.interruptions_per_chip_hour,
             restore_s=pool.restore_s,
             drained=pool.drained,
+            sizes=frozenset(allocatable_sizes(pool, 1, pool.chips)) if shaped else None,
         )
 
 
@@ -387,6 +393,7 @@ def _ineligible(work: Workload, pool: PoolInfo, run_s: float | None, wait: float
         (work.pools is not None and pool.name not in work.pools, "the run's queue has no quota there, own or borrowed"),
         (pool.drained, "drained: takes no new work"),
         (work.chips > pool.capacity, f"needs {work.chips} chips; the pool has {pool.capacity}"),
+        (pool.sizes is not None and work.chips not in pool.sizes, f"no slice of the pool has {work.chips} chips"),
         (wait is None, "cannot hold the run"),
         (run_s is None, "no duration and no measured throughput to estimate the run time"),
     )

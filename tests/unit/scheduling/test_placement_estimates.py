@@ -168,3 +168,13 @@ def test_pools_that_cannot_take_the_run_are_listed_with_why() -> None:
     none = estimate_placements(replace(work, allow=("cpu",)), pools, {"tpu": 0.0})
     assert none.pool is None
     assert none.reason.startswith("no pool can take the run (tpu: tpu is not allowed")
+
+
+def test_a_run_no_slice_shape_of_a_tpu_pool_fits_is_planned_on_a_pool_that_can_hold_it() -> None:
+    pools = pools_of(tpu(chips=8, topologies=["2x2x1", "2x2x2"]), gpu(chips=8, relative_speed=0.9))
+    evaluation = Workload("ev", 1, stage="eval", reference_s=300.0, queued_at=T0)
+
+    choice = plan([evaluation], [], pools, T0).choices["ev"]
+
+    assert choice.pool == "gpu"
+    assert choice.candidate("tpu").note == "no slice of the pool has 1 chips"  # type: ignore[union-attr]
