@@ -131,7 +131,14 @@ def test_damage_in_the_newest_of_five_checkpoints_resumes_from_the_newest_good_o
             child_of(client, experiments, parents[damage], "50")
 
     children = {parent: child_of(client, experiments, parent) for parent in parents.values()}
-    drive(client, ended(client, *children.values()))
+    # An evaluation of the flipped step, named explicitly: the cheap check passes it, the restore does not.
+    evaluation = [BIGRAM, "spec.args=[--eval]", f"spec.parent={{run: {parents['flipped-byte']}, checkpoint: 50}}"]
+    evaluated = client.submit(experiments / "eval-smoke.yaml", sets=evaluation)["run"]["id"]
+    drive(client, ended(client, *children.values(), evaluated))
+    assert store.get_run(evaluated).state == "succeeded"
+    reports = {e.data["name"]: e.data["data"] for e in store.events(run=evaluated, types=["reported"])}
+    assert reports["checkpoint_skipped"]["uri"] == uri[parents["flipped-byte"]][50]
+    assert (reports["evaluated"]["uri"], reports["evaluated"]["step"]) == (uri[parents["flipped-byte"]][40], 40)
     for parent, child in children.items():
         assert store.get_run(child).state == "succeeded"
         started = [

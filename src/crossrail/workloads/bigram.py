@@ -23,7 +23,6 @@ from crossrail.runtime import (
     CheckpointNotFound,
     Reporter,
     RuntimeContext,
-    load,
     read_bytes,
     restore_from,
 )
@@ -145,8 +144,7 @@ class Trainer(TrainingLoop):
         return Bigram.from_tensors(tensors, 0, weights_only=True), info.uri
 
     def _skipped(self, uri: str, reason: str) -> None:
-        print(f"{PROG}: skipping damaged checkpoint {uri}: {reason}", file=sys.stderr)
-        self.reporter.event("checkpoint_skipped", uri=uri, reason=reason)
+        _skipped(self.reporter, uri, reason)
 
     @property
     def step(self) -> int:
@@ -178,6 +176,11 @@ class Trainer(TrainingLoop):
         }
 
 
+def _skipped(reporter: Reporter, uri: str, reason: str) -> None:
+    print(f"{PROG}: skipping damaged checkpoint {uri}: {reason}", file=sys.stderr)
+    reporter.event("checkpoint_skipped", uri=uri, reason=reason)
+
+
 def _check_kind(manifest: dict[str, Any], uri: str) -> None:
     kind = manifest["state"].get("model")
     if kind != MODEL_KIND:
@@ -190,7 +193,8 @@ def run_eval(ctx: RuntimeContext, data: Bytes, reporter: Reporter) -> int:
     source = own.uri if own else ctx.parent_checkpoint
     if source is None or source == "latest":
         raise CheckpointNotFound(f"{PROG}: nothing to evaluate: no checkpoint in {ctx.checkpoint_dir} and no parent")
-    tensors, manifest = load(source)
+    info, tensors, manifest = restore_from(source, on_skip=lambda uri, why: _skipped(reporter, uri, why))
+    source = info.uri  # a damaged parent step falls back to the newest older one that verifies
     ctx.claim(manifest, source, as_parent=own is None)
     _check_kind(manifest, source)
     loss, pass_rate = evaluate(Bigram.from_tensors(tensors, 0, weights_only=True).weight, data)

@@ -28,7 +28,6 @@ from crossrail.runtime import (
     HeartbeatThread,
     Reporter,
     RuntimeContext,
-    load,
     read_bytes,
     restore_from,
 )
@@ -214,8 +213,7 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
     """1. this run's newest valid checkpoint (a retry resumes); 2. the parent's weights; 3. a fresh model."""
 
     def skipped(uri: str, reason: str) -> None:
-        print(f"{PROG}: skipping damaged checkpoint {uri}: {reason}", file=sys.stderr)
-        reporter.event("checkpoint_skipped", uri=uri, reason=reason)
+        _skipped(reporter, uri, reason)
 
     own = Checkpointer(ctx.checkpoint_dir).latest(on_skip=skipped)
     if own is not None:
@@ -241,6 +239,11 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
     model = model_of(manifest, info.uri, cfg)
     reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
     return Start(model, tensors, None, info.uri)
+
+
+def _skipped(reporter: Reporter, uri: str, reason: str) -> None:
+    print(f"{PROG}: skipping damaged checkpoint {uri}: {reason}", file=sys.stderr)
+    reporter.event("checkpoint_skipped", uri=uri, reason=reason)
 
 
 def describe(engine: Engine, cfg: Settings, model: GPTConfig, peak: float | None, source: str | None) -> dict[str, Any]:
@@ -324,7 +327,8 @@ def run_inference(ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: 
     source = own.uri if own else ctx.parent_checkpoint
     if source is None or source == "latest":
         raise CheckpointNotFound(f"{PROG}: nothing to {cfg.task}: no checkpoint in {ctx.checkpoint_dir} and no parent")
-    tensors, manifest = load(source)
+    info, tensors, manifest = restore_from(source, on_skip=lambda uri, why: _skipped(reporter, uri, why))
+    source = info.uri  # a damaged parent step falls back to the newest older one that verifies
     ctx.claim(manifest, source, as_parent=own is None)
     model, step = model_of(manifest, source, cfg), manifest["step"]
     engine = build_engine(cfg, model)
