@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from crossrail.ckpt_cli import ckpt_app
+from crossrail.runtime import Checkpointer
 
-from .ckpt_builders import DAMAGE, delete_manifest, flip_a_data_byte, rewrite_manifest, saved, step_dir
+from .ckpt_builders import DAMAGE, delete_manifest, flip_a_data_byte, rewrite_manifest, saved, step_dir, tensors_of
 
 runner = CliRunner()
 
@@ -182,3 +183,20 @@ def test_ls_show_and_verify_take_a_run_of_the_workspace(checkout: Path) -> None:
     code, out = run("ls", "--home", home, "no-such-run")
     assert code == 1
     assert "no-such-run is neither a checkpoint directory nor a run of the workspace" in out
+
+
+def test_on_object_storage_a_marker_whose_manifest_is_gone_is_listed_and_verified_as_damaged(memfs: Any) -> None:
+    root = "memory://ckpt/run-1"
+    ckpt = Checkpointer(root)
+    for step in (10, 20):
+        ckpt.save(tensors_of(step), step)
+    memfs.rm("/ckpt/run-1/step-0000000020/manifest.json")
+    code, listing = run_json("ls", root)
+    assert code == 1
+    assert [(i["step"], i["verified"]) for i in listing["items"]] == [(10, True), (20, False)]
+    assert "no manifest.json" in listing["items"][1]["problem"]
+    code, out = run("verify", root)
+    assert code == 1
+    assert out.startswith(f"FAILED  step 20 {root}/step-0000000020: no manifest.json")
+    code, report = run_json("verify", "--all", root)
+    assert (code, [(r["step"], r["ok"]) for r in report["results"]]) == (1, [(10, True), (20, False)])
