@@ -27,7 +27,7 @@ Json = Annotated[bool, typer.Option("--json", help="Print the crossrail/v1 JSON 
 Policy = Annotated[
     Path | None, typer.Option("--policy", help="Placement policy to lint against (default: the workspace's).")
 ]
-RunRef = Annotated[str, typer.Argument(help="Run id, or an experiment name for its latest run.")]
+RunRef = Annotated[str, typer.Argument(help="Run id, run uid, or an experiment name for its latest run.")]
 
 
 def _client(home: Path | None, policy: Path | None = None) -> Any:

@@ -153,8 +153,9 @@ def queues(obj: dict[str, Any]) -> None:
 
 def run(obj: dict[str, Any]) -> None:
     r, lin = obj["run"], obj["lineage"]
+    uid = f"uid {r['uid']}  " if r.get("uid") else ""  # none for a run from before uids
     console.print(
-        f"[bold]{r['id']}[/]  {r['state']}  stage {r['stage']}  queue {r['queue']}  "
+        f"[bold]{r['id']}[/]  {uid}{r['state']}  stage {r['stage']}  queue {r['queue']}  "
         f"{r['chips']} chips  priority {r['priority']}"
     )
     if r.get("reason"):

@@ -82,3 +82,14 @@ def test_a_legacy_run_without_a_uid_still_shows_and_keeps_its_old_checkpoint_dir
     env = launch_request(run, att, parent_checkpoint=None, heartbeat_s=1.0).env
     assert env["CROSSRAIL_RUN_UID"] == ""  # the runtime checks nothing for it, as before uids
     assert env["CROSSRAIL_CHECKPOINT_DIR"] == f"{run.checkpoint_dir}/{rid}"
+
+
+def test_crossrail_show_takes_a_uid_and_prints_it_beside_the_run_id(client: Client, experiments: Path) -> None:
+    from typer.testing import CliRunner
+
+    from crossrail.cli import app
+
+    uid = client.submit(experiments / "eval-smoke.yaml")["run"]["uid"]
+    result = CliRunner().invoke(app, ["show", uid, "--home", str(client.workspace.root)])
+    assert result.exit_code == 0, result.output
+    assert f"eval-smoke-1  uid {uid}  queued" in result.output
