@@ -50,9 +50,13 @@ def read_bytes(uri: str) -> bytes:
                     raise CrossrailError(f"cannot read {uri}: it is not a regular file; point it at one")
                 return f.read()
         fs, rpath = filesystem(uri)
+        if not rpath.strip("/"):
+            raise CrossrailError(f"cannot read {uri}: it names no bucket or path")
         return bytes(fs.cat_file(rpath))
-    except (OSError, ValueError, ImportError) as exc:
-        raise CrossrailError(f"cannot read {uri}: {exc}") from exc
+    except CrossrailError:
+        raise
+    except Exception as exc:  # each fsspec backend fails its own way (botocore, google-auth, aiohttp, ...)
+        raise CrossrailError(f"cannot read {uri}: {type(exc).__name__}: {exc}") from exc
 
 
 def read_text(uri: str) -> str:

@@ -106,10 +106,21 @@ def _non_blank(value: Any) -> Any:
     return value
 
 
+def _uri(value: Any) -> Any:
+    value = _non_blank(value)
+    if isinstance(value, str):
+        scheme, sep, rest = value.partition("://")
+        if sep and scheme and scheme != "file" and not rest.strip("/"):  # file:/// is the root, a real path
+            raise ValueError(f"{value!r} names no bucket or path; write e.g. {scheme}://bucket/path")
+    return value
+
+
 Text = Annotated[str, BeforeValidator(_number_to_str)]
 """A string where a YAML number is taken as its text (command arguments, environment values)."""
 
 NonEmpty = Annotated[str, BeforeValidator(_non_blank)]
+Uri = Annotated[str, BeforeValidator(_uri)]
+"""A local path or a URI; a bare `scheme://` (no bucket, no path) is refused."""
 Name = Annotated[str, BeforeValidator(_name)]
 Seconds = Annotated[float, BeforeValidator(_duration)]
 """A duration: `6h`, `10m`, `1h30m` or a number of seconds; stored as seconds."""

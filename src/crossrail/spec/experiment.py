@@ -19,6 +19,7 @@ from crossrail.spec.common import (
     SpecModel,
     Stage,
     Text,
+    Uri,
     as_dict,
     as_int,
     nested,
@@ -59,7 +60,7 @@ class CodeRef(SpecModel):
 class DatasetRef(SpecModel):
     """The data a run reads; a missing version is resolved when the experiment is submitted."""
 
-    uri: NonEmpty
+    uri: Uri
     version: Text | None = None
 
 
@@ -148,7 +149,7 @@ class ExperimentSpec(SpecModel):
     image: NonEmpty
     command: list[NonEmpty] = Field(min_length=1)
     args: list[Text] = Field(default_factory=list)
-    config: NonEmpty | None = None
+    config: Uri | None = None
     code: CodeRef = Field(default_factory=CodeRef)
     dataset: DatasetRef
     checkpoint: CheckpointSpec

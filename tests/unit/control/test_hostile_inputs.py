@@ -229,3 +229,17 @@ def test_crossrail_submit_refuses_a_device_dataset_without_a_traceback(checkout:
     assert "spec.dataset.version" in proc.stderr
     with Client(cwd=checkout) as client:
         assert nothing_written(client)
+
+
+@pytest.mark.parametrize("field", ["spec.config", "spec.dataset.uri"])
+@pytest.mark.parametrize("uri", ["s3://", "gs:///"])
+def test_a_bare_scheme_is_refused_before_anything_is_read(
+    client: Client, experiments: Path, field: str, uri: str
+) -> None:
+    sets = [f"{field}={uri}", "spec.dataset.version=v1"]
+    with pytest.raises(SpecError) as err:
+        client.submit(experiments / "pretrain-small.yaml", sets=sets)
+    [problem] = err.value.problems
+    assert problem.path == field
+    assert f"{uri!r} names no bucket or path" in problem.message
+    assert nothing_written(client)

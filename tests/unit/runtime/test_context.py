@@ -136,3 +136,8 @@ def test_read_text_refuses_a_fifo_or_a_device_at_once(tmp_path: Path) -> None:
     for uri in (str(tmp_path / "fifo"), "/dev/zero"):
         with pytest.raises(CrossrailError, match="is not a regular file"):
             read_text(uri)
+
+
+def test_read_text_of_a_bare_scheme_says_so_instead_of_a_backend_traceback() -> None:
+    with pytest.raises(CrossrailError, match="cannot read s3://: it names no bucket or path"):
+        read_text("s3://")
