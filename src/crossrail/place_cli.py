@@ -53,6 +53,9 @@ def render_placement(obj: dict[str, Any], *, explain: bool) -> None:
 
     start = obj["estimated_start_in_s"]
     when = "never" if start is None else ("now" if start <= 0 else f"in {render.secs(start)}")
+    parent = obj.get("waiting_for_parent")
+    if parent:  # it starts from the parent's latest checkpoint, so not before the parent ends
+        when = f"after parent {parent['run']} ends ({render.parent_note(parent)})"
     pool = obj["pool"] or "nowhere"
     render.console.print(
         f"[bold]{obj['experiment']}[/] ({obj['stage']}, {obj['chips']} chips, objective {obj['objective']}) "

@@ -127,6 +127,27 @@ def status(obj: dict[str, Any]) -> None:
         console.print(f)
 
 
+def _in(start: float | None) -> str:
+    return "never (no pool can hold it)" if start is None else ("now" if start <= 0 else f"in {_secs(start)}")
+
+
+def parent_note(parent: dict[str, Any]) -> str:
+    """What an unended parent is doing: waiting for its own parent, queued with an estimate, or running."""
+    if parent.get("waiting_for_parent"):
+        return f"itself waiting for {parent['waiting_for_parent']}"
+    if parent["state"] == "queued":
+        return f"est. start {_in(parent['estimated_start_in_s'])}"
+    return str(parent["state"])
+
+
+def _start(pending: dict[str, Any]) -> str:
+    """A pending run's estimated start; a run waiting for its parent says so, with the parent's estimate."""
+    parent = pending.get("waiting_for_parent")
+    if parent is None:
+        return _in(pending.get("estimated_start_in_s"))
+    return f"waiting for parent {parent['run']} ({parent_note(parent)})"
+
+
 def queues(obj: dict[str, Any]) -> None:
     for q in obj["queues"]:
         quota = ", ".join(f"{k}={v}" for k, v in q["quota"].items()) or "no quota"
@@ -134,7 +155,6 @@ def queues(obj: dict[str, Any]) -> None:
         for col in ("#", "run", "team", "priority", "chips", "waiting", "pool", "est. start"):
             t.add_column(col)
         for p in q["pending"]:
-            start = p.get("estimated_start_in_s")
             t.add_row(
                 str(p["position"]),
                 p["id"],
@@ -143,7 +163,7 @@ def queues(obj: dict[str, Any]) -> None:
                 str(p["chips"]),
                 _secs(p["waiting_s"]),
                 p.get("planned_pool") or "-",
-                "never (no pool can hold it)" if start is None else ("now" if start <= 0 else f"in {_secs(start)}"),
+                _start(p),
             )
         if q["pending"]:
             console.print(t)
@@ -227,6 +247,7 @@ def report(obj: dict[str, Any]) -> None:
         "runs",
         "ok",
         "failed",
+        "cancelled",
         "success",
         "queue p50",
         "queue p95",
@@ -248,6 +269,7 @@ def report(obj: dict[str, Any]) -> None:
             str(g["runs"]),
             str(g["succeeded"]),
             str(g["failed"]),
+            str(g["cancelled"]),
             "-" if rate is None else f"{rate:.0%}",
             _secs(g["queue_time"]["p50"]),
             _secs(g["queue_time"]["p95"]),

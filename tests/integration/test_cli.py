@@ -220,3 +220,45 @@ def test_the_shipped_examples_are_valid_under_the_strict_article_policy() -> Non
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["valid"] is True
+
+
+def test_validate_in_a_workspace_refuses_what_submit_refuses_each_with_line_field_and_fix(checkout: Path) -> None:
+    exp = checkout / ".crossrail" / "experiments" / "posttrain-042.yaml"
+    text = exp.read_text().replace("chips: 8, min_chips: 4, max_chips: 8", "chips: 64")
+    (checkout / "bad.yaml").write_text(text.replace("data/sft.jsonl", "data/no-such.jsonl"))
+
+    proc = run(checkout, "validate", "bad.yaml")
+
+    assert proc.returncode == 1
+    problems = [line.strip() for line in proc.stderr.splitlines()[1:]]
+    assert len(problems) == 3, proc.stderr  # one line each, however long
+    dataset, chips, parent = problems
+    assert dataset.startswith("spec.dataset.uri (line 16): file://")
+    assert "no-such.jsonl does not exist" in dataset
+    assert chips.startswith("spec.resources.chips (line 18): no pool of fleet 'local' could ever hold")
+    assert "tpu-v5p: needs 64 chips; the pool has 8; h100: needs 64 chips; the pool has 8" in chips
+    assert chips.endswith("change spec.resources or spec.accelerators, or add a pool to the fleet")
+    assert parent.startswith("spec.parent.run (line 19): no run or experiment named 'pretrain-small'; submit")
+    offline = run(checkout, "validate", "--offline", "bad.yaml")
+    assert offline.returncode == 0, offline.stderr
+
+    submitted = run(checkout, "submit", "bad.yaml")
+    assert submitted.returncode == 1
+    assert [line.strip() for line in submitted.stderr.splitlines()[1:]] == problems
+
+
+def test_problems_of_a_set_argument_cite_the_argument_not_the_line_it_overrides(checkout: Path) -> None:
+    proc = run(
+        checkout, "submit", ".crossrail/experiments/eval-smoke.yaml", "--set", "spec.resources.chips=64", "--json"
+    )
+    assert proc.returncode == 1
+    assert "spec.resources.chips (--set spec.resources.chips=64): no pool of fleet" in proc.stderr
+    assert "(line " not in proc.stderr
+
+
+def test_a_tab_in_the_indentation_is_named_with_its_line_and_column(checkout: Path) -> None:
+    (checkout / "tab.yaml").write_text("apiVersion: crossrail/v1\nkind: Experiment\nmetadata:\n\tname: x\n")
+    proc = run(checkout, "validate", "tab.yaml")
+    assert proc.returncode == 1
+    assert "(document) (line 4): a tab character at line 4, column 1; YAML indents with spaces only" in proc.stderr
+    assert "cannot start any token" not in proc.stderr

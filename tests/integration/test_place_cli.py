@@ -56,3 +56,20 @@ def test_queue_shows_the_planned_pool_and_estimated_start(checkout: Path, experi
         ("eval-smoke-2", "tpu-v5p", "now"),
         ("eval-smoke-3", "h100", "in 66.7m"),
     ]
+
+
+def test_a_run_waiting_for_its_queued_parent_says_so_in_queue_and_place(checkout: Path, experiments: Path) -> None:
+    missing = run(checkout, "place", str(experiments / "posttrain-042.yaml"))
+    assert missing.returncode == 1
+    assert "would start" not in missing.stdout
+    assert "spec.parent.run (line 19): no run or experiment named 'pretrain-small'" in missing.stderr
+
+    for name in ("pretrain-small", "posttrain-042"):
+        assert run(checkout, "submit", str(experiments / f"{name}.yaml")).returncode == 0
+
+    queued = run(checkout, "queue").stdout
+    row = next(line for line in queued.splitlines() if "posttrain-042-1" in line)
+    assert "waiting for parent pretrain-small-1 (est. start now)" in row
+    placed = run(checkout, "place", str(experiments / "posttrain-042.yaml")).stdout
+    assert "would start after parent pretrain-small-1 ends (est. start now)" in placed
+    assert "would start now" not in placed

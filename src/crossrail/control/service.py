@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from crossrail.control import lineage, parents
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid
+from crossrail.core.events import TERMINAL_RUN_STATES
 from crossrail.errors import ConflictError, InfeasibleError, NotFoundError, Problem, SpecError
 from crossrail.store import NewRun, RunRecord, Store
 
@@ -571,10 +572,32 @@ class Service:
         return {"queues": out}
 
     def _estimated_starts(self, pending: list[RunRecord], now: float) -> dict[str, dict[str, Any]]:
-        """Each pending run's planned pool and estimated start (control/placing.py)."""
+        """Each pending run's planned pool and estimated start (control/placing.py); a run that starts from
+        its parent's `latest` checkpoint and whose parent has not ended waits for it, not for chips."""
         from crossrail.control.placing import estimated_starts
 
-        return estimated_starts(self.store, self.fleet, self.policy, pending, now)
+        starts = estimated_starts(self.store, self.fleet, self.policy, pending, now)
+        for run in pending:
+            waiting_for = self._unended_parent(run, starts)
+            if waiting_for is not None:
+                starts[run.id] = {**starts.get(run.id, {}), "waiting_for_parent": waiting_for}
+        return starts
+
+    def _unended_parent(self, run: RunRecord, starts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+        """The parent a run waits for (its id, state and estimated start when queued), or None."""
+        if run.parent_run is None or run.parent_checkpoint != "latest":
+            return None
+        parent = self.store.get_run(run.parent_run)
+        if RunState(parent.state) in TERMINAL_RUN_STATES:
+            return None
+        grandparent = self._unended_parent(parent, starts)
+        return {
+            "run": parent.id,
+            "state": parent.state,
+            # A parent that waits for its own parent has no start of its own to show.
+            "estimated_start_in_s": None if grandparent else starts.get(parent.id, {}).get("estimated_start_in_s"),
+            "waiting_for_parent": grandparent["run"] if grandparent else None,
+        }
 
     def show(self, ref: str) -> dict[str, Any]:
         from crossrail.control.placing import placement_history
@@ -636,8 +659,20 @@ class Service:
             "prefer": work.prefer,
             "estimated_start": at,
             "estimated_start_in_s": None if at is None else round(at - now, 3),
+            "waiting_for_parent": self._parent_wait(pre.parent_run, pre.parent_checkpoint, now),
             **choice.as_dict(),
         }
+
+    def _parent_wait(self, parent_run: str | None, checkpoint: str | None, now: float) -> dict[str, Any] | None:
+        """For `place`: the unended parent an experiment would wait for, with its own estimate."""
+        if parent_run is None or checkpoint != "latest":
+            return None
+        parent = self.store.get_run(parent_run)
+        if RunState(parent.state) in TERMINAL_RUN_STATES:
+            return None
+        queued = self.store.list_runs(states=[RunState.QUEUED], newest_first=False)
+        probe = replace(parent, parent_run=parent.id, parent_checkpoint="latest")
+        return self._unended_parent(probe, self._estimated_starts(queued, now))
 
     def events(self, ref: str | None = None, *, after_seq: int = 0, limit: int | None = None) -> list[Event]:
         run_id = self.get(ref).id if ref else None

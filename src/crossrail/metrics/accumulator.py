@@ -371,7 +371,8 @@ def _group_metrics(key: GroupKey, tallies: list[_Tally], running: tuple[float, f
         failed=failed,
         cancelled=cancelled,
         active=active,
-        success_rate=succeeded / finished if finished else None,
+        # A cancelled run was stopped by a person, not failed by the fleet: it counts for neither side.
+        success_rate=succeeded / (succeeded + failed) if succeeded + failed else None,
         queue_time=Distribution.of(values(lambda t: t.queue_s)),
         run_time=Distribution.of(values(lambda t: t.run_s)),
         recoveries=sum(t.recoveries for t in tallies),

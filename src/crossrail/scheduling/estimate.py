@@ -257,9 +257,9 @@ def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -
     """Expected run time of `work` on `pool`, and where the speed came from.
 
     - `measured`, with `work_units`: work_units / (throughput per chip there x chips).
-    - `measured`, without: the measured chip type with the highest throughput anchors the fleet's speeds:
-      run time there is reference / that pool's relative speed, and every other measured chip type is
-      slower or faster by its measured throughput ratio to the anchor.
+    - `measured ratio`, without: the measured chip type with the highest throughput anchors the fleet's
+      speeds: run time there is reference / that pool's relative speed (so its source is `relative_speed`),
+      and every other measured chip type is slower or faster by its measured throughput ratio to the anchor.
     - `relative_speed`: reference / relative speed, for chip types never measured.
     - `unknown`: no reference duration and nothing measured to go on.
     """
@@ -270,7 +270,8 @@ def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -
         anchor = _anchor(work, [pool, *pools])
         if anchor is not None and work.reference_s is not None:
             anchor_pool, anchor_rate = anchor
-            return work.reference_s / anchor_pool.relative_speed * anchor_rate / rate, "measured"
+            source = "relative_speed" if anchor_rate == rate else "measured ratio"
+            return work.reference_s / anchor_pool.relative_speed * anchor_rate / rate, source
     if work.reference_s is None:
         return None, "unknown"
     return work.reference_s / pool.relative_speed, "relative_speed"

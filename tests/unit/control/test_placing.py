@@ -145,7 +145,8 @@ def test_measured_throughput_of_earlier_attempts_replaces_the_fleets_relative_sp
     out = client.place(experiments / "pretrain-small.yaml")
     terms = {c["pool"]: c for c in out["candidates"]}
 
-    assert (terms["h100"]["speed_source"], terms["tpu-v5p"]["speed_source"]) == ("measured", "measured")
+    # h100 anchors (declared duration at its relative speed); tpu-v5p is scaled by the measured ratio.
+    assert (terms["h100"]["speed_source"], terms["tpu-v5p"]["speed_source"]) == ("relative_speed", "measured ratio")
     assert terms["h100"]["run_s"] == pytest.approx(1200 / 0.9, abs=0.1)  # the fastest measured type anchors
     assert terms["tpu-v5p"]["run_s"] == pytest.approx(4 * 1200 / 0.9, abs=0.1)
     assert out["pool"] == "h100"

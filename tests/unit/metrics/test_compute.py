@@ -101,7 +101,7 @@ def test_a_run_cancelled_while_queued_counts_under_no_pool_with_no_queue_time() 
     report = compute(tell(run), now=run.now + 600)
 
     (g,) = report.groups
-    assert (g.stage, g.pool, g.runs, g.cancelled, g.success_rate) == ("pretrain", "-", 1, 1, 0.0)
+    assert (g.stage, g.pool, g.runs, g.cancelled, g.success_rate) == ("pretrain", "-", 1, 1, None)
     assert (g.queue_time, g.run_time, g.chip_hours, g.cost) == (NONE, NONE, 0.0, 0.0)
     assert report.pending == {}, "a cancelled run waits no more"
 
@@ -149,6 +149,17 @@ def test_a_suspended_attempt_stops_billing_and_its_resume_queues_again() -> None
     assert (g.chip_hours, g.cost, g.recoveries) == (8.0, 8.0, 0)
     assert g.queue_time == Distribution(count=2, p50=45.0, p95=58.5, mean=45.0, max=60.0)
     assert g.run_time.count == 2
+
+
+def test_cancelled_runs_are_counted_apart_and_do_not_lower_the_success_rate() -> None:
+    stories = [
+        Story("pre-1", at=T0).start("tpu-a").wait(600).succeed(),
+        Story("pre-2", at=T0 + 1).start("tpu-a").wait(600).cancel(),
+        Story("pre-3", at=T0 + 2).start("tpu-a").wait(600).fail(),
+    ]
+    (g,) = compute(tell(*stories), now=T0 + 3600).groups
+
+    assert (g.runs, g.succeeded, g.failed, g.cancelled, g.success_rate) == (3, 1, 1, 1, 0.5)
 
 
 def test_groups_are_sorted_by_stage_then_pool_and_totals_add_them_up() -> None:

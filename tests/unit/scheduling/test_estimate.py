@@ -174,8 +174,9 @@ def test_measured_throughput_replaces_relative_speed_between_chip_types() -> Non
     l4 = pool("l4", chip_type="l4", relative_speed=0.5)
     work = Workload("r", 4, reference_s=HOUR, measured={"v5p": 2.0, "h100": 1.0})
 
-    assert run_time_s(work, tpu, [tpu, gpu, l4]) == (HOUR, "measured")  # the fastest measured type anchors
-    assert run_time_s(work, gpu, [tpu, gpu, l4]) == (2 * HOUR, "measured")  # not HOUR / 1.5
+    # The fastest measured type anchors: its run time is the declared duration at its relative speed.
+    assert run_time_s(work, tpu, [tpu, gpu, l4]) == (HOUR, "relative_speed")
+    assert run_time_s(work, gpu, [tpu, gpu, l4]) == (2 * HOUR, "measured ratio")  # not HOUR / 1.5
     assert run_time_s(work, l4, [tpu, gpu, l4]) == (2 * HOUR, "relative_speed")  # never measured
 
 
