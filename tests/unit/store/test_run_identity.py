@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,9 +18,13 @@ from .test_store import new_run, opening
 UID_A, UID_B = "01kdvdna3v000g40r40m30e209", "01kdvdna3v7zzzzzzzzzzzzzzz"
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store.open(f"sqlite:///{tmp_path / 'state.db'}")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """On SQLite and on a real PostgreSQL server, as the other store tests."""
+    url = f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    s = Store.open(url)
+    yield s
+    s.close()
 
 
 def test_a_run_keeps_its_uid_and_is_found_by_it_or_by_its_id(store: Store) -> None:
