@@ -166,3 +166,17 @@ def test_a_resume_with_no_checkpoint_that_verifies_is_refused(client: Client, ex
     client.cancel(pre)
     with pytest.raises(ConflictError, match="no checkpoint that verifies to resume from"):
         client.resubmit(pre, resume=True)
+
+
+def test_a_child_cancelled_as_its_parent_ends_with_nothing_usable_stays_cancelled(
+    client: Client, experiments: Path
+) -> None:
+    pre = client.submit(experiments / "pretrain-small.yaml", sets=FIVE)["run"]["id"]
+    post = child_of(client, experiments, pre)
+    store = client.service.store
+    seen_queued = store.get_run(post)  # what an agent pass read before the cancel landed
+    client.cancel(pre)
+    client.cancel(post)
+    assert client.agent()._resolve_parent(seen_queued, client.clock.now()) is False
+    assert store.get_run(post).state == "cancelled"
+    assert [e.type for e in store.events(run=post)][-1] == "cancelled"

@@ -8,6 +8,7 @@ killed at any line and started again: it loses no attempt and starts none twice.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import math
@@ -577,7 +578,8 @@ class Agent:
     def _fail_child(self, run: RunRecord, parent: RunRecord, verified: parents.Verified, now: float) -> None:
         reason = parents.no_usable_checkpoint(parent, verified)
         ev = Event(EventType.FAILED, now, run.id, None, {"reason": reason, "retryable": False, "final": True})
-        self.store.transition(run.id, ["queued"], "failed", [ev])
+        with contextlib.suppress(ConflictError):  # cancelled or suspended meanwhile: that stands
+            self.store.transition(run.id, ["queued"], "failed", [ev])
 
     def _parent_checkpoint(self, run: RunRecord) -> str | None:
         """For an attempt admitted before attempts recorded their parent checkpoint."""
