@@ -224,12 +224,13 @@ def import_command(  # noqa: PLR0917 (a typer command takes each option as a par
 
 def _summary(title: str, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from crossrail.render import err
 
     table = Table(title=title, title_justify="left")
     for key in rows[0] if rows else []:
         table.add_column(key, overflow="fold")
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
+    for row in rows:  # as Text: a value such as `[file]` is shown, not taken for rich markup
+        table.add_row(*(Text(str(v)) for v in row.values()))
     err.print(table)

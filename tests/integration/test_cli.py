@@ -262,3 +262,20 @@ def test_a_tab_in_the_indentation_is_named_with_its_line_and_column(checkout: Pa
     assert proc.returncode == 1
     assert "(document) (line 4): a tab character at line 4, column 1; YAML indents with spaces only" in proc.stderr
     assert "cannot start any token" not in proc.stderr
+
+
+def test_import_of_the_articles_job_needs_no_flags_and_validate_flags_its_dataset_placeholder(
+    checkout: Path,
+) -> None:
+    job = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes" / "posttrain-gpu-run.yaml"
+    imported = run(checkout, "import", str(job), "-o", "exp.yaml")
+    assert imported.returncode == 0, imported.stderr
+    assert "wrote exp.yaml" in imported.stderr
+
+    checked = run(checkout, "validate", "--offline", "exp.yaml")
+    assert checked.returncode == 1
+    (dataset,) = [line.strip() for line in checked.stderr.splitlines() if "spec.dataset.uri" in line]
+    assert dataset.startswith("spec.dataset.uri (line 21): is a placeholder, not a value (to fill in: the dataset URI")
+
+    local = run(checkout, "import", str(job), "--dataset", "/data/sft", "-o", "local.yaml")
+    assert "portability_requirements.local_uri_schemes: [file] in the placement policy" in local.stderr

@@ -15,7 +15,7 @@ from crossrail.spec.experiment import (
     experiment_digest,
 )
 from crossrail.spec.fleet import Fleet, Pool, Queue
-from crossrail.spec.lint import lint_experiment
+from crossrail.spec.lint import lint_experiment, placeholder
 from crossrail.spec.loader import Document, load_document, parse_document
 from crossrail.spec.overrides import apply_overrides
 from crossrail.spec.policy import (
@@ -72,5 +72,6 @@ __all__ = [
     "parse_experiment",
     "parse_fleet",
     "parse_policy",
+    "placeholder",
     "validate_files",
 ]

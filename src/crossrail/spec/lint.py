@@ -23,6 +23,14 @@ _DEVICE_ENV = frozenset(
     {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}
 )
 _NODE_LABEL = re.compile(r"cloud\.google\.com/gke-(accelerator|tpu-.+)")
+_PLACEHOLDER = re.compile(r"<(to fill in: [^<>\n]+)>")
+
+
+def placeholder(what: str) -> str:
+    """A value written where the source did not say (`crossrail import`); every check flags it until replaced."""
+    return f"<to fill in: {what}>"
+
+
 _ACCELERATOR_VALUE = re.compile(r"nvidia|amd|tpu|gpu", re.IGNORECASE)
 
 
@@ -39,6 +47,7 @@ def lint_experiment(doc: Document, policy: PlacementPolicy) -> list[Problem]:
     if required.experiment_metadata == "required":
         lint.metadata()
     lint.hardware(doc.data, ())
+    lint.placeholders(doc.data, ())
     return sort_problems(lint.findings)
 
 
@@ -79,7 +88,7 @@ class _Lint:
     def uris(self, local_schemes: frozenset[str]) -> None:
         for path in (("spec", "dataset", "uri"), ("spec", "checkpoint", "dir"), ("spec", "config")):
             uri = _get(self.doc.data, *path)
-            if not isinstance(uri, str) or not uri:
+            if not isinstance(uri, str) or not uri or _PLACEHOLDER.fullmatch(uri.strip()):
                 continue
             m = _SCHEME.match(uri)
             scheme = m.group(1).lower() if m else "file"
@@ -113,6 +122,17 @@ class _Lint:
                 "missing spec.code.repo",
                 f"add `code: {{repo: https://github.com/<org>/<repo>, commit: auto}}`; {why}",
             )
+
+    # A placeholder (written by `crossrail import`) is never a value, whatever the policy says.
+    def placeholders(self, value: Any, path: Path) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                self.placeholders(item, (*path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                self.placeholders(item, (*path, i))
+        elif isinstance(value, str) and (m := _PLACEHOLDER.fullmatch(value.strip())):
+            self.add(path, f"is a placeholder, not a value ({m.group(1)})", "replace it with the real value")
 
     # Hard-coded hardware is never portable, whatever the policy says.
     def hardware(self, value: Any, path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from crossrail.errors import SpecError
-from crossrail.executors.render.importer import Imported, import_job
+from crossrail.executors.render.importer import DATASET_PLACEHOLDER, Imported, import_job
 from crossrail.executors.render.kubernetes import render_kubernetes
 from crossrail.executors.render.workload import from_experiment
 from crossrail.spec import Fleet, default_policy, validate_files
@@ -180,14 +180,22 @@ def test_the_imported_job_with_a_digest_renders_pinned_and_otherwise_is_refused(
     )
 
 
-def test_a_job_without_dataset_or_checkpoint_dir_is_refused_with_every_problem() -> None:
+def test_a_job_without_a_checkpoint_dir_is_refused() -> None:
     job = _article()
     job["spec"]["template"]["spec"]["containers"][0]["args"] = ["--config", "gs://b/c.yaml"]
     with pytest.raises(SpecError) as caught:
         import_job(job, "job.yaml")
-    paths = [p.path for p in caught.value.problems]
-    assert paths == ["spec.dataset", "spec.template.spec.containers[0].args"]
-    assert "--dataset" in (caught.value.problems[0].fix or "")
+    assert [p.path for p in caught.value.problems] == ["spec.template.spec.containers[0].args"]
+
+
+def test_the_articles_job_imports_without_flags_and_its_unnamed_dataset_is_a_placeholder_to_do() -> None:
+    imported = import_job(_article(), str(ARTICLE_JOB))
+
+    assert imported.document["spec"]["dataset"] == {"uri": DATASET_PLACEHOLDER}
+    (todo,) = [f for f in imported.findings if f.path == "spec.dataset.uri"]
+    assert todo.action == "to do"
+    assert "placeholder" in todo.message
+    assert "the Job names none" in todo.message
 
 
 @pytest.mark.parametrize(

@@ -233,3 +233,16 @@ def test_lint_reads_any_shape_without_raising(policy: PlacementPolicy) -> None:
 
 def test_schema_errors_are_not_lint_findings(policy: PlacementPolicy) -> None:
     assert findings(edited(EXPERIMENT_YAML, "chips: 8,", "chips: 0,"), policy) == []
+
+
+def test_a_placeholder_left_by_import_is_a_problem_under_any_policy() -> None:
+    from crossrail.spec.lint import placeholder
+
+    uri = placeholder("the dataset URI; the Job names none")
+    text = edited(EXPERIMENT_YAML, "{uri: gs://acme-data/sft/v3/, version: v3}", f"{{uri: '{uri}'}}")
+
+    (problem,) = lint_experiment(doc(text), relaxed("dataset_uri_scheme: any"))
+
+    assert (problem.path, problem.line) == ("spec.dataset.uri", 11)
+    assert problem.message == "is a placeholder, not a value (to fill in: the dataset URI; the Job names none)"
+    assert problem.fix == "replace it with the real value"
