@@ -104,6 +104,10 @@ def test_aliases_copy_their_anchor_so_an_edit_stays_local() -> None:
         pytest.param(b"a: 1\nb: \x00\x01\x02\n", 2, "binary data: a NUL byte at byte offset 8", id="nul-byte"),
         pytest.param(b"a: caf\xe9\n", 1, "not UTF-8: byte 0xe9 at byte offset 6", id="latin-1"),
         pytest.param("a: 1\n".encode("utf-16"), 1, "the file is UTF-16", id="utf-16"),
+        pytest.param(
+            "a:\n\tb: 1\n", 2, "a tab character at line 2, column 1; YAML indents with spaces", id="tab-indent"
+        ),
+        pytest.param("a:\n  b: 1\n  \tc: 2\n", 3, "a tab character at line 3, column 3", id="tab-after-spaces"),
     ],
 )
 def test_hostile_text_is_one_clear_problem(text: str | bytes, line: int, expected: str) -> None:

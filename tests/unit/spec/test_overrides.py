@@ -90,3 +90,40 @@ def test_every_malformed_override_is_reported_together() -> None:
         "--set 'a': expected key=value",
         "--set 'b': expected key=value",
     ]
+
+
+def test_problems_about_an_overridden_field_cite_the_argument_and_others_keep_their_line() -> None:
+    from crossrail.errors import Problem
+    from crossrail.spec.problems import locate
+
+    changed = apply_overrides(doc(EXPERIMENT_YAML), ["spec.resources={chips: 2}", "spec.priority=high"])
+    found = [
+        Problem("experiment.yaml", "spec.resources.chips", "too many"),
+        Problem("experiment.yaml", "spec.image", "not pinned"),
+        Problem("experiment.yaml", "spec.priority", "no", line=9),
+    ]
+
+    placed = {p.path: (p.line, p.argument) for p in locate(found, changed)}
+
+    assert placed == {
+        "spec.resources.chips": (None, "spec.resources={chips: 2}"),
+        "spec.image": (6, None),
+        "spec.priority": (None, "spec.priority=high"),
+    }
+    assert locate(found[:1], changed)[0].render() == "spec.resources.chips (--set spec.resources={chips: 2}): too many"
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        pytest.param("spec.command[0]", ("spec", "command", 0), id="an-index"),
+        pytest.param("metadata.labels['a.b/c']", ("metadata", "labels", "a.b/c"), id="a-quoted-key"),
+        pytest.param("kind", ("kind",), id="one-key"),
+    ],
+)
+def test_a_problem_path_reads_back_as_the_key_path(text: str, path: tuple[str | int, ...]) -> None:
+    from crossrail.spec.paths import format_path
+    from crossrail.spec.problems import parse_path
+
+    assert parse_path(text) == path
+    assert format_path(path) == text

@@ -113,3 +113,11 @@ def test_crossrail_extensions_are_accepted() -> None:
 )
 def test_policy_mistakes_are_named(text: str, expected: tuple[str, int, str, str | None]) -> None:
     assert policy_problems(text) == [expected]
+
+
+def test_code_commit_is_recorded_by_default_and_required_only_when_the_policy_says_so() -> None:
+    assert default_policy().portability.code_commit == "recorded"
+    strict = parse_policy(parse_document("portability_requirements: {code_commit: required}\n", "p.yaml"))
+    assert strict.portability.code_commit == "required"
+    with pytest.raises(SpecError, match=r"portability_requirements.code_commit \(line 1\): 'always' is not one of"):
+        parse_policy(parse_document("portability_requirements: {code_commit: always}\n", "p.yaml"))
