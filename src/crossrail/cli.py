@@ -193,6 +193,9 @@ def events(
     run: Annotated[str | None, typer.Option("--run", help="Only this run's events.")] = None,
     after: Annotated[int, typer.Option("--after", help="Only events with seq above this.")] = 0,
     limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Check the events' hash chains instead; exit 1 naming any rewritten event.")
+    ] = False,
     home: Home = None,
     as_json: Json = False,
 ) -> None:
@@ -202,6 +205,11 @@ def events(
         from crossrail import render
 
         with _client(home) as c:
+            if verify:
+                from crossrail.store_cli import verify_events
+
+                verify_events(c, run, as_json)
+                return
             _emit(c.events(run, after_seq=after, limit=limit), as_json, render.events)
 
     _run(go)
@@ -313,6 +321,10 @@ def _ckpt_app() -> typer.Typer:
 
 
 app.add_typer(_ckpt_app(), name="ckpt", help="List, show and verify crossrail-ckpt/v1 checkpoints.")
+
+from crossrail import store_cli  # noqa: E402 (store check, backup and restore live in their own module)
+
+app.add_typer(store_cli.store_app, name="store")
 
 from crossrail import place_cli  # noqa: E402 (placement explanations live in their own module)
 

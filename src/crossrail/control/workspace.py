@@ -168,7 +168,7 @@ def open_store(ws: Workspace) -> Store:
     path = _sqlite_file(url)
     if path is None:
         return Store.open(url)
-    known = _read_marker(ws.store_marker, url)
+    known = read_marker(ws.store_marker, url)
     if known is not None and not path.exists():
         raise StoreDamagedError(
             f"the state store {path} is gone: this workspace's store {known} (recorded in {ws.store_marker}) is not "
@@ -195,7 +195,7 @@ def write_marker(ws: Workspace, store_id: str) -> None:
     tmp.replace(ws.store_marker)
 
 
-def _read_marker(marker: Path, url: str) -> str | None:
+def read_marker(marker: Path, url: str) -> str | None:
     try:
         data = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):

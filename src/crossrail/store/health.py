@@ -87,6 +87,25 @@ class FileIdentity:
             )
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def header_problem(path: Path) -> str | None:
+    """What is wrong with the first 100 bytes of a SQLite file, read raw: in WAL mode a connection may serve page 1
+    from the WAL and never look at a header that was overwritten on disk."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(100)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
+        return "its first bytes are no longer a SQLite header (the file was overwritten)"
+    page_size = int.from_bytes(head[16:18], "big")
+    if page_size != 1 and (page_size < 512 or page_size & (page_size - 1)):
+        return f"its header gives an impossible page size ({page_size})"
+    return None
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a `sqlite:///PATH` URL; None for in-memory databases and other dialects."""
     if not url.startswith("sqlite:///"):
@@ -135,3 +154,34 @@ def file_store_id(path: Path) -> str | None:
     except sqlite3.DatabaseError as exc:
         raise classify(exc, str(path), "reading its store id") from exc
     return None if row is None else str(row[0])
+
+
+AMCHECK_MISSING = (
+    "the amcheck extension is not installed in this database, so its indexes were not checked; "
+    "a superuser can run `CREATE EXTENSION amcheck` to enable the check"
+)
+
+
+def pg_index_problems(conn: Any) -> list[str] | None:
+    """PostgreSQL: `bt_index_check` on every B-tree index of the store's schema; None when amcheck is not installed."""
+    from sqlalchemy import text
+
+    if conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'")).first() is None:
+        return None
+    indexes = conn.execute(
+        text(
+            "SELECT c.oid, c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE am.amname = 'btree' AND n.nspname = current_schema() ORDER BY c.relname"
+        )
+    ).all()
+    problems = []
+    for oid, name in indexes:
+        savepoint = conn.begin_nested()
+        try:
+            conn.execute(text("SELECT bt_index_check(:oid)"), {"oid": oid})
+            savepoint.commit()
+        except DBAPIError as exc:
+            savepoint.rollback()
+            problems.append(f"index {name}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}")
+    return problems

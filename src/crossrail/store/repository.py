@@ -103,6 +103,9 @@ class Store:
         """
         if self._file is not None and self.path is not None:
             self._file.check()
+            broken = health.header_problem(self.path)
+            if broken is not None:
+                raise StoreDamagedError(f"the state store {self.path} is damaged: {broken}; {health.RESTORE_HINT}")
             found = health.file_store_id(self.path)
             problems = health.file_problems(self.path, quick=True, limit=5) if integrity else []
             if problems:
@@ -358,6 +361,14 @@ class Store:
             q = q.limit(limit)
         with self._read() as conn:
             return [_event(r) for r in conn.execute(q)]
+
+    def integrity_problems(self) -> list[str] | None:
+        """What the database's own check finds wrong: SQLite `PRAGMA integrity_check`, PostgreSQL amcheck on every
+        B-tree index ([] when sound); None when the check is not available (amcheck is not installed)."""
+        if self.path is not None:
+            return health.file_problems(self.path)
+        with self._read() as conn, conn.begin():
+            return health.pg_index_problems(conn)
 
     def verify_events(self, run: str | None = None, *, batch: int = 5000) -> ChainCheck:
         """Recompute every event's hash chain (or only `run`'s); the result names each event that does not follow."""
