@@ -163,14 +163,12 @@ class LocalStore(Store):
 
     @contextlib.contextmanager
     def ranges(self, name: str, file: str) -> Iterator[ReadInto]:
-        # One descriptor per reader; positional reads go straight into the caller's memory. Each read also asks
-        # the kernel for the next stretch of the same size (WILLNEED starts that I/O now, without waiting), so
-        # the disk keeps working while the caller checksums what it got instead of waiting for the next call.
+        # One descriptor per reader, so the kernel's readahead follows each stretch read in order; positional
+        # reads go straight into the caller's memory.
         fd = os.open(os.path.join(self.root, name, file), os.O_RDONLY)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
         def read_into(offset: int, view: memoryview) -> int:
-            os.posix_fadvise(fd, offset + len(view), len(view), os.POSIX_FADV_WILLNEED)
+            os.posix_fadvise(fd, offset, len(view), os.POSIX_FADV_SEQUENTIAL)
             done = 0
             while done < len(view):
                 n = os.preadv(fd, [view[done:]], offset + done)
