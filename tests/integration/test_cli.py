@@ -222,7 +222,10 @@ def test_the_shipped_examples_are_valid_under_the_strict_article_policy() -> Non
     assert json.loads(proc.stdout)["valid"] is True
 
 
-def test_validate_in_a_workspace_refuses_what_submit_refuses_each_with_line_field_and_fix(checkout: Path) -> None:
+def test_validate_in_a_workspace_refuses_what_submit_refuses_each_with_line_field_and_fix(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # stderr is not a terminal: each problem stays on one line anyway
     exp = checkout / ".crossrail" / "experiments" / "posttrain-042.yaml"
     text = exp.read_text().replace("chips: 8, min_chips: 4, max_chips: 8", "chips: 64")
     (checkout / "bad.yaml").write_text(text.replace("data/sft.jsonl", "data/no-such.jsonl"))
