@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from crossrail.core.events import Event, EventType
@@ -882,10 +882,22 @@ def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
     return [int(seq) for seq in conn.execute(stmt, rows).scalars()]
 
 
+_FEW_CHAINS = 8
+_HEAD_OF_RUN = text("SELECT hash FROM events WHERE run_id = :r ORDER BY seq DESC LIMIT 1")
+_HEAD_OF_NO_RUN = text("SELECT hash FROM events WHERE run_id IS NULL ORDER BY seq DESC LIMIT 1")
+
+
 def _chain_heads(conn: Connection, keys: set[str | None]) -> dict[str | None, str]:
     """The hash of the newest event of each chain in `keys` (a run id, or None for events of no run)."""
     e = t.events.c
     heads: dict[str | None, str] = {}
+    if len(keys) <= _FEW_CHAINS:  # the usual case, one or two runs: one indexed lookup each, statement prebuilt
+        for key in keys:
+            stmt, params = (_HEAD_OF_NO_RUN, {}) if key is None else (_HEAD_OF_RUN, {"r": key})
+            found = conn.execute(stmt, params).scalar()
+            if found is not None:
+                heads[key] = found
+        return heads
     for chunk in _chunks(sorted(k for k in keys if k is not None)):
         newest = select(func.max(e.seq)).where(e.run_id.in_(chunk)).group_by(e.run_id)
         heads.update((rid, h) for rid, h in conn.execute(select(e.run_id, e.hash).where(e.seq.in_(newest))))
