@@ -62,7 +62,6 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
             f"validated {len(result['files'])} example experiments: "
             f"{'all valid' if result['valid'] else result['problems']}"
         )
-        _explain_placement(client, exps / "posttrain-042.yaml")
         runs = _submit_all(client, exps, quick)
         killed = _drive(client, runs, timeout_s)
         report = client.report()
@@ -110,8 +109,10 @@ def _simulate_policies() -> dict[str, float] | None:
 
 def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
     steps = ("60", "30") if quick else ("120", "60")
-    sub = [
-        client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}"]),
+    sub = [client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}"])]
+    # Post-training names pretraining as its parent, so its placement is explained once that run exists.
+    _explain_placement(client, exps / "posttrain-042.yaml")
+    sub += [
         client.submit(exps / "posttrain-042.yaml", sets=[f"spec.args.3={steps[1]}"]),
         client.submit(exps / "eval-smoke.yaml", sets=["spec.parent={run: posttrain-042, checkpoint: latest}"]),
     ]
