@@ -227,7 +227,7 @@ def test_a_critical_run_preempts_a_low_priority_one_which_checkpoints_and_resume
             slow,
             "metadata.name=low-prio",
             "spec.stage=eval",
-            "spec.resources.chips=2",
+            "spec.resources.chips=4",  # the whole of the eval queue's h100 quota
             "spec.priority=low",
             "spec.accelerators={allow: [gpu]}",
             "spec.resources.duration=1h",
