@@ -1,7 +1,7 @@
 """Chaos in one run: agent SIGKILLs, training-process kills, kills mid-save and fuzzed submissions, then an audit.
 
-    python bench/chaos.py [--runs 6] [--steps 300] [--agent-kills 24] [--training-kills 3] [--save-kills 3]
-                          [--fuzz 60] [--seconds 300] [--seed 7] [--keep]
+    python bench/chaos.py [--runs 8] [--steps 600] [--agent-kills 40] [--training-kills 4] [--save-kills 4]
+                          [--fuzz 80] [--seconds 300] [--seed 7] [--keep]
 
 In a fresh workspace (a git checkout of its own) the bigram workload is submitted as several runs through
 `crossrail submit`, the same idempotency key twice. Agents are started and SIGKILLed at random moments while
@@ -81,14 +81,14 @@ FUZZ_DEBRIS = "[]{}:,-?&*!|>'\"#%@`~ \tabkn01.<=\\"
 class Plan:
     """How much chaos: runs of the workload, and kills and fuzzed submissions among them."""
 
-    runs: int = 6
-    steps: int = 300
+    runs: int = 8
+    steps: int = 600
     every: int = 10
     step_sleep_s: float = 0.05
-    agent_kills: int = 24
-    training_kills: int = 3
-    save_kills: int = 3
-    fuzz: int = 60
+    agent_kills: int = 40
+    training_kills: int = 4
+    save_kills: int = 4
+    fuzz: int = 80
     fuzz_cli: int = 8
     seconds: float = 300.0
     seed: int = 7
@@ -103,6 +103,8 @@ class Tally:
     save_kills: int = 0
     fuzz_accepted: int = 0
     fuzz_refused: int = 0
+    retries: int = 0  # attempts after the first, over the plan's runs
+    resumes: int = 0  # attempts that resumed from a checkpoint of their run
     lost: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
     wrong_resume: list[str] = field(default_factory=list)
@@ -384,6 +386,7 @@ def audit(chaos: Chaos) -> None:
             _audit_steps(store, rid, t)
             _audit_resumes(chaos, store, rid, t)
             if rid in chaos.runs:
+                t.retries += len(store.attempts(rid)) - 1
                 ckpts = [ck.step for ck in store.checkpoints(rid)]
                 if str(run.state) != "succeeded" or not ckpts or ckpts[-1] != chaos.plan.steps:
                     t.lost.append(f"run {rid} ended {run.state} at checkpoint {ckpts[-1:] or 'none'}")
@@ -434,6 +437,7 @@ def _resumed(store: Any, rid: str) -> dict[int, tuple[int, str]]:
 def _audit_resumes(chaos: Chaos, store: Any, rid: str, t: Tally) -> None:
     own = str(chaos.checkpoint_dir(rid))
     resumed = _resumed(store, rid)
+    t.resumes += len(resumed)
     ckpts = store.checkpoints(rid)
     for a in store.attempts(rid):
         earlier = [ck.step for ck in ckpts if ck.attempt is not None and ck.attempt < a.number]
@@ -499,6 +503,7 @@ def main() -> None:
         f"kills: {tally.agent_kills} agent, {tally.training_kills} training process, {tally.save_kills} mid-save; "
         f"fuzzed submissions: {tally.fuzz_accepted} accepted, {tally.fuzz_refused} refused"
     )
+    print(f"plan runs: {tally.retries} retried attempts, {tally.resumes} resumed from a checkpoint")
     for finding in tally.findings():
         print(f"  {finding}")
     print(tally.summary())
