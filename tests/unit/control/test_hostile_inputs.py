@@ -19,10 +19,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pytest
 
 from crossrail.client import Client
-from crossrail.control.lineage import InputLimits
+from crossrail.control import lineage
+from crossrail.control.lineage import InputLimits, InputRefused
 from crossrail.errors import SpecError
 
 BACKSTOP_S = 30.0
@@ -243,3 +245,28 @@ def test_a_bare_scheme_is_refused_before_anything_is_read(
     assert problem.path == field
     assert f"{uri!r} names no bucket or path" in problem.message
     assert nothing_written(client)
+
+
+@pytest.fixture
+def memfs() -> Iterator[Any]:
+    fs = fsspec.filesystem("memory")
+    fs.store.clear()
+    yield fs
+    fs.store.clear()
+
+
+def test_object_storage_datasets_keep_to_the_same_budgets(memfs: Any) -> None:
+    for i in range(4):
+        memfs.pipe_file(f"/data/shards/part-{i}.txt", b"x" * 10)
+    memfs.pipe_file("/data/big.bin", b"y" * 100)
+    with pytest.raises(InputRefused, match="holds more than 3 files") as err:
+        lineage.dataset_version("memory://data/shards", InputLimits(dataset_max_files=3))
+    assert "spec.dataset.version" in err.value.fix
+    listed = lineage.dataset_version("memory://data/shards", InputLimits(dataset_max_files=4))
+    assert listed.startswith("listing-sha256:")
+    assert lineage.dataset_version("memory://data/shards") == listed
+    with pytest.raises(InputRefused, match="is 100 bytes; crossrail digests at most 99 bytes"):
+        lineage.dataset_version("memory://data/big.bin", InputLimits(dataset_max_bytes=99))
+    assert lineage.dataset_version("memory://data/big.bin").startswith("sha256:")
+    with pytest.raises(InputRefused, match="memory://data/shards is a directory, not a file"):
+        lineage.config_digest("memory://data/shards")
