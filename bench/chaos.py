@@ -160,6 +160,7 @@ class Chaos:
             "spec.resources.chips=1",
             "spec.retries.max=50",  # every training kill costs a retry; none of them may fail a run
             f"metadata.name={name}",
+            *_no_backoff(),
         ]
 
     # ---- commands with deadlines --------------------------------------------------------------------------
@@ -468,6 +469,13 @@ def _logs(home: Path) -> Iterator[Path]:
     yield from home.glob("agent-stderr.log")
     for name in ("log.txt", "log.txt.1", "supervisor.log"):
         yield from (home / "attempts").glob(f"*/*/{name}")
+
+
+def _no_backoff() -> list[str]:
+    """Retries at once, where the format has a back-off: the kills are what is tested, not the waiting."""
+    from crossrail.spec.experiment import Retries
+
+    return ["spec.retries.backoff.initial=0"] if "backoff" in Retries.model_fields else []
 
 
 def _killpg(adir: Path) -> bool:
