@@ -24,9 +24,9 @@ import time
 
 from rich.progress import Progress
 
+from crossrail.core import priority_rank
 from crossrail.scheduling import CycleResult, Request, Scheduler, SchedulerConfig
 from crossrail.scheduling.estimate import Busy, PoolInfo, Waiting, Workload, estimate_starts
-from crossrail.scheduling.fifo import PRIORITY_RANK
 from crossrail.scheduling.plan import plan
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.spec import Fleet
@@ -117,7 +117,7 @@ def estimates(fleet: Fleet, sched: Scheduler, pending: list[Request]) -> tuple[f
             r.chips,
             reference_s=r.duration_s,
             prefer=r.prefer,
-            rank=PRIORITY_RANK.get(r.priority, 9),
+            rank=priority_rank(r.priority),
             queued_at=r.queued_at,
             pools=quota.reachable(r.queue),
         )

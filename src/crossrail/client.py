@@ -271,7 +271,7 @@ class Client:
         import time
 
         from crossrail.control.agent import agent_lock
-        from crossrail.errors import WorkspaceError
+        from crossrail.errors import AgentRunningError, WorkspaceError
 
         run_id = self.service.get(ref).id
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -284,9 +284,7 @@ class Client:
         try:
             with agent_lock(self.workspace.root):
                 self.agent().run(should_stop=done, on_tick=on_tick)
-        except WorkspaceError as exc:
-            if "another crossrail agent" not in str(exc):
-                raise
+        except AgentRunningError:
             while not done():
                 time.sleep(0.5)
         return self.show(run_id)

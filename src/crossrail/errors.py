@@ -6,6 +6,7 @@
     ├── PlacementError              no pool of the fleet could ever hold a request (exit 1)
     │   └── InfeasibleError         ... said as the Problems of the document that asked (also a SpecError)
     ├── WorkspaceError              no workspace, or one that cannot be read or written
+    │   └── AgentRunningError       another agent holds the workspace's lock
     ├── StoreError                  the state store failed or refused an operation
     │   ├── NotFoundError           a run, experiment or attempt does not exist
     │   ├── ConflictError           the operation does not apply to the object's current state
@@ -96,6 +97,10 @@ class InfeasibleError(SpecError, PlacementError):
 
 class WorkspaceError(CrossrailError):
     pass
+
+
+class AgentRunningError(WorkspaceError):
+    """Another agent holds the workspace's lock."""
 
 
 class StoreError(CrossrailError):

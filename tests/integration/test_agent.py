@@ -91,15 +91,21 @@ def test_the_policy_places_post_training_on_gpu_and_passes_the_backend(client: C
         pytest.param("raise SystemExit(3)", [], "failed", 1, id="a-user-error-is-not-retried"),
         pytest.param(
             "raise SystemExit(3)",
-            ["spec.retries={max: 1, exit_codes: [3]}"],
+            ["spec.retries={max: 1, exit_codes: [3], backoff: {initial: 0s}}"],
             "failed",
             2,
             id="a-listed-exit-code-is-retried-until-retries-run-out",
         ),
-        pytest.param("raise SystemExit(75)", ["spec.retries={max: 2}"], "failed", 3, id="exit-75-is-retryable"),
+        pytest.param(
+            "raise SystemExit(75)",
+            ["spec.retries={max: 2, backoff: {initial: 0s}}"],
+            "failed",
+            3,
+            id="exit-75-is-retryable",
+        ),
         pytest.param(
             "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
-            ["spec.retries={max: 1}"],
+            ["spec.retries={max: 1, backoff: {initial: 0s}}"],
             "failed",
             2,
             id="a-kill-by-another-signal-is-retryable",
@@ -127,6 +133,7 @@ def test_a_retry_moves_to_the_other_pool_and_resumes_from_the_latest_checkpoint(
         BIGRAM,
         "spec.args=[--steps, '200', --checkpoint-every-steps, '10', --step-sleep, '0.05']",
         "spec.resources.chips=4",
+        "spec.retries={max: 2, backoff: {initial: 0s}}",
     ]
     run = client.submit(experiments / "pretrain-small.yaml", sets=slow)["run"]["id"]
     store = client.service.store
@@ -190,7 +197,7 @@ def test_a_torn_latest_checkpoint_is_skipped_and_the_retry_resumes_from_the_prev
         BIGRAM,
         "spec.args=[--steps, '200', --checkpoint-every-steps, '10', --step-sleep, '0.05']",
         "spec.resources.chips=4",
-        "spec.retries={max: 1}",
+        "spec.retries={max: 1, backoff: {initial: 0s}}",
     ]
     run = client.submit(experiments / "pretrain-small.yaml", sets=slow)["run"]["id"]
     store = client.service.store

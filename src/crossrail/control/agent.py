@@ -1,48 +1,39 @@
-"""The reconcile agent: store state + executor observations + report channels -> decisions -> actions.
+"""The reconcile agent: observe (store, executor, report channels) -> decide (crossrail.scheduling) -> act.
 
 Level-triggered: every pass reads what is (attempts in the store, processes the executor sees, records
-the runtime wrote) and moves each thing one step towards what should be. Every step is one guarded
-store transaction that records its events, and every executor action is idempotent, so the agent can be
-killed at any line and started again: it loses no attempt and starts none twice.
+the runtime wrote) and moves each thing one step towards what should be. What an end means, which pool a
+retry avoids, how long it backs off and whether waiting work moves are decided by crossrail.scheduling
+(decisions.py, the same functions the simulator calls); the agent records each decision in one guarded
+store transaction with its events, and every executor action is idempotent, so the agent can be killed
+at any line and started again: it loses no attempt and starts none twice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
-import math
-import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from crossrail.control import parents
-from crossrail.control.attempts import classify, launch_request, new_attempt, report_uri
-from crossrail.control.executor import AttemptStatus, Executor
+from crossrail.control import parents, reports
+from crossrail.control.agentlock import agent_lock, agent_running
+from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
+from crossrail.control.executor import AttemptStatus, Executor, StopReason
 from crossrail.control.placing import Placer, QueuePlacement, explanation
 from crossrail.control.service import Service
 from crossrail.control.storewatch import StoreWatch, WatchConfig
-from crossrail.core import Event, EventType, parse_duration
-from crossrail.errors import ConflictError, CrossrailError, StoreUnavailableError, WorkspaceError
-from crossrail.runtime.report import read_new
-from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig
-from crossrail.scheduling.fifo import Decision, Pending
+from crossrail.core import TERMINAL_RUN_STATES, EndReason, Event, EventType, parse_duration
+from crossrail.errors import ConflictError, CrossrailError, StoreUnavailableError
+from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
+from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
 from crossrail.scheduling.plan import Plan
+from crossrail.scheduling.types import Decision, Pending
 from crossrail.store import AttemptRecord, RunRecord
 
-TERMINAL = ("succeeded", "failed", "cancelled")
-
-
-REPLACED_DETAIL = "withdrawn from its engine's queue and re-placed on"
-"""Marks the end of an attempt moved off its pool before it started (no back-off follows it)."""
-
-STALE_NUMBER_DETAIL = "its number is held by an attempt the executor ran for an earlier store"
-"""Marks the end of an attempt whose number an executor had already used (a store reset or restore): the
-run is offered again at once under the next number, no retry spent."""
+__all__ = ["Agent", "AgentConfig", "Tick", "agent_lock", "agent_running"]
 
 
 @dataclass(frozen=True)
@@ -51,8 +42,7 @@ class AgentConfig:
     stop_grace_s: float = 30.0
     fallback_wait_s: float = 60.0
     heartbeat_s: float = 10.0
-    heartbeat_timeout_s: float = 60.0
-    unplaced_backoff_s: float = 30.0  # a run its engine could not place waits this long before it is offered again
+    heartbeat_timeout_s: float = 60.0  # for executors that cannot see processes: silent this long is lost
     store_check_s: float = 60.0  # how often a pass also runs the store's quick integrity check (0: every pass)
     store_wait_s: float = 300.0  # how long an unreachable store (a restarting server) is waited for before stopping
 
@@ -69,51 +59,6 @@ class Tick:
     @property
     def idle(self) -> bool:
         return self.running == 0 and self.queued == 0
-
-
-@contextmanager
-def agent_lock(root: Path) -> Iterator[None]:
-    """One agent per workspace: an exclusive flock on the workspace directory itself, released when the process dies.
-
-    The lock is on the directory, not on `agent.lock`: a lock on a file is lost the moment someone deletes or
-    replaces the file (the next agent creates a new one and locks that), while the directory cannot be
-    replaced under a running agent without moving the whole workspace, state and all. `agent.lock` only
-    tells people which process holds it. (The `agents` table records liveness for the store; it cannot be
-    the lock, because a crashed agent leaves its row behind, and a lock must vanish with its process.)
-    """
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise WorkspaceError(f"cannot open the workspace {root}: {exc.strerror}; `crossrail init` makes one") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise WorkspaceError(f"another crossrail agent is running on {root} (see {root / 'agent.lock'})") from None
-        _write_pid(root / "agent.lock")
-        yield
-    finally:
-        os.close(fd)
-
-
-def _write_pid(path: Path) -> None:
-    try:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(f"{os.getpid()}\n")
-        tmp.replace(path)
-    except OSError as exc:
-        raise WorkspaceError(
-            f"cannot write {path}: {exc.strerror}; the agent keeps its state in the workspace {path.parent}, "
-            "so it must run as a user who can write there (read-only commands such as status still work)"
-        ) from None
-
-
-def agent_running(root: Path) -> bool:
-    try:
-        with agent_lock(root):
-            return False
-    except WorkspaceError:
-        return True
 
 
 class Agent:
@@ -222,36 +167,34 @@ class Agent:
     def _replace_pending(self, waiting: list[tuple[RunRecord, AttemptRecord]]) -> int:
         """Attempts waiting in their engine's own queue (Kueue) move when another pool is clearly better now.
 
-        One plan for all of them, as for queued runs, each held to its attempt's pool by the hysteresis (a
-        drained pool lets go at once), at most every `replan_s` per run. The engine must withdraw an attempt
-        untouched; then it ends `unplaced` (no retry spent), a `replaced` event explains the move, and the
-        next placement puts the run on the better pool.
+        One plan for all that are due (decisions.replan_due), each held to its attempt's pool by the
+        hysteresis (a drained pool lets go at once). The engine must withdraw an attempt untouched; then it
+        ends `replaced` (no retry spent, no back-off), a `replaced` event explains the move, and the next
+        placement puts the run on the better pool.
         """
         now = self.clock.now()
-        checked = {a.run_id: t for _, a in waiting if (t := self._pending_checked.get(a.run_id)) is not None}
-        due = [(r, a) for r, a in waiting if now - checked.get(a.run_id, -math.inf) >= self.placing.replan_s]
-        self._pending_checked = checked | {a.run_id: now for _, a in due}  # only runs still waiting are kept
-        withdraw = getattr(self.executor, "withdraw", None)
-        if withdraw is None or not due:
+        queue = [Waiting(a.run_id, a.number, a.pool) for _, a in waiting]
+        due, self._pending_checked = decisions.replan_due(queue, self._pending_checked, now, self.placing.replan_s)
+        if not due or not self.executor.capabilities.can_withdraw:
             return 0
+        runs, atts = {r.id: r for r, _ in waiting}, {a.run_id: a for _, a in waiting}
         fleet = self.service.fleet
         placer = Placer(self.store, fleet, self.service.policy)
-        moving = {a.run_id for _, a in due}
-        others = [a for a in self.store.active_attempts() if a.run_id not in moving]
-        drained = [p.name for p in fleet.spec.pools if p.drained]
-        current = {a.run_id: a.pool for _, a in due}
-        planned = placer.plan([r for r, _ in due], others, placer.pools(drained=drained), now, current)
+        others = [a for a in self.store.active_attempts() if a.run_id not in runs]
+        pools = placer.pools(drained=[p.name for p in fleet.spec.pools if p.drained])
+        planned = placer.plan([runs[w.run] for w in due], others, pools, now, {w.run: w.pool for w in due})
         ended = 0
-        for run, att in due:
-            choice = planned.choices.get(run.id)
-            if choice is None or choice.pool is None or choice.pool == att.pool or not withdraw(run.id, att.number):
+        for move in decisions.moves(due, {run: c.pool for run, c in planned.choices.items()}):
+            if not self.executor.withdraw(move.run, move.attempt):
                 continue
-            moved = Event(EventType.REPLACED, now, run.id, None, {"from": att.pool, **explanation(choice)})
-            self.store.append_events([moved])
+            choice = planned.choices[move.run]
+            data = {"from": move.from_pool, **explanation(choice)}
+            self.store.append_events([Event(EventType.REPLACED, now, move.run, None, data)])
             if self.placing.current is not None:
-                self.placing.current[run.id] = choice.pool
-            detail = f"{REPLACED_DETAIL} {choice.pool}: {choice.reason}"
-            ended += self._end(run, att, AttemptStatus(run.id, att.number, "unplaced", detail=detail))
+                self.placing.current[move.run] = move.to_pool
+            detail = f"withdrawn from its engine's queue and re-placed on {move.to_pool}: {choice.reason}"
+            status = AttemptStatus(move.run, move.attempt, "unplaced", detail=detail)
+            ended += self._end(runs[move.run], atts[move.run], status, (EndReason.REPLACED, detail))
         return ended
 
     def _watch(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
@@ -260,13 +203,16 @@ class Agent:
             self._started(run, att, status.started_at or now)
         if run.state in ("cancelled", "suspended"):
             self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
-        elif not getattr(self.executor, "sees_processes", True):
-            last = att.last_heartbeat or att.started_at or now
-            if now - last > self.config.heartbeat_timeout_s:
-                lost = AttemptStatus(run.id, att.number, "lost", detail=f"no heartbeat for {now - last:.0f}s")
-                self.executor.stop(run.id, att.number, 0.0, "preempted")
-                return self._end(run, att, lost)
-        return 0
+            return 0
+        if self.executor.capabilities.sees_processes:
+            return 0
+        timeout_s = self.config.heartbeat_timeout_s
+        silent = decisions.heartbeat_silence_s(att.last_heartbeat, att.started_at, now, timeout_s)
+        if silent is None:
+            return 0
+        self.executor.stop(run.id, att.number, 0.0, "preempted")
+        lost = AttemptStatus(run.id, att.number, "lost", ended_at=now)
+        return self._end(run, att, lost, (EndReason.HEARTBEAT_TIMEOUT, f"lost: no heartbeat for {silent:.0f}s"))
 
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
         parent = att.parent_checkpoint or self._parent_checkpoint(run)  # resolved at admission (older: now)
@@ -277,12 +223,13 @@ class Agent:
         try:
             status = self.executor.launch(request)
         except OSError as exc:
-            lost = AttemptStatus(run.id, att.number, "lost", detail=f"could not be launched: {exc}")
-            self._end(run, att, lost)
+            lost = AttemptStatus(run.id, att.number, "lost")
+            self._end(run, att, lost, (EndReason.LAUNCH_FAILED, f"lost: could not be launched: {exc}"))
             return
         except ConflictError as exc:  # the executor used this number before (the store was reset or restored)
-            detail = f"{STALE_NUMBER_DETAIL} ({exc}); offered again under the next number"
-            self._end(run, att, AttemptStatus(run.id, att.number, "unplaced", detail=detail))
+            detail = f"its number is held by an attempt the executor ran for an earlier store ({exc})"
+            why = (EndReason.STALE_NUMBER, f"{detail}; offered again under the next number")
+            self._end(run, att, AttemptStatus(run.id, att.number, "unplaced"), why)
             return
         if status.phase == "running":
             self._started(run, att, status.started_at or self.clock.now())
@@ -297,80 +244,33 @@ class Agent:
         }
         self.store.mark_started(run.id, att.number, ts, [Event(EventType.STARTED, ts, run.id, att.number, data)])
 
-    def _end(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
-        spec = run.spec.get("spec", {})
-        retries = spec.get("retries") or {}
-        outcome = classify(status, run, list(retries.get("exit_codes") or []))
+    def _end(
+        self, run: RunRecord, att: AttemptRecord, status: AttemptStatus, why: tuple[EndReason, str] | None = None
+    ) -> int:
+        """Decide what the attempt's end means (scheduling.decisions) and record it, once, with its events.
+
+        `why` is the reason when the agent itself ended the attempt (a move, a silent heartbeat, a failed
+        launch); otherwise the executor's observation says it. The typed reason is kept on the attempt.
+        """
+        retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
+        reason, detail = why or decisions.end_reason(status, run.state, retries.exit_codes)
         now = status.ended_at or self.clock.now()
-        events: list[Event] = []
-        run_state: str | None = None
-        if outcome.succeeded:
-            events.append(Event(EventType.SUCCEEDED, now, run.id, att.number, {"pool": att.pool}))
-            run_state = "succeeded"
-        elif outcome.attempt_state == "unplaced":  # it never ran: back to the queue, no retry spent
-            queued = {"queue": run.queue, "stage": run.stage, "team": run.team, "priority": run.priority}
-            events += [
-                Event(EventType.UNPLACED, now, run.id, att.number, {"pool": att.pool, "reason": outcome.reason}),
-                Event(EventType.QUEUED, now, run.id, None, queued),
-            ]
-            run_state = "queued"
-        elif not outcome.by_user:
-            # A preemption is crossrail's doing: it requeues the run without spending its retries.
-            retry = outcome.attempt_state == "preempted" or (
-                outcome.retryable and self._retries_used(run.id) < int(retries.get("max") or 0)
-            )
-            reason = (
-                outcome.reason
-                if retry or not outcome.retryable
-                else (f"{outcome.reason}; no retries left (spec.retries.max = {int(retries.get('max') or 0)})")
-            )
-            kind = EventType.PREEMPTED if outcome.attempt_state == "preempted" else EventType.FAILED
-            events.append(
-                Event(
-                    kind,
-                    now,
-                    run.id,
-                    att.number,
-                    {
-                        "pool": att.pool,
-                        "reason": reason,
-                        "exit_code": status.exit_code,
-                        "signal": status.signal,
-                        "retryable": outcome.retryable,
-                        "final": not retry,
-                    },
-                )
-            )
-            if retry:
-                events += [
-                    Event(EventType.RETRIED, now, run.id, None, {"next_attempt": att.number + 1, "reason": reason}),
-                    Event(
-                        EventType.QUEUED,
-                        now,
-                        run.id,
-                        None,
-                        {"queue": run.queue, "stage": run.stage, "team": run.team, "priority": run.priority},
-                    ),
-                ]
-            run_state = "queued" if retry else "failed"
+        earlier = history(a for a in self.store.attempts(run.id) if a.number != att.number)
+        decision = decisions.decide_end(reason, detail, pool=att.pool, retries=retries, history=earlier, now=now)
         changed = self.store.end_attempt(
             run.id,
             att.number,
-            state=outcome.attempt_state,
+            state=decision.attempt_state,
             ended_at=now,
             exit_code=status.exit_code,
             signal=status.signal,
-            stopped_by=status.stopped_by,
-            reason=outcome.reason,
-            run_state=run_state,
-            events=events,
+            stopped_by=str(reason),
+            reason=decision.detail,
+            run_state=decision.run_state,
+            events=_end_events(run, att, status, decision),
         )
         self.executor.forget(run.id, att.number)
         return int(changed)
-
-    def _retries_used(self, run_id: str) -> int:
-        """Attempts of the run that ended in a failure (preemptions and user stops do not count)."""
-        return sum(1 for a in self.store.attempts(run_id) if a.state in ("failed", "lost"))
 
     def _forget_recorded(self, statuses: dict[tuple[str, int], AttemptStatus]) -> None:
         """Executor records of attempts whose end the store already holds (a crash between the two steps)."""
@@ -382,23 +282,7 @@ class Agent:
     # --- report channel ------------------------------------------------------------------------
 
     def _ingest(self, att: AttemptRecord) -> AttemptRecord:
-        if not att.report_uri:
-            return att
-        records, cursor = read_new(att.report_uri, att.report_cursor)
-        if not records and cursor == att.report_cursor:
-            return att
-        events, samples, ckpts, beat = _translate(att, records, self.clock.now())
-        self.store.ingest(
-            att.run_id,
-            att.number,
-            old_cursor=att.report_cursor,
-            new_cursor=cursor,
-            events=events,
-            samples=samples,
-            checkpoints=ckpts,
-            heartbeat=beat,
-        )
-        return _replace(att, report_cursor=cursor, last_heartbeat=beat or att.last_heartbeat)
+        return reports.ingest(self.store, att, self.clock.now())
 
     # --- admission -----------------------------------------------------------------------------
 
@@ -458,7 +342,7 @@ class Agent:
         self.placing.record(self._plan, (a.run for a in result.admitted), now)
         attempt = {a.run_id: a.number for a in active}
         for victim in result.preempted:  # stopped with grace; the attempt ends `preempted` and is requeued
-            self.executor.stop(victim.run, attempt[victim.run], victim.grace_s, "preempted")
+            self.executor.stop(victim.run, attempt[victim.run], victim.grace_s, victim.stop)
         runs = {r.id: r for r in queued}
         return sum(self._admit(runs[a.run], a, now) for a in result.admitted)
 
@@ -486,14 +370,10 @@ class Agent:
         if not prefer:
             prefer = str(self.service.policy.for_stage(run.stage).preferred_accelerator)
             source = f" by the {run.stage} placement policy"
-        attempts = self.store.attempts(run.id)
-        last = attempts[-1] if attempts else None
-        # a move or a stale number, not a refusal: no back-off
-        moved = last is not None and any(d in (last.reason or "") for d in (REPLACED_DETAIL, STALE_NUMBER_DETAIL))
-        unplaced_at = last.ended_at if last is not None and last.state == "unplaced" and not moved else None
-        if unplaced_at is not None and now - unplaced_at < self.config.unplaced_backoff_s:
-            return None  # its engine had no room a moment ago: asking again at once would only churn attempts
-        avoid = last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None
+        retries = RetryPolicy.from_spec(spec.get("retries"))
+        offer = decisions.next_offer(history(self.store.attempts(run.id)), retries)
+        if offer.waiting(now):  # backing off after a failure, or after its engine had no room a moment ago
+            return None
         return Pending(
             run=run.id,
             queue=run.queue,
@@ -504,7 +384,7 @@ class Agent:
             max_chips=res.get("max_chips"),
             allow=tuple(acc["allow"]) if acc.get("allow") else None,
             prefer=str(prefer),
-            avoid_pool=avoid,
+            avoid_pool=offer.avoid_pool,
             prefer_source=source,
         )
 
@@ -541,7 +421,7 @@ class Agent:
     def _local_fleet(self) -> Any:
         """The pools the executor can run on: every backend a router serves, else only `local`."""
         fleet = self.service.fleet
-        backends = getattr(self.executor, "backends", None) or ("local",)
+        backends = self.executor.capabilities.backends
         pools = [p for p in fleet.spec.pools if str(p.backend) in backends]
         return fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"pools": pools})})
 
@@ -553,7 +433,7 @@ class Agent:
         if run.parent_checkpoint != "latest" or run.parent_run is None:
             return True
         parent = self.store.get_run(run.parent_run)
-        if parent.state not in TERMINAL:
+        if parent.state not in TERMINAL_RUN_STATES:
             return False
         if self.store.checkpoints(parent.id, usable=True):
             return True
@@ -593,59 +473,22 @@ def _duration_s(run: RunRecord) -> float | None:
     return parse_duration(duration) if duration else None
 
 
-def _stop_reason(state: str) -> Any:
+def _stop_reason(state: str) -> StopReason:
     return "cancelled" if state == "cancelled" else "suspended"
 
 
-def _replace(att: AttemptRecord, **changes: Any) -> AttemptRecord:
-    from dataclasses import replace
-
-    return replace(att, **changes)
-
-
-def _translate(
-    att: AttemptRecord, records: list[dict[str, Any]], now: float
-) -> tuple[list[Event], list[dict[str, Any]], list[dict[str, Any]], float | None]:
-    """Runtime records -> events, metric samples and checkpoints to index, plus the last heartbeat time."""
-    events: list[Event] = []
-    samples: list[dict[str, Any]] = []
-    ckpts: list[dict[str, Any]] = []
-    beat: float | None = None
-    for r in records:
-        ts = float(r.get("ts") or now)
-        kind = r.get("type")
-        if kind == "metric":
-            samples.append(
-                {
-                    "run_id": att.run_id,
-                    "attempt": att.number,
-                    "ts": ts,
-                    "step": r.get("step"),
-                    "name": str(r["name"]),
-                    "value": float(r["value"]),
-                }
-            )
-        elif kind == "heartbeat":
-            beat = max(beat or ts, ts)
-            events.append(Event(EventType.HEARTBEAT, ts, att.run_id, att.number, {"step": r.get("step")}))
-        elif kind == "checkpoint":
-            beat = max(beat or ts, ts)
-            ckpts.append({"step": int(r["step"]), "uri": str(r["uri"]), "ts": ts})
-        elif kind == "event":
-            events.append(
-                Event(
-                    EventType.REPORTED, ts, att.run_id, att.number, {"name": r.get("name"), "data": r.get("data") or {}}
-                )
-            )
-        else:
-            line = str(r.get("line", ""))[:200]
-            events.append(
-                Event(
-                    EventType.REPORTED,
-                    now,
-                    att.run_id,
-                    att.number,
-                    {"name": "invalid", "data": {"reason": r.get("reason"), "line": line}},
-                )
-            )
-    return events, samples, ckpts, beat
+def _end_events(run: RunRecord, att: AttemptRecord, status: AttemptStatus, d: EndDecision) -> list[Event]:
+    """The events that record decision `d` for attempt `att`: its end, then the run's retry and queueing."""
+    if d.event is None:  # cancelled or suspended: the command recorded the run's state
+        return []
+    data = d.data(att.pool)
+    if d.event in (EventType.FAILED, EventType.PREEMPTED):
+        data |= {"exit_code": status.exit_code, "signal": status.signal}
+    events = [Event(d.event, d.ended_at, run.id, att.number, data)]
+    queued = {"queue": run.queue, "stage": run.stage, "team": run.team, "priority": run.priority}
+    if d.retry and d.event is not EventType.UNPLACED:
+        retried = {"next_attempt": att.number + 1, "reason": d.detail, "cause": str(d.reason)}
+        events.append(Event(EventType.RETRIED, d.ended_at, run.id, None, retried))
+    if d.retry:
+        events.append(Event(EventType.QUEUED, d.ended_at, run.id, None, queued))
+    return events

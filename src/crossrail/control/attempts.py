@@ -1,61 +1,18 @@
-"""What an attempt is launched with, and what its end means: the exit-code contract (docs/runtime.md)."""
+"""What an attempt is launched with, and where it reports (its end is decided in crossrail.scheduling.decisions)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from crossrail.control.executor import AttemptStatus, LaunchRequest
+from crossrail.control.executor import LaunchRequest
+from crossrail.core import EndReason
+from crossrail.scheduling.decisions import Ended
 from crossrail.spec import Pool
 from crossrail.store import AttemptRecord, RunRecord
-
-EX_TEMPFAIL = 75
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How an ended attempt is recorded: its state, whether the run may retry, and why."""
-
-    attempt_state: str  # succeeded | failed | preempted | lost | cancelled | suspended | unplaced
-    retryable: bool
-    succeeded: bool
-    reason: str
-    by_user: bool = False  # cancelled or suspended: the run's state was already set by the command
-
-
-def classify(status: AttemptStatus, run: RunRecord, retry_codes: list[int]) -> Outcome:  # noqa: PLR0911 (one return per rule)
-    """The exit-code contract: 0 succeeded; 75 retryable; stopped by crossrail -> preempted or as asked;
-    never placed by the engine -> unplaced (requeued, no retry spent); another signal or lost -> retryable;
-    any other code fails, retried only if listed in spec.retries.exit_codes."""
-    stopped = status.stopped_by
-    if stopped in ("cancelled", "suspended") or run.state in ("cancelled", "suspended"):
-        why = stopped or run.state
-        return Outcome(why, retryable=False, succeeded=False, reason=f"stopped by crossrail ({why})", by_user=True)
-    if stopped == "preempted":
-        return Outcome("preempted", retryable=True, succeeded=False, reason="preempted by crossrail")
-    if status.phase == "unplaced":  # nothing ran: requeued without spending a retry, like a preemption
-        return Outcome("unplaced", retryable=True, succeeded=False, reason=f"not placed: {status.detail or 'no room'}")
-    if status.phase == "lost":
-        return Outcome("lost", retryable=True, succeeded=False, reason=f"lost: {status.detail or 'no exit status'}")
-    if status.signal is not None:
-        return Outcome("failed", retryable=True, succeeded=False, reason=f"killed by signal {status.signal}")
-    code = status.exit_code
-    if code == 0:
-        return Outcome("succeeded", retryable=False, succeeded=True, reason="exit 0")
-    if code == EX_TEMPFAIL:
-        return Outcome("failed", retryable=True, succeeded=False, reason="exit 75 (EX_TEMPFAIL): retryable")
-    if code in retry_codes:
-        return Outcome(
-            "failed", retryable=True, succeeded=False, reason=f"exit {code}, listed in spec.retries.exit_codes"
-        )
-    return Outcome(
-        "failed",
-        retryable=False,
-        succeeded=False,
-        reason=f"exit {code}: a failure of the training code, not retried unless listed in spec.retries.exit_codes",
-    )
+from crossrail.store.repository import ACTIVE_ATTEMPT_STATES
 
 
 def launch_request(
@@ -173,3 +130,38 @@ def new_attempt(
         created_at=now,
         parent_checkpoint=parent_checkpoint,
     )
+
+
+_BEFORE_REASONS = {
+    "succeeded": EndReason.SUCCEEDED,
+    "failed": EndReason.SIGNAL,
+    "lost": EndReason.LOST,
+    "preempted": EndReason.PREEMPTED,
+    "unplaced": EndReason.UNPLACED,
+    "cancelled": EndReason.CANCELLED,
+    "suspended": EndReason.SUSPENDED,
+}
+"""The reason of an attempt recorded before ends carried one: by its state (a failure counted as retryable)."""
+
+
+def end_reason_of(att: AttemptRecord) -> EndReason:
+    """The typed reason an ended attempt's record carries (in `stopped_by`; older records: by state)."""
+    if att.stopped_by is not None:
+        try:
+            return EndReason(att.stopped_by)
+        except ValueError:
+            pass
+    return _BEFORE_REASONS.get(att.state, EndReason.LOST)
+
+
+def ended_of(att: AttemptRecord | None) -> Ended | None:
+    """An ended attempt as the decisions read it; None for an attempt that has not ended (or none)."""
+    if att is None or att.state in ACTIVE_ATTEMPT_STATES:
+        return None
+    ended_at = att.ended_at if att.ended_at is not None else att.created_at or 0.0
+    return Ended(att.number, att.pool, end_reason_of(att), ended_at)
+
+
+def history(attempts: Iterable[AttemptRecord]) -> list[Ended]:
+    """A run's ended attempts, in order, as the decisions read them."""
+    return [e for a in attempts if (e := ended_of(a)) is not None]

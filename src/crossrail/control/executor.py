@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
+from crossrail.core.attempts import AttemptPhase, AttemptStatus, Capabilities, LaunchRequest, StopReason
 
-__all__ = ["AttemptPhase", "AttemptStatus", "Executor", "LaunchRequest", "StopReason"]
+__all__ = ["AttemptPhase", "AttemptStatus", "Capabilities", "Executor", "LaunchRequest", "StopReason"]
 
 
 class Executor(Protocol):
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this executor can do (read each pass: a router's backends follow the fleet)."""
+        ...
+
     def launch(self, request: LaunchRequest) -> AttemptStatus:
         """Start the attempt; launching an attempt that already exists returns its status, starting nothing."""
         ...
@@ -36,6 +41,10 @@ class Executor(Protocol):
 
     def logs(self, run: str, attempt: int) -> str:
         """The attempt's combined stdout and stderr so far ('' when none is kept)."""
+        ...
+
+    def withdraw(self, run: str, attempt: int) -> bool:
+        """Take back an attempt its engine has not started; False when it cannot (or it has started)."""
         ...
 
     def forget(self, run: str, attempt: int) -> None:

@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from crossrail.core import Event, EventType, parse_duration
+from crossrail.control.attempts import ended_of
+from crossrail.core import Event, EventType, parse_duration, priority_rank
+from crossrail.scheduling.decisions import avoided_pool
 from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, StartEstimate, Workload, run_time_s
-from crossrail.scheduling.fifo import PRIORITY_RANK
 from crossrail.scheduling.plan import Plan, plan
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.spec import Fleet, PlacementPolicy
@@ -78,7 +79,7 @@ class Placer:
             checkpoint_every_s=_seconds((spec.get("checkpoint") or {}).get("every")),
             measured=self.measured(experiment),
             prefer_source=source,
-            rank=PRIORITY_RANK.get(priority, 9),
+            rank=priority_rank(priority),
             queued_at=queued_at,
         )
 
@@ -136,8 +137,8 @@ class Placer:
 
 
 def _avoid(last: AttemptRecord | None) -> str | None:
-    """The pool a run's previous attempt ended on, when it failed, was preempted or lost."""
-    return last.pool if last is not None and last.state in ("failed", "preempted", "lost") else None
+    """The pool the run's next attempt tries last (crossrail.scheduling.decisions, as the agent and simulator)."""
+    return avoided_pool(ended_of(last))
 
 
 def current_placements(store: Store, runs: Iterable[str] | None = None) -> dict[str, str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control.executor import AttemptStatus, Executor, LaunchRequest, StopReason
+from crossrail.control.executor import AttemptStatus, Capabilities, Executor, LaunchRequest, StopReason
 from crossrail.errors import ExecutionError, UsageError
 
 
@@ -92,16 +92,16 @@ class Router:
     # --- what the agent asks of it -----------------------------------------------------------------
 
     @property
-    def backends(self) -> tuple[str, ...]:
-        """The backends the fleet's pools use, each with its executor built (or one clear error)."""
+    def capabilities(self) -> Capabilities:
+        """The backends the fleet's pools use, each with its executor built (or one clear error); it sees
+        processes only if every one of them does, and can withdraw where any one can (per attempt, below)."""
         used = sorted({str(p.backend) for p in self.fleet().pools})
-        for backend in used:
-            self.executor(backend)
-        return tuple(used)
-
-    @property
-    def sees_processes(self) -> bool:
-        return all(getattr(e, "sees_processes", True) for e in self.executors.values())
+        caps = [self.executor(backend).capabilities for backend in used]
+        return Capabilities(
+            backends=tuple(used),
+            sees_processes=all(c.sees_processes for c in caps),
+            can_withdraw=any(c.can_withdraw for c in caps),
+        )
 
     def executor(self, backend: str) -> Executor:
         """The executor of `backend`, built on first use."""
@@ -125,7 +125,7 @@ class Router:
 
     def observe(self) -> list[AttemptStatus]:
         """Every backend's attempts; each backend the fleet uses is asked, so a restart re-adopts its attempts."""
-        self.backends  # noqa: B018 (builds the executors the fleet needs)
+        self.capabilities  # noqa: B018 (builds the executors the fleet needs)
         found: list[AttemptStatus] = []
         for backend, executor in list(self.executors.items()):
             for status in executor.observe():
@@ -150,9 +150,9 @@ class Router:
     def withdraw(self, run: str, attempt: int) -> bool:
         """Take back an attempt its engine has not started or given quota to (Kueue); False where it cannot."""
         return any(
-            bool(withdraw(run, attempt))
+            executor.withdraw(run, attempt)
             for executor in self._holders(run, attempt)
-            if (withdraw := getattr(executor, "withdraw", None)) is not None
+            if executor.capabilities.can_withdraw
         )
 
     def forget(self, run: str, attempt: int) -> None:

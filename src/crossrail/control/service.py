@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from crossrail.control import lineage, parents
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
-from crossrail.core import Clock, Event, EventType, RunState, new_uid
+from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.events import TERMINAL_RUN_STATES
 from crossrail.errors import ConflictError, InfeasibleError, NotFoundError, Problem, SpecError
 from crossrail.store import NewRun, RunRecord, Store
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the c
     from crossrail.metrics import Report
     from crossrail.spec import Document, Experiment, Fleet, PlacementPolicy
 
-PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 ACTIVE_STATES = (RunState.QUEUED, RunState.ADMITTED, RunState.RUNNING, RunState.SUSPENDED)
 RECENT_FAILURES = 5  # failed runs `status` lists with their reason
 
@@ -550,7 +549,7 @@ class Service:
         )
         out = []
         for name in names:
-            runs = sorted(by_queue.get(name, []), key=lambda r: (PRIORITY_RANK.get(r.priority, 9), r.updated_at, r.id))
+            runs = sorted(by_queue.get(name, []), key=lambda r: (priority_rank(r.priority), r.updated_at, r.id))
             q = next((q for q in self.fleet.spec.queues if q.name == name), None)
             out.append(
                 {

@@ -1,14 +1,19 @@
 """Pure base of crossrail: ids, quantities, the Clock protocol and event types. Imports nothing of ours."""
 
+from crossrail.core.attempts import EndReason
 from crossrail.core.clock import Clock, ManualClock, SystemClock
 from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
 from crossrail.core.ids import attempt_id, is_uid, new_uid, parse_run_id, run_dir_name, run_id, validate_name
+from crossrail.core.priority import PRIORITIES, PRIORITY_RANK, priority_level, priority_rank
 from crossrail.core.quantities import format_duration, parse_duration, parse_topology, short_duration
 
 __all__ = [
+    "PRIORITIES",
+    "PRIORITY_RANK",
     "RUN_STATES",
     "TERMINAL_RUN_STATES",
     "Clock",
+    "EndReason",
     "Event",
     "EventType",
     "ManualClock",
@@ -21,6 +26,8 @@ __all__ = [
     "parse_duration",
     "parse_run_id",
     "parse_topology",
+    "priority_level",
+    "priority_rank",
     "run_dir_name",
     "run_id",
     "short_duration",

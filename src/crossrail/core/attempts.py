@@ -3,10 +3,50 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
 AttemptPhase = Literal["pending", "running", "exited", "lost", "unplaced"]
-StopReason = Literal["preempted", "cancelled", "suspended"]
+StopReason = Literal["preempted", "drained", "cancelled", "suspended"]
+
+
+class EndReason(StrEnum):
+    """Why an attempt ended, as data: recorded on the attempt and in its end event (docs/events.md).
+
+    Decisions (retry, back-off, which pool to avoid) read this, never the human sentence beside it.
+    """
+
+    SUCCEEDED = "succeeded"  # exit 0
+    EXIT_TEMPFAIL = "exit_tempfail"  # exit 75 (EX_TEMPFAIL): retryable
+    EXIT_LISTED = "exit_listed"  # an exit code listed in spec.retries.exit_codes: retryable
+    EXIT = "exit"  # any other exit code: a failure of the training code, not retried
+    SIGNAL = "signal"  # killed by a signal crossrail did not send: retryable
+    LOST = "lost"  # gone with no exit status (its host, its pod, its supervisor): retryable
+    HEARTBEAT_TIMEOUT = "heartbeat_lost"  # no heartbeat within the timeout; stopped and counted lost
+    LAUNCH_FAILED = "launch_failed"  # the executor could not start it: retryable
+    PREEMPTED = "preempted"  # stopped by crossrail to make room: requeued, no retry spent, no back-off
+    DRAINED = "drained"  # stopped because its pool was drained: requeued, no retry spent, no back-off
+    UNPLACED = "unplaced"  # its engine could not place it in time: requeued, no retry spent, backs off
+    REPLACED = "replaced"  # withdrawn from its engine's queue before it started, moved: no back-off
+    STALE_NUMBER = "stale_number"  # its number was used by an executor for an earlier store: offered again
+    CANCELLED = "cancelled"  # stopped because the run was cancelled
+    SUSPENDED = "suspended"  # stopped because the run was suspended
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an executor can do, as data the agent reads (never probed for).
+
+    `backends`: the pool backends it runs attempts for (the agent schedules only their pools).
+    `sees_processes`: it notices an attempt's end by itself (a process exit, a pod's status); when False the
+    agent declares an attempt lost after `heartbeat_timeout_s` without a heartbeat.
+    `can_withdraw`: it can take back an attempt its engine still holds in a queue, untouched (Kueue), so the
+    agent may move waiting work to a better pool.
+    """
+
+    backends: tuple[str, ...]
+    sees_processes: bool = True
+    can_withdraw: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ deletes an attempt Kueue has not admitted yet and `move` re-renders it for anoth
 from __future__ import annotations
 
 from contextlib import suppress
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
-from crossrail.core.attempts import AttemptStatus, LaunchRequest, StopReason
+from crossrail.core.attempts import AttemptStatus, Capabilities, LaunchRequest, StopReason
 from crossrail.core.clock import Clock, SystemClock
 from crossrail.core.events import Event
 from crossrail.errors import ConflictError, ExecutionError, RetryableError, SpecError, UsageError
@@ -50,8 +50,9 @@ class KubernetesExecutor:
     annotation crossrail.dev/stopped-by), so a restarted agent sees what the previous one saw.
     """
 
-    sees_processes = True  # the kubelet reports every pod's end: no heartbeat timeout is needed to notice one
-    backends = ("kubernetes",)  # the pool backend it serves, when the agent drives it without the router
+    # The kubelet reports every pod's end (no heartbeat timeout is needed to notice one), and Kueue holds
+    # workloads it has not admitted, which can be withdrawn untouched.
+    capabilities = Capabilities(backends=("kubernetes",), sees_processes=True, can_withdraw=True)
 
     def __init__(
         self,
@@ -141,7 +142,7 @@ class KubernetesExecutor:
 
     def stop(self, run: str, attempt: int, grace_s: float, reason: StopReason) -> None:
         """Record the reason on the object, then delete it: its pods get SIGTERM and `grace_s` to checkpoint."""
-        if grace_s < 0 or reason not in ("preempted", "cancelled", "suspended"):
+        if grace_s < 0 or reason not in get_args(StopReason):
             raise UsageError(f"stop needs grace_s >= 0 and a stop reason (got {grace_s}, {reason!r})")
         found = self._find(run, attempt)
         if found is None or found.status.phase not in ("pending", "running"):

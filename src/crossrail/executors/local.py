@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
+from crossrail.core.attempts import AttemptPhase, AttemptStatus, Capabilities, LaunchRequest, StopReason
 from crossrail.core.clock import Clock, SystemClock
 from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, UsageError
@@ -55,6 +55,8 @@ class LocalExecutor(AttemptDirs):
 
     Not thread-safe, and one agent per `state_dir`: the agent calls it from one thread.
     """
+
+    capabilities = Capabilities(backends=("local",), sees_processes=True, can_withdraw=False)  # its own children
 
     def __init__(
         self,
@@ -110,6 +112,10 @@ class LocalExecutor(AttemptDirs):
         self._status(directory, stop_reason=reason)  # it ended between the two looks; settle it now
 
     def resize(self, run: str, attempt: int, chips: int) -> bool:
+        return False
+
+    def withdraw(self, run: str, attempt: int) -> bool:
+        """Nothing waits in a queue here: an attempt's process starts as it is launched."""
         return False
 
     def logs(self, run: str, attempt: int) -> str:
@@ -224,7 +230,7 @@ class LocalExecutor(AttemptDirs):
         if request is not None and isinstance(request.get("launched_at"), int | float):
             return self._clock.now() - float(request["launched_at"])
         # Interrupted before request.json was written: the directory's age, on the file system's (wall) clock.
-        return time.time() - directory.stat().st_mtime
+        return SystemClock().now() - directory.stat().st_mtime
 
     # Starting supervisors.
 

@@ -21,14 +21,14 @@ import math
 import os
 import signal
 import socket
-import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from crossrail.core.attempts import AttemptPhase, AttemptStatus, LaunchRequest, StopReason
+from crossrail.core.attempts import AttemptPhase, AttemptStatus, Capabilities, LaunchRequest, StopReason
+from crossrail.core.clock import Clock, SystemClock
 from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, ExecutionError, UsageError
 from crossrail.executors.attempt_dirs import FORGOTTEN, AttemptDirs, stop_reason
@@ -70,7 +70,7 @@ class RayPool:
 class RayExecutor(AttemptDirs):
     """Runs attempts on one Ray cluster; satisfies crossrail.control.executor.Executor. One agent per `state_dir`."""
 
-    sees_processes = True  # the actors' liveness is known to Ray
+    capabilities = Capabilities(backends=("ray",), sees_processes=True, can_withdraw=False)  # Ray knows its actors
 
     def __init__(
         self,
@@ -79,10 +79,13 @@ class RayExecutor(AttemptDirs):
         *,
         log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
         keep_logs: int = 200,
+        clock: Clock | None = None,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.pools = pools
+        self._clock = clock or SystemClock()
+        self._wall = SystemClock()  # compared with file modification times, which are wall-clock
         self.log_max_bytes = log_max_bytes
         self.keep_logs = keep_logs
         # Names are unique per workspace, so two workspaces can share one Ray cluster.
@@ -113,7 +116,7 @@ class RayExecutor(AttemptDirs):
             "strategy": "PACK" if len(bundles) == 1 else "STRICT_SPREAD",
             "placement_group": name,
             "actors": [f"{name}-h{i}" for i in range(len(bundles))],
-            "launched_at": time.time(),
+            "launched_at": self._clock.now(),
         }
         write_json_atomic(directory / REQUEST, record)
         from ray.util.placement_group import placement_group
@@ -137,7 +140,7 @@ class RayExecutor(AttemptDirs):
         status = self._status(directory) if directory.is_dir() else None
         if status is None or status.phase not in ("pending", "running"):
             return
-        write_json_once(directory / STOP, {"reason": reason, "grace_s": grace_s, "requested_at": time.time()})
+        write_json_once(directory / STOP, {"reason": reason, "grace_s": grace_s, "requested_at": self._clock.now()})
         if status.phase == "pending":
             self._status(directory)  # settles it: the placement group is removed, nothing started
             return
@@ -155,6 +158,10 @@ class RayExecutor(AttemptDirs):
 
     def resize(self, run: str, attempt: int, chips: int) -> bool:
         """Ray cannot resize a placement group in place; an elastic run changes size by a new attempt."""
+        return False
+
+    def withdraw(self, run: str, attempt: int) -> bool:
+        """A placement group Ray has not placed is released by the attempt's own placement timeout instead."""
         return False
 
     def logs(self, run: str, attempt: int) -> str:
@@ -177,7 +184,7 @@ class RayExecutor(AttemptDirs):
                     f"attempt {attempt_id(run, attempt)} is still {status.phase}; stop it and wait for its end"
                 )
             self._release(directory)
-            write_json_atomic(directory / FORGOTTEN, {"forgotten_at": time.time()})
+            write_json_atomic(directory / FORGOTTEN, {"forgotten_at": self._clock.now()})
         for name in RECORDS:
             (directory / name).unlink(missing_ok=True)
         self._prune()
@@ -198,7 +205,7 @@ class RayExecutor(AttemptDirs):
             return ended
         record = read_json(directory / REQUEST)
         if record is None:
-            if time.time() - directory.stat().st_mtime < RECORD_WAIT_S:
+            if self._wall.now() - directory.stat().st_mtime < RECORD_WAIT_S:
                 return self._attempt_status(directory, "pending", detail="launching")
             return self._end(directory, {"phase": "lost", "detail": "never launched: the launch was interrupted"})
         if not (directory / PLACED).exists():
@@ -222,7 +229,7 @@ class RayExecutor(AttemptDirs):
             self._release(directory)
             return self._end(directory, {"phase": "lost", "detail": "its placement group is gone (interrupted launch)"})
         if placement_group_table(group).get("state") != "CREATED":
-            waited_s = time.time() - float(record["launched_at"])
+            waited_s = self._clock.now() - float(record["launched_at"])
             pool = record["pool"]
             if waited_s < float(pool["placement_timeout_s"]):
                 return self._attempt_status(
@@ -264,7 +271,7 @@ class RayExecutor(AttemptDirs):
         except ray.exceptions.RayError as exc:
             self._release(directory)
             return self._end(directory, {"phase": "lost", "detail": f"a host could not start: {_first_line(exc)}"})
-        write_json_once(directory / PLACED, {"placed_at": time.time(), "hosts": where})
+        write_json_once(directory / PLACED, {"placed_at": self._clock.now(), "hosts": where})
         return self._poll(directory, record)
 
     def _poll(self, directory: Path, record: dict[str, Any]) -> AttemptStatus | None:
@@ -297,7 +304,7 @@ class RayExecutor(AttemptDirs):
         return status
 
     def _end(self, directory: Path, end: dict[str, Any]) -> AttemptStatus | None:
-        end = {"ended_at": time.time(), **end}
+        end = {"ended_at": self._clock.now(), **end}
         if end.get("stopped_by") is None and end["phase"] == "exited":
             stop = read_json(directory / STOP)
             if stop is not None and (end.get("signal") is not None or end.get("exit_code") not in (None, 0)):

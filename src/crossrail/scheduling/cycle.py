@@ -23,6 +23,7 @@ import heapq
 import math
 from dataclasses import dataclass, replace
 
+from crossrail.core.attempts import StopReason
 from crossrail.scheduling.admission import Fit, fit, why_not
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.placement import Placement, Ranked
@@ -99,20 +100,23 @@ class Cycle:
                 hold.claimed = True
         for pool in cache.pools.values():
             if pool.drained and pool.preempt_drained:
+                why = f"{pool.name} is drained and its policy preempts running work"
                 for alloc in list(cache.by_pool[pool.name].values()):
-                    self.preempt(alloc, f"{pool.name} is drained and its policy preempts running work", None)
+                    self.preempt(alloc, why, None, drain=True)
             if self.config.preempt_on_drain and pool.active_hosts < len(pool.state):
                 leaving = pool.leaving()
                 if leaving:
                     for alloc in list(cache.on_hosts(pool.name, leaving)):
-                        self.preempt(alloc, f"{pool.name} lost capacity and its policy preempts work there", None)
+                        why = f"{pool.name} lost capacity and its policy preempts work there"
+                        self.preempt(alloc, why, None, drain=True)
 
-    def preempt(self, alloc: Allocation, reason: str, for_run: str | None) -> None:
+    def preempt(self, alloc: Allocation, reason: str, for_run: str | None, *, drain: bool = False) -> None:
         if alloc.evicting:
             return
         self.cache.preempting(alloc, self.now)
+        stop: StopReason = "drained" if drain else "preempted"
         self.result.preempted.append(
-            Preemption(alloc.run, alloc.pool, alloc.chips, self.config.grace_s, reason, for_run)
+            Preemption(alloc.run, alloc.pool, alloc.chips, self.config.grace_s, reason, for_run, stop=stop)
         )
 
     # --- 2. heads ------------------------------------------------------------------------------

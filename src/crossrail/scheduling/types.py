@@ -4,14 +4,55 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crossrail.scheduling.fifo import PRIORITY_RANK, Decision, Pending
+from crossrail.core.attempts import StopReason
+from crossrail.core.priority import PRIORITY_RANK, UNKNOWN_RANK
 from crossrail.spec.fleet import Fleet
-
-UNKNOWN_RANK = 9
-"""Rank of a priority class the scheduler does not know: after every known one."""
 
 Hosts = tuple[tuple[int, int], ...]
 """(host index, chips) of every host an allocation holds chips on."""
+
+
+__all__ = ["PRIORITY_RANK", "UNKNOWN_RANK"]  # the one priority table lives in crossrail.core; shown here too
+__all__ += [
+    "Admission",
+    "Allocation",
+    "CycleResult",
+    "Decision",
+    "Growth",
+    "Hosts",
+    "Pending",
+    "Preemption",
+    "Request",
+    "Running",
+    "SchedulerConfig",
+]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A queued run as the agent reads it from the store, before the core's `Request` adds what it knows."""
+
+    run: str
+    queue: str
+    priority: str
+    queued_at: float
+    chips: int
+    min_chips: int | None = None
+    max_chips: int | None = None
+    allow: tuple[str, ...] | None = None
+    prefer: str = "any"
+    avoid_pool: str | None = None
+    prefer_source: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Admit `run` on `chips` chips of `pool`, and why."""
+
+    run: str
+    pool: str
+    chips: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -40,6 +81,8 @@ class Request:
     reservation: str | None = None
     pool: str | None = None
     pool_reason: str = field(default="", compare=False)
+    runs_on: tuple[str, ...] | None = None
+    """The only pools whose chips can run it (a zero rate elsewhere); None: every pool `allow` admits."""
     attained_s: float = 0.0
     """Chip-seconds of service the run's earlier attempts received (`las` orders by it)."""
 
@@ -66,7 +109,7 @@ class Request:
     def from_pending(
         cls, p: Pending, *, team: str | None = None, duration_s: float | None = None, reservation: str | None = None
     ) -> Request:
-        """The request for a v0 `Pending`, with what v0 did not know."""
+        """The request for a `Pending` run, with what the store record adds."""
         return cls(
             run=p.run,
             queue=p.queue,
@@ -128,7 +171,7 @@ class Allocation:
 
 @dataclass(frozen=True)
 class Admission(Decision):
-    """A run admitted on `pool` with `chips` (a v0 `Decision`, so the agent's admit path takes it as is)."""
+    """A run admitted on `pool` with `chips` (a `Decision`, so the agent's admit path takes it as is)."""
 
     hosts: Hosts = ()
     borrowed: int = 0
@@ -145,6 +188,8 @@ class Preemption:
     grace_s: float
     reason: str
     for_run: str | None = None
+    stop: StopReason = "preempted"
+    """What the executor is told: `drained` when the run leaves a drained or shrinking pool (no back-off either way)."""
 
 
 @dataclass(frozen=True)

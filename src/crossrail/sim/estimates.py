@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crossrail.scheduling.estimate import Busy, PoolInfo, Waiting, estimate_starts
-from crossrail.scheduling.fifo import PRIORITY_RANK
+from crossrail.scheduling.types import PRIORITY_RANK
 from crossrail.sim.engine import LATE
 from crossrail.sim.simulation import Simulation
 

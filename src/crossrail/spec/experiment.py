@@ -7,8 +7,9 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from crossrail.core.quantities import parse_duration
 from crossrail.spec.common import (
     Accelerator,
     ApiVersion,
@@ -139,9 +140,38 @@ class ParentRef(SpecModel):
         raise ValueError(f"{value!r} is not a checkpoint; write `latest` or a step number such as 1200")
 
 
+def _wait(value: Any) -> Any:
+    """A back-off: a duration, or 0 (no wait)."""
+    if value in (0, "0", "0s"):
+        return 0.0
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return parse_duration(value)
+    return value
+
+
+Wait = Annotated[float, BeforeValidator(_wait)]
+
+
+class Backoff(SpecModel):
+    """How long a run waits before its next attempt after a failure: `initial`, times `factor` per failure
+    since, at most `max`. Preemptions, drains and moves before a start do not back off."""
+
+    initial: Wait = 30.0
+    factor: float = Field(default=2.0, ge=1.0, allow_inf_nan=False)
+    max: Wait = 600.0
+
+    @model_validator(mode="after")
+    def _max_covers_initial(self) -> Backoff:
+        if self.max < self.initial:
+            why = f"is shorter than initial ({self.initial:g}s): {self.max:g}s"
+            raise_items([(("max",), why, f"raise max to at least {self.initial:g}s, or lower initial")])
+        return self
+
+
 class Retries(SpecModel):
     max: int = Field(default=0, strict=True, ge=0)
     exit_codes: list[Annotated[int, Field(strict=True)]] = Field(default_factory=list)
+    backoff: Backoff = Field(default_factory=Backoff)
 
 
 class ExperimentSpec(SpecModel):

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from crossrail.control.attempts import classify
 from crossrail.control.executor import AttemptStatus, LaunchRequest
 from crossrail.control.router import Router
+from crossrail.core import EndReason
 from crossrail.errors import ExecutionError, SpecError, UsageError
 from crossrail.executors.local import LocalExecutor
 from crossrail.executors.ray import RayExecutor, RayPool
+from crossrail.scheduling.decisions import RetryPolicy, decide_end, end_reason
 from crossrail.spec import load_fleet
 
 TEMPLATE = Path(__file__).parents[3] / "src/crossrail/control/templates/fleet.yaml"
@@ -92,7 +93,7 @@ def test_a_backend_whose_executor_cannot_be_imported_fails_in_one_line_naming_it
 
     router = Router(tmp_path, lambda: fleet, lambda _run, _n: None, {"local": lambda ctx: None, "x": missing})  # type: ignore[arg-type,return-value]
     with pytest.raises(ExecutionError) as err:
-        router.backends  # noqa: B018
+        router.capabilities  # noqa: B018
     text = str(err.value)
     assert "\n" not in text
     assert "pool tpu-v5p of the fleet uses backend: x" in text
@@ -130,8 +131,10 @@ def test_the_router_runs_local_pools_as_before_and_routes_a_new_routers_calls_by
     fleet = load_fleet(fleet_file(tmp_path))
     pools = {("pretrain-small-1", 1): "tpu-v5p"}
     router = Router(tmp_path, lambda: fleet, lambda run, n: pools.get((run, n)))
-    assert router.backends == ("local",)
-    assert router.sees_processes
+    assert router.capabilities.backends == ("local",)
+    assert router.capabilities.sees_processes
+    assert not router.capabilities.can_withdraw
+    assert not router.withdraw("pretrain-small-1", 1)
     code = "print('hello from local')"
     router.launch(LaunchRequest("pretrain-small-1", 1, "tpu-v5p", "tpu", "tpu-v5p", 1, [sys.executable, "-c", code]))
     assert isinstance(router.executor("local"), LocalExecutor)
@@ -151,9 +154,8 @@ def test_the_router_runs_local_pools_as_before_and_routes_a_new_routers_calls_by
 
 def test_an_attempt_its_engine_could_not_place_is_requeued_without_spending_a_retry() -> None:
     status = AttemptStatus("pretrain-small-1", 1, "unplaced", detail="Ray could not place 2 host(s)")
-    run: Any = type("Run", (), {"state": "admitted"})()
-    outcome = classify(status, run, [])
-    assert (outcome.attempt_state, outcome.retryable, outcome.succeeded) == ("unplaced", True, False)
-    assert outcome.reason == "not placed: Ray could not place 2 host(s)"
-    cancelled: Any = type("Run", (), {"state": "cancelled"})()
-    assert classify(status, cancelled, []).by_user  # a run cancelled while it waited is simply cancelled
+    reason, detail = end_reason(status, "admitted")
+    decision = decide_end(reason, detail, pool="ray-tpu", retries=RetryPolicy(max=0), history=[], now=0.0)
+    assert (decision.attempt_state, decision.retry, decision.run_state) == ("unplaced", True, "queued")
+    assert decision.detail == "not placed: Ray could not place 2 host(s)"
+    assert end_reason(status, "cancelled")[0] is EndReason.CANCELLED  # cancelled while it waited: simply cancelled

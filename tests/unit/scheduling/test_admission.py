@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crossrail.scheduling import Admission, Request
-from crossrail.scheduling.fifo import Decision, Pending
+from crossrail.scheduling.types import Decision, Pending
 
 from .builders import HOUR, T0, admitted, gpu, queue, req, scheduler, tpu
 

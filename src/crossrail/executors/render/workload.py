@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crossrail.core.attempts import LaunchRequest
+from crossrail.core.priority import PRIORITIES as PRIORITY_NAMES
+from crossrail.core.priority import priority_level
 from crossrail.errors import Problem, SpecError
 from crossrail.spec import Experiment
 
 LABEL_PREFIX = "crossrail.dev/"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-PRIORITIES = {"low": 100, "normal": 1000, "high": 10000, "critical": 100000}
+PRIORITIES = {name: 10 ** (2 + priority_level(name)) for name in PRIORITY_NAMES}
+"""Kueue WorkloadPriorityClass values: low 100, normal 1000, high 10000, critical 100000."""
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\Z")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SHA = re.compile(r"(sha256:)?[0-9a-f]{64}")

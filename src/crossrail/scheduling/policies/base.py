@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from crossrail.core.priority import PRIORITIES, priority_level
+
 SortKey = tuple[float, float, float, str]
 """(class, primary, secondary, run): smaller goes first. The agent orders fair share between class and primary."""
 
@@ -76,12 +78,13 @@ class Policy(Protocol):
         ...
 
 
-PRIORITY_LEVELS = {"critical": 3, "high": 2, "normal": 1, "low": 0}
+PRIORITY_LEVELS = {name: priority_level(name) for name in PRIORITIES}
+"""crossrail.core's priority table as levels (higher is more important)."""
 
 
 def level_of(priority: str) -> int:
     """A priority class as JobView's integer (higher is more important); unknown classes come last."""
-    return PRIORITY_LEVELS.get(priority, -1)
+    return priority_level(priority)
 
 
 def rate(job: JobView, chip_type: str) -> float:

@@ -1,0 +1,79 @@
+"""The report channel read by the agent: runtime records -> events, metric samples, checkpoints, heartbeats."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from crossrail.core import Event, EventType
+from crossrail.runtime.report import read_new
+from crossrail.store import AttemptRecord, Store
+
+
+def ingest(store: Store, att: AttemptRecord, now: float) -> AttemptRecord:
+    """Index whatever the attempt wrote since its cursor; the attempt with its new cursor and heartbeat."""
+    if not att.report_uri:
+        return att
+    records, cursor = read_new(att.report_uri, att.report_cursor)
+    if not records and cursor == att.report_cursor:
+        return att
+    events, samples, ckpts, beat = translate(att, records, now)
+    store.ingest(
+        att.run_id,
+        att.number,
+        old_cursor=att.report_cursor,
+        new_cursor=cursor,
+        events=events,
+        samples=samples,
+        checkpoints=ckpts,
+        heartbeat=beat,
+    )
+    return replace(att, report_cursor=cursor, last_heartbeat=beat or att.last_heartbeat)
+
+
+def translate(
+    att: AttemptRecord, records: list[dict[str, Any]], now: float
+) -> tuple[list[Event], list[dict[str, Any]], list[dict[str, Any]], float | None]:
+    """Runtime records -> events, metric samples and checkpoints to index, plus the last heartbeat time."""
+    events: list[Event] = []
+    samples: list[dict[str, Any]] = []
+    ckpts: list[dict[str, Any]] = []
+    beat: float | None = None
+    for r in records:
+        ts = float(r.get("ts") or now)
+        kind = r.get("type")
+        if kind == "metric":
+            samples.append(
+                {
+                    "run_id": att.run_id,
+                    "attempt": att.number,
+                    "ts": ts,
+                    "step": r.get("step"),
+                    "name": str(r["name"]),
+                    "value": float(r["value"]),
+                }
+            )
+        elif kind == "heartbeat":
+            beat = max(beat or ts, ts)
+            events.append(Event(EventType.HEARTBEAT, ts, att.run_id, att.number, {"step": r.get("step")}))
+        elif kind == "checkpoint":
+            beat = max(beat or ts, ts)
+            ckpts.append({"step": int(r["step"]), "uri": str(r["uri"]), "ts": ts})
+        elif kind == "event":
+            events.append(
+                Event(
+                    EventType.REPORTED, ts, att.run_id, att.number, {"name": r.get("name"), "data": r.get("data") or {}}
+                )
+            )
+        else:
+            line = str(r.get("line", ""))[:200]
+            events.append(
+                Event(
+                    EventType.REPORTED,
+                    now,
+                    att.run_id,
+                    att.number,
+                    {"name": "invalid", "data": {"reason": r.get("reason"), "line": line}},
+                )
+            )
+    return events, samples, ckpts, beat
