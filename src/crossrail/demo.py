@@ -109,7 +109,9 @@ def _simulate_policies() -> dict[str, float] | None:
 
 def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
     steps = ("60", "30") if quick else ("120", "60")
-    sub = [client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}"])]
+    # The demo's kill is retried after 2 s rather than the default 30 s back-off, to keep the demo short.
+    fast_retry = "spec.retries.backoff.initial=2s"
+    sub = [client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}", fast_retry])]
     # Post-training names pretraining as its parent, so its placement is explained once that run exists.
     _explain_placement(client, exps / "posttrain-042.yaml")
     sub += [

@@ -99,7 +99,7 @@ def test_a_run_waits_in_kueue_then_runs_and_succeeds(
 def test_an_exit_75_on_kubernetes_is_retried_as_a_new_attempt(
     client: Client, experiments: Path, agent: Agent, api: ApiServer
 ) -> None:
-    sets = ["spec.retries={max: 2}"]
+    sets = ["spec.retries={max: 2, backoff: {initial: 0s}}"]
     run = client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]
     agent.reconcile()
     job = _job(api)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.ray
 
 TPU_LABELS = {"accelerator": "tpu-v5p"}
 GPU_LABELS = {"accelerator": "nvidia-gpu"}
-FAST = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=5.0, heartbeat_s=1.0, unplaced_backoff_s=1.0)
+FAST = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=5.0, heartbeat_s=1.0)
 BIGRAM = "spec.command=[python, -m, crossrail.workloads.bigram]"
 SHORT = [BIGRAM, "spec.args=[--steps, '30', --checkpoint-every-steps, '10', --step-sleep, '0.01']"]
 SLOW = [BIGRAM, "spec.args=[--steps, '120', --checkpoint-every-steps, '10', --step-sleep, '0.05']"]
@@ -148,7 +148,7 @@ def test_one_agent_runs_a_ray_pool_and_a_local_pool_side_by_side(
 def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_checkpoint(
     client: Client, experiments: Path
 ) -> None:
-    run = client.submit(experiments / "pretrain-small.yaml", sets=[*SLOW, "spec.retries={max: 1}"])["run"]["id"]
+    run = client.submit(experiments / "pretrain-small.yaml", sets=[*SLOW, "spec.retries={max: 1, backoff: {initial: 0s}}"])["run"]["id"]
     store = client.service.store
     drive(client, lambda: bool(store.checkpoints(run)) and state(client, run) == "running")
     (host,) = ray_executor(client).placement(run, 1)
@@ -205,7 +205,7 @@ def test_a_label_selector_ray_refuses_fails_the_attempt_with_the_reason_in_its_l
     fleet = yaml.safe_load(path.read_text())
     fleet["spec"]["pools"][0]["ray"]["label_selector"] = {"bad key!": "x"}
     path.write_text(yaml.safe_dump(fleet, sort_keys=False))
-    sets = [*SHORT, "spec.accelerators={allow: [tpu]}", "spec.retries={max: 2}"]
+    sets = [*SHORT, "spec.accelerators={allow: [tpu]}", "spec.retries={max: 2, backoff: {initial: 0s}}"]
     run = client.submit(experiments / "pretrain-small.yaml", sets=sets)["run"]["id"]
     drive(client, lambda: state(client, run) == "failed")
     (attempt,) = client.service.store.attempts(run)  # a permanent failure: no retry
@@ -263,7 +263,8 @@ def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
     client: Client, experiments: Path, ray_cluster: Any
 ) -> None:
     code = "import os; print('host', os.environ['CROSSRAIL_HOST_INDEX'], 'of', os.environ['CROSSRAIL_HOSTS'])"
-    sets = [f'spec.command=[python, -c, "{code}"]', "spec.args=[]", "spec.resources.chips=8", "spec.retries={max: 0}"]
+    sets = [f'spec.command=[python, -c, "{code}"]', "spec.args=[]", "spec.resources.chips=8"]
+    sets.append("spec.retries={max: 0, backoff: {initial: 1s, factor: 1, max: 1s}}")  # re-offered each second
     sets.append("spec.accelerators={allow: [tpu]}")  # two TPU hosts of 4 chips: a gang of two bundles
     run = client.submit(experiments / "pretrain-small.yaml", sets=sets)["run"]["id"]
     store = client.service.store
