@@ -148,7 +148,8 @@ def test_one_agent_runs_a_ray_pool_and_a_local_pool_side_by_side(
 def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_checkpoint(
     client: Client, experiments: Path
 ) -> None:
-    run = client.submit(experiments / "pretrain-small.yaml", sets=[*SLOW, "spec.retries={max: 1, backoff: {initial: 0s}}"])["run"]["id"]
+    sets = [*SLOW, "spec.retries={max: 1, backoff: {initial: 0s}}"]
+    run = client.submit(experiments / "pretrain-small.yaml", sets=sets)["run"]["id"]
     store = client.service.store
     drive(client, lambda: bool(store.checkpoints(run)) and state(client, run) == "running")
     (host,) = ray_executor(client).placement(run, 1)
