@@ -221,6 +221,14 @@ class SimExecutor:
             return
         self._stop(att, "preempted")
 
+    def interrupt(self, run: str) -> None:
+        """A failure of `run`'s attempt now, as a scripted scenario wants it: it is lost, as a drawn fault is."""
+        att = self.live.get(run)
+        if att is not None and att.phase != STOPPING:
+            self.faults += 1
+            att.record.interruptions += 1
+            self._stop(att, "interrupted")
+
     def _finish(self, att: Attempt) -> None:
         self._close_stretch(att, self.engine.now())
         att.committed = att.base = att.job.work_s

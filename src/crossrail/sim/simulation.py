@@ -22,6 +22,7 @@ import numpy as np
 from crossrail.core import Event, EventType
 from crossrail.metrics import MetricsAccumulator
 from crossrail.scheduling import Request, Scheduler, SchedulerConfig
+from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.scheduling.policies import get_policy
 from crossrail.sim.checkpointing import CheckpointSpec
 from crossrail.sim.engine import LATE, Engine, Timer
@@ -30,6 +31,7 @@ from crossrail.sim.failures import FailureModel, FailureSpec
 from crossrail.sim.fit import check_jobs, hosts_of, queue_names
 from crossrail.sim.policy_driver import PolicyDriver
 from crossrail.sim.records import RunRecord, SimResult, StageStats
+from crossrail.sim.retries import SIM_RETRIES, SimRetries
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Fleet
 
@@ -55,6 +57,7 @@ class Simulation:
         record_events: bool = False,
         recheck_s: float | None = None,
         fallback_wait_s: float = 60.0,
+        retries: RetryPolicy = SIM_RETRIES,
     ) -> None:
         self.fleet, self.policy_name, self.seed = fleet, policy, seed
         self.policy = get_policy(policy)  # an unknown name fails here, before anything runs
@@ -70,6 +73,8 @@ class Simulation:
         self.failures = model if failures is not None and failures.enabled else None
         self.checkpoint = checkpoint or CheckpointSpec()
         self.executor = SimExecutor(self.engine, self.checkpoint, self.failures, ended=self._ended)
+        self.retries = SimRetries(retries)
+        """Ends and retries decided as the agent decides them (crossrail.scheduling.decisions)."""
         self.preempts = policy == "priority" or bool(fleet.spec.reservations) or any(p.drained for p in fleet.pools)
         """Whether the scheduler may choose victims, and so must know when each run last checkpointed."""
         self.metrics = MetricsAccumulator()
@@ -171,6 +176,7 @@ class Simulation:
             duration_s=job.declared_s,
             allow=self.allow.get(job.name),
             prefer=job.prefer,
+            avoid_pool=self.retries.avoid_pool(job.name),
         )
 
     def demand_changed(self) -> None:
@@ -194,6 +200,7 @@ class Simulation:
             self._tell_checkpoints(now)
         result = self.sched.cycle(now)
         for p in result.preempted:
+            self.retries.stop(p.run, p.stop)
             self.executor.preempt(p.run, p.grace_s)
         for a in result.admitted:
             self.launch(a.run, a.pool, a.chips)
@@ -255,15 +262,28 @@ class Simulation:
             self.done += 1
             self.last_end = max(self.last_end, now)
         else:
-            kind = EventType.FAILED if how == "interrupted" else EventType.PREEMPTED
-            reason = "interrupted by a failure" if how == "interrupted" else "preempted"
-            self._emit(kind, run, att.number, {**data, "final": False, "retryable": True, "reason": reason})
-            self._emit(EventType.RETRIED, run, None, {"next_attempt": att.number + 1, "reason": reason})
-            rec.outcome = "pending"
-            if how == "preempted":
-                rec.preemptions += 1
-                self._enqueue(att.job)
-            else:
-                downtime = self.checkpoint.detect_s + self.checkpoint.reschedule_s
-                self.engine.after(downtime, lambda: self._enqueue(att.job))
+            self._retry(att, how, data)
         self.demand_changed()
+
+    def _retry(self, att: Attempt, how: str, data: dict[str, Any]) -> None:
+        """An interrupted or preempted attempt: the shared decision says whether and when the run goes again."""
+        now, run, rec = self.engine.now(), att.job.name, att.record
+        decision = self.retries.ended(run, att.number, att.pool, how, now)
+        assert decision.event is not None  # the simulator neither cancels nor suspends
+        self._emit(decision.event, run, att.number, {**data, **decision.data(att.pool)})
+        if how == "preempted":
+            rec.preemptions += 1
+        if not decision.retry:  # out of retries (a policy with a finite spec.retries.max)
+            rec.outcome, rec.end_s = "failed", now
+            self.done += 1
+            return
+        next_try = {"next_attempt": att.number + 1, "reason": decision.detail, "cause": str(decision.reason)}
+        self._emit(EventType.RETRIED, run, None, next_try)
+        rec.outcome = "pending"
+        delay = decision.backoff_s  # detection and rescheduling come first, as modelled, after an interruption
+        if how == "interrupted":
+            delay += self.checkpoint.detect_s + self.checkpoint.reschedule_s
+        if delay > 0:
+            self.engine.after(delay, lambda: self._enqueue(att.job))
+        else:
+            self._enqueue(att.job)
