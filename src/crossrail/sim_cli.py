@@ -53,15 +53,29 @@ def _duration(text: str | None, flag: str) -> float | None:
         raise UsageError(f"{flag}: {exc}") from None
 
 
-def _jobs_and_fleet(fleet: Path | None, pools: str | None, workload: str, throughputs: Path | None, seed: int) -> Any:
+def _jobs_and_fleet(  # noqa: PLR0917 (the parsed command line, passed on)
+    fleet: Path | None,
+    pools: str | None,
+    workload: str,
+    throughputs: Path | None,
+    seed: int,
+    time_sliced: bool = False,
+    round_s: float | None = None,
+) -> Any:
     from crossrail.sim.fleets import pools_fleet
+    from crossrail.sim.generated import JobStream
     from crossrail.sim.workload import parse_workload
     from crossrail.spec import load_fleet
 
     if (fleet is None) == (pools is None):
         raise UsageError("give exactly one of --fleet FLEET.yaml or --pools name:chips,...")
+    if time_sliced and fleet is not None:
+        raise UsageError("--time-sliced marks the pools of --pools; in a fleet file set time_sliced: true per pool")
     jobs = parse_workload(workload, throughputs=str(throughputs) if throughputs else None, seed=seed)
-    return jobs, (load_fleet(fleet) if fleet is not None else pools_fleet(str(pools), jobs))
+    if fleet is not None:
+        return jobs, load_fleet(fleet)
+    shapes = jobs.shapes() if isinstance(jobs, JobStream) else jobs
+    return jobs, pools_fleet(str(pools), shapes, time_sliced=time_sliced, round_s=round_s)
 
 
 def _reliability(
@@ -92,6 +106,9 @@ def simulate_command(  # noqa: PLR0917 (a typer command takes each option as a p
     until: Annotated[str | None, typer.Option("--until", help="Stop at this virtual time, e.g. 30d.")] = None,
     quantum: Annotated[float, typer.Option("--quantum", help="Seconds within which cycles are batched.")] = 1.0,
     round_s: Annotated[float | None, typer.Option("--round", help="Round length of round-based policies (s).")] = None,
+    time_sliced: Annotated[
+        bool, typer.Option("--time-sliced", help="Mark every pool of --pools time-sliced (Gavel's rounds).")
+    ] = False,
     chip_mtbf: ChipMtbf = None,
     host_mtbf: HostMtbf = None,
     ckpt_cost: CkptCost = None,
@@ -105,7 +122,7 @@ def simulate_command(  # noqa: PLR0917 (a typer command takes each option as a p
         until_s = _duration(until, "--until")
         policies = [policy, *(compare or [])]
         args = (workload, fleet, pools, throughputs, policies, seed, as_json, plot, until_s, quantum, round_s)
-        _simulate(*args, reliability)
+        _simulate(*args, reliability, time_sliced=time_sliced)
 
     _guard(go)
 
@@ -123,6 +140,8 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
     quantum_s: float,
     round_s: float | None,
     reliability: tuple[Any, Any],
+    *,
+    time_sliced: bool = False,
 ) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -130,7 +149,7 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
     from crossrail.sim import report
     from crossrail.sim.simulation import Simulation
 
-    jobs, fleet = _jobs_and_fleet(fleet_file, pools, workload, throughputs, seed)
+    jobs, fleet = _jobs_and_fleet(fleet_file, pools, workload, throughputs, seed, time_sliced, round_s)
     failures, checkpoint = reliability
     sims = [
         Simulation(fleet, jobs, policy=p, failures=failures, checkpoint=checkpoint, seed=seed, quantum_s=quantum_s,
@@ -142,7 +161,7 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} jobs"))
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
         for sim in sims:
-            task = bar.add_task(f"simulating {sim.policy_name}", total=len(jobs))
+            task = bar.add_task(f"simulating {sim.policy_name}", total=sim.measuring)
 
             def tick(done: int, _total: int, _now: float, task: Any = task) -> None:
                 bar.update(task, completed=done)
@@ -194,6 +213,8 @@ def plan_command(  # noqa: PLR0917 (a typer command takes each option as a param
         cands = plan.candidates(grid, template, moves=move or (), intervals=ckpt_intervals or ())
         goals = plan.targets(target)
         jobs = parse_workload(workload, throughputs=str(throughputs) if throughputs else None, seed=seed)
+        if not isinstance(jobs, list):
+            raise UsageError("plan sweeps a finite workload; gavel-gen never ends, use `simulate` for it")
         failures, checkpoint = _reliability(chip_mtbf, host_mtbf, ckpt_cost, ckpt_interval, restore)
         outcomes = _sweep(plan, cands, template, jobs, goals, policy, seed, percentile, failures, checkpoint)
         _print_plan(outcomes, percentile, as_json)

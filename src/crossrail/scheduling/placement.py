@@ -30,7 +30,7 @@ class Placement:
     def ranked(self, req: Request) -> Ranked:
         """The pools `req` may try now, best first."""
         waited = self.now - req.queued_at >= self.fallback_wait_s
-        key = (req.allow, req.prefer, req.avoid_pool, req.pool, waited)
+        key = (req.allow, req.runs_on, req.prefer, req.avoid_pool, req.pool, waited)
         ranked = self._ranked.get(key)
         if ranked is None:
             ranked = self._ranked[key] = self._rank(req, waited)
@@ -44,7 +44,7 @@ class Placement:
         return found
 
     def _rank(self, req: Request, waited: bool) -> Ranked:
-        allowed = [p for p in self.by_cost if req.allow is None or p.accelerator in req.allow]
+        allowed = self._allowed(req)
         if req.avoid_pool is not None:
             away = [(p, "away") for p in allowed if p.name != req.avoid_pool]
             away.sort(key=lambda item: item[0].name != req.pool)  # the estimate's pick first (stable)
@@ -60,6 +60,13 @@ class Placement:
             return preferred
         kind = "fallback" if preferred else "not-allowed"
         return preferred + [(p, kind) for p in allowed if p.accelerator != req.prefer]
+
+    def _allowed(self, req: Request) -> list[PoolState]:
+        return [
+            p
+            for p in self.by_cost
+            if (req.allow is None or p.accelerator in req.allow) and (req.runs_on is None or p.name in req.runs_on)
+        ]
 
     def reason(self, req: Request, kind: str) -> str:
         """Why `req` was placed on a pool of this kind, in words."""
@@ -79,7 +86,7 @@ class Placement:
         """When more pools open to `req` by waiting, or None when waiting opens none."""
         if req.avoid_pool is not None:
             return None
-        allowed = [p for p in self.by_cost if req.allow is None or p.accelerator in req.allow]
+        allowed = self._allowed(req)
         if req.pool is not None and any(p.name == req.pool for p in allowed):
             return req.queued_at + self.fallback_wait_s if len(allowed) > 1 else None
         if req.prefer in ("any", "mixed"):

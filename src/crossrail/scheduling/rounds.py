@@ -104,14 +104,12 @@ class Rounds:
     @staticmethod
     def _could_run(cache: Cache, req: Request, pools: list[Pool]) -> bool:
         reach = cache.quota.reachable(req.queue)
-        return any(
-            (req.allow is None or p.accelerator in req.allow) and (reach is None or p.name in reach) for p in pools
-        )
+        return any(_allows(req, p) and (reach is None or p.name in reach) for p in pools)
 
     @staticmethod
     def _rates(req: Request, specs: dict[str, Pool]) -> dict[str, float]:
         """1 on chip types the run allows, 0 on the others; empty when it allows them all (no rates known)."""
-        rates = {p.chip_type: 1.0 if req.allow is None or p.accelerator in req.allow else 0.0 for p in specs.values()}
+        rates = {p.chip_type: 1.0 if _allows(req, p) else 0.0 for p in specs.values()}
         return {} if all(rates.values()) else rates
 
     def _running(self, alloc: Allocation, specs: dict[str, Pool], now: float) -> JobView:
@@ -130,3 +128,8 @@ class Rounds:
 
     def _waiting(self, req: Request, specs: dict[str, Pool]) -> JobView:
         return dataclasses.replace(view_of(req), throughput=self._rates(req, specs))
+
+
+def _allows(req: Request, pool: Pool) -> bool:
+    """The run may use `pool`: an accelerator it allows, chips that can run it."""
+    return (req.allow is None or pool.accelerator in req.allow) and (req.runs_on is None or pool.name in req.runs_on)

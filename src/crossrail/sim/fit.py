@@ -33,18 +33,22 @@ def queue_names(fleet: Fleet, jobs: Iterable[SimJob]) -> dict[str, str]:
     return out
 
 
-def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[str, tuple[str, ...] | None]:
-    """Job -> accelerators the scheduler may place it on (None: any); PlacementError for jobs no pool can run.
+Where = tuple[tuple[str, ...] | None, tuple[str, ...] | None]
+"""(accelerators the scheduler may place a job on, the only pools that can run it); None: no limit."""
 
-    Through the scheduling core (`native`), pools are told apart by accelerator only, so a job with a
-    throughput row must run on every pool of each accelerator it is allowed on.
+
+def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[str, Where]:
+    """Job -> where the scheduler may place it; PlacementError for jobs no pool can ever run.
+
+    A job with a throughput row that is zero on some pool's chip type is kept off that pool (every
+    policy, FIFO included), never refused for it: only a job no pool can run at all is an error.
     """
     states = {p.name: PoolState(p) for p in fleet.pools}
     reach = quota_reach(fleet) if native else None
     kinds = sorted({str(p.accelerator) for p in fleet.pools})
-    allow: dict[str, tuple[str, ...] | None] = {}
-    never, split = [], []
-    seen: dict[tuple[object, ...], tuple[str, ...] | None] = {}
+    allow: dict[str, Where] = {}
+    never = []
+    seen: dict[tuple[object, ...], Where] = {}
     for job in jobs:
         # Jobs without a throughput row that ask alike get alike answers: decide each shape once.
         key = (job.chips, job.stage, job.team, job.accelerators) if not job.throughput else None
@@ -63,21 +67,14 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
         if not runs:
             never.append(job)
             continue
-        ok = [k for k in kinds if all(p.name in runs for p in holds if str(p.accelerator) == k)]
-        ok = [k for k in ok if any(str(p.accelerator) == k for p in holds)]
-        if native and not ok:
-            split.append(job)
-            continue
-        allow[job.name] = None if len(ok) == len(kinds) or not native else tuple(ok)
+        ok = sorted({str(p.accelerator) for p in holds if p.name in runs})
+        kinds_ok = None if len(ok) == len(kinds) or not native else tuple(ok)
+        pools_ok = None if len(runs) == len(holds) or not native else tuple(sorted(runs))
+        allow[job.name] = (kinds_ok, pools_ok)
         if key is not None:
             seen[key] = allow[job.name]
     if never:
         raise PlacementError(_jobs_text(never, "no pool of the fleet can ever run") + _NEVER_FIX)
-    if split:
-        fix = (
-            "; give its chip types separate accelerators, or use a policy that places by throughput (e.g. fifo_hetero)"
-        )
-        raise PlacementError(_jobs_text(split, "the scheduling core cannot keep off pools that cannot run") + fix)
     return allow
 
 

@@ -47,7 +47,11 @@ def parse_pools(text: str) -> list[dict[str, object]]:
 
 
 def build_fleet(
-    pools: Sequence[Mapping[str, object]], *, name: str = "simulated", speeds: Mapping[str, float] | None = None
+    pools: Sequence[Mapping[str, object]],
+    *,
+    name: str = "simulated",
+    speeds: Mapping[str, float] | None = None,
+    scheduling: Mapping[str, object] | None = None,
 ) -> Fleet:
     """A Fleet with these pools (relative speeds by chip type when given) and one queue per stage."""
     specs = []
@@ -57,13 +61,20 @@ def build_fleet(
     quota = {str(p["name"]): p["chips"] for p in pools}
     queues = [{"name": str(s.value).replace("_", "-"), "stage": str(s.value), "quota": dict(quota)} for s in Stage]
     doc: dict[str, object] = {"apiVersion": "crossrail/v1", "kind": "Fleet", "metadata": {"name": name}}
-    doc["spec"] = {"pools": specs, "queues": queues}
+    doc["spec"] = {"pools": specs, "queues": queues, **({"scheduling": dict(scheduling)} if scheduling else {})}
     return parse_fleet(Document(WHERE, doc, {}))  # SpecError naming every bad pool, never a traceback
 
 
-def pools_fleet(text: str, jobs: Sequence[SimJob] = ()) -> Fleet:
-    """The fleet of `--pools`; with jobs that carry throughput rows, pools rank by their typical speed."""
-    return build_fleet(parse_pools(text), speeds=typical_speeds(jobs))
+def pools_fleet(
+    text: str, jobs: Sequence[SimJob] = (), *, time_sliced: bool = False, round_s: float | None = None
+) -> Fleet:
+    """The fleet of `--pools`; with jobs that carry throughput rows, pools rank by their typical speed.
+
+    `time_sliced` marks every pool time-sliced (`--time-sliced`), with rounds of `round_s` (default 6 min).
+    """
+    pools = [{**p, "time_sliced": True} for p in parse_pools(text)] if time_sliced else parse_pools(text)
+    scheduling = {"round": round_s} if round_s is not None else None
+    return build_fleet(pools, speeds=typical_speeds(jobs), scheduling=scheduling)
 
 
 def typical_speeds(jobs: Sequence[SimJob]) -> dict[str, float]:

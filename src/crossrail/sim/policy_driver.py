@@ -55,8 +55,9 @@ class PolicyDriver:
         if att is not None:
             chip_type = sim.pools[att.pool].chip_type
             by_type[chip_type] = by_type.get(chip_type, 0.0) + att.chips * (now - att.started_at)
-            done = sim.executor.progress(att, now)
-        throughput = dict(job.throughput) or self._speeds()
+            if self.policy.uses_remaining:
+                done = sim.executor.progress(att, now)
+        throughput = job.throughput or self._speeds()
         return JobView(
             run=run,
             queue=sim.queue_of[run],
@@ -65,14 +66,14 @@ class PolicyDriver:
             chips=job.chips,
             attained_s=sum(by_type.values()),
             throughput=throughput,
-            remaining=max(job.work_s - done, 0.0),
+            remaining=max(job.work_s - done, 0.0) if self.policy.uses_remaining else None,
             pool=pool,
             attained_by_type=by_type,
         )
 
     def _speeds(self) -> dict[str, float]:
         """A job without a throughput row runs at each pool's relative speed; uniform speeds say nothing."""
-        return dict(self.speeds) if len(set(self.speeds.values())) > 1 else {}
+        return self.speeds if len(set(self.speeds.values())) > 1 else {}
 
     def pool_views(self) -> list[PoolView]:
         sched = self.sim.sched
@@ -117,10 +118,35 @@ class PolicyDriver:
     # --- round-based policies --------------------------------------------------------------------
 
     def wake(self) -> None:
-        """Demand or capacity changed: start planned jobs whose chips are free; begin rounds if idle."""
+        """Demand or capacity changed: start planned jobs whose chips are free; begin rounds if idle.
+
+        Chips the round's plan leaves free (a job finished early, one arrived mid-round) do not idle
+        until the next boundary: waiting jobs take them in the policy's order until then.
+        """
         self.start_planned()
         if self._round is None and (self.sim.waiting or self.sim.executor.live):
             self._round = self.sim.engine.after(0.0, self.next_round, LATE)
+        elif self.sim.waiting:
+            self.fill_idle()
+
+    def fill_idle(self) -> None:
+        sim = self.sim
+        claimed: dict[str, int] = {}
+        for run, target in self.plan.items():
+            claimed[target] = claimed.get(target, 0) + sim.jobs[run].chips
+        pools = [v for v in self.pool_views() if v.free > claimed.get(v.name, 0)]
+        if not pools:
+            return
+        views = [v for v in self.views(running=False) if v.run not in self.plan]
+        for view, wanted in self.policy.order(views, pools, sim.engine.now()):
+            job = sim.jobs[view.run]
+            speed = {p.name: job.rate(p.chip_type, sim.pools[p.name].relative_speed) for p in pools}
+            choices = sorted((p for p in pools if speed[p.name] > 0), key=lambda p: (p.name != wanted, -speed[p.name]))
+            for pool in choices:
+                left = sim.sched.cache.pools[pool.name].free_chips - claimed.get(pool.name, 0)
+                if left >= job.chips and self.fits(pool.name, job.chips, view.queue):
+                    sim.launch(job.name, pool.name, job.chips)
+                    break
 
     def next_round(self) -> None:
         sim = self.sim

@@ -109,6 +109,8 @@ class SimResult:
     fleet: str = ""
     chips: int = 0
     notes: list[str] = field(default_factory=list)
+    measured: frozenset[str] | None = None
+    """The jobs measured (a generated workload's window); None: every job. JCT figures are over these."""
 
     @property
     def jobs(self) -> int:
@@ -120,6 +122,9 @@ class SimResult:
 
     @property
     def avg_jct_s(self) -> float | None:
+        if self.measured is not None:
+            jcts = [j for run in self.measured if run in self.runs and (j := self.runs[run].jct_s) is not None]
+            return sum(jcts) / len(jcts) if jcts else None
         return self.report.totals.jct.mean
 
     @property
@@ -164,6 +169,7 @@ class SimResult:
             "jobs": self.jobs,
             "finished": self.finished,
             "avg_jct_s": self.avg_jct_s,
+            "measured_jobs": len(self.measured) if self.measured is not None else None,
             "p95_jct_s": self.p95_jct_s,
             "makespan_s": self.makespan_s,
             "avg_queue_s": self.avg_queue_s,

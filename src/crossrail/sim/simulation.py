@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from crossrail.sim.engine import LATE, Engine, Timer
 from crossrail.sim.executor import Attempt, SimExecutor
 from crossrail.sim.failures import FailureModel, FailureSpec
 from crossrail.sim.fit import check_jobs, hosts_of, queue_names
+from crossrail.sim.generated import JobStream
 from crossrail.sim.policy_driver import PolicyDriver
 from crossrail.sim.records import RunRecord, SimResult, StageStats
 from crossrail.sim.retries import SIM_RETRIES, SimRetries
@@ -46,7 +47,7 @@ class Simulation:
     def __init__(
         self,
         fleet: Fleet,
-        jobs: Sequence[SimJob],
+        jobs: Sequence[SimJob] | JobStream,
         *,
         policy: str = "fifo",
         failures: FailureSpec | None = None,
@@ -62,9 +63,15 @@ class Simulation:
         self.fleet, self.policy_name, self.seed = fleet, policy, seed
         self.policy = get_policy(policy)  # an unknown name fails here, before anything runs
         self.native = policy in NATIVE
-        self.jobs = {j.name: j for j in sorted(jobs, key=lambda j: (j.submit_s, j.name))}
-        self.queue_of = queue_names(fleet, self.jobs.values())
-        self.allow = check_jobs(fleet, self.jobs.values(), native=self.native)
+        self.stream = jobs if isinstance(jobs, JobStream) else None
+        listed = [] if self.stream is not None else sorted(jobs, key=lambda j: (j.submit_s, j.name))
+        self.jobs = {j.name: j for j in listed}
+        self.measured = self.stream.measured if self.stream is not None else None
+        """The jobs whose end ends the simulation and whose figures are reported (None: every job)."""
+        shapes = self.stream.shapes() if self.stream is not None else list(self.jobs.values())
+        self.queue_of = queue_names(fleet, shapes)
+        self.allow = check_jobs(fleet, shapes, native=self.native)
+        self._shape_allow = {_shape(j): self.allow.get(j.name) for j in shapes}
         self.quantum_s = max(quantum_s, 0.0)
         self.recheck_s = recheck_s if recheck_s is not None else fallback_wait_s
         self.engine = Engine()
@@ -90,10 +97,11 @@ class Simulation:
         """Work each job has kept so far (its next attempt restores from here)."""
         self.cycles = 0
         self.done = 0
+        self.measured_done = 0
         self.last_end = 0.0
         self._cycle: Timer | None = None
         self._recheck: Timer | None = None
-        self._arrivals = iter(self.jobs.values())
+        self._arrivals: Iterator[SimJob] = iter(self.stream if self.stream is not None else listed)
         self._arrivals_left = True
         self.blocked: dict[str, str] = {}
         """Why the queue heads of the last cycle waited (named in the result when jobs never finish)."""
@@ -110,28 +118,41 @@ class Simulation:
             self._emit(EventType.CAPACITY_CHANGED, None, None, data)
         self._next_arrival()
         limit = math.inf if until_s is None else until_s
-        engine, total = self.engine, len(self.jobs)
-        while self.done < total and (at := engine.peek()) < math.inf and at <= limit:
+        engine, total = self.engine, self._total()
+        while self._counted() < total and (at := engine.peek()) < math.inf and at <= limit:
             engine.step()
             if progress is not None and engine.steps % 4096 == 0:
-                progress(self.done, total, engine.now())
-        end = self.last_end if self.done == total else max(engine.now(), limit if until_s is not None else 0.0)
+                progress(self._counted(), total, engine.now())
+        done = self._counted() == total
+        end = self.last_end if done else max(engine.now(), limit if until_s is not None else 0.0)
         if progress is not None:
-            progress(self.done, total, end)
+            progress(self._counted(), total, end)
         return self._result(end, time.perf_counter() - t0)
+
+    @property
+    def measuring(self) -> int:
+        """How many jobs the simulation waits for (the window of a generated workload, else all)."""
+        return self._total()
+
+    def _total(self) -> int:
+        return len(self.measured) if self.measured is not None else len(self.jobs)
+
+    def _counted(self) -> int:
+        """Jobs finished among those the simulation waits for."""
+        return self.measured_done if self.measured is not None else self.done
 
     def _result(self, end: float, wall_s: float) -> SimResult:
         report = self.metrics.report(end)
         stages = [StageStats.of(g) for g in self.metrics.stage_totals(end)]
         chips = sum(p.chips for p in self.fleet.pools)
         notes = []
-        if self.done < len(self.jobs) and not self.executor.live and self.engine.peek() == math.inf:
-            stuck = len(self.jobs) - self.done
+        if self._counted() < self._total() and not self.executor.live and self.engine.peek() == math.inf:
+            stuck = self._total() - self._counted()
             why = "; ".join(f"{run}: {reason}" for run, reason in list(self.blocked.items())[:3])
             notes.append(f"{stuck} jobs can never start on this fleet" + (f" ({why})" if why else ""))
         return SimResult(
             self.policy_name, self.seed, report, stages, self.runs, wall_s, self.engine.steps, self.cycles, end,
-            fleet=self.fleet.name, chips=chips, notes=notes,
+            fleet=self.fleet.name, chips=chips, notes=notes, measured=self.measured,
         )  # fmt: skip
 
     def _emit(self, kind: EventType, run: str | None, attempt: int | None, data: dict[str, Any]) -> None:
@@ -149,10 +170,21 @@ class Simulation:
             self.engine.schedule(max(job.submit_s, self.engine.now()), lambda: self._arrive(job))
 
     def _arrive(self, job: SimJob) -> None:
+        if self.stream is not None:
+            self._register(job)
         data = {"stage": job.stage, "chips": job.chips, "queue": self.queue_of[job.name], "team": job.team}
         self._emit(EventType.SUBMITTED, job.name, None, {**data, "priority": job.priority})
         self._enqueue(job)
         self._next_arrival()
+
+    def _register(self, job: SimJob) -> None:
+        """A streamed job arrives: it is known from now on, judged by the shape checked before the start."""
+        self.jobs[job.name] = job
+        self.queue_of[job.name] = queue_names(self.fleet, [job])[job.name]
+        where = self._shape_allow.get(_shape(job))
+        if where is not None:
+            self.allow[job.name] = where
+        self.runs[job.name] = RunRecord(job.name, job.stage, job.chips, job.submit_s)
 
     def _enqueue(self, job: SimJob) -> None:
         now = self.engine.now()
@@ -174,7 +206,8 @@ class Simulation:
             team=job.team,
             min_chips=job.min_chips if job.elastic else None,
             duration_s=job.declared_s,
-            allow=self.allow.get(job.name),
+            allow=self.allow[job.name][0] if job.name in self.allow else None,
+            runs_on=self.allow[job.name][1] if job.name in self.allow else None,
             prefer=job.prefer,
             avoid_pool=self.retries.avoid_pool(job.name),
         )
@@ -260,6 +293,8 @@ class Simulation:
             self._emit(EventType.SUCCEEDED, run, att.number, data)
             rec.outcome, rec.end_s = "succeeded", now
             self.done += 1
+            if self.measured is not None and run in self.measured:
+                self.measured_done += 1
             self.last_end = max(self.last_end, now)
         else:
             self._retry(att, how, data)
@@ -287,3 +322,8 @@ class Simulation:
             self.engine.after(delay, lambda: self._enqueue(att.job))
         else:
             self._enqueue(att.job)
+
+
+def _shape(job: SimJob) -> tuple[object, ...]:
+    """What placement checks depend on: jobs alike in these are placed alike."""
+    return (job.chips, job.stage, job.team, job.accelerators, tuple(sorted(job.throughput.items())))

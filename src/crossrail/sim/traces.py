@@ -59,6 +59,11 @@ def gavel_jobs(trace: str | Path, throughputs: str | Path) -> list[SimJob]:
     return jobs
 
 
+def throughput_matrix(path: str | Path) -> gavel.Throughputs:
+    """Gavel's throughput matrix from a file; SpecError naming the file when it cannot be read or parsed."""
+    return gavel.parse_throughputs(_read(path), source=str(path))
+
+
 # --- Philly-style CSV --------------------------------------------------------------------------
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")

@@ -11,15 +11,17 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from crossrail.core.priority import PRIORITIES
 from crossrail.errors import Problem, SpecError
 from crossrail.spec import Stage
 from crossrail.spec.loader import parse_value
 
-PRIORITIES = ("critical", "high", "normal", "low")
+if TYPE_CHECKING:
+    from crossrail.sim.generated import GavelGen
 
 
 @dataclass(frozen=True)
@@ -209,11 +211,20 @@ def jobs_from_rows(rows: Sequence[Any], source: str) -> list[SimJob]:
     return jobs
 
 
-def parse_workload(text: str, *, throughputs: str | None = None, seed: int = 0) -> list[SimJob]:
-    """`FILE`, `gavel:TRACE`, `philly:CSV` or `synthetic:k=v,...` (see docs/simulator.md)."""
+def parse_workload(text: str, *, throughputs: str | None = None, seed: int = 0) -> list[SimJob] | GavelGen:
+    """`FILE`, `gavel:TRACE`, `gavel-gen:k=v,...`, `philly:CSV` or `synthetic:k=v,...` (docs/simulator.md).
+
+    Every kind is a list of jobs but `gavel-gen`, an endless stream (`crossrail.sim.generated`).
+    """
     from crossrail.sim import traces
+    from crossrail.sim.generated import GavelGen, GavelGenSpec
 
     kind, _, rest = text.partition(":")
+    if kind == "gavel-gen":
+        if throughputs is None:
+            fix = "pass --throughputs data/gavel/simulation_throughputs.json"
+            raise SpecError([Problem(text, "", "generated Gavel jobs need its throughput matrix", fix=fix)])
+        return GavelGen(GavelGenSpec.parse(rest, seed=seed), traces.throughput_matrix(throughputs))
     if kind == "gavel" and rest:
         if throughputs is None:
             fix = "pass --throughputs data/gavel/simulation_throughputs.json"

@@ -199,33 +199,55 @@ def test_start_time_estimates_land_within_a_quarter_of_the_median_wait() -> None
     assert check.ratio < 0.25, check.summary()
 
 
-def _reference_replay() -> Any:
-    """The policies' own discrete-round replay of the Gavel trace (tests/unit/scheduling/gavel_replay.py)."""
-    import importlib.util
-    import sys
-
-    name = "gavel_replay_reference"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "scheduling" / "gavel_replay.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None
-        assert spec.loader is not None
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)  # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return sys.modules[name].replay
+GAVEL_LAS_S, GAVEL_HETERO_LAS_S = 6032.0, 4322.0
+"""Gavel's own simulator on its 15-job trace at 2 V100 + 4 K80, 6-minute rounds, seed 0 (issue 15):
+`max_min_fairness` ("LAS") and `max_min_fairness_perf` ("Gavel-LAS")."""
 
 
-@pytest.mark.parametrize("policy", ["las_hetero", "max_min_fairness_hetero", "min_jct_hetero"])
-def test_round_based_policies_reproduce_the_reference_gavel_replay(policy: str) -> None:
+def gavel_trace_run(policy: str, **options: Any) -> Any:
     jobs = gavel_jobs(DATA / "artifact_evaluation.trace", DATA / "simulation_throughputs.json")
-    fleet = pools_fleet("v100:2:2,k80:4:4", jobs)
-    simulated = Simulation(fleet, jobs, policy=policy, checkpoint=CheckpointSpec(restore_s=30.0)).run()
-    reference = _reference_replay()(policy, round_s=360.0, restore_s=30.0)
+    return Simulation(pools_fleet("v100:2:2,k80:4:4", jobs), jobs, policy=policy, **options).run()
 
-    assert simulated.avg_jct_s == pytest.approx(reference.average_jct_s, rel=0.06)
-    moved = [r for r in simulated.runs.values() if r.attempts > 1]
+
+def test_on_gavels_trace_hetero_max_min_fairness_beats_gavel_las_and_the_agnostic_form_stays_near_las() -> None:
+    hetero, agnostic = gavel_trace_run("max_min_fairness_hetero"), gavel_trace_run("max_min_fairness")
+
+    assert hetero.finished == agnostic.finished == 15
+    assert hetero.avg_jct_s is not None
+    assert agnostic.avg_jct_s is not None
+    assert hetero.avg_jct_s <= GAVEL_HETERO_LAS_S
+    # Chips a job leaves mid-round are refilled at once here, where Gavel idles them to the round's end:
+    # the agnostic form comes out a little ahead of Gavel's LAS, never behind it by more than 5%.
+    assert 0.9 * GAVEL_LAS_S <= agnostic.avg_jct_s <= 1.05 * GAVEL_LAS_S
+
+
+def test_a_round_based_move_costs_one_restore() -> None:
+    result = gavel_trace_run("las_hetero", checkpoint=CheckpointSpec(restore_s=30.0))
+    moved = [r for r in result.runs.values() if r.attempts > 1]
+
     assert moved
     assert all(r.restore_s == 30.0 * (r.attempts - 1) for r in moved)
+
+
+def test_chips_freed_mid_round_go_to_waiting_work_before_the_boundary() -> None:
+    fleet = build_fleet([pool("v100", 1, per_host=1)])
+    jobs = [SimJob("short", "experiment", 1, work_s=100.0), SimJob("next", "experiment", 1, work_s=100.0, submit_s=1.0)]
+    result = Simulation(fleet, jobs, policy="las", round_s=360.0).run()
+
+    assert result.record("next").first_start_s == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "priority", "las", "max_min_fairness", "max_min_fairness_hetero"])
+def test_every_policy_keeps_a_job_off_a_chip_type_that_cannot_run_it_instead_of_refusing_it(policy: str) -> None:
+    fleet = build_fleet([pool("v100", 2, per_host=2), pool("k80", 4, per_host=4)])
+    only_v100 = [SimJob(f"v-{i}", "experiment", 1, work_s=500.0, throughput={"v100": 1.0}) for i in range(4)]
+    either = [SimJob(f"e-{i}", "experiment", 1, work_s=500.0, throughput={"v100": 2.0, "k80": 1.0}) for i in range(4)]
+    result = Simulation(fleet, only_v100 + either, policy=policy).run()
+
+    assert result.finished == 8
+    assert all(result.record(j.name).pool == "v100" for j in only_v100)
+    with pytest.raises(PlacementError, match="no pool of the fleet can ever run nowhere"):
+        Simulation(fleet, [SimJob("nowhere", "experiment", 1, work_s=5.0, throughput={"p100": 1.0})], policy=policy)
 
 
 @pytest.mark.parametrize("policy", ["fifo", "fifo_hetero", "las", "max_min_fairness_hetero"])

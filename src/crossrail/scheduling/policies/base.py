@@ -57,6 +57,11 @@ class Policy(Protocol):
     round_based: bool
     hetero: bool
 
+    @property
+    def uses_remaining(self) -> bool:
+        """Whether it reads `JobView.remaining` (callers may leave it None otherwise: it costs to compute)."""
+        ...
+
     def key(self, job: JobView) -> SortKey:
         """Where `job` stands in admission order (smaller first), from the job alone."""
         ...

@@ -1,12 +1,15 @@
 """Max-min fairness over (normalised effective) throughput, after Gavel (Narayanan et al., OSDI 2020).
 
-The allocation X[m, p] is the fraction of time job m should spend on pool p. Two linear programs, solved
-with HiGHS through `scipy.optimize.linprog`:
+The allocation X[m, p] is the fraction of time job m should spend on pool p. Two objectives, in one
+linear program solved with HiGHS through `scipy.optimize.linprog`:
 
   1. maximise t  subject to  share(m) >= t for every job,  sum_p X[m, p] <= 1,
                              sum_m chips(m) * X[m, p] <= capacity(p),  0 <= X <= 1;
-  2. keep every share(m) >= t* and maximise the sum of shares, so chips the fairest floor leaves idle
-     still do work.
+  2. then (weighted LEXICOGRAPHIC against t) maximise the sum of shares, so chips the fairest floor
+     leaves idle still do work.
+
+Jobs alike (same gang, same rates) share one row with a count, so the program grows with the kinds of
+job, not their number; a solution stands for up to RESOLVE_S while only those counts change.
 
 Agnostic: share(m) = sum_p X[m, p] (time, every chip alike). Hetero: share(m) is the job's effective
 throughput sum_p rate(m, p) * X[m, p] normalised by a reference: by default the throughput it would get
@@ -31,8 +34,11 @@ Shares = dict[str, dict[str, float]]
 """run -> pool -> fraction of time."""
 
 NORMALISATIONS = ("equal_share", "best")
-FLOOR_SLACK = 1e-6
-"""Stage 2 may lower the fairest floor by this fraction, so rounding in stage 1 never makes it infeasible."""
+RESOLVE_S = 1920.0
+"""How long a solved allocation stands while only the counts of its job classes change (Gavel's
+`minimum_time_between_allocation_resets`)."""
+LEXICOGRAPHIC = 1e-4
+"""The weight of stage 2 (the sum of shares) against stage 1 (the floor) in the one LP that solves both."""
 
 
 def reference(job: JobView, pools: Sequence[PoolView], normalise: str) -> float:
@@ -43,8 +49,36 @@ def reference(job: JobView, pools: Sequence[PoolView], normalise: str) -> float:
     return sum(rate(job, p.chip_type) * p.capacity / total for p in pools) if total else 0.0
 
 
+def job_class(job: JobView, pools: Sequence[PoolView], hetero: bool) -> tuple[object, ...]:
+    """What the LP sees of a job: jobs alike in this get the same shares at the optimum (by symmetry)."""
+    return (job.chips, tuple(rate(job, p.chip_type) if hetero else runnable(job, p) for p in pools))
+
+
 def max_min_shares(jobs: Sequence[JobView], pools: Sequence[PoolView], hetero: bool, normalise: str) -> Shares:
-    """X: for each job, the fraction of time on each pool that maximises the smallest share (see above)."""
+    """X: for each job, the fraction of time on each pool that maximises the smallest share (see above).
+
+    Jobs alike (same gang, same rates) are one LP row with a count: averaging a solution over their
+    permutations keeps it feasible and optimal, so one share per class loses nothing, and the LP has as
+    many rows as there are job classes (a few dozen for Gavel's workloads), not jobs.
+    """
+    classes: dict[tuple[object, ...], list[JobView]] = {}
+    for job in jobs:
+        classes.setdefault(job_class(job, pools, hetero), []).append(job)
+    reps = [members[0] for members in classes.values()]
+    counts = [len(members) for members in classes.values()]
+    per_class = class_shares(reps, counts, pools, hetero, normalise)
+    shares: Shares = {}
+    for i, members in enumerate(classes.values()):
+        if i in per_class:
+            for job in members:
+                shares[job.run] = per_class[i]
+    return shares
+
+
+def class_shares(
+    jobs: Sequence[JobView], counts: Sequence[int], pools: Sequence[PoolView], hetero: bool, normalise: str
+) -> dict[int, dict[str, float]]:
+    """The max-min LP over job classes (`counts[m]` jobs like `jobs[m]`): class index -> pool -> share."""
     from scipy.optimize import linprog  # type: ignore[import-untyped]  # lazy: only LP policies need scipy
     from scipy.sparse import coo_array  # type: ignore[import-untyped]
 
@@ -52,31 +86,33 @@ def max_min_shares(jobs: Sequence[JobView], pools: Sequence[PoolView], hetero: b
     if not cells:
         return {}
     refs = [reference(job, pools, normalise) if hetero else 1.0 for job in jobs]
-    weight = [rate(jobs[m], pools[p].chip_type) / refs[m] if hetero and refs[m] > 0 else 1.0 for m, p in cells]
+    weight = [_weight(jobs[m], pools[p], refs[m], hetero) for m, p in cells]
     # Columns: one X per cell, then t. Rows (sparse): -share(m) + t <= 0 and sum_p X[m, p] <= 1 per served
-    # job; sum_m chips(m) X[m, p] <= capacity(p) per pool.
+    # class; sum_m count(m) chips(m) X[m, p] <= capacity(p) per pool.
     n, served = len(cells), {m: i for i, m in enumerate(sorted({m for m, _ in cells}))}
     rows, cols, vals = [], [], []
     for i, (m, p) in enumerate(cells):
         rows += [served[m], len(served) + served[m], 2 * len(served) + p]
         cols += [i, i, i]
-        vals += [-weight[i], 1.0, float(jobs[m].chips)]
+        vals += [-weight[i], 1.0, float(jobs[m].chips * counts[m])]
     rows += list(range(len(served)))
     cols += [n] * len(served)
     vals += [1.0] * len(served)
     a_ub = coo_array((vals, (rows, cols)), shape=(2 * len(served) + len(pools), n + 1)).tocsr()
     b_ub = [0.0] * len(served) + [1.0] * len(served) + [float(pool.capacity) for pool in pools]
-    first = linprog([0.0] * n + [-1.0], A_ub=a_ub, b_ub=b_ub, bounds=[(0, 1)] * n + [(0, None)], method="highs")
-    if not first.success:
-        raise ArithmeticError(f"max-min fairness LP failed: {first.message}")
-    floor = float(first.x[-1]) * (1 - FLOOR_SLACK)
-    objective = [-w for w in weight] + [0.0]
-    second = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=[(0, 1)] * n + [(floor, floor)], method="highs")
-    x = second.x if second.success else first.x
-    shares: Shares = {}
+    # One LP for both stages: the floor t first, then (weighted by LEXICOGRAPHIC, so that it can move t
+    # by at most that much) the sum of every job's share.
+    total = sum(counts[m] * weight[i] for i, (m, _) in enumerate(cells))
+    tie = LEXICOGRAPHIC / total if total > 0 else 0.0
+    objective = [-tie * counts[m] * weight[i] for i, (m, _) in enumerate(cells)] + [-1.0]
+    solved = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=[(0, 1)] * n + [(0, None)], method="highs")
+    if not solved.success:
+        raise ArithmeticError(f"max-min fairness LP failed: {solved.message}")
+    x = solved.x
+    shares: dict[int, dict[str, float]] = {}
     for i, (m, p) in enumerate(cells):
         if x[i] > 1e-9:
-            shares.setdefault(jobs[m].run, {})[pools[p].name] = float(x[i])
+            shares.setdefault(m, {})[pools[p].name] = float(x[i])
     return shares
 
 
@@ -112,7 +148,16 @@ class MaxMinFairness:
     hetero: bool
     normalise: str = "equal_share"
     round_based: bool = True
-    _memo: dict[tuple[object, ...], Shares] = field(default_factory=dict, repr=False)
+    uses_remaining: bool = False
+    _memo: dict[tuple[object, ...], dict[tuple[object, ...], dict[str, float]]] = field(
+        default_factory=dict, repr=False
+    )
+    _fleet: tuple[object, ...] = field(default=(), repr=False)
+    _class_of: dict[str, tuple[object, ...]] = field(default_factory=dict, repr=False)
+    """Run -> its job class on `_fleet` (a run's rates do not change)."""
+    _last: tuple[dict[tuple[object, ...], dict[str, float]], tuple[object, ...], float] | None = field(
+        default=None, repr=False
+    )
 
     def key(self, job: JobView) -> SortKey:
         """Outside rounds: least service per chip first (hetero: service at its worth)."""
@@ -126,26 +171,51 @@ class MaxMinFairness:
         placed = fill(pending, Room(pools, free=True), hetero=True)
         return [(job, placed.get(job.run)) for job in pending]
 
-    def shares(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> Shares:
-        """The LP allocation, solved once per distinct set of jobs and pools."""
-        memo_key = (
-            tuple((j.run, j.chips, tuple(sorted(j.throughput.items()))) for j in sorted(jobs, key=lambda j: j.run)),
-            tuple((p.name, p.chip_type, p.capacity) for p in sorted(pools, key=lambda p: p.name)),
-        )
-        found = self._memo.get(memo_key)
-        if found is None:
-            if len(self._memo) >= 256:
-                self._memo.clear()
-            ordered = sorted(jobs, key=lambda j: j.run)
-            found = self._memo[memo_key] = max_min_shares(
-                ordered, sorted(pools, key=lambda p: p.name), self.hetero, self.normalise
-            )
-        return found
+    def shares(self, jobs: Sequence[JobView], pools: Sequence[PoolView], now: float | None = None) -> Shares:
+        """The LP allocation per job class, solved once per distinct mix of job classes and pools.
+
+        Given `now`, a solution stands for up to `RESOLVE_S` while only the counts of the classes it
+        solved change (as Gavel recomputes its allocation at most every 32 minutes): each job keeps its
+        class's share, and the rounds' leftover filling absorbs the difference.
+        """
+        ordered = sorted(pools, key=lambda p: p.name)
+        fleet = tuple((p.name, p.chip_type, p.capacity) for p in ordered)
+        if fleet != self._fleet:
+            self._fleet, self._class_of = fleet, {}
+        classes: dict[tuple[object, ...], list[JobView]] = {}
+        for job in jobs:
+            key = self._class_of.get(job.run)
+            if key is None or key[0] != job.chips:
+                key = self._class_of[job.run] = job_class(job, ordered, self.hetero)
+            classes.setdefault(key, []).append(job)
+        keys = sorted(classes, key=repr)
+        last = self._last
+        if (
+            now is not None
+            and last is not None
+            and last[1] == fleet
+            and now - last[2] < RESOLVE_S
+            and all(k in last[0] for k in keys)
+        ):
+            by_class = last[0]
+        else:
+            memo_key = (tuple((k, len(classes[k])) for k in keys), fleet)
+            found = self._memo.get(memo_key)
+            if found is None:
+                if len(self._memo) >= 256:
+                    self._memo.clear()
+                reps, counts = [classes[k][0] for k in keys], [len(classes[k]) for k in keys]
+                solved = class_shares(reps, counts, ordered, self.hetero, self.normalise)
+                found = self._memo[memo_key] = {keys[i]: share for i, share in solved.items()}
+            by_class = found
+            if now is not None:
+                self._last = (found, fleet, now)
+        return {job.run: by_class[k] for k in keys if k in by_class for job in classes[k]}
 
     def allocate(
         self, jobs: Sequence[JobView], pools: Sequence[PoolView], now: float, round_s: float
     ) -> dict[str, str]:
-        shares = self.shares(jobs, pools)
+        shares = self.shares(jobs, pools, now)
         room, by_run = Room(pools), {j.run: j for j in jobs}
         placed: dict[str, str] = {}
         for _, _, run, chip_type in round_priorities(jobs, pools, shares, now, self.hetero):
@@ -168,3 +238,11 @@ class _Within(Room):
     def __init__(self, room: Room, pools: Sequence[PoolView]) -> None:
         self.pools = list(pools)
         self.left = room.left
+
+
+def _weight(job: JobView, pool: PoolView, ref: float, hetero: bool) -> float:
+    """What one unit of X on `pool` is worth to the job: agnostic, time (every chip alike); hetero, its
+    rate there over its reference."""
+    if not hetero or ref <= 0:
+        return 1.0
+    return rate(job, pool.chip_type) / ref

@@ -49,6 +49,10 @@ class KeyedPolicy:
     hetero: bool
     rank: Callable[[JobView], SortKey]
 
+    @property
+    def uses_remaining(self) -> bool:
+        return self.rank is min_jct_key
+
     def key(self, job: JobView) -> SortKey:
         return self.rank(job)
 

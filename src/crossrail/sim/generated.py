@@ -1,0 +1,173 @@
+"""Gavel's generated workloads: `gavel-gen:rate=5/h,window=4000-5000,seed=0[,multi_gpu=1]`.
+
+As in Gavel's simulator (Narayanan et al., OSDI 2020, Figs. 8 and 9): each job's type is drawn uniformly
+from the job templates of the throughput matrix; its run time alone on a V100 is 60 * 10^U(1.5, 3) s with
+probability 0.8, else 60 * 10^U(3, 4) s, and its work is that time at its V100 rate. Jobs take one GPU
+(continuous-single), or with `multi_gpu=1` 1, 2, 4 or 8 GPUs with probability 0.7, 0.1, 0.15 and 0.05
+(a template the matrix has no multi-GPU rates for stays on one GPU). Arrivals are Poisson at `rate` and
+keep coming, without end, until every job of the window has finished; the window's jobs (numbered from 0
+in arrival order, `window=A-B` is jobs A..B-1) are the ones measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from crossrail.errors import Problem, SpecError
+from crossrail.scheduling.gavel import Throughputs
+from crossrail.sim.workload import SimJob
+
+WHERE = "--workload gavel-gen:"
+REFERENCE = "v100"
+"""The worker type a generated job's run time is drawn for (Gavel's `reference_worker_type`)."""
+SHORT = (0.8, 1.5, 3.0)
+"""(probability, low, high): log10 of the run time in minutes for short jobs; long ones are U(3, 4)."""
+LONG = (3.0, 4.0)
+GPUS = ((0.7, 1), (0.8, 2), (0.95, 4), (1.0, 8))
+"""Cumulative probability -> GPUs of a multi-GPU job (Gavel Fig. 9)."""
+
+
+@dataclass(frozen=True)
+class GavelGenSpec:
+    rate_per_s: float
+    window: tuple[int, int]
+    seed: int = 0
+    multi_gpu: bool = False
+
+    @classmethod
+    def parse(cls, text: str, *, seed: int = 0) -> GavelGenSpec:
+        """`rate=5/h,window=4000-5000,seed=0,multi_gpu=1`; SpecError naming every bad key."""
+        rate, window, multi, problems = None, None, False, []
+        for item in filter(None, (p.strip() for p in text.split(","))):
+            key, _, raw = item.partition("=")
+            if key not in _FIX:
+                problems.append(Problem(WHERE, key, f"unknown key {key!r}", fix=f"keys are {', '.join(_FIX)}"))
+                continue
+            try:
+                if key == "rate":
+                    rate = _rate(raw)
+                elif key == "window":
+                    window = _window(raw)
+                elif key == "seed":
+                    seed = int(raw)
+                else:
+                    multi = _flag(raw)
+            except ValueError as exc:
+                problems.append(Problem(WHERE, key, f"cannot read {raw!r}: {exc}", fix=_FIX[key]))
+        named = {p.path for p in problems}
+        for key, value in (("rate", rate), ("window", window)):
+            if value is None and key not in named:
+                problems.append(Problem(WHERE, key, f"{key} is required", fix=_FIX[key]))
+        if problems or rate is None or window is None:
+            raise SpecError(problems)
+        return cls(rate, window, seed, multi)
+
+
+_FIX = {
+    "rate": "write rate=5/h (jobs per hour; /s, /m and /d also work)",
+    "window": "write window=4000-5000: the jobs measured, numbered from 0 in arrival order",
+    "seed": "write seed=0",
+    "multi_gpu": "write multi_gpu=1 (1, 2, 4 or 8 GPUs) or multi_gpu=0 (one GPU each)",
+}
+_PER = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
+
+
+def _window(raw: str) -> tuple[int, int]:
+    first, _, last = raw.partition("-")
+    window = (int(first), int(last))
+    if not 0 <= window[0] < window[1]:
+        raise ValueError("needs 0 <= A < B")
+    return window
+
+
+def _flag(raw: str) -> bool:
+    if raw not in {"0", "1"}:
+        raise ValueError("must be 0 or 1")
+    return raw == "1"
+
+
+def _rate(raw: str) -> float:
+    count, _, unit = raw.partition("/")
+    per = _PER.get(unit or "h")
+    if per is None:
+        raise ValueError(f"unknown unit {unit!r}")
+    value = float(count)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("must be > 0")
+    return value / per
+
+
+@runtime_checkable
+class JobStream(Protocol):
+    """Jobs generated as they arrive, without end; the simulation ends when the `measured` ones have finished."""
+
+    measured: frozenset[str]
+
+    def shapes(self) -> list[SimJob]:
+        """One job of every shape the stream can yield (checked against the fleet before the start)."""
+        ...
+
+    def __iter__(self) -> Iterator[SimJob]: ...
+
+
+class GavelGen:
+    """An endless, seeded stream of Gavel-style jobs; `measured` names the window's jobs."""
+
+    def __init__(self, spec: GavelGenSpec, matrix: Throughputs) -> None:
+        self.spec = spec
+        self.types = [t for t in matrix.worker_types if not t.endswith("_unconsolidated")]
+        if REFERENCE not in self.types:
+            fix = f"use a matrix with {REFERENCE} rates (data/gavel/simulation_throughputs.json)"
+            raise SpecError([Problem(WHERE, "throughputs", f"the matrix has no {REFERENCE} worker type", fix=fix)])
+        self.matrix = matrix
+        self.templates = sorted(k for k, r in matrix.rates[REFERENCE].items() if k[1] == 1 and r > 0)
+        if not self.templates:
+            raise SpecError([Problem(WHERE, "throughputs", f"the matrix has no one-GPU job on {REFERENCE}")])
+        first, last = spec.window
+        self.measured = frozenset(_name(i) for i in range(first, last))
+
+    def shapes(self) -> list[SimJob]:
+        """One job of every (template, GPUs) the stream can draw, for checks before a simulation starts."""
+        gpus = sorted({g for _, g in GPUS}) if self.spec.multi_gpu else [1]
+        keys = {self._scaled(t, g) for t, _ in self.templates for g in gpus}
+        return [self._job(f"shape-{i}", key, 60.0, 0.0) for i, key in enumerate(sorted(keys))]
+
+    def __iter__(self) -> Iterator[SimJob]:
+        rng = np.random.default_rng(self.spec.seed)
+        at, n = 0.0, 0
+        while True:
+            template = self.templates[int(rng.integers(len(self.templates)))][0]
+            gpus = 1
+            if self.spec.multi_gpu:
+                draw = float(rng.random())
+                gpus = next(g for p, g in GPUS if draw < p)
+            low, high = SHORT[1:] if rng.random() < SHORT[0] else LONG
+            run_s = 60.0 * 10 ** float(rng.uniform(low, high))
+            yield self._job(_name(n), self._scaled(template, gpus), run_s, at)
+            n += 1
+            at += float(rng.exponential(1.0 / self.spec.rate_per_s))
+
+    def _scaled(self, template: str, gpus: int) -> tuple[str, int]:
+        return (template, gpus) if self.matrix.rate(template, gpus, REFERENCE) > 0 else (template, 1)
+
+    def _job(self, name: str, key: tuple[str, int], run_s: float, at: float) -> SimJob:
+        rates = {t: r for t in self.types if (r := self.matrix.rate(key[0], key[1], t)) > 0}
+        steps = run_s * rates[REFERENCE]
+        return SimJob(
+            name=name,
+            stage="experiment",
+            chips=key[1],
+            work_s=steps,
+            submit_s=at,
+            throughput=rates,
+            estimate_s=steps / max(rates.values()),
+        )
+
+
+def _name(i: int) -> str:
+    return f"gen-{i:06d}"

@@ -1,0 +1,100 @@
+"""Gavel's generated workloads (`gavel-gen:`): the draws, the window, and the Fig. 8 setup reduced."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+
+from crossrail.errors import SpecError
+from crossrail.sim import Simulation
+from crossrail.sim.fleets import build_fleet
+from crossrail.sim.generated import GavelGen, GavelGenSpec
+from crossrail.sim.traces import throughput_matrix
+from crossrail.sim.workload import parse_workload
+
+MATRIX = Path(__file__).resolve().parents[3] / "data" / "gavel" / "simulation_throughputs.json"
+
+
+def stream(text: str) -> GavelGen:
+    found = parse_workload(f"gavel-gen:{text}", throughputs=str(MATRIX))
+    assert isinstance(found, GavelGen)
+    return found
+
+
+def test_the_same_seed_draws_the_same_jobs_and_another_seed_others() -> None:
+    first = list(itertools.islice(stream("rate=5/h,window=10-20,seed=3"), 50))
+
+    assert first == list(itertools.islice(stream("rate=5/h,window=10-20,seed=3"), 50))
+    assert first != list(itertools.islice(stream("rate=5/h,window=10-20,seed=4"), 50))
+
+
+def test_durations_types_and_arrivals_follow_gavels_distributions() -> None:
+    gen = stream("rate=6/h,window=0-10,seed=0")
+    jobs = list(itertools.islice(gen, 4000))
+    minutes = [j.work_s / j.throughput["v100"] / 60 for j in jobs]
+
+    assert all(j.chips == 1 for j in jobs)
+    assert all(10**1.5 - 1e-6 <= m <= 10**4 + 1e-6 for m in minutes)
+    short = sum(m < 10**3 for m in minutes) / len(minutes)
+    assert short == pytest.approx(0.8, abs=0.03)
+    gaps = [b.submit_s - a.submit_s for a, b in itertools.pairwise(jobs)]
+    assert sum(gaps) / len(gaps) == pytest.approx(600.0, rel=0.06)  # 6 an hour
+    types = {j.throughput["v100"] for j in jobs}
+    assert len(types) == len(gen.templates) == 26
+
+
+def test_multi_gpu_jobs_take_1_2_4_or_8_gpus_with_gavels_weights() -> None:
+    jobs = list(itertools.islice(stream("rate=5/h,window=0-10,multi_gpu=1"), 6000))
+    share = {g: sum(j.chips == g for j in jobs) / len(jobs) for g in (1, 2, 4, 8)}
+
+    # Templates without multi-GPU rates (7 of 26) stay on one GPU: 0.7 + 0.3 * 7/26 of jobs.
+    assert share[1] == pytest.approx(0.7 + 0.3 * 7 / 26, abs=0.03)
+    assert share[2] == pytest.approx(0.1 * 19 / 26, abs=0.02)
+    assert share[4] == pytest.approx(0.15 * 19 / 26, abs=0.02)
+    assert share[8] == pytest.approx(0.05 * 19 / 26, abs=0.015)
+
+
+def test_bad_specs_name_every_problem_and_the_matrix_is_required() -> None:
+    with pytest.raises(SpecError) as caught:
+        GavelGenSpec.parse("rate=fast,window=9-3,colour=red")
+    text = caught.value.render()
+    assert "rate" in text
+    assert "unknown key 'colour'" in text
+    with pytest.raises(SpecError, match="window is required"):
+        GavelGenSpec.parse("rate=5/h")
+    with pytest.raises(SpecError, match="needs 0 <= A < B"):
+        GavelGenSpec.parse("rate=5/h,window=9-3")
+    with pytest.raises(SpecError, match="throughput matrix"):
+        parse_workload("gavel-gen:rate=5/h,window=0-10")
+
+
+def test_the_simulation_ends_when_the_window_has_finished_and_measures_only_it() -> None:
+    gen = GavelGen(GavelGenSpec.parse("rate=4/h,window=20-40"), throughput_matrix(MATRIX))
+    fleet = build_fleet([{"name": t, "accelerator": "gpu", "chip_type": t, "chips": 4, "chips_per_host": 1}
+                         for t in ("v100", "p100", "k80")])  # fmt: skip
+    result = Simulation(fleet, gen, policy="fifo").run()
+
+    window = [result.record(f"gen-{i:06d}") for i in range(20, 40)]
+    assert all(r.end_s is not None for r in window)
+    assert result.end_s == max(r.end_s for r in window if r.end_s is not None)
+    assert result.jobs > 40  # arrivals kept coming while the window ran
+    jcts = [r.jct_s for r in window if r.jct_s is not None]
+    assert result.avg_jct_s == pytest.approx(sum(jcts) / len(jcts))
+    assert result.to_json()["measured_jobs"] == 20
+
+
+def test_gavel_fig8_reduced_the_heterogeneity_aware_form_beats_the_agnostic_one() -> None:
+    """Gavel Fig. 8 on 16 V100 : 16 P100 : 16 K80 (a 16/36 scale of 36 each), jobs 400-600 measured."""
+    gen = stream("rate=2/h,window=400-600,seed=0")
+    fleet = build_fleet([{"name": t, "accelerator": "gpu", "chip_type": t, "chips": 16, "chips_per_host": 1}
+                         for t in ("v100", "p100", "k80")])  # fmt: skip
+    hetero = Simulation(fleet, gen, policy="max_min_fairness_hetero").run()
+    agnostic = Simulation(fleet, gen, policy="max_min_fairness").run()
+
+    assert hetero.avg_jct_s is not None
+    assert agnostic.avg_jct_s is not None
+    assert math.isfinite(hetero.avg_jct_s)
+    assert hetero.avg_jct_s < 0.8 * agnostic.avg_jct_s
