@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from crossrail.core.api import API_VERSION
 from crossrail.errors import CrossrailError, Problem, SpecError
 
 if TYPE_CHECKING:
     from crossrail.client import Client
 
 __version__ = "0.1.0"
-API_VERSION = "crossrail/v1"
 
 __all__ = ["API_VERSION", "Client", "CrossrailError", "Problem", "SpecError", "__version__"]
 

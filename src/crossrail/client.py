@@ -14,13 +14,11 @@ from typing import Any
 
 from crossrail.control import workspace as ws_mod
 from crossrail.core import Clock, SystemClock
+from crossrail.core.api import API_VERSION, api_object
 from crossrail.errors import SpecError
 
-API_VERSION = "crossrail/v1"
-
-
-def _obj(kind: str, **fields: Any) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": kind, **fields}
+_obj = api_object
+__all__ = ["API_VERSION", "Client"]
 
 
 def _experiment_names(paths: Sequence[str | os.PathLike[str]]) -> frozenset[str]:

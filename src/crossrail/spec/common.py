@@ -10,7 +10,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 from crossrail.core import parse_duration, validate_name
 from crossrail.spec.paths import Path
 
-API_VERSION = "crossrail/v1"
 ApiVersion = Literal["crossrail/v1"]
 
 

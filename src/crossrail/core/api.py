@@ -1,0 +1,12 @@
+"""The version every crossrail/v1 document and API object carries: the one constant both faces speak."""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_VERSION = "crossrail/v1"
+
+
+def api_object(kind: str, **fields: Any) -> dict[str, Any]:
+    """A crossrail/v1 object: `apiVersion`, `kind`, then `fields` in their order."""
+    return {"apiVersion": API_VERSION, "kind": kind, **fields}
