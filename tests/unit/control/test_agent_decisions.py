@@ -159,3 +159,200 @@ def test_the_agent_and_the_simulator_decide_a_tpu_failure_a_retry_a_back_off_and
         ("started", "tpu-a"),
         ("succeeded", "tpu-a"),
     ]
+
+
+# --- every end rule, on the agent ---------------------------------------------------------------------
+
+
+def running(live: Live, *sets: str) -> str:
+    """A run submitted and admitted: attempt 1 runs on tpu-a."""
+    run = live.submit(*sets)
+    live.tick()
+    assert live.attempts(run) == [(1, "tpu-a", "running")]
+    return run
+
+
+def end_data(live: Live, run: str) -> dict[str, Any]:
+    return live.ends(run)[-1].data
+
+
+@pytest.mark.parametrize(
+    ("end", "retries", "cause", "attempt_state", "run_state", "backoff_s"),
+    [
+        pytest.param(lambda x, r: x.exit(r, 1, 0), "{max: 1}", "succeeded", "succeeded", "succeeded", None,
+                     id="exit-0-succeeds"),
+        pytest.param(lambda x, r: x.exit(r, 1, 75), "{max: 1}", "exit_tempfail", "failed", "queued", 30.0,
+                     id="exit-75-retries-after-the-back-off"),
+        pytest.param(lambda x, r: x.exit(r, 1, 3), "{max: 1, exit_codes: [3]}", "exit_listed", "failed", "queued",
+                     30.0, id="a-listed-exit-code-retries"),
+        pytest.param(lambda x, r: x.exit(r, 1, 3), "{max: 1}", "exit", "failed", "failed", None,
+                     id="another-exit-code-fails-the-run"),
+        pytest.param(lambda x, r: x.kill(r, 1), "{max: 1}", "signal", "failed", "queued", 30.0,
+                     id="a-signal-crossrail-did-not-send-retries"),
+        pytest.param(lambda x, r: x.lose(r, 1), "{max: 1}", "lost", "lost", "queued", 30.0,
+                     id="a-lost-attempt-retries"),
+        pytest.param(lambda x, r: x.vanish(r, 1), "{max: 1}", "lost", "lost", "queued", 30.0,
+                     id="an-attempt-the-executor-forgot-is-lost"),
+        pytest.param(lambda x, r: x.exit(r, 1, 75), "{max: 0}", "exit_tempfail", "failed", "failed", None,
+                     id="no-retries-left-fails-the-run"),
+        pytest.param(lambda x, r: x.stop(r, 1, 0.0, "preempted"), "{max: 0}", "preempted", "preempted", "queued",
+                     0.0, id="a-preemption-requeues-at-once-without-spending-a-retry"),
+        pytest.param(lambda x, r: x.stop(r, 1, 0.0, "drained"), "{max: 0}", "drained", "preempted", "queued",
+                     0.0, id="a-drain-requeues-at-once-without-spending-a-retry"),
+        pytest.param(lambda x, r: x.exit(r, 1, 75), "{max: 1, backoff: {initial: 2m}}", "exit_tempfail", "failed",
+                     "queued", 120.0, id="the-spec-sets-the-back-off"),
+    ],
+)  # fmt: skip
+def test_each_end_rule_decides_the_runs_next_state_its_retry_and_its_back_off(
+    live: Live,
+    end: Any,
+    retries: str,
+    cause: str,
+    attempt_state: str,
+    run_state: str,
+    backoff_s: float | None,
+) -> None:
+    run = running(live, f"spec.retries={retries}")
+    live.tick(60)
+    end(live.executor, run)
+    live.tick()
+    assert live.attempts(run)[0] == (1, "tpu-a", attempt_state)
+    assert live.store.attempts(run)[0].stopped_by == cause  # the typed reason, kept on the attempt
+    data = end_data(live, run)
+    assert data["cause"] == cause
+    assert data.get("backoff_s") == backoff_s
+    if run_state != "queued":
+        assert live.state(run) == run_state
+        return
+    if backoff_s:  # nothing is offered before the back-off ends; then the retry avoids tpu-a
+        assert live.state(run) == "queued"
+        live.tick(backoff_s - 1)
+        assert len(live.attempts(run)) == 1
+        live.tick(1)
+    assert live.attempts(run)[1] == (2, "tpu-b", "running")  # with no back-off, in the pass that ended it
+
+
+def test_back_off_doubles_with_each_failure_up_to_its_max(live: Live) -> None:
+    run = running(live, "spec.retries={max: 5, backoff: {initial: 10s, factor: 3, max: 60s}}")
+    waits = []
+    for number in (1, 2, 3, 4):
+        live.tick(5)
+        live.executor.exit(run, number, 75)
+        live.tick()
+        waits.append(end_data(live, run)["backoff_s"])
+        live.tick(waits[-1])
+        assert len(live.attempts(run)) == number + 1
+    assert waits == [10.0, 30.0, 60.0, 60.0]
+
+
+def test_cancel_and_suspend_stop_the_attempt_and_end_it_as_asked(live: Live) -> None:
+    cancelled, suspended = running(live), live.submit()
+    live.client.cancel(cancelled)
+    live.tick()  # the agent stops the attempt
+    live.tick()  # and records its end
+    assert live.attempts(cancelled) == [(1, "tpu-a", "cancelled")]
+    assert live.executor.stops == [(cancelled, 1, "cancelled")]
+    assert live.state(cancelled) == "cancelled"
+    assert live.attempts(suspended) == [(1, "tpu-b", "running")]
+    live.client.suspend(suspended)
+    live.tick()
+    live.tick()
+    assert live.attempts(suspended) == [(1, "tpu-b", "suspended")]
+    assert live.state(suspended) == "suspended"
+
+
+def test_a_launch_the_executor_refuses_is_lost_and_retried(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(_request: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(live.executor, "launch", broken)
+    run = live.submit("spec.retries={max: 1}")
+    live.tick()
+    assert live.attempts(run) == [(1, "tpu-a", "lost")]
+    data = end_data(live, run)
+    assert (data["cause"], data["backoff_s"], data["avoid_pool"]) == ("launch_failed", 30.0, "tpu-a")
+    assert "could not be launched" in data["reason"]
+
+
+def test_a_number_the_executor_already_used_is_offered_again_at_once(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crossrail.errors import ConflictError
+
+    launch = live.executor.launch
+
+    def stale(request: Any) -> Any:
+        if request.attempt == 1:
+            raise ConflictError("attempt 1 was forgotten; launch it under a new number")
+        return launch(request)
+
+    monkeypatch.setattr(live.executor, "launch", stale)
+    run = live.submit("spec.retries={max: 0}")
+    live.tick()
+    live.tick()
+    assert live.attempts(run) == [(1, "tpu-a", "unplaced"), (2, "tpu-a", "running")]  # no retry spent, no wait
+    assert live.store.attempts(run)[0].stopped_by == "stale_number"
+
+
+def test_an_attempt_its_engine_could_not_place_backs_off_and_doubles_while_it_keeps_failing(live: Live) -> None:
+    run = running(live, "spec.retries={max: 0}")
+    for number, wait in ((1, 30.0), (2, 60.0)):
+        status = live.executor.attempts[(run, number)]
+        live.executor.attempts[(run, number)] = status.__class__(run, number, "unplaced", detail="no room")
+        live.tick()
+        assert (end_data(live, run)["cause"], end_data(live, run)["backoff_s"]) == ("unplaced", wait)
+        live.tick(wait)
+    assert [a[2] for a in live.attempts(run)] == ["unplaced", "unplaced", "running"]
+
+
+def test_the_heartbeat_timeout_ends_a_silent_attempt_where_the_executor_cannot_see_processes(
+    checkout: Path, clock: ManualClock
+) -> None:
+    blind = Live(checkout, clock, sees_processes=False)
+    try:
+        run = running(blind, "spec.retries={max: 1}")
+        blind.tick(59)
+        assert blind.attempts(run) == [(1, "tpu-a", "running")]
+        blind.tick(2)
+        assert blind.attempts(run)[0] == (1, "tpu-a", "lost")
+        assert blind.executor.stops == [(run, 1, "preempted")]  # what is left of it is stopped
+        data = end_data(blind, run)
+        assert (data["cause"], data["reason"]) == ("heartbeat_lost", "lost: no heartbeat for 61s")
+    finally:
+        blind.client.close()
+
+
+def test_an_executor_that_sees_processes_applies_no_heartbeat_timeout(live: Live) -> None:
+    run = running(live)
+    live.tick(3600)
+    assert live.attempts(run) == [(1, "tpu-a", "running")]
+
+
+def test_work_waiting_in_its_engines_queue_moves_off_a_drained_pool_without_a_back_off(
+    checkout: Path, clock: ManualClock
+) -> None:
+    kueue = Live(checkout, clock, can_withdraw=True, queued=True)
+    try:
+        run = kueue.submit("spec.retries={max: 0}")
+        kueue.tick()
+        assert kueue.attempts(run) == [(1, "tpu-a", "starting")]  # launched; the engine holds it in its queue
+        kueue.drain("tpu-a")
+        kueue.tick(10)
+        assert kueue.attempts(run) == [(1, "tpu-a", "unplaced"), (2, "tpu-b", "starting")]
+        assert kueue.store.attempts(run)[0].stopped_by == "replaced"
+        moved = kueue.store.events(run=run, types=["replaced"])
+        assert [e.data["from"] for e in moved] == ["tpu-a"]
+    finally:
+        kueue.client.close()
+
+
+def test_an_executor_that_cannot_withdraw_keeps_its_queued_work_where_it_is(checkout: Path, clock: ManualClock) -> None:
+    ray = Live(checkout, clock, can_withdraw=False, queued=True)
+    try:
+        run = ray.submit()
+        ray.tick()
+        ray.drain("tpu-a")
+        ray.tick(10)
+        assert ray.attempts(run) == [(1, "tpu-a", "starting")]
+    finally:
+        ray.client.close()
