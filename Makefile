@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP) ## create .venv with crossrail and its dev tools
 
 demo: $(STAMP) ## install, then validate, submit and report the example experiments in a temporary workspace
-	$(PY) -m crossrail.demo
+	$(PY) -m crossrail.cli.demo
 
 lint: $(STAMP) ## ruff, mypy and the import-layer contracts
 	$(VENV)/bin/ruff check src tests bench

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from crossrail.ckpt_cli import ckpt_app
+from crossrail.cli.ckpt import ckpt_app
 from crossrail.runtime import Checkpointer, TornCheckpoint
 from crossrail.runtime.stores import open_store
 

@@ -11,8 +11,8 @@ from tests.integration.test_agent import BIGRAM, drive
 from tests.unit.runtime.ckpt_builders import DAMAGE
 from typer.testing import CliRunner
 
-from crossrail.ckpt_cli import ckpt_app
 from crossrail.cli import app
+from crossrail.cli.ckpt import ckpt_app
 from crossrail.client import Client
 from crossrail.errors import ConflictError, SpecError
 

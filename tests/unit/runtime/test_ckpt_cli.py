@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from crossrail.ckpt_cli import ckpt_app
+from crossrail.cli.ckpt import ckpt_app
 from crossrail.runtime import Checkpointer
 
 from .ckpt_builders import DAMAGE, delete_manifest, flip_a_data_byte, rewrite_manifest, saved, step_dir, tensors_of
@@ -117,7 +117,7 @@ def test_usage_errors_exit_2_and_missing_checkpoints_exit_1(
 
 def test_ckpt_app_runs_as_a_program(tmp_path: Path) -> None:
     saved(tmp_path, 3)
-    program = "from crossrail.ckpt_cli import ckpt_app; ckpt_app()"
+    program = "from crossrail.cli.ckpt import ckpt_app; ckpt_app()"
     done = subprocess.run(
         [sys.executable, "-c", program, "ls", "--json", str(tmp_path)], capture_output=True, text=True, check=False
     )

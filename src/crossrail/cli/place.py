@@ -49,7 +49,7 @@ def place_command(  # noqa: PLR0917 (a typer command takes each option as a para
 
 
 def render_placement(obj: dict[str, Any], *, explain: bool) -> None:
-    from crossrail import render
+    from crossrail.cli import render
 
     start = obj["estimated_start_in_s"]
     when = "never" if start is None else ("now" if start <= 0 else f"in {render.secs(start)}")

@@ -62,7 +62,7 @@ def init(
     from crossrail.client import Client
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         _emit(Client.init(directory, force=force), as_json, render.workspace)
 
@@ -85,7 +85,7 @@ def validate(
     exists, their dataset is there and their commit is known (`--offline` skips these)."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home, policy) as c:
             result = c.validate(files, offline=offline)
@@ -113,7 +113,7 @@ def submit(
     """Validate, lint and queue an experiment as a new run."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home, policy) as c:
             result = c.submit(file, sets=set_ or [], idempotency_key=idempotency_key)
@@ -141,7 +141,7 @@ def resubmit(
     """Queue a new run of a run's recorded spec."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.resubmit(run, resume=resume, idempotency_key=idempotency_key), as_json, render.submitted)
@@ -154,7 +154,7 @@ def status(home: Home = None, as_json: Json = False) -> None:
     """Runs per stage and state, and the active runs."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.status(), as_json, render.status)
@@ -167,7 +167,7 @@ def show(run: RunRef, home: Home = None, as_json: Json = False) -> None:
     """A run with its lineage, attempts, checkpoints and events."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.show(run), as_json, render.run)
@@ -180,7 +180,7 @@ def queue(home: Home = None, as_json: Json = False) -> None:
     """Pending runs per queue, in the order they will be considered."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.queue(), as_json, render.queues)
@@ -202,11 +202,11 @@ def events(
     """The event log, oldest first."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             if verify:
-                from crossrail.store_cli import verify_events
+                from crossrail.cli.store import verify_events
 
                 verify_events(c, run, as_json)
                 return
@@ -218,7 +218,7 @@ def events(
 def _change(action: str) -> Any:
     def command(run: RunRef, home: Home = None, as_json: Json = False) -> None:
         def go() -> None:
-            from crossrail import render
+            from crossrail.cli import render
 
             with _client(home) as c:
                 _emit(getattr(c, action)(run), as_json, render.changed)
@@ -243,7 +243,7 @@ def report(home: Home = None, as_json: Json = False) -> None:
     """Research-cycle metrics per stage and pool, from the event log."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.report(), as_json, render.report)
@@ -266,7 +266,7 @@ def agent(
     """Run the reconcile agent: admit queued runs, launch, watch, checkpoint, retry."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
         from crossrail.control.agent import AgentConfig, agent_lock
 
         cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace)
@@ -290,7 +290,7 @@ def logs(
     """Each attempt's log, with its pool and how it ended."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.logs(run, attempt), as_json, render.logs)
@@ -306,7 +306,7 @@ def demo(
     ] = None,
 ) -> None:
     """A fresh workspace: real training runs on a TPU-like and a GPU-like pool, a killed attempt and its retry."""
-    from crossrail.demo import run_demo
+    from crossrail.cli.demo import run_demo
 
     def go() -> None:
         run_demo(quick=quick, directory=directory)
@@ -315,22 +315,22 @@ def demo(
 
 
 def _ckpt_app() -> typer.Typer:
-    from crossrail.ckpt_cli import ckpt_app
+    from crossrail.cli.ckpt import ckpt_app
 
     return ckpt_app
 
 
 app.add_typer(_ckpt_app(), name="ckpt", help="List, show and verify crossrail-ckpt/v1 checkpoints.")
 
-from crossrail import store_cli  # noqa: E402 (store check, backup and restore live in their own module)
+from crossrail.cli import store as store_cli  # noqa: E402 (store check, backup and restore live in their own module)
 
 app.add_typer(store_cli.store_app, name="store")
 
-from crossrail import place_cli  # noqa: E402 (placement explanations live in their own module)
+from crossrail.cli import place as place_cli  # noqa: E402 (placement explanations live in their own module)
 
 app.command("place")(place_cli.place_command)
 
-from crossrail import sim_cli  # noqa: E402 (the fleet simulator's commands live in their own module)
+from crossrail.cli import sim as sim_cli  # noqa: E402 (the fleet simulator's commands live in their own module)
 
 app.command("simulate")(sim_cli.simulate_command)
 app.command("plan")(sim_cli.plan_command)
@@ -338,7 +338,7 @@ app.command("plan")(sim_cli.plan_command)
 fleet_app = typer.Typer(help="Show and change the fleet: apply a file, drain and undrain pools.", no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 
-from crossrail import render_cli  # noqa: E402 (render, fleet render and import live in their own module)
+from crossrail.cli import manifests as render_cli  # noqa: E402 (render, fleet render and import live in their own module)
 
 app.command("render")(render_cli.render_command)
 app.command("import")(render_cli.import_command)
@@ -350,7 +350,7 @@ def fleet_show(home: Home = None, as_json: Json = False) -> None:
     """Pools with chips in use, drained state and reservations."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.fleet_show(), as_json, render.fleet)
@@ -365,7 +365,7 @@ def fleet_apply(
     """Replace the workspace fleet with FILE (validated first); capacity changes become events."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.fleet_apply(file), as_json, render.fleet_change)
@@ -378,7 +378,7 @@ def _drain(drained: bool) -> Any:
         pool: Annotated[str, typer.Argument(help="Pool name.")], home: Home = None, as_json: Json = False
     ) -> None:
         def go() -> None:
-            from crossrail import render
+            from crossrail.cli import render
 
             with _client(home) as c:
                 _emit(c.drain(pool, drained=drained), as_json, render.fleet_change)
@@ -411,7 +411,7 @@ def reserve(
     """Hold capacity of a pool from a time; before it, only work that ends in time is backfilled."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             out = c.reserve(pool, chips=chips, start=start, duration=duration, team=team, name=name)
@@ -425,7 +425,7 @@ def reservations(home: Home = None, as_json: Json = False) -> None:
     """Reservations and their state now."""
 
     def go() -> None:
-        from crossrail import render
+        from crossrail.cli import render
 
         with _client(home) as c:
             _emit(c.reservations(), as_json, render.reservations)

@@ -72,7 +72,7 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
 
 def _explain_placement(client: Client, path: Path) -> None:
     """Where post-training would run if submitted now, every candidate pool's estimate, and why."""
-    from crossrail import render
+    from crossrail.cli import render
 
     out = client.place(path)
     console.print(
@@ -82,7 +82,7 @@ def _explain_placement(client: Client, path: Path) -> None:
     render.candidates(out["candidates"], chosen=out["pool"], title=f"candidate pools for {out['experiment']}")
 
 
-GAVEL = Path(__file__).resolve().parents[2] / "data" / "gavel"
+GAVEL = Path(__file__).resolve().parents[3] / "data" / "gavel"
 DEMO_POLICIES = ("fifo", "fifo_hetero", "las_hetero", "max_min_fairness_hetero", "min_jct_hetero")
 
 
@@ -204,7 +204,7 @@ def _table(client: Client, runs: list[str]) -> Table:
 
 
 def _summarise(client: Client, runs: list[str], killed: dict[str, Any], report: dict[str, Any], root: Path) -> None:
-    from crossrail import render
+    from crossrail.cli import render
 
     with Client(cwd=root) as c:
         store = c.service.store

@@ -226,7 +226,7 @@ def _summary(title: str, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from crossrail.render import err
+    from crossrail.cli.render import err
 
     table = Table(title=title, title_justify="left")
     for key in rows[0] if rows else []:

@@ -1,0 +1,5 @@
+"""`python -m crossrail.cli ...` runs the `crossrail` command."""
+
+from crossrail.cli.app import main
+
+main()
