@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from crossrail.errors import SpecError
-from crossrail.scheduling.gavel import parse_job_key, parse_throughputs, parse_trace
+from crossrail.scheduling.gavel import (
+    GavelJob,
+    Throughputs,
+    load_throughputs,
+    load_trace,
+    parse_job_key,
+    parse_throughputs,
+    parse_trace,
+)
 
-from .gavel_replay import gavel_jobs
+DATA = Path(__file__).resolve().parents[3] / "data" / "gavel"
+
+
+def gavel_jobs() -> tuple[list[GavelJob], Throughputs]:
+    return load_trace(DATA / "artifact_evaluation.trace"), load_throughputs(DATA / "simulation_throughputs.json")
+
 
 ROW = "LM (batch size 10)\tpython main.py\tlanguage_modeling\t--steps\t1\t73486\t1\t1\t-1.000000\t0"
 
