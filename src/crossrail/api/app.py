@@ -2,22 +2,85 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 
-API_VERSION = "crossrail/v1"
+from crossrail.api import errors, ingest, routes
+from crossrail.core.api import API_VERSION
 
 
-def create_app(home: Path | None = None, **options: Any) -> FastAPI:
-    """The app for the workspace at `home` (default: the nearest `.crossrail/` above the current directory)."""
-    app = FastAPI(title="crossrail", version="1", openapi_url="/v1/openapi.json", docs_url="/v1/docs")
+def create_app(home: Path | None = None, *, agent: bool = False, agent_config: Any = None) -> FastAPI:
+    """The app for the workspace at `home` (default: the nearest `.crossrail/` above the current directory).
+
+    With `agent`, one reconcile agent runs in a thread of this process while the app is up (a single machine's
+    deployment); otherwise agents run apart and the app only reads and writes the store.
+    """
+    from crossrail.client import Client
+
+    c = Client(home, server="")
+    c.workspace.check()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        thread = _start_agent(app, home, agent_config) if agent else None
+        try:
+            yield
+        finally:
+            app.state.stopping = True
+            if thread is not None:
+                thread.join()
+            c.close()
+
+    app = FastAPI(
+        title="crossrail",
+        version="1",
+        summary="Control plane for training fleets that mix TPUs and GPUs",
+        openapi_url="/v1/openapi.json",
+        docs_url="/v1/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
     app.state.home = home
-    app.state.options = options
+    app.state.client = c
+    app.state.write_lock = threading.Lock()
+    app.state.stopping = False
+    c.service  # noqa: B018 - opened now, before requests race to open it
+    errors.install(app)
 
-    @app.get("/v1/health")
+    @app.get("/v1/health", summary="The server is up")
     def health() -> dict[str, Any]:
         return {"apiVersion": API_VERSION, "kind": "Health", "ok": True}
 
+    app.include_router(routes.router)
+    app.include_router(ingest.router)
     return app
+
+
+def _start_agent(app: FastAPI, home: Path | None, config: Any) -> threading.Thread:
+    """One agent over the workspace, in a thread, holding the workspace's agent lock until the app stops."""
+    from crossrail.client import Client
+    from crossrail.control.agent import agent_lock
+
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with Client(home, server="") as c, agent_lock(c.workspace.root):
+                ready.set()
+                c.agent(config).run(should_stop=lambda: bool(app.state.stopping))
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=run, name="crossrail-agent", daemon=True)
+    thread.start()
+    ready.wait()
+    if failure:
+        raise failure[0]
+    return thread

@@ -1,0 +1,215 @@
+"""Prometheus metrics of a workspace in Kueue's style, folded from the event log (docs/metrics.md#prometheus).
+
+`FleetCounters` is the pure fold: feed it events in log order. `EventLogCollector` is a prometheus-client
+collector over a store: each scrape folds the events appended since the last one, so a scrape costs the
+new events, not the whole log. The API server (`/metrics`) and `crossrail agent --metrics-port` serve it.
+prometheus-client is imported here only; this module is imported lazily by the faces (extra `api`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from crossrail.core.events import TERMINAL_RUN_STATES, Event, EventType, RunState, state_after
+
+# Kueue's admission_wait_time_seconds buckets: 1 s doubling up to about 2.8 hours.
+WAIT_BUCKETS_S = tuple(float(2**i) for i in range(14))
+PENDING_STATES = frozenset({RunState.QUEUED})
+ACTIVE_STATES = frozenset({RunState.ADMITTED, RunState.RUNNING})
+UNKNOWN = "unknown"
+
+
+@dataclass(slots=True)
+class _Run:
+    queue: str = UNKNOWN
+    stage: str = UNKNOWN
+    team: str = UNKNOWN
+    state: RunState = RunState.QUEUED
+    waiting_since: float | None = None
+    pool: str = UNKNOWN
+    chips: float = 0.0
+    cost_per_chip_hour: float = 0.0
+    started_ts: float | None = None  # of the attempt running now
+
+
+@dataclass
+class _Histogram:
+    counts: list[int] = field(default_factory=lambda: [0] * len(WAIT_BUCKETS_S))
+    total: int = 0
+    sum_s: float = 0.0
+
+    def observe(self, value: float) -> None:
+        for i, bound in enumerate(WAIT_BUCKETS_S):
+            if value <= bound:
+                self.counts[i] += 1
+        self.total += 1
+        self.sum_s += value
+
+
+class FleetCounters:
+    """Counters, gauges and the admission-wait histogram of one event log, as of the events added so far."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, _Run] = {}
+        self.admission_wait: dict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
+        self.preemptions: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.retries: dict[tuple[str, str], int] = defaultdict(int)
+        self.failures: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.chip_s: dict[tuple[str, str, str], float] = defaultdict(float)
+        self.cost: dict[tuple[str, str, str], float] = defaultdict(float)
+
+    def add(self, event: Event) -> None:
+        if event.run is None:
+            return
+        run = self.runs.get(event.run)
+        if run is None:
+            run = self.runs[event.run] = _Run()
+        if run.state in TERMINAL_RUN_STATES:
+            return  # a terminal run accepts no further change (docs/events.md)
+        self._apply(run, event)
+        run.state = state_after(run.state, event)
+
+    def _apply(self, run: _Run, event: Event) -> None:
+        data, kind = event.data, event.type
+        if kind in (EventType.SUBMITTED, EventType.QUEUED):
+            run.stage, run.team = _text(data, "stage", run.stage), _text(data, "team", run.team)
+            run.queue = _text(data, "queue", run.queue)
+        if kind is EventType.QUEUED and run.waiting_since is None:
+            run.waiting_since = event.ts
+        elif kind is EventType.ADMITTED and run.waiting_since is not None:
+            wait_s = max(0.0, event.ts - run.waiting_since)
+            self.admission_wait[(run.queue, run.stage)].observe(wait_s)
+            run.waiting_since = None
+        elif kind is EventType.STARTED:
+            run.pool = _text(data, "pool", run.pool)
+            run.chips = _number(data, "chips", run.chips)
+            run.cost_per_chip_hour = _number(data, "cost_per_chip_hour", run.cost_per_chip_hour)
+            run.started_ts = event.ts
+        elif kind is EventType.RETRIED:
+            self.retries[(_text(data, "cause", UNKNOWN), run.stage)] += 1
+        if kind in (EventType.FAILED, EventType.PREEMPTED):
+            key = (_text(data, "cause", UNKNOWN), run.stage, _text(data, "pool", run.pool))
+            (self.failures if kind is EventType.FAILED else self.preemptions)[key] += 1
+        if kind in (EventType.SUCCEEDED, EventType.FAILED, EventType.PREEMPTED, EventType.CANCELLED):
+            self._close(run, event.ts)
+        elif kind is EventType.SUSPENDED:
+            self._close(run, event.ts)
+            run.waiting_since = None
+
+    def _close(self, run: _Run, ts: float) -> None:
+        if run.started_ts is None:
+            return
+        chip_s = run.chips * max(0.0, ts - run.started_ts)
+        key = (run.team, run.stage, run.pool)
+        self.chip_s[key] += chip_s
+        self.cost[key] += chip_s / 3600 * run.cost_per_chip_hour
+        run.started_ts = None
+
+    def running_usage(self, now: float) -> dict[tuple[str, str, str], tuple[float, float]]:
+        """Chip-seconds and cost of the attempts running at `now`, by (team, stage, pool)."""
+        out: dict[tuple[str, str, str], tuple[float, float]] = {}
+        for run in self.runs.values():
+            if run.started_ts is None:
+                continue
+            chip_s = run.chips * max(0.0, now - run.started_ts)
+            s, c = out.get((run.team, run.stage, run.pool), (0.0, 0.0))
+            out[(run.team, run.stage, run.pool)] = (s + chip_s, c + chip_s / 3600 * run.cost_per_chip_hour)
+        return out
+
+    def runs_by_queue(self, states: frozenset[RunState]) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for run in self.runs.values():
+            if run.state in states:
+                out[run.queue] += 1
+        return out
+
+    def families(self, now: float, queues: Sequence[str] = ()) -> Iterator[Metric]:
+        """The metric families as of `now`; every queue in `queues` has its gauges, even at 0."""
+        wait = HistogramMetricFamily(
+            "crossrail_admission_wait_time_seconds",
+            "Seconds a run waited in its queue before it was admitted, per admission",
+            labels=["queue", "stage"],
+        )
+        for (queue, stage), h in sorted(self.admission_wait.items()):
+            buckets = [(_le(b), float(n)) for b, n in zip(WAIT_BUCKETS_S, h.counts, strict=True)]
+            wait.add_metric([queue, stage], [*buckets, ("+Inf", float(h.total))], sum_value=h.sum_s)
+        yield wait
+        for name, doc, states in (
+            ("crossrail_pending_runs", "Runs waiting in their queue", PENDING_STATES),
+            ("crossrail_active_runs", "Runs admitted or running", ACTIVE_STATES),
+        ):
+            gauge = GaugeMetricFamily(name, doc, labels=["queue"])
+            counts = dict.fromkeys(queues, 0) | self.runs_by_queue(states)
+            for queue in sorted(counts):
+                gauge.add_metric([queue], counts[queue])
+            yield gauge
+        yield _counter("crossrail_preemptions", "Attempts preempted", ["reason", "stage", "pool"], self.preemptions)
+        yield _counter("crossrail_retries", "Runs put back in their queue to retry", ["reason", "stage"], self.retries)
+        yield _counter("crossrail_failures", "Attempts that failed", ["reason", "stage", "pool"], self.failures)
+        running = self.running_usage(now)
+        chip_s, cost = dict(self.chip_s), dict(self.cost)
+        for key, (s, c) in running.items():
+            chip_s[key] = chip_s.get(key, 0.0) + s
+            cost[key] = cost.get(key, 0.0) + c
+        labels = ["team", "stage", "pool"]
+        yield _counter("crossrail_chip_seconds", "Chip-seconds of attempts (running ones up to now)", labels, chip_s)
+        yield _counter(
+            "crossrail_cost", "Cost of attempts at the fleet's prices (running ones up to now)", labels, cost
+        )
+
+
+class EventLogCollector(Collector):
+    """A collector over a store's event log; thread-safe, so an HTTP server thread may scrape it."""
+
+    def __init__(
+        self, events_after: Callable[[int], Iterable[Event]], now: Callable[[], float], queues: Sequence[str] = ()
+    ) -> None:
+        self._events_after, self._now, self._queues = events_after, now, tuple(queues)
+        self._counters = FleetCounters()
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            for event in self._events_after(self._seq):
+                self._counters.add(event)
+                self._seq = max(self._seq, event.seq or 0)
+            return iter(list(self._counters.families(self._now(), self._queues)))
+
+
+def registry_for(store: Any, clock: Any, queues: Sequence[str] = ()) -> CollectorRegistry:
+    """A registry holding only crossrail's collector over `store` (a crossrail Store) and `clock`."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(EventLogCollector(lambda seq: store.events(after_seq=seq), clock.now, queues))
+    return registry
+
+
+def _counter(name: str, doc: str, labels: list[str], values: dict[Any, Any]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key in sorted(values):
+        family.add_metric(list(key), float(values[key]))
+    return family
+
+
+def _le(bound: float) -> str:
+    return f"{bound:.1f}"
+
+
+def _number(data: dict[str, Any], key: str, default: float) -> float:
+    value = data.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return default
+
+
+def _text(data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) and value else default
