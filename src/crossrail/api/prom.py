@@ -23,11 +23,9 @@ def _registry(app: FastAPI) -> Any:
     with _lock:
         registry = getattr(app.state, "prometheus_registry", None)
         if registry is None:
-            from crossrail.client import Client
             from crossrail.control.prometheus import registry_for
 
-            client = Client(app.state.home)
+            client = app.state.client
             queues = [q.name for q in client.fleet.spec.queues]
-            registry = registry_for(client.service.store, client.clock, queues)
-            app.state.prometheus_client, app.state.prometheus_registry = client, registry
+            registry = app.state.prometheus_registry = registry_for(client.service.store, client.clock, queues)
         return registry
