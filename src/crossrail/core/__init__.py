@@ -1,7 +1,7 @@
 """Pure base of crossrail: ids, quantities, the Clock protocol and event types. Imports nothing of ours."""
 
 from crossrail.core.attempts import EndReason
-from crossrail.core.clock import Clock, ManualClock, SystemClock
+from crossrail.core.clock import Clock, ManualClock, MonotonicClock, SystemClock
 from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
 from crossrail.core.ids import attempt_id, is_uid, new_uid, parse_run_id, run_dir_name, run_id, validate_name
 from crossrail.core.priority import PRIORITIES, PRIORITY_RANK, priority_level, priority_rank
@@ -17,6 +17,7 @@ __all__ = [
     "Event",
     "EventType",
     "ManualClock",
+    "MonotonicClock",
     "RunState",
     "SystemClock",
     "attempt_id",

@@ -19,6 +19,13 @@ class SystemClock:
         return time.time()
 
 
+class MonotonicClock:
+    """Seconds on a clock that never jumps (not since the epoch): for deadlines and intervals of real waits."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
 class ManualClock:
     """A clock that moves only when told; used by tests and the simulator."""
 

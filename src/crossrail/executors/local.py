@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.core.attempts import AttemptPhase, AttemptStatus, Capabilities, LaunchRequest, StopReason
-from crossrail.core.clock import Clock, SystemClock
+from crossrail.core.clock import Clock, MonotonicClock, SystemClock
 from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, UsageError
 from crossrail.executors.attempt_dirs import FORGOTTEN, AttemptDirs, stop_reason
@@ -75,6 +75,7 @@ class LocalExecutor(AttemptDirs):
         self.log_max_bytes = log_max_bytes
         self.keep_logs = keep_logs
         self._clock = clock or SystemClock()
+        self._timer = MonotonicClock()  # how long a real supervisor takes to start: a real wait, not a decision
         self._unreaped: list[subprocess.Popen[bytes]] = []
 
     def launch(self, request: LaunchRequest) -> AttemptStatus:
@@ -236,7 +237,7 @@ class LocalExecutor(AttemptDirs):
 
     def _start_supervisor(self, directory: Path) -> None:
         """Start the supervisor in its own session and wait briefly until it has claimed the attempt."""
-        deadline = time.monotonic() + LAUNCH_WAIT_S
+        deadline = self._timer.now() + LAUNCH_WAIT_S
         command = [self.python, "-m", "crossrail.executors.supervisor", str(directory)]
         try:
             with open(directory / SUPERVISOR_LOG, "ab") as err:
@@ -259,7 +260,7 @@ class LocalExecutor(AttemptDirs):
         if returncode != 0:
             self._record_start_failure(directory, f"the supervisor exited {returncode} before starting the command")
             return
-        while not (directory / SUPERVISOR).exists() and time.monotonic() < deadline:
+        while not (directory / SUPERVISOR).exists() and self._timer.now() < deadline:
             time.sleep(0.005)
 
     def _record_start_failure(self, directory: Path, detail: str) -> None:

@@ -16,10 +16,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from contextlib import suppress
 from typing import Any
 
+from crossrail.core.clock import Clock, SystemClock
 from crossrail.executors.supervisor import START_FAILED, child_env
 
 READ_BYTES = 65536
@@ -42,7 +42,10 @@ except OSError as exc:
 class AttemptHost:
     """Host `host` of `hosts` of one attempt; every method returns at once except `start`, which waits briefly."""
 
-    def __init__(self, request: dict[str, Any], host: int, hosts: int, log_max_bytes: int) -> None:
+    def __init__(
+        self, request: dict[str, Any], host: int, hosts: int, log_max_bytes: int, clock: Clock | None = None
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()  # stamps start and end, on the host's wall clock by default
         self.request = request
         self.host = host
         self.hosts = hosts
@@ -129,7 +132,7 @@ class AttemptHost:
             returncode, self.detail = START_FAILED, f"the Ray host failed: {exc!r}"
         with self.lock:
             self.returncode = returncode
-            self.ended_at = time.time()
+            self.ended_at = self.clock.now()
         self.started.set()
 
     def _start_and_pump(self) -> int:
@@ -162,7 +165,7 @@ class AttemptHost:
                 stderr=subprocess.STDOUT,
                 process_group=0,  # the training tree is signalled as one
             )
-            self.started_at = time.time()
+            self.started_at = self.clock.now()
         self.started.set()
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()

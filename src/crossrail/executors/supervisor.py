@@ -19,6 +19,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
+from crossrail.core.clock import Clock, MonotonicClock, SystemClock
+
 REQUEST = "request.json"
 SUPERVISOR = "supervisor.json"
 CHILD = "child.json"
@@ -194,8 +196,13 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 class Supervisor:
-    def __init__(self, directory: Path) -> None:
+    """Runs one attempt's command. `clock` stamps its start and end (wall time the agent compares); `timer`
+    measures the grace before a SIGKILL (monotonic, so a wall-clock step neither shortens nor stretches it)."""
+
+    def __init__(self, directory: Path, *, clock: Clock | None = None, timer: Clock | None = None) -> None:
         self.dir = directory
+        self.clock: Clock = clock or SystemClock()
+        self.timer: Clock = timer or MonotonicClock()
         self.child: subprocess.Popen[bytes] | None = None
         self.reaped = False
         self.stopping = False  # a stop was asked for
@@ -250,7 +257,7 @@ class Supervisor:
         except OSError as exc:
             log.write(f"crossrail: cannot start {command[0]!r}: {exc.strerror}\n".encode())
             return self._status(exit_code=START_FAILED, detail=f"cannot start {command[0]!r}: {exc.strerror}")
-        self.started_at = time.time()
+        self.started_at = self.clock.now()
         self.child = child
         write_json_atomic(self.dir / CHILD, {**process_record(child.pid), "started_at": self.started_at})
         if self.stopping:  # the stop arrived while the command was being started
@@ -270,7 +277,7 @@ class Supervisor:
         readable = True
         while not self._has_exited(child.pid):
             self._kill_if_due()
-            wait_s = TICK_S if self.kill_at is None else min(TICK_S, max(0.0, self.kill_at - time.monotonic()))
+            wait_s = TICK_S if self.kill_at is None else min(TICK_S, max(0.0, self.kill_at - self.timer.now()))
             if readable:
                 if poller.poll(wait_s * 1000):
                     readable = self._copy(fd, log)
@@ -282,8 +289,8 @@ class Supervisor:
         self._signal_group(signal.SIGKILL)
         returncode = child.wait()
         self.reaped = True
-        deadline = time.monotonic() + DRAIN_S
-        while readable and time.monotonic() < deadline:
+        deadline = self.timer.now() + DRAIN_S
+        while readable and self.timer.now() < deadline:
             if poller.poll(TICK_S * 1000):
                 readable = self._copy(fd, log)
         child.stdout.close()
@@ -316,11 +323,11 @@ class Supervisor:
         grace_s = (read_json(self.dir / STOP) or {}).get("grace_s", DEFAULT_GRACE_S)
         if not isinstance(grace_s, int | float) or grace_s < 0:
             grace_s = DEFAULT_GRACE_S
-        self.kill_at = time.monotonic() + grace_s
+        self.kill_at = self.timer.now() + grace_s
         self._signal_group(signal.SIGTERM)
 
     def _kill_if_due(self) -> None:
-        if self.kill_at is not None and time.monotonic() >= self.kill_at:
+        if self.kill_at is not None and self.timer.now() >= self.kill_at:
             self._signal_group(signal.SIGKILL)
             self.kill_at = float("inf")
 
@@ -349,7 +356,7 @@ class Supervisor:
             "exit_code": exit_code,
             "signal": sig,
             "started_at": self.started_at,
-            "ended_at": time.time(),
+            "ended_at": self.clock.now(),
             "stopped_by": stop.get("reason") if stop else None,
             "detail": detail,
         }
