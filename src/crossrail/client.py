@@ -38,7 +38,20 @@ def _experiment_names(paths: Sequence[str | os.PathLike[str]]) -> frozenset[str]
 
 
 class Client:
-    """A crossrail workspace, opened lazily: nothing is read until a method needs it."""
+    """A crossrail workspace, opened lazily: nothing is read until a method needs it.
+
+    `Client(server=URL)` (or `CROSSRAIL_SERVER` when neither `home` nor `server` is given) talks to a
+    `crossrail serve` instead, with the same methods and return values (crossrail.client_http); `server=""`
+    opens the local workspace whatever the environment says.
+    """
+
+    def __new__(cls, home: str | os.PathLike[str] | None = None, *, server: str | None = None, **_: Any) -> Client:
+        url = server if server is not None or home is not None else os.environ.get("CROSSRAIL_SERVER")
+        if cls is Client and url:
+            from crossrail.client_http import RemoteClient
+
+            return super().__new__(RemoteClient)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -47,6 +60,7 @@ class Client:
         clock: Clock | None = None,
         cwd: Path | None = None,
         policy: str | os.PathLike[str] | None = None,
+        server: str | None = None,
     ) -> None:
         self.cwd = (cwd or Path.cwd()).resolve()
         self.workspace = ws_mod.find(home, self.cwd)
@@ -213,15 +227,88 @@ class Client:
     def queue(self) -> dict[str, Any]:
         return _obj("QueueList", **self.service.queue())
 
+    def submit_text(
+        self, text: str, *, source: str, sets: Sequence[str] = (), idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Submit the experiment written in `text` (YAML or JSON); its problems name `source`."""
+        from crossrail.spec import parse_document
+
+        results = self.service.submit_many(
+            [parse_document(text, source)], sets=sets, idempotency_keys=[idempotency_key], cwd=self.cwd
+        )
+        return self._submitted(results[0])
+
+    def place_text(self, text: str, *, source: str, sets: Sequence[str] = ()) -> dict[str, Any]:
+        """`place` for an experiment written in `text`."""
+        from crossrail.spec import parse_document
+
+        return _obj("Placement", **self.service.place(parse_document(text, source), sets, self.cwd))
+
     def place(self, path: str | os.PathLike[str], *, sets: Sequence[str] = ()) -> dict[str, Any]:
         """Where the experiment in `path` would be placed if submitted now, and why (nothing is written)."""
         from crossrail.spec import load_document
 
         return _obj("Placement", **self.service.place(load_document(path), sets, self.cwd))
 
-    def events(self, ref: str | None = None, *, after_seq: int = 0, limit: int | None = None) -> dict[str, Any]:
-        events = self.service.events(ref, after_seq=after_seq, limit=limit)
+    def events(
+        self,
+        ref: str | None = None,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        types: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        if types:
+            run_id = self.service.get(ref).id if ref else None
+            events = self.service.store.events(run=run_id, after_seq=after_seq, types=types, limit=limit)
+        else:
+            events = self.service.events(ref, after_seq=after_seq, limit=limit)
         return _obj("EventList", events=[e.as_dict() for e in events])
+
+    def runs(
+        self,
+        *,
+        states: Sequence[str] | None = None,
+        stage: str | None = None,
+        team: str | None = None,
+        experiment: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Runs newest first, filtered; `next` is the cursor of the following page (None on the last)."""
+        from crossrail.control.service import summary
+        from crossrail.errors import UsageError
+
+        after: tuple[float, str] | None = None
+        if cursor:
+            stamp, _, rid = cursor.partition("/")
+            try:
+                after = (float(stamp), rid)
+            except ValueError:
+                raise UsageError(f"cursor {cursor!r} was not returned by a runs page; omit it to start over") from None
+        found = self.service.store.list_runs(states=states or None, stage=stage, experiment=experiment)
+        picked = [
+            r for r in found if (team is None or r.team == team) and (after is None or (r.created_at, r.id) < after)
+        ][: limit + 1]
+        now = self.clock.now()
+        more = len(picked) > limit
+        page = picked[:limit]
+        last = page[-1] if more and page else None
+        return _obj(
+            "RunList",
+            runs=[summary(r, now) for r in page],
+            next=None if last is None else f"{last.created_at!r}/{last.id}",
+        )
+
+    def agents(self, *, stale_s: float = 120.0) -> dict[str, Any]:
+        """Agents registered on the store, each `alive` when it has not stopped and beat within `stale_s`."""
+        now = self.clock.now()
+        rows = []
+        for row in self.service.store.agents():
+            beat = row.get("heartbeat_at")
+            alive = row.get("stopped_at") is None and beat is not None and now - float(beat) <= stale_s
+            rows.append({**row, "alive": alive})
+        return _obj("AgentList", agents=rows)
 
     def cancel(self, ref: str) -> dict[str, Any]:
         return self._changed(self.service.cancel(ref))
@@ -286,6 +373,66 @@ class Client:
             while not done():
                 time.sleep(0.5)
         return self.show(run_id)
+
+    # --- checkpoints ----------------------------------------------------------------------------
+
+    def ckpt_ls(self, ref: str, *, verify: bool = True) -> dict[str, Any]:
+        """A run's committed checkpoints, oldest first, each with its size and whether it verifies (`ckpt ls`)."""
+        from crossrail.runtime import Checkpointer, InvalidCheckpoint, check
+
+        ckpt = Checkpointer(self.service.get(ref).run_checkpoint_dir)
+        items = []
+        for info in ckpt.list(damaged=True):
+            item: dict[str, Any] = {"step": info.step, "uri": info.uri, "sizeBytes": ckpt.size(info.step)}
+            item |= {"verified": None, "problem": None}
+            try:
+                if verify:
+                    ckpt.verify(info.step)
+                    item["verified"] = True
+                else:
+                    check(info.uri)
+            except InvalidCheckpoint as exc:
+                item |= {"verified": False, "problem": str(exc)}
+            items.append(item)
+        return _obj("CheckpointList", uri=ckpt.uri, items=items)
+
+    def ckpt_show(self, ref: str, *, step: int | None = None) -> dict[str, Any]:
+        """The manifest of a run's checkpoint at `step` (default: its newest), tensors not verified."""
+        from crossrail.runtime.reading import manifest_in
+
+        store, name = self._checkpoints(ref, step)[-1]
+        return _obj("CheckpointManifest", uri=store.child(name), manifest=manifest_in(store, name))
+
+    def ckpt_verify(self, ref: str, *, every: bool = False) -> dict[str, Any]:
+        """Check every tensor of a run's newest checkpoint (or of `every` one) against its checksums."""
+        from crossrail.runtime import CheckpointError
+        from crossrail.runtime.reading import read
+
+        found = self._checkpoints(ref, None)
+        results = []
+        for store, name in found if every else found[-1:]:
+            result: dict[str, Any] = {"uri": store.child(name), "step": None, "ok": False, "problem": None}
+            try:
+                result["step"] = read(store, name, load=False)[1]["step"]
+                result["ok"] = True
+            except (CheckpointError, OSError) as exc:
+                result["problem"] = str(exc)
+            results.append(result)
+        uri = self.service.get(ref).run_checkpoint_dir
+        return _obj("CheckpointVerification", uri=uri, ok=all(r["ok"] for r in results), results=results)
+
+    def _checkpoints(self, ref: str, step: int | None) -> list[tuple[Any, str]]:
+        from crossrail.errors import NotFoundError
+        from crossrail.runtime import Checkpointer
+        from crossrail.runtime.stores import step_dirname
+
+        run = self.service.get(ref)
+        ckpt = Checkpointer(run.run_checkpoint_dir)
+        found = [info.step for info in ckpt.list(damaged=True) if step is None or info.step == step]
+        if not found:
+            which = "no committed checkpoint" if step is None else f"no checkpoint at step {step}"
+            raise NotFoundError(f"run {run.id} has {which} in {run.run_checkpoint_dir}")
+        return [(ckpt.store, step_dirname(s)) for s in found]
 
     # --- fleet ----------------------------------------------------------------------------------
 

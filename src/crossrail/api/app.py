@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from crossrail.api import errors, ingest, routes
+from crossrail.api import errors, ingest, prom, routes
 from crossrail.core.api import API_VERSION
 
 
@@ -58,6 +58,7 @@ def create_app(home: Path | None = None, *, agent: bool = False, agent_config: A
 
     app.include_router(routes.router)
     app.include_router(ingest.router)
+    app.include_router(prom.router)
     return app
 
 

@@ -12,8 +12,8 @@ from crossrail.store import AttemptRecord, Store
 
 def ingest(store: Store, att: AttemptRecord, now: float) -> AttemptRecord:
     """Index whatever the attempt wrote since its cursor; the attempt with its new cursor and heartbeat."""
-    if not att.report_uri:
-        return att
+    if not att.report_uri or att.report_uri.startswith(("http://", "https://")):
+        return att  # nothing to read, or records the API server stores as they are posted (crossrail.api.ingest)
     records, cursor = read_new(att.report_uri, att.report_cursor)
     if not records and cursor == att.report_cursor:
         return att

@@ -1,0 +1,86 @@
+"""One error shape for every refusal: the crossrail error's kind, its message and the problems the CLI prints.
+
+    {"apiVersion": "crossrail/v1", "kind": "Error", "status": 422, "error": "SpecError",
+     "message": "crossrail: 1 problem in ...", "problems": [{"file", "line", "path", "message", "fix", "set"}]}
+
+`crossrail.client` turns this body back into the same exception, so a CLI talking to a server prints what the
+local CLI prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from crossrail.core.api import API_VERSION
+from crossrail.errors import (
+    ConflictError,
+    CrossrailError,
+    NotFoundError,
+    PlacementError,
+    Problem,
+    SpecError,
+    StoreUnavailableError,
+    UsageError,
+    WorkspaceError,
+)
+
+# Most specific first: InfeasibleError is both a SpecError and a PlacementError.
+STATUS: tuple[tuple[type[CrossrailError], int], ...] = (
+    (SpecError, 422),
+    (PlacementError, 422),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (StoreUnavailableError, 503),
+    (UsageError, 400),
+    (WorkspaceError, 409),
+)
+
+
+class Unauthorized(CrossrailError):
+    """An ingest request without the attempt's secret."""
+
+
+def status_of(exc: CrossrailError) -> int:
+    if isinstance(exc, Unauthorized):
+        return 401
+    return next((code for cls, code in STATUS if isinstance(exc, cls)), 400)
+
+
+def body(exc: CrossrailError, status: int) -> dict[str, Any]:
+    problems = [p.as_dict() for p in exc.problems] if isinstance(exc, SpecError) else []
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Error",
+        "status": status,
+        "error": type(exc).__name__,
+        "message": str(exc),
+        "problems": problems,
+    }
+
+
+def request_problems(exc: RequestValidationError) -> SpecError:
+    """FastAPI's validation errors as crossrail Problems of the request body (or query), one per finding."""
+    problems = []
+    for err in exc.errors():
+        where, *rest = [str(p) for p in err.get("loc", ())] or ["body"]
+        path = ".".join(rest)
+        source = "request body" if where == "body" else f"request {where}"
+        problems.append(Problem(source=source, path=path, message=str(err.get("msg", "invalid"))))
+    return SpecError(problems)
+
+
+def install(app: FastAPI) -> None:
+    """Answer every crossrail error and malformed request in the one shape."""
+
+    @app.exception_handler(CrossrailError)
+    async def crossrail_error(_request: Request, exc: CrossrailError) -> JSONResponse:
+        status = status_of(exc)
+        return JSONResponse(body(exc, status), status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(body(request_problems(exc), 422), status_code=422)

@@ -1,0 +1,166 @@
+"""`POST /v1/ingest/{run}/{attempt}`: an attempt's report records over HTTP, each stored once.
+
+The body is `{"incarnation": N, "records": [...]}`: the records of docs/runtime.md, each with `seq`, its number
+within the writer's incarnation (1, 2, ...). A restarted writer (a new process under torchrun, say) starts a
+new, higher incarnation and numbers from 1 again; records of an older incarnation than one already seen come
+from a writer that was replaced and are dropped. Within an incarnation, what was stored is kept in the
+attempt's report cursor as `h1:<incarnation>:<contiguous seq>:<ranges stored above it>`, moved in the same
+transaction as the records (Store.ingest), so a replayed or reordered batch stores nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from crossrail.api.errors import Unauthorized
+from crossrail.control import reports
+from crossrail.control.secrets import secret_matches
+from crossrail.core.api import api_object
+from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
+from crossrail.runtime.report import parse_line
+
+CURSOR_PREFIX = "h1"
+CURSOR_CHARS = 64  # attempts.report_cursor is a String(64)
+RETRIES = 5
+
+router = APIRouter(prefix="/v1")
+
+
+class Batch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    incarnation: int = Field(ge=0, description="The writer's incarnation: higher for a restarted writer.")
+    records: list[dict[str, Any]] = Field(description="Report records (docs/runtime.md), each with its `seq`.")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one incarnation has stored: every seq up to `upto`, and the ranges stored above it."""
+
+    incarnation: int = -1
+    upto: int = 0
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def has(self, seq: int) -> bool:
+        return seq <= self.upto or any(a <= seq <= b for a, b in self.ranges)
+
+    def add(self, seqs: list[int]) -> Seen:
+        spans = sorted([*self.ranges, *((s, s) for s in seqs)])
+        merged: list[tuple[int, int]] = []
+        upto = self.upto
+        for a, b in spans:
+            if a <= upto + 1:
+                upto = max(upto, b)
+            elif merged and a <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        return Seen(self.incarnation, upto, tuple((a, b) for a, b in merged if b > upto))
+
+    def encode(self) -> str:
+        ranges = ",".join(f"{a:x}-{b:x}" for a, b in self.ranges)
+        return f"{CURSOR_PREFIX}:{self.incarnation:x}:{self.upto:x}:{ranges}"
+
+    @staticmethod
+    def decode(cursor: str | None) -> Seen:
+        if not cursor or not cursor.startswith(CURSOR_PREFIX + ":"):
+            return Seen()
+        _, inc, upto, ranges = cursor.split(":")
+        spans = tuple(tuple(int(x, 16) for x in r.split("-")) for r in ranges.split(",") if r)
+        return Seen(int(inc, 16), int(upto, 16), spans)  # type: ignore[arg-type]
+
+
+def _problem(path: str, message: str, fix: str | None = None) -> Problem:
+    return Problem(source="request body", path=path, message=message, fix=fix)
+
+
+def _check(batch: Batch, run: str, attempt: int) -> list[dict[str, Any]]:
+    """The records as the file channel's reader would give them; every problem with the batch at once."""
+    problems, records = [], []
+    seqs: set[int] = set()
+    for i, r in enumerate(batch.records):
+        seq = r.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            problems.append(_problem(f"records[{i}].seq", f"must be an integer from 1 (got {seq!r})"))
+        elif seq in seqs:
+            problems.append(_problem(f"records[{i}].seq", f"seq {seq} appears twice in the batch"))
+        else:
+            seqs.add(seq)
+        if r.get("run") != run or r.get("attempt") != attempt:
+            problems.append(
+                _problem(
+                    f"records[{i}]",
+                    f"names run {r.get('run')!r} attempt {r.get('attempt')!r}, not {run} attempt {attempt}",
+                    "post each attempt's records to its own /v1/ingest/{run}/{attempt}",
+                )
+            )
+        records.append(parse_line(json.dumps(r).encode(), f"record {i}"))
+    if problems:
+        raise SpecError(problems)
+    return records
+
+
+@router.post("/ingest/{run}/{attempt}", summary="An attempt's report records: metrics, heartbeats, checkpoints")
+def ingest(
+    run: str,
+    attempt: int,
+    batch: Batch,
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    client = request.app.state.client
+    token = (authorization or "").removeprefix("Bearer ").strip()
+    if not token or not secret_matches(client.workspace.root, run, attempt, token):
+        raise Unauthorized(
+            f"ingest for {run} attempt {attempt} needs that attempt's secret as `Authorization: Bearer ...`"
+            " (the attempt has it in CROSSRAIL_REPORT_SECRET)"
+        )
+    records = _check(batch, run, attempt)
+    store = client.service.store
+    for _ in range(RETRIES):
+        att = next((a for a in store.attempts(client.service.get(run).id) if a.number == attempt), None)
+        if att is None:
+            raise NotFoundError(f"run {run} has no attempt {attempt}")
+        if not str(att.report_uri or "").startswith(("http://", "https://")):
+            raise ConflictError(
+                f"attempt {attempt} of {run} reports to {att.report_uri or 'nowhere'}, not over HTTP; its records"
+                " are read from there"
+            )
+        seen = Seen.decode(att.report_cursor)
+        if batch.incarnation < seen.incarnation:
+            return _result(run, attempt, 0, len(records), stale=True)
+        if batch.incarnation > seen.incarnation:
+            seen = Seen(batch.incarnation)
+        fresh = [(r, s["seq"]) for r, s in zip(records, batch.records, strict=True) if not seen.has(s["seq"])]
+        if not fresh and seen.incarnation == Seen.decode(att.report_cursor).incarnation:
+            return _result(run, attempt, 0, len(records))
+        after = seen.add([s for _, s in fresh])
+        cursor = after.encode()
+        if len(cursor) > CURSOR_CHARS:
+            raise ConflictError(
+                f"attempt {attempt} of {run} has too many gaps in its seq numbers to hold this batch;"
+                f" send the batches from seq {seen.upto + 1} first"
+            )
+        ordered = [r for r, _ in sorted(fresh, key=lambda pair: pair[1])]
+        events, samples, ckpts, beat = reports.translate(att, ordered, client.clock.now())
+        if store.ingest(
+            att.run_id,
+            att.number,
+            old_cursor=att.report_cursor,
+            new_cursor=cursor,
+            events=events,
+            samples=samples,
+            checkpoints=ckpts,
+            heartbeat=beat,
+        ):
+            return _result(run, attempt, len(fresh), len(records) - len(fresh))
+    raise ConflictError(f"attempt {attempt} of {run} kept changing under this batch; send it again")
+
+
+def _result(run: str, attempt: int, stored: int, duplicates: int, *, stale: bool = False) -> dict[str, Any]:
+    return api_object("IngestResult", run=run, attempt=attempt, stored=stored, duplicates=duplicates, stale=stale)

@@ -1,0 +1,309 @@
+"""The `/v1` endpoints: each one is a `crossrail.client.Client` method, answering the object `--json` prints."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from crossrail.client import Client
+from crossrail.errors import UsageError
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+FOLLOW_POLL_S = 0.25
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+
+router = APIRouter(prefix="/v1")
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SubmitBody(Body):
+    document: str | dict[str, Any] = Field(description="The Experiment: YAML or JSON text, or the object itself.")
+    source: str = Field("request body", description="Where the document came from, named in its problems.")
+    sets: list[str] = Field(default_factory=list, description="Overrides, as `--set`: spec.resources.chips=4.")
+    idempotency_key: str | None = Field(None, alias="idempotencyKey")
+
+
+class PlaceBody(Body):
+    document: str | dict[str, Any]
+    source: str = "request body"
+    sets: list[str] = Field(default_factory=list)
+
+
+class ResubmitBody(Body):
+    resume: bool = False
+    idempotency_key: str | None = Field(None, alias="idempotencyKey")
+
+
+class FleetBody(Body):
+    document: str | dict[str, Any] = Field(description="The Fleet: YAML or JSON text, or the object itself.")
+    source: str = "request body"
+
+
+class ReserveBody(Body):
+    pool: str
+    chips: int = Field(gt=0)
+    start: str
+    duration: str
+    team: str | None = None
+    name: str | None = None
+
+
+def client(request: Request) -> Client:
+    c: Client = request.app.state.client
+    return c
+
+
+def writing(request: Request) -> Any:
+    """The app's write lock: the service's submit and fleet writes run one at a time in this process."""
+    return request.app.state.write_lock
+
+
+def _text(document: str | dict[str, Any]) -> str:
+    return document if isinstance(document, str) else json.dumps(document)
+
+
+# ---- runs ----------------------------------------------------------------------------------------------
+
+
+@router.post("/runs", summary="Submit an experiment as a new run")
+def submit(body: SubmitBody, request: Request, response: Response) -> dict[str, Any]:
+    with writing(request):
+        result = client(request).submit_text(
+            _text(body.document), source=body.source, sets=body.sets, idempotency_key=body.idempotency_key
+        )
+    response.status_code = 201 if result["created"] else 200
+    return result
+
+
+@router.get("/runs", summary="List runs, newest first, with filters and a cursor")
+def list_runs(
+    request: Request,
+    *,
+    state: Annotated[list[str] | None, Query()] = None,
+    stage: str | None = None,
+    team: str | None = None,
+    experiment: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    return client(request).runs(states=state, stage=stage, team=team, experiment=experiment, limit=limit, cursor=cursor)
+
+
+@router.get("/runs/{ref}", summary="A run with its lineage, attempts, checkpoints and events")
+def show(ref: str, request: Request) -> dict[str, Any]:
+    return client(request).show(ref)
+
+
+@router.post("/runs/{ref}/cancel", summary="Cancel a run")
+def cancel(ref: str, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).cancel(ref)
+
+
+@router.post("/runs/{ref}/suspend", summary="Take a run out of its queue until resumed")
+def suspend(ref: str, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).suspend(ref)
+
+
+@router.post("/runs/{ref}/resume", summary="Put a suspended run back in its queue")
+def resume(ref: str, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).resume(ref)
+
+
+@router.post("/runs/{ref}/resubmit", summary="Queue a new run of a run's recorded spec")
+def resubmit(ref: str, request: Request, response: Response, body: ResubmitBody | None = None) -> dict[str, Any]:
+    body = body or ResubmitBody()
+    with writing(request):
+        result = client(request).resubmit(ref, resume=body.resume, idempotency_key=body.idempotency_key)
+    response.status_code = 201 if result["created"] else 200
+    return result
+
+
+@router.get("/runs/{ref}/logs", summary="A run's attempt logs; follow=1 streams them as server-sent events")
+async def logs(ref: str, request: Request, attempt: int | None = None, follow: bool = False) -> Any:
+    c = client(request)
+    first = await run_in_threadpool(c.logs, ref, attempt)
+    if not follow:
+        return first
+    return _sse(_follow_logs(request, c, first, attempt))
+
+
+async def _follow_logs(
+    request: Request, c: Client, first: dict[str, Any], attempt: int | None
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    sent: dict[int, int] = {}
+    current = first
+    while True:
+        for a in current["attempts"]:
+            text = a["log"] or ""
+            new = text[sent.get(a["attempt"], 0) :]
+            if new:
+                sent[a["attempt"]] = len(text)
+                yield "log", {"run": current["run"], "attempt": a["attempt"], "text": new}
+        if current["state"] in TERMINAL:
+            yield "end", {"run": current["run"], "state": current["state"], "reason": current["reason"]}
+            return
+        if await _gone(request):
+            return
+        current = await run_in_threadpool(c.logs, current["run"], attempt)
+
+
+# ---- queue, events, report, place ----------------------------------------------------------------------
+
+
+@router.get("/status", summary="Runs per stage and state, and the active runs")
+def status(request: Request) -> dict[str, Any]:
+    return client(request).status()
+
+
+@router.get("/queue", summary="Pending runs per queue, in order, with estimated starts")
+def queue(request: Request) -> dict[str, Any]:
+    return client(request).queue()
+
+
+@router.get("/events", summary="The event log after a cursor; follow=1 streams new events as server-sent events")
+async def events(
+    request: Request,
+    *,
+    run: str | None = None,
+    type: Annotated[list[str] | None, Query()] = None,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    follow: bool = False,
+) -> Any:
+    c = client(request)
+    page = await run_in_threadpool(lambda: c.events(run, after_seq=after, limit=limit, types=type))
+    if not follow:
+        return page
+    return _sse(_follow_events(request, c, page, run, type))
+
+
+async def _follow_events(
+    request: Request, c: Client, page: dict[str, Any], run: str | None, types: list[str] | None
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    after = 0
+    while True:
+        for e in page["events"]:
+            after = max(after, int(e["seq"]))
+            yield "event", e
+        if await _gone(request):
+            return
+        page = await run_in_threadpool(c.events, run, after_seq=after, limit=1000, types=types)
+
+
+@router.get("/report", summary="Research-cycle metrics per stage and pool, from the event log")
+def report(request: Request) -> dict[str, Any]:
+    return client(request).report()
+
+
+@router.post("/place", summary="Where an experiment would be placed now, and why (nothing is written)")
+def place(body: PlaceBody, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).place_text(_text(body.document), source=body.source, sets=body.sets)
+
+
+@router.get("/agents", summary="Agents that registered on the store, and whether each is alive")
+def agents(request: Request) -> dict[str, Any]:
+    return client(request).agents()
+
+
+# ---- checkpoints ---------------------------------------------------------------------------------------
+
+
+@router.get("/runs/{ref}/checkpoints", summary="A run's committed checkpoints, each verified unless verify=0")
+def checkpoints(ref: str, request: Request, verify: bool = True) -> dict[str, Any]:
+    return client(request).ckpt_ls(ref, verify=verify)
+
+
+@router.get("/runs/{ref}/checkpoints/{step}", summary="A checkpoint's manifest (step, or `latest`)")
+def checkpoint(ref: str, step: str, request: Request) -> dict[str, Any]:
+    return client(request).ckpt_show(ref, step=_step(step))
+
+
+@router.post("/runs/{ref}/checkpoints/verify", summary="Check every tensor of the newest (or every) checkpoint")
+def verify(ref: str, request: Request, all: bool = False) -> dict[str, Any]:
+    return client(request).ckpt_verify(ref, every=all)
+
+
+def _step(step: str) -> int | None:
+    if step == "latest":
+        return None
+    if not step.isdigit():
+        raise UsageError(f"checkpoint step {step!r} is neither a number nor `latest`; pass e.g. 100 or latest")
+    return int(step)
+
+
+# ---- fleet ---------------------------------------------------------------------------------------------
+
+
+@router.get("/fleet", summary="Pools, usage, drains and reservations")
+def fleet(request: Request) -> dict[str, Any]:
+    return client(request).fleet_show()
+
+
+@router.put("/fleet", summary="Replace the fleet with a Fleet document")
+def fleet_apply(body: FleetBody, request: Request) -> dict[str, Any]:
+    name = Path(body.source).name if body.source != "request body" else "fleet.yaml"
+    with tempfile.TemporaryDirectory(prefix="crossrail-fleet-") as tmp:
+        path = Path(tmp) / name
+        path.write_text(_text(body.document), encoding="utf-8")
+        with writing(request):
+            return client(request).fleet_apply(path)
+
+
+@router.post("/fleet/pools/{pool}/drain", summary="Drain a pool: nothing new is placed on it")
+def drain(pool: str, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).drain(pool)
+
+
+@router.post("/fleet/pools/{pool}/undrain", summary="Undo a drain")
+def undrain(pool: str, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).drain(pool, drained=False)
+
+
+@router.get("/fleet/reservations", summary="The fleet's reservations")
+def reservations(request: Request) -> dict[str, Any]:
+    return client(request).reservations()
+
+
+@router.post("/fleet/reservations", summary="Reserve chips of a pool for a time window")
+def reserve(body: ReserveBody, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).reserve(
+            body.pool, chips=body.chips, start=body.start, duration=body.duration, team=body.team, name=body.name
+        )
+
+
+# ---- server-sent events --------------------------------------------------------------------------------
+
+
+def _sse(items: AsyncIterator[tuple[str, dict[str, Any]]]) -> StreamingResponse:
+    async def encode() -> AsyncIterator[bytes]:
+        async for name, data in items:
+            ident = f"id: {data['seq']}\n" if name == "event" else ""
+            yield f"{ident}event: {name}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+
+    return StreamingResponse(encode(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+async def _gone(request: Request, wait: Callable[[float], Any] = asyncio.sleep) -> bool:
+    """Wait one poll interval; whether the client went away meanwhile."""
+    await wait(FOLLOW_POLL_S)
+    return bool(await request.is_disconnected()) or bool(request.app.state.stopping)
