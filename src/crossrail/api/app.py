@@ -11,18 +11,22 @@ from typing import Any
 from fastapi import FastAPI
 
 from crossrail.api import errors, ingest, prom, routes
+from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
 
 
-def create_app(home: Path | None = None, *, agent: bool = False, agent_config: Any = None) -> FastAPI:
+def create_app(
+    home: Path | None = None, *, agent: bool = False, agent_config: Any = None, clock: Clock | None = None
+) -> FastAPI:
     """The app for the workspace at `home` (default: the nearest `.crossrail/` above the current directory).
 
     With `agent`, one reconcile agent runs in a thread of this process while the app is up (a single machine's
-    deployment); otherwise agents run apart and the app only reads and writes the store.
+    deployment); otherwise agents run apart and the app only reads and writes the store. `clock` is the
+    requests' clock (the system's by default).
     """
     from crossrail.client import Client
 
-    c = Client(home, server="")
+    c = Client(home, server="", clock=clock)
     c.workspace.check()
 
     @asynccontextmanager

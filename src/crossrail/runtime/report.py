@@ -1,8 +1,9 @@
 """The reporting channel: training code writes metric, heartbeat, checkpoint and event records; the agent reads them.
 
 Writer and reader live together so the record format (docs/runtime.md) has one home. A local path or
-`file://` URI is one JSON-lines file appended a whole line at a time; any other fsspec URI is a prefix under
-which numbered chunks `chunk-000001.jsonl`, ... are each written whole, once.
+`file://` URI is one JSON-lines file appended a whole line at a time; an `http(s)://` URL is the API's ingest
+endpoint, posted batches of numbered records with the attempt's secret (CROSSRAIL_REPORT_SECRET); any other
+fsspec URI is a prefix under which numbered chunks `chunk-000001.jsonl`, ... are each written whole, once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ RECORD_TYPES: tuple[RecordType, ...] = ("metric", "heartbeat", "checkpoint", "ev
 NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 ENVELOPE = frozenset({"v", "ts", "run", "attempt", "type"})
 INVALID_LINE_CHARS = 500
+SECRET_ENV = "CROSSRAIL_REPORT_SECRET"
 
 
 def chunk_name(n: int) -> str:
@@ -102,6 +104,64 @@ class _ChunkSink:
         return max(numbers, default=0)
 
 
+class _HttpSink:
+    """Posts records in batches to the API's `/v1/ingest/{run}/{attempt}` with the attempt's secret.
+
+    Each record gets `seq` (1, 2, ... within this writer) and each batch this writer's `incarnation` (its start
+    time in milliseconds, so a restarted writer's is higher); the server stores each (incarnation, seq) once, so
+    a batch whose answer was lost is simply posted again. A batch the server did not take stays buffered.
+    """
+
+    def __init__(self, url: str, secret: str, clock: Callable[[], float], flush_records: int, flush_s: float) -> None:
+        self._url, self._secret = url.rstrip("/"), secret
+        self._clock, self._flush_records, self._flush_s = clock, flush_records, flush_s
+        self.incarnation = int(clock() * 1000)
+        self._seq = 0
+        self._buffer: list[dict[str, Any]] = []
+        self._oldest = 0.0
+
+    def write(self, line: bytes, durable: bool) -> None:
+        if not self._buffer:
+            self._oldest = self._clock()
+        self._seq += 1
+        self._buffer.append({**json.loads(line), "seq": self._seq})
+        due = len(self._buffer) >= self._flush_records or self._clock() - self._oldest >= self._flush_s
+        if durable or due:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buffer:
+            return
+        post_batch(self._url, self._secret, self.incarnation, self._buffer)
+        self._buffer = []
+
+    def close(self) -> None:
+        self.flush()
+
+
+def post_batch(url: str, secret: str, incarnation: int, records: list[dict[str, Any]], tries: int = 3) -> Any:
+    """POST one batch; the server's answer. Raises OSError when it cannot be delivered (the caller keeps it)."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"incarnation": incarnation, "records": records}, allow_nan=False).encode()
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {secret}"}
+    for attempt in range(tries):
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:500]
+            if exc.code < 500 or attempt == tries - 1:
+                raise OSError(f"{url} refused {len(records)} report records ({exc.code}): {detail}") from None
+        except (urllib.error.URLError, TimeoutError) as exc:
+            if attempt == tries - 1:
+                raise OSError(f"cannot post report records to {url}: {exc}") from None
+        time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
 class Reporter:
     """Writes report records for one attempt; thread-safe, usable as a context manager.
 
@@ -117,6 +177,7 @@ class Reporter:
         clock: Callable[[], float] = time.time,
         flush_records: int = 100,
         flush_s: float = 5.0,
+        secret: str | None = None,
     ) -> None:
         if isinstance(target, RuntimeContext):
             run, attempt, target = target.run, target.attempt, target.report
@@ -127,10 +188,16 @@ class Reporter:
         self._clock = clock
         self._lock = threading.Lock()
         self._closed = False
-        path = local_path(target)
-        self._sink: _FileSink | _ChunkSink = (
-            _FileSink(path) if path is not None else _ChunkSink(target, clock, flush_records, flush_s)
-        )
+        self._sink: _FileSink | _ChunkSink | _HttpSink
+        if target.startswith(("http://", "https://")):
+            secret = secret if secret is not None else os.environ.get(SECRET_ENV, "")
+            if not secret:
+                raise CrossrailError(f"reporting to {target} needs the attempt's secret in {SECRET_ENV}")
+            self._sink = _HttpSink(target, secret, clock, flush_records, flush_s)
+        elif (path := local_path(target)) is not None:
+            self._sink = _FileSink(path)
+        else:
+            self._sink = _ChunkSink(target, clock, flush_records, flush_s)
 
     @property
     def closed(self) -> bool:

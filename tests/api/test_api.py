@@ -1,0 +1,148 @@
+"""The /v1 API over a fresh workspace: objects as the client returns them, one error shape, nothing changed on refusal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from crossrail.client import Client
+from crossrail.core import ManualClock
+from crossrail.errors import NotFoundError, SpecError
+from tests.api.conftest import free_port
+
+CLOCK = ManualClock()  # the server's and the local clients': objects with ages and waits compare equal
+
+BAD = "apiVersion: crossrail/v1\nkind: Experiment\nmetadata:\n  name: bad\nspec:\n  stage: pretraining\n"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("api")
+    Client.init(root)
+    return root / ".crossrail"
+
+
+@pytest.fixture(scope="module")
+def url(home: Path) -> Iterator[str]:
+    import threading
+    import time
+
+    import uvicorn
+
+    from crossrail.api import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(home, clock=CLOCK), port=port, ws="none", log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the API server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(30)
+
+
+def _experiment(home: Path) -> Path:
+    return home / "experiments" / "pretrain-small.yaml"
+
+
+def _counts(home: Path) -> dict[str, int]:
+    with Client(home, server="", clock=CLOCK) as c:
+        return {"runs": len(c.service.store.list_runs()), "events": len(c.service.store.events())}
+
+
+def test_submit_show_list_and_events_answer_the_clients_objects(home: Path, url: str) -> None:
+    exp = _experiment(home)
+    body = {"document": exp.read_text(), "source": str(exp), "sets": ["metadata.name=api-a"], "idempotencyKey": "a"}
+    created = httpx.post(f"{url}/v1/runs", json=body)
+    assert created.status_code == 201
+    run = created.json()["run"]
+    assert created.json()["apiVersion"] == "crossrail/v1" and run["uid"]
+    again = httpx.post(f"{url}/v1/runs", json=body)
+    assert again.status_code == 200 and again.json()["created"] is False and again.json()["run"]["id"] == run["id"]
+    for name in ("api-b", "api-c"):
+        httpx.post(f"{url}/v1/runs", json={**body, "sets": [f"metadata.name={name}"], "idempotencyKey": name})
+
+    with Client(home, server="", clock=CLOCK) as local:
+        shown = httpx.get(f"{url}/v1/runs/{run['id']}").json()
+        expected = local.show(run["id"])
+        assert shown == expected
+
+    seen, cursor = [], None
+    while True:
+        page = httpx.get(f"{url}/v1/runs", params={"limit": 2, "cursor": cursor, "stage": "pretraining"}).json()
+        seen += [r["id"] for r in page["runs"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert seen == ["api-c-1", "api-b-1", "api-a-1"]
+    assert httpx.get(f"{url}/v1/runs", params={"team": "nobody"}).json()["runs"] == []
+
+    events = httpx.get(f"{url}/v1/events", params={"run": run["id"], "type": "queued"}).json()["events"]
+    assert [e["type"] for e in events] == ["queued"]
+
+
+def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> None:
+    before = _counts(home)
+    missing = httpx.get(f"{url}/v1/runs/no-such-run")
+    assert missing.status_code == 404
+    assert missing.json()["error"] == "NotFoundError" and "no-such-run" in missing.json()["message"]
+    assert httpx.post(f"{url}/v1/runs/no-such-run/cancel").status_code == 404
+
+    bad = httpx.post(f"{url}/v1/runs", json={"document": BAD, "source": "bad.yaml"})
+    assert bad.status_code == 422
+    with Client(home, server="", clock=CLOCK) as local, pytest.raises(SpecError) as local_error:
+        local.submit_text(BAD, source="bad.yaml")
+    assert bad.json()["problems"] == [p.as_dict() for p in local_error.value.problems]
+    assert bad.json()["message"] == local_error.value.render()
+
+    shapeless = httpx.post(f"{url}/v1/runs", json={"documnet": "x", "sets": "not-a-list"})
+    assert shapeless.status_code == 422
+    paths = {p["path"] for p in shapeless.json()["problems"]}
+    assert {"document", "documnet", "sets"} <= paths
+    assert _counts(home) == before
+
+
+def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, url: str) -> None:
+    with Client(server=url) as remote, Client(home, server="", clock=CLOCK) as local:
+        assert type(remote).__name__ == "RemoteClient" and isinstance(remote, Client)
+        assert remote.queue() == local.queue()
+        assert remote.report() == local.report()
+        assert remote.fleet_show() == local.fleet_show()
+        with pytest.raises(NotFoundError, match="no-such-run"):
+            remote.show("no-such-run")
+        bad = home.parent / "bad.yaml"
+        bad.write_text(BAD)
+        with pytest.raises(SpecError) as remote_error:
+            remote.submit(bad)
+        with pytest.raises(SpecError) as local_error:
+            local.submit(bad)
+        assert remote_error.value.render() == local_error.value.render()
+
+
+def test_events_follow_streams_new_events(home: Path, url: str) -> None:
+    last = httpx.get(f"{url}/v1/events").json()["events"][-1]["seq"]
+    exp = _experiment(home)
+    body = {"document": exp.read_text(), "source": str(exp), "sets": ["metadata.name=api-follow"]}
+    with httpx.stream("GET", f"{url}/v1/events", params={"after": last, "follow": 1}, timeout=20) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        assert httpx.post(f"{url}/v1/runs", json=body).status_code == 201
+        got = []
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                got.append(json.loads(line[6:]))
+            if len(got) == 2:
+                break
+    assert [e["type"] for e in got] == ["submitted", "queued"]
+    assert all(e["run"] == got[0]["run"] and e["run"].startswith("api-follow") and e["seq"] > last for e in got), got
+
+
+def test_openapi_document_lists_the_endpoints(url: str) -> None:
+    paths = httpx.get(f"{url}/v1/openapi.json").json()["paths"]
+    for path in ("/v1/runs", "/v1/runs/{ref}", "/v1/queue", "/v1/events", "/v1/ingest/{run}/{attempt}", "/v1/fleet"):
+        assert path in paths
