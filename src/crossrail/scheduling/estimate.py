@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from crossrail.core import short_duration
 from crossrail.spec import Pool
 
 OBJECTIVES = ("time_to_result", "throughput_per_cost", "cost")
@@ -532,10 +533,4 @@ def _gain(new: Candidate, old: Candidate, objective: str) -> str:
 
 
 def _hours(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
+    return "?" if seconds is None else short_duration(seconds)

@@ -122,7 +122,7 @@ def test_time_to_result_takes_the_sooner_pool_even_when_it_costs_more() -> None:
     choice = estimate_placements(work, pools, {"tpu": 2 * HOUR, "gpu": 0.0})
 
     assert choice.pool == "gpu"
-    assert choice.reason.startswith("best time to result: gpu result in 60m")
+    assert choice.reason.startswith("best time to result: gpu result in 60.0m")
 
 
 def test_cost_objective_takes_the_cheaper_pool_even_when_it_waits() -> None:
