@@ -552,7 +552,7 @@ class Store:
         uri = _reported_uri(event, "checkpoint_skipped")
         if uri is None:
             return
-        reason = str(data.get("reason") or "skipped by the runtime")[:512]
+        reason = str(event.data["data"].get("reason") or "skipped by the runtime")[:512]
         conn.execute(
             update(t.checkpoints)
             .where(t.checkpoints.c.uri == uri, t.checkpoints.c.state == CHECKPOINT_COMMITTED)
