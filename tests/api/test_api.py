@@ -1,4 +1,4 @@
-"""The /v1 API over a fresh workspace: objects as the client returns them, one error shape, nothing changed on refusal."""
+"""The /v1 API over a fresh workspace: the client's objects, one error shape, nothing changed on refusal."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.api.conftest import free_port
 
 from crossrail.client import Client
 from crossrail.core import ManualClock
 from crossrail.errors import NotFoundError, SpecError
-from tests.api.conftest import free_port
 
 CLOCK = ManualClock()  # the server's and the local clients': objects with ages and waits compare equal
 
@@ -62,9 +62,12 @@ def test_submit_show_list_and_events_answer_the_clients_objects(home: Path, url:
     created = httpx.post(f"{url}/v1/runs", json=body)
     assert created.status_code == 201
     run = created.json()["run"]
-    assert created.json()["apiVersion"] == "crossrail/v1" and run["uid"]
+    assert created.json()["apiVersion"] == "crossrail/v1"
+    assert run["uid"]
     again = httpx.post(f"{url}/v1/runs", json=body)
-    assert again.status_code == 200 and again.json()["created"] is False and again.json()["run"]["id"] == run["id"]
+    assert again.status_code == 200
+    assert again.json()["created"] is False
+    assert again.json()["run"]["id"] == run["id"]
     for name in ("api-b", "api-c"):
         httpx.post(f"{url}/v1/runs", json={**body, "sets": [f"metadata.name={name}"], "idempotencyKey": name})
 
@@ -91,7 +94,8 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> No
     before = _counts(home)
     missing = httpx.get(f"{url}/v1/runs/no-such-run")
     assert missing.status_code == 404
-    assert missing.json()["error"] == "NotFoundError" and "no-such-run" in missing.json()["message"]
+    assert missing.json()["error"] == "NotFoundError"
+    assert "no-such-run" in missing.json()["message"]
     assert httpx.post(f"{url}/v1/runs/no-such-run/cancel").status_code == 404
 
     bad = httpx.post(f"{url}/v1/runs", json={"document": BAD, "source": "bad.yaml"})
@@ -110,7 +114,8 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> No
 
 def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, url: str) -> None:
     with Client(server=url) as remote, Client(home, server="", clock=CLOCK) as local:
-        assert type(remote).__name__ == "RemoteClient" and isinstance(remote, Client)
+        assert type(remote).__name__ == "RemoteClient"
+        assert isinstance(remote, Client)
         assert remote.queue() == local.queue()
         assert remote.report() == local.report()
         assert remote.fleet_show() == local.fleet_show()

@@ -190,11 +190,11 @@ async def events(
     page = await run_in_threadpool(lambda: c.events(run, after_seq=after, limit=limit, types=type))
     if not follow:
         return page
-    return _sse(_follow_events(request, c, page, after, run, type))
+    return _sse(_follow_events(request, c, page, after, run=run, types=type))
 
 
 async def _follow_events(
-    request: Request, c: Client, page: dict[str, Any], after: int, run: str | None, types: list[str] | None
+    request: Request, c: Client, page: dict[str, Any], after: int, *, run: str | None, types: list[str] | None
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     while True:
         for e in page["events"]:
