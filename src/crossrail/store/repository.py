@@ -189,13 +189,22 @@ class Store:
         are not appended). Reusing a key for a different spec is a ConflictError.
         """
         for _attempt in range(5):
+            batch: _Batch | None = None
             try:
                 with self._write() as conn:
-                    return _Batch(conn, ts).create(new, events)
+                    batch = _Batch(conn, ts)
+                    return batch.create(new, events)
             except IntegrityError as exc:
-                if "uq_runs_experiment_n" not in str(exc) and "runs.experiment, runs.n" not in str(exc):
+                if batch is None or not self._numbers_taken(batch):  # not a race for run numbers: a real refusal
                     raise StoreError(f"cannot create the run: {_reason(exc)}") from exc
         raise StoreError("cannot create the run: run numbers kept colliding with concurrent submissions")
+
+    def _numbers_taken(self, batch: _Batch) -> bool:
+        """Whether another submission took run numbers `batch` meant to use (so trying again picks new ones)."""
+        if batch.numbers is None:
+            return False
+        with self._read() as conn:
+            return _Batch(conn, batch.ts)._next_numbers(set(batch.numbers)) != batch.numbers
 
     def get_run(self, rid: str) -> RunRecord:
         with self._read() as conn:
@@ -750,10 +759,13 @@ class _Batch:
 
     def __init__(self, conn: Connection, ts: float) -> None:
         self.conn, self.ts = conn, ts
+        self.numbers: dict[str, int] | None = None
+        """The first run number it takes per experiment, once it has read them."""
 
     def create(self, new: Sequence[NewRun], events: Sequence[Sequence[Event]]) -> list[tuple[RunRecord, bool]]:
         existing = self._existing_keys([n.idempotency_key for n in new if n.idempotency_key is not None])
         next_n = self._next_numbers({n.experiment for n in new})
+        self.numbers = dict(next_n)
         exp_ids = self._experiment_ids(new)
         out: list[tuple[RunRecord, bool]] = []
         rows: list[dict[str, Any]] = []
