@@ -91,7 +91,7 @@ def _kill_one_training_process(home: Path, run: str) -> bool:
     import json
 
     child = home / "attempts" / run / "1" / "child.json"
-    ckpt = list((home / "checkpoints").glob(f"*/{run}/step-*"))
+    ckpt = list((home / "checkpoints").glob(f"*/{run}-*/step-*"))  # <run id>-<uid>
     if not child.exists() or not ckpt:
         return False
     try:
