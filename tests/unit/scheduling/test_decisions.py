@@ -111,3 +111,12 @@ def test_waiting_work_is_weighed_at_most_every_interval_and_moves_where_the_plan
     assert (due, checked) == ([Waiting("b", 1, "tpu-a")], {"a": 98.0, "b": 100.0})
     assert moves(waiting, {"a": "tpu-b", "b": "tpu-a"}) == [Move("a", 1, "tpu-a", "tpu-b")]
     assert moves(waiting, {"a": None}) == []
+
+
+def test_the_event_log_documents_every_event_type_and_every_end_cause() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "events.md").read_text()
+    missing = [str(t) for t in EventType if f"| `{t}` |" not in text]
+    missing += [str(r) for r in EndReason if f"`{r}`" not in text]
+    assert missing == []
