@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -67,3 +72,41 @@ def demo_copy(demo_workspace: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "demo"
     shutil.copytree(demo_workspace, copy, symlinks=True)
     return copy
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(home: Path) -> Iterator[str]:
+    """`create_app(home)` served by uvicorn on a free 127.0.0.1 port in a thread; yields its base URL."""
+    import uvicorn
+
+    from crossrail.api import create_app
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(home), host="127.0.0.1", port=port, log_level="warning", ws="none")
+    )
+    thread = threading.Thread(target=server.run, name="crossrail-test-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail(f"the API server on port {port} did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="session")
+def demo_server(demo_workspace: Path) -> Iterator[str]:
+    """The API server over the demo workspace, for this session; yields its base URL."""
+    with serving(demo_workspace / ".crossrail") as url:
+        yield url
