@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from crossrail.errors import CrossrailError, SpecError
+from crossrail.cli.common import Home, Json, Policy, RunRef, Server, client, guard
+from crossrail.cli.output import console, emit
 
 app = typer.Typer(
     name="crossrail",
@@ -19,37 +18,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-Home = Annotated[
-    Path | None,
-    typer.Option("--home", envvar="CROSSRAIL_HOME", help="Workspace directory (default: nearest .crossrail/ above)."),
-]
-Json = Annotated[bool, typer.Option("--json", help="Print the crossrail/v1 JSON object instead of tables.")]
-Policy = Annotated[
-    Path | None, typer.Option("--policy", help="Placement policy to lint against (default: the workspace's).")
-]
-RunRef = Annotated[str, typer.Argument(help="Run id, run uid, or an experiment name for its latest run.")]
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from importlib.metadata import version
+
+        typer.echo(f"crossrail {version('crossrail')}")
+        raise typer.Exit()
 
 
-def _client(home: Path | None, policy: Path | None = None) -> Any:
-    from crossrail.client import Client
-
-    return Client(home, policy=policy)
-
-
-def _emit(obj: dict[str, Any], as_json: bool, render: Any) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-    else:
-        render(obj)
-
-
-def _run(fn: Any) -> None:
-    """Call `fn`, turning crossrail errors into their message and exit code (never a traceback)."""
-    try:
-        fn()
-    except CrossrailError as exc:
-        typer.echo(exc.render() if isinstance(exc, SpecError) else f"crossrail: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+@app.callback()
+def _options(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print crossrail's version and exit."),
+    ] = False,
+) -> None:
+    """A control plane for training fleets that mix TPUs and GPUs."""
 
 
 @app.command()
@@ -64,9 +49,9 @@ def init(
     def go() -> None:
         from crossrail.cli import render
 
-        _emit(Client.init(directory, force=force), as_json, render.workspace)
+        emit(Client.init(directory, force=force), as_json, render.workspace)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
@@ -76,6 +61,7 @@ def validate(
         bool, typer.Option("--offline", help="Check the files alone: no fleet, store, dataset or git checks.")
     ] = False,
     home: Home = None,
+    server: Server = None,
     policy: Policy = None,
     as_json: Json = False,
 ) -> None:
@@ -87,13 +73,13 @@ def validate(
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home, policy) as c:
+        with client(home, server, policy) as c:
             result = c.validate(files, offline=offline)
-        _emit(result, as_json, render.validation)
+        emit(result, as_json, render.validation)
         if not result["valid"]:
             raise typer.Exit(1)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
@@ -107,6 +93,7 @@ def submit(
         bool, typer.Option("--wait", help="Wait for the run to end (runs an agent here if none is running).")
     ] = False,
     home: Home = None,
+    server: Server = None,
     policy: Policy = None,
     as_json: Json = False,
 ) -> None:
@@ -115,19 +102,19 @@ def submit(
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home, policy) as c:
+        with client(home, server, policy) as c:
             result = c.submit(file, sets=set_ or [], idempotency_key=idempotency_key)
             if not wait:
-                _emit(result, as_json, render.submitted)
+                emit(result, as_json, render.submitted)
                 return
             if not as_json:
                 render.submitted(result)
             shown = c.wait(result["run"]["id"])
-            _emit(shown, as_json, render.run)
+            emit(shown, as_json, render.run)
             if shown["run"]["state"] != "succeeded":
                 raise typer.Exit(1)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
@@ -136,6 +123,7 @@ def resubmit(
     resume: Annotated[bool, typer.Option("--resume", help="Start from the run's latest committed checkpoint.")] = False,
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
     home: Home = None,
+    server: Server = None,
     as_json: Json = False,
 ) -> None:
     """Queue a new run of a run's recorded spec."""
@@ -143,49 +131,49 @@ def resubmit(
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.resubmit(run, resume=resume, idempotency_key=idempotency_key), as_json, render.submitted)
+        with client(home, server) as c:
+            emit(c.resubmit(run, resume=resume, idempotency_key=idempotency_key), as_json, render.submitted)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
-def status(home: Home = None, as_json: Json = False) -> None:
+def status(home: Home = None, server: Server = None, as_json: Json = False) -> None:
     """Runs per stage and state, and the active runs."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.status(), as_json, render.status)
+        with client(home, server) as c:
+            emit(c.status(), as_json, render.status)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
-def show(run: RunRef, home: Home = None, as_json: Json = False) -> None:
+def show(run: RunRef, home: Home = None, server: Server = None, as_json: Json = False) -> None:
     """A run with its lineage, attempts, checkpoints and events."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.show(run), as_json, render.run)
+        with client(home, server) as c:
+            emit(c.show(run), as_json, render.run)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
-def queue(home: Home = None, as_json: Json = False) -> None:
+def queue(home: Home = None, server: Server = None, as_json: Json = False) -> None:
     """Pending runs per queue, in the order they will be considered."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.queue(), as_json, render.queues)
+        with client(home, server) as c:
+            emit(c.queue(), as_json, render.queues)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
@@ -197,6 +185,7 @@ def events(
         bool, typer.Option("--verify", help="Check the events' hash chains instead; exit 1 naming any rewritten event.")
     ] = False,
     home: Home = None,
+    server: Server = None,
     as_json: Json = False,
 ) -> None:
     """The event log, oldest first."""
@@ -204,26 +193,26 @@ def events(
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
+        with client(home, server) as c:
             if verify:
                 from crossrail.cli.store import verify_events
 
                 verify_events(c, run, as_json)
                 return
-            _emit(c.events(run, after_seq=after, limit=limit), as_json, render.events)
+            emit(c.events(run, after_seq=after, limit=limit), as_json, render.events)
 
-    _run(go)
+    guard(go)
 
 
 def _change(action: str) -> Any:
-    def command(run: RunRef, home: Home = None, as_json: Json = False) -> None:
+    def command(run: RunRef, home: Home = None, server: Server = None, as_json: Json = False) -> None:
         def go() -> None:
             from crossrail.cli import render
 
-            with _client(home) as c:
-                _emit(getattr(c, action)(run), as_json, render.changed)
+            with client(home, server) as c:
+                emit(getattr(c, action)(run), as_json, render.changed)
 
-        _run(go)
+        guard(go)
 
     command.__doc__ = {
         "cancel": "Cancel a run; a terminal run is refused and left as it is.",
@@ -239,16 +228,16 @@ app.command("resume")(_change("resume"))
 
 
 @app.command()
-def report(home: Home = None, as_json: Json = False) -> None:
+def report(home: Home = None, server: Server = None, as_json: Json = False) -> None:
     """Research-cycle metrics per stage and pool, from the event log."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.report(), as_json, render.report)
+        with client(home, server) as c:
+            emit(c.report(), as_json, render.report)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
@@ -270,14 +259,14 @@ def agent(
         from crossrail.control.agent import AgentConfig, agent_lock
 
         cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace)
-        with _client(home) as c, agent_lock(c.workspace.root):
-            render.console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
+        with client(home) as c, agent_lock(c.workspace.root):
+            console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
             try:
                 c.agent(cfg).run(until_idle=until_idle, on_tick=render.tick)
             except KeyboardInterrupt:
-                render.console.print("agent stopped; running attempts continue and are re-adopted on restart")
+                console.print("agent stopped; running attempts continue and are re-adopted on restart")
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
@@ -285,6 +274,7 @@ def logs(
     run: RunRef,
     attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="Only this attempt.")] = None,
     home: Home = None,
+    server: Server = None,
     as_json: Json = False,
 ) -> None:
     """Each attempt's log, with its pool and how it ended."""
@@ -292,10 +282,10 @@ def logs(
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.logs(run, attempt), as_json, render.logs)
+        with client(home, server) as c:
+            emit(c.logs(run, attempt), as_json, render.logs)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
@@ -311,7 +301,7 @@ def demo(
     def go() -> None:
         run_demo(quick=quick, directory=directory)
 
-    _run(go)
+    guard(go)
 
 
 def _ckpt_app() -> typer.Typer:
@@ -346,44 +336,50 @@ fleet_app.command("render")(render_cli.fleet_render_command)
 
 
 @fleet_app.command("show")
-def fleet_show(home: Home = None, as_json: Json = False) -> None:
+def fleet_show(home: Home = None, server: Server = None, as_json: Json = False) -> None:
     """Pools with chips in use, drained state and reservations."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.fleet_show(), as_json, render.fleet)
+        with client(home, server) as c:
+            emit(c.fleet_show(), as_json, render.fleet)
 
-    _run(go)
+    guard(go)
 
 
 @fleet_app.command("apply")
 def fleet_apply(
-    file: Annotated[Path, typer.Argument(help="The new fleet file.")], home: Home = None, as_json: Json = False
+    file: Annotated[Path, typer.Argument(help="The new fleet file.")],
+    home: Home = None,
+    server: Server = None,
+    as_json: Json = False,
 ) -> None:
     """Replace the workspace fleet with FILE (validated first); capacity changes become events."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.fleet_apply(file), as_json, render.fleet_change)
+        with client(home, server) as c:
+            emit(c.fleet_apply(file), as_json, render.fleet_change)
 
-    _run(go)
+    guard(go)
 
 
 def _drain(drained: bool) -> Any:
     def command(
-        pool: Annotated[str, typer.Argument(help="Pool name.")], home: Home = None, as_json: Json = False
+        pool: Annotated[str, typer.Argument(help="Pool name.")],
+        home: Home = None,
+        server: Server = None,
+        as_json: Json = False,
     ) -> None:
         def go() -> None:
             from crossrail.cli import render
 
-            with _client(home) as c:
-                _emit(c.drain(pool, drained=drained), as_json, render.fleet_change)
+            with client(home, server) as c:
+                emit(c.drain(pool, drained=drained), as_json, render.fleet_change)
 
-        _run(go)
+        guard(go)
 
     command.__doc__ = (
         "Take no new work on POOL; running work finishes (or is preempted if the fleet says so)."
@@ -406,6 +402,7 @@ def reserve(
     team: Annotated[str | None, typer.Option("--team", help="The team the capacity is held for.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Reservation name (default: <pool>-<n>).")] = None,
     home: Home = None,
+    server: Server = None,
     as_json: Json = False,
 ) -> None:
     """Hold capacity of a pool from a time; before it, only work that ends in time is backfilled."""
@@ -413,24 +410,24 @@ def reserve(
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
+        with client(home, server) as c:
             out = c.reserve(pool, chips=chips, start=start, duration=duration, team=team, name=name)
-            _emit(out, as_json, render.fleet_change)
+            emit(out, as_json, render.fleet_change)
 
-    _run(go)
+    guard(go)
 
 
 @app.command()
-def reservations(home: Home = None, as_json: Json = False) -> None:
+def reservations(home: Home = None, server: Server = None, as_json: Json = False) -> None:
     """Reservations and their state now."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with _client(home) as c:
-            _emit(c.reservations(), as_json, render.reservations)
+        with client(home, server) as c:
+            emit(c.reservations(), as_json, render.reservations)
 
-    _run(go)
+    guard(go)
 
 
 def main() -> None:
@@ -439,3 +436,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+

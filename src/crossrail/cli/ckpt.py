@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
+from crossrail.cli.output import print_object
+
 if TYPE_CHECKING:
     from crossrail.runtime.stores import Store
 
-API_VERSION = "crossrail/v1"
 EXIT_INVALID, EXIT_USAGE = 1, 2
 _STEP_DIR = re.compile(r"^step-\d+$")
 T = TypeVar("T")
@@ -235,7 +235,7 @@ def _fail(message: str) -> NoReturn:
 
 
 def _print_json(kind: str, body: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps({"apiVersion": API_VERSION, "kind": kind, **body}, indent=2) + "\n")
+    print_object(kind, body)
 
 
 def _print_list(uri: str, items: list[dict[str, Any]]) -> None:

@@ -8,14 +8,14 @@ Exit status: 0 done, 1 bad input (one line per problem, never a traceback), 2 us
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crossrail.errors import CrossrailError, SpecError
+from crossrail.cli.common import Home, guard
+from crossrail.errors import SpecError
 
 if TYPE_CHECKING:
     from crossrail.spec import Fleet
@@ -36,24 +36,12 @@ class KueueApi(StrEnum):
     V1BETA2 = "v1beta2"
 
 
-Home = Annotated[
-    Path | None,
-    typer.Option("--home", envvar="CROSSRAIL_HOME", help="Workspace directory (default: nearest .crossrail/ above)."),
-]
 FleetFile = Annotated[
     Path | None, typer.Option("--fleet", help="Fleet file (default: the workspace's fleet).", show_default=False)
 ]
 ImageDigest = Annotated[
     str | None, typer.Option("--image-digest", help="Pin the image to this digest (sha256:<64 hex>).")
 ]
-
-
-def _run(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except CrossrailError as exc:
-        typer.echo(exc.render() if isinstance(exc, SpecError) else f"crossrail: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
 
 
 def _fleet(fleet_file: Path | None, home: Path | None) -> Fleet:
@@ -120,7 +108,7 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
             shape = f"{lay.slices} x {lay.hosts_per_slice} host(s) x {lay.chips_per_pod} chips"
             _summary("rendered", [{"file": str(path), "kind": kind, "pool": pool, "layout": shape}])
 
-    _run(go)
+    guard(go)
 
 
 def _problem(source: str, path: str, message: str) -> Any:
@@ -179,7 +167,7 @@ def fleet_render_command(
         counts = Counter(str(o["kind"]) for o in objects)
         _summary(f"rendered {path}", [{"kind": k, "objects": n} for k, n in counts.items()])
 
-    _run(go)
+    guard(go)
 
 
 def import_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
@@ -219,14 +207,14 @@ def import_command(  # noqa: PLR0917 (a typer command takes each option as a par
             output.write_text(imported.yaml())
             typer.echo(f"wrote {output}", err=True)
 
-    _run(go)
+    guard(go)
 
 
 def _summary(title: str, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from crossrail.cli.render import err
+    from crossrail.cli.output import err
 
     table = Table(title=title, title_justify="left")
     for key in rows[0] if rows else []:

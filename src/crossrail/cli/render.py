@@ -1,30 +1,14 @@
-"""Rich renderings of the client's crossrail/v1 objects, for people at a terminal."""
+"""Rich renderings of the client's crossrail/v1 objects, for people at a terminal (primitives in output.py)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-from crossrail.core import short_duration
+from crossrail.cli.output import console, err, secs, table, when
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
 STATUS_ROWS = 20
-
-
-def _when(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-_secs = short_duration
-
-
-secs = _secs
 
 
 def candidates(rows: list[dict[str, Any]], *, chosen: str | None, title: str = "candidate pools") -> None:
@@ -37,11 +21,11 @@ def candidates(rows: list[dict[str, Any]], *, chosen: str | None, title: str = "
             "*" if c["pool"] == chosen else "",
             c["pool"],
             c["chip_type"],
-            _secs(c["wait_s"]),
-            _secs(c["run_s"]),
+            secs(c["wait_s"]),
+            secs(c["run_s"]),
             c["speed_source"],
-            _secs(c["recovery_s"]),
-            _secs(c["total_s"]),
+            secs(c["recovery_s"]),
+            secs(c["total_s"]),
             "-" if c["cost"] is None else f"${c['cost']:,.2f}",
             "-" if c["score"] is None else f"{c['score']:.4g}",
             c["note"] or "",
@@ -56,7 +40,7 @@ def placements(rows: list[dict[str, Any]]) -> None:
         t.add_column(col)
     for p in rows:
         attempt = "-" if p["attempt"] is None else str(p["attempt"])
-        t.add_row(_when(p["ts"]), p["type"], attempt, p["pool"] or "-", p["from"] or "-", p["objective"], p["reason"])
+        t.add_row(when(p["ts"]), p["type"], attempt, p["pool"] or "-", p["from"] or "-", p["objective"], p["reason"])
     console.print(t)
     if rows:
         candidates(rows[-1]["candidates"], chosen=rows[-1]["pool"], title="candidates at the latest placement")
@@ -111,7 +95,7 @@ def status(obj: dict[str, Any]) -> None:
         for col in ("run", "stage", "state", "chips", "priority", "age"):
             a.add_column(col)
         for r in obj["active"][:STATUS_ROWS]:
-            a.add_row(r["id"], r["stage"], r["state"], str(r["chips"]), r["priority"], _secs(r["age_s"]))
+            a.add_row(r["id"], r["stage"], r["state"], str(r["chips"]), r["priority"], secs(r["age_s"]))
         console.print(a)
         more = obj.get("active_total", len(obj["active"])) - min(len(obj["active"]), STATUS_ROWS)
         if more > 0:
@@ -128,7 +112,7 @@ def status(obj: dict[str, Any]) -> None:
 
 
 def _in(start: float | None) -> str:
-    return "never (no pool can hold it)" if start is None else ("now" if start <= 0 else f"in {_secs(start)}")
+    return "never (no pool can hold it)" if start is None else ("now" if start <= 0 else f"in {secs(start)}")
 
 
 def parent_note(parent: dict[str, Any]) -> str:
@@ -161,7 +145,7 @@ def queues(obj: dict[str, Any]) -> None:
                 p["team"] or "-",
                 p["priority"],
                 str(p["chips"]),
-                _secs(p["waiting_s"]),
+                secs(p["waiting_s"]),
                 p.get("planned_pool") or "-",
                 _start(p),
             )
@@ -196,8 +180,8 @@ def run(obj: dict[str, Any]) -> None:
                 at["state"],
                 at["pool"],
                 str(at["chips"]),
-                _when(at["started_at"]),
-                _when(at["ended_at"]),
+                when(at["started_at"]),
+                when(at["ended_at"]),
                 "-" if at["exit_code"] is None else str(at["exit_code"]),
             )
         console.print(a)
@@ -225,7 +209,7 @@ def events(obj: dict[str, Any]) -> None:
         data = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
         t.add_row(
             str(e["seq"]),
-            _when(e["ts"]),
+            when(e["ts"]),
             e["type"],
             e["run"] or "-",
             "-" if e["attempt"] is None else str(e["attempt"]),
@@ -271,9 +255,9 @@ def report(obj: dict[str, Any]) -> None:
             str(g["failed"]),
             str(g["cancelled"]),
             "-" if rate is None else f"{rate:.0%}",
-            _secs(g["queue_time"]["p50"]),
-            _secs(g["queue_time"]["p95"]),
-            _secs(g["run_time"]["p50"]),
+            secs(g["queue_time"]["p50"]),
+            secs(g["queue_time"]["p95"]),
+            secs(g["run_time"]["p50"]),
             "-" if g.get("tokens_per_second_p50") is None else f"{g['tokens_per_second_p50']:,.0f}",
             str(g["recoveries"]),
             f"{g['chip_hours']:.2f}",
@@ -284,7 +268,7 @@ def report(obj: dict[str, Any]) -> None:
     pending = obj.get("pending") or {}
     if pending:
         console.print(
-            "waiting now: " + ", ".join(f"{s} {d['count']} runs (p50 {_secs(d['p50'])})" for s, d in pending.items())
+            "waiting now: " + ", ".join(f"{s} {d['count']} runs (p50 {secs(d['p50'])})" for s, d in pending.items())
         )
 
 
@@ -305,25 +289,13 @@ def logs(obj: dict[str, Any]) -> None:
         console.print(a["log"] or "(no output)", markup=False, highlight=False, end="")
 
 
-def _table(title: str, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        console.print(f"{title}: none")
-        return
-    t = Table(title=title)
-    for col in rows[0]:
-        t.add_column(col)
-    for row in rows:
-        t.add_row(*("-" if v is None else str(v) for v in row.values()))
-    console.print(t)
-
-
 def fleet(obj: dict[str, Any]) -> None:
-    _table("pools", obj["pools"])
+    table("pools", obj["pools"])
     reservations(obj)
 
 
 def reservations(obj: dict[str, Any]) -> None:
-    _table("reservations", obj["reservations"])
+    table("reservations", obj["reservations"])
 
 
 def fleet_change(obj: dict[str, Any]) -> None:

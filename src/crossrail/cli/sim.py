@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from crossrail.errors import CrossrailError, SpecError, UsageError
+from crossrail.cli.common import guard
+from crossrail.errors import UsageError
 
 FleetFile = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (crossrail/v1 Fleet).")]
 Pools = Annotated[
@@ -32,14 +32,6 @@ CkptInterval = Annotated[
     str, typer.Option("--ckpt-interval", help="daly, young, adaptive or a fixed duration such as 30m.")
 ]
 Restore = Annotated[str | None, typer.Option("--restore", help="Restore time after a restart, e.g. 5m.")]
-
-
-def _guard(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except CrossrailError as exc:
-        typer.echo(exc.render() if isinstance(exc, SpecError) else f"crossrail: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
 
 
 def _duration(text: str | None, flag: str) -> float | None:
@@ -124,7 +116,7 @@ def simulate_command(  # noqa: PLR0917 (a typer command takes each option as a p
         args = (workload, fleet, pools, throughputs, policies, seed, as_json, plot, until_s, quantum, round_s)
         _simulate(*args, reliability, time_sliced=time_sliced)
 
-    _guard(go)
+    guard(go)
 
 
 def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
@@ -219,7 +211,7 @@ def plan_command(  # noqa: PLR0917 (a typer command takes each option as a param
         outcomes = _sweep(plan, cands, template, jobs, goals, policy, seed, percentile, failures, checkpoint)
         _print_plan(outcomes, percentile, as_json)
 
-    _guard(go)
+    guard(go)
 
 
 def _sweep(plan: Any, cands: Any, template: Any, jobs: Any, goals: Any, *rest: Any) -> Any:

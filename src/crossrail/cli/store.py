@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from crossrail.errors import CrossrailError
+from crossrail.cli.common import Home, Json, guard
+from crossrail.cli.output import print_object
 
 store_app = typer.Typer(help="Check, back up and restore the workspace's state store.", no_args_is_help=True)
-
-Home = Annotated[
-    Path | None,
-    typer.Option("--home", envvar="CROSSRAIL_HOME", help="Workspace directory (default: nearest .crossrail/ above)."),
-]
-Json = Annotated[bool, typer.Option("--json", help="Print the crossrail/v1 JSON object instead of text.")]
 
 
 def _workspace(home: Path | None) -> Any:
@@ -28,17 +21,9 @@ def _workspace(home: Path | None) -> Any:
 
 def _out(kind: str, body: dict[str, Any], as_json: bool, lines: list[str]) -> None:
     if as_json:
-        sys.stdout.write(json.dumps({"apiVersion": "crossrail/v1", "kind": kind, **body}, indent=2) + "\n")
+        print_object(kind, body)
     else:
         typer.echo("\n".join(lines))
-
-
-def _run(fn: Any) -> None:
-    try:
-        fn()
-    except CrossrailError as exc:
-        typer.echo(f"crossrail: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
 
 
 @store_app.command("check")
@@ -53,7 +38,7 @@ def check_command(home: Home = None, as_json: Json = False) -> None:
         if damaged(result):
             raise typer.Exit(1)
 
-    _run(go)
+    guard(go)
 
 
 def damaged(result: dict[str, Any]) -> bool:
@@ -106,7 +91,7 @@ def backup_command(
         line = f"backed up {r['store']} to {r['backup']}: {r['runs']} runs, {r['events']} events ({r['bytes']} bytes)"
         _out("StoreBackup", r, as_json, [line])
 
-    _run(go)
+    guard(go)
 
 
 @store_app.command("restore")
@@ -129,7 +114,7 @@ def restore_command(
         lines += [f"  the replaced file is kept as {p}" for p in r["set_aside"]]
         _out("StoreRestore", r, as_json, lines)
 
-    _run(go)
+    guard(go)
 
 
 def verify_events(client: Any, ref: str | None, as_json: bool) -> None:

@@ -1,0 +1,59 @@
+"""How the command prints: crossrail/v1 JSON objects, rich tables, times and durations (one way each)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from crossrail.core import short_duration
+from crossrail.core.api import api_object
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+secs = short_duration  # the one duration formatter (crossrail.core): 45s, 3m20s, 2h05m
+
+
+def print_json(obj: dict[str, Any]) -> None:
+    """One JSON object on stdout, indented, fields in their order (values JSON lacks are written as text)."""
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def print_object(kind: str, body: dict[str, Any]) -> None:
+    """`body` as a crossrail/v1 object of `kind` (apiVersion and kind first)."""
+    print_json(api_object(kind, **body))
+
+
+def emit(obj: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], None]) -> None:
+    """The object as JSON with `--json`, else as `render` draws it for a terminal."""
+    if as_json:
+        print_json(obj)
+    else:
+        render(obj)
+
+
+def when(ts: float | None) -> str:
+    """A UTC wall time to the second, or '-' for none."""
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table(title: str, rows: list[dict[str, Any]]) -> None:
+    """Rows of one shape as a table with their keys as columns; '<title>: none' for no rows."""
+    if not rows:
+        console.print(f"{title}: none")
+        return
+    t = Table(title=title)
+    for col in rows[0]:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*("-" if v is None else str(v) for v in row.values()))
+    console.print(t)

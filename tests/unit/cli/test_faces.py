@@ -1,0 +1,37 @@
+"""The command's shared face: its version, one error wrapper, one way to print crossrail/v1 objects."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from crossrail.cli import app
+from crossrail.client import Client
+
+runner = CliRunner()
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    done = runner.invoke(app, ["--version"])
+    assert done.exit_code == 0, done.output
+    assert done.output == f"crossrail {version('crossrail')}\n"
+
+
+def test_store_check_json_is_a_crossrail_v1_object_like_every_other_command(client: Client) -> None:
+    client.status()  # opens the store
+    done = runner.invoke(app, ["store", "check", "--json", "--home", str(client.workspace.root)])
+    assert done.exit_code == 0, done.output
+    obj = json.loads(done.output)
+    assert list(obj)[:2] == ["apiVersion", "kind"]
+    assert (obj["apiVersion"], obj["kind"]) == ("crossrail/v1", "StoreCheck")
+
+
+def test_an_error_is_one_line_and_its_exit_code_whatever_the_command(tmp_path: Path) -> None:
+    for args in (["show", "nope"], ["store", "check"], ["place", "nope.yaml"]):
+        done = runner.invoke(app, [*args, "--home", str(tmp_path)])
+        assert done.exit_code == 1, (args, done.output)
+        assert done.output.startswith("crossrail: "), (args, done.output)
+        assert "Traceback" not in done.output
