@@ -18,6 +18,7 @@ expected ends (what `crossrail queue` computes; aim < 2 s at 100k); `plan` times
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import time
@@ -143,11 +144,12 @@ def estimates(fleet: Fleet, sched: Scheduler, pending: list[Request]) -> tuple[f
 
 def measure(
     fleet: Fleet, n: int, repeats: int, busy: float, progress: Progress
-) -> tuple[float, float, int, int, float, float, float, float]:
-    """Medians: ms per cycle, ms to sort, admissions and blocked heads per cycle, ms of the next cycle,
-    ms to estimate starts (without and with backfill) and ms to plan placements (outside the cycle, on the
-    state before it)."""
-    cycle_ms, sort_ms, admitted, blocked, next_ms, starts_ms, backfill_ms, plan_ms = [], [], [], [], [], [], [], []
+) -> tuple[float, float, float, int, int, float, float, float, float]:
+    """Medians: ms per cycle (wall, then this process's CPU time: on a shared machine the gap is other
+    work), ms to sort, admissions and blocked heads per cycle, ms of the next cycle, ms to estimate starts
+    (without and with backfill) and ms to plan placements (outside the cycle, on the state before it)."""
+    cycle_ms, cpu_ms, sort_ms, admitted, blocked, next_ms = [], [], [], [], [], []
+    starts_ms, backfill_ms, plan_ms = [], [], []
     for rep in range(repeats):
         rng = random.Random(rep * 1_000_003 + n)
         pending = [request(rng, f"run-{i}", NOW - rng.uniform(0, 3600)) for i in range(n)]
@@ -156,9 +158,10 @@ def measure(
         starts_ms.append(starts)
         backfill_ms.append(backfilled)
         plan_ms.append(planned)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result: CycleResult = sched.cycle(NOW)
         cycle_ms.append((time.perf_counter() - t0) * 1000)
+        cpu_ms.append((time.process_time() - c0) * 1000)
         t0 = time.perf_counter()
         sched.cycle(NOW + 1)  # nothing changed since: the steady state between events
         next_ms.append((time.perf_counter() - t0) * 1000)
@@ -169,6 +172,7 @@ def measure(
         blocked.append(len(result.blocked))
     return (
         statistics.median(cycle_ms),
+        statistics.median(cpu_ms),
         statistics.median(sort_ms),
         int(statistics.median(admitted)),
         int(statistics.median(blocked)),
@@ -191,12 +195,13 @@ def main() -> None:
         for n in args.sizes:
             rows.append((n, *measure(fleet, n, args.repeats, args.busy, progress)))
     parts = []
-    for n, cycle, sort, admitted, blocked, steady, starts, backfilled, planned in rows:
+    for n, cycle, cpu, sort, admitted, blocked, steady, starts, backfilled, planned in rows:
         aim = AIMS_MS.get(n)
         aim_text = f" (aim < {aim:.0f} ms)" if aim else ""
         rate = admitted / (cycle / 1000) if cycle else 0.0
         print(
-            f"{n:>7,} pending: cycle {cycle:7.2f} ms{aim_text}, {admitted} admitted ({rate:,.0f}/s), "
+            f"{n:>7,} pending: cycle {cycle:7.2f} ms{aim_text} ({cpu:.2f} ms CPU), "
+            f"{admitted} admitted ({rate:,.0f}/s), "
             f"{blocked} heads blocked; sorting the pending list {sort:7.2f} ms, ratio {cycle / sort:.2f}; "
             f"the next cycle, nothing changed: {steady:.2f} ms"
         )
@@ -207,11 +212,16 @@ def main() -> None:
             f"placement plan with starts {planned:8.1f} ms"
         )
         parts.append(
-            f"pending_{n} cycle_ms {cycle:.2f} sort_ms {sort:.2f} admitted {admitted} admit_per_s {rate:.0f} "
+            f"pending_{n} cycle_ms {cycle:.2f} cycle_cpu_ms {cpu:.2f} sort_ms {sort:.2f} admitted {admitted} "
+            f"admit_per_s {rate:.0f} "
             f"next_cycle_ms {steady:.2f} estimate_starts_ms {starts:.1f} estimate_backfill_ms {backfilled:.1f} "
             f"plan_ms {planned:.1f}"
         )
-    print(f"SUMMARY {'; '.join(parts)}; pools {POOLS} queues {QUEUES} cohorts {COHORTS} busy {args.busy}")
+    load = os.getloadavg()[0]
+    print(f"load average {load:.2f} on {os.cpu_count()} cores while measuring (wall times grow with it)")
+    print(
+        f"SUMMARY {'; '.join(parts)}; pools {POOLS} queues {QUEUES} cohorts {COHORTS} busy {args.busy}; load {load:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -120,33 +120,11 @@ class PolicyDriver:
     def wake(self) -> None:
         """Demand or capacity changed: start planned jobs whose chips are free; begin rounds if idle.
 
-        Chips the round's plan leaves free (a job finished early, one arrived mid-round) do not idle
-        until the next boundary: waiting jobs take them in the policy's order until then.
+        As in Gavel, chips a job leaves mid-round wait for the next boundary: the round's plan stands.
         """
         self.start_planned()
         if self._round is None and (self.sim.waiting or self.sim.executor.live):
             self._round = self.sim.engine.after(0.0, self.next_round, LATE)
-        elif self.sim.waiting:
-            self.fill_idle()
-
-    def fill_idle(self) -> None:
-        sim = self.sim
-        claimed: dict[str, int] = {}
-        for run, target in self.plan.items():
-            claimed[target] = claimed.get(target, 0) + sim.jobs[run].chips
-        pools = [v for v in self.pool_views() if v.free > claimed.get(v.name, 0)]
-        if not pools:
-            return
-        views = [v for v in self.views(running=False) if v.run not in self.plan]
-        for view, wanted in self.policy.order(views, pools, sim.engine.now()):
-            job = sim.jobs[view.run]
-            speed = {p.name: job.rate(p.chip_type, sim.pools[p.name].relative_speed) for p in pools}
-            choices = sorted((p for p in pools if speed[p.name] > 0), key=lambda p: (p.name != wanted, -speed[p.name]))
-            for pool in choices:
-                left = sim.sched.cache.pools[pool.name].free_chips - claimed.get(pool.name, 0)
-                if left >= job.chips and self.fits(pool.name, job.chips, view.queue):
-                    sim.launch(job.name, pool.name, job.chips)
-                    break
 
     def next_round(self) -> None:
         sim = self.sim

@@ -12,9 +12,9 @@ Jobs alike (same gang, same rates) share one row with a count, so the program gr
 job, not their number; a solution stands for up to RESOLVE_S while only those counts change.
 
 Agnostic: share(m) = sum_p X[m, p] (time, every chip alike). Hetero: share(m) is the job's effective
-throughput sum_p rate(m, p) * X[m, p] normalised by a reference: by default the throughput it would get
-from an equal share of every chip in the fleet (Gavel's X^equal), or with `normalise="best"` its rate on
-its fastest chip type.
+throughput sum_p rate(m, p) * X[m, p] normalised by a reference: by default its rate on its fastest chip
+type (the fraction of its best speed it gets), or with `normalise="equal_share"` the throughput it would
+get from an equal share of every chip in the fleet (Gavel's X^equal).
 
 Each round turns X into placements with Gavel's priorities: priority(m, t) = X[m, t] / (fraction of
 the job's time in the system it has run on chip type t); the highest priorities take their chip type
@@ -146,7 +146,7 @@ class MaxMinFairness:
 
     name: str
     hetero: bool
-    normalise: str = "equal_share"
+    normalise: str = "best"
     round_based: bool = True
     uses_remaining: bool = False
     _memo: dict[tuple[object, ...], dict[tuple[object, ...], dict[str, float]]] = field(

@@ -28,7 +28,8 @@ AGNOSTIC_FORM = {"fifo_hetero": "fifo", "las_hetero": "las", "max_min_fairness_h
 
 
 def get_policy(name: str, **options: Any) -> Policy:
-    """A fresh policy called `name`. Options: `normalise` ("equal_share" or "best") for max_min_fairness*.
+    """A fresh policy called `name`. Options: `normalise` ("best", the default, or "equal_share") for
+    max_min_fairness*.
 
     An unknown name or option is a UsageError that lists the valid ones.
     """
@@ -42,7 +43,7 @@ def get_policy(name: str, **options: Any) -> Policy:
         valid = ", ".join(sorted(allowed)) or "none"
         raise UsageError(f"policy {name} takes no option {', '.join(unknown)}; its options: {valid}")
     if name.startswith("max_min_fairness"):
-        normalise = options.get("normalise", "equal_share")
+        normalise = options.get("normalise", "best")
         if normalise not in NORMALISATIONS:
             raise UsageError(f"normalise must be one of {', '.join(NORMALISATIONS)} (got {normalise!r})")
         return MaxMinFairness(name, hetero=name.endswith("_hetero"), normalise=normalise)
