@@ -1,0 +1,161 @@
+"""Ingest over HTTP: the same events and metrics as the file channel, each record stored once, under the secret."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.api.conftest import free_port
+
+from crossrail.client import Client
+from crossrail.control import reports
+from crossrail.control.attempts import new_attempt
+from crossrail.control.secrets import attempt_secret
+from crossrail.core import Event, EventType, ManualClock
+from crossrail.runtime.report import Reporter, post_batch
+
+CLOCK = ManualClock()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ingest")
+    Client.init(root)
+    return root / ".crossrail"
+
+
+@pytest.fixture(scope="module")
+def url(home: Path) -> Iterator[str]:
+    import uvicorn
+
+    from crossrail.api import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(home, clock=CLOCK), port=port, ws="none", log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the API server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(30)
+
+
+def _attempt(c: Client, name: str, report: str | None) -> str:
+    """A queued run of the workspace's small pretraining experiment, admitted as attempt 1 reporting to `report`."""
+    exp = c.workspace.root / "experiments" / "pretrain-small.yaml"
+    run_id = str(c.submit(exp, sets=[f"metadata.name={name}"])["run"]["id"])
+    run = c.service.store.get_run(run_id)
+    pool = c.service.fleet.pools[0]
+    report = report or str(c.workspace.root / "reports" / run_id / "1.jsonl")
+    att = new_attempt(run, 1, pool, run.chips, report=report.format(run=run_id), now=CLOCK.now())
+    assert c.service.store.admit(att, [Event(EventType.ADMITTED, CLOCK.now(), run_id, 1, {"pool": pool.name})])
+    return run_id
+
+
+def _write(reporter: Reporter, run_id: str) -> None:
+    for step in range(1, 6):
+        reporter.metrics({"loss": 4.0 / step, "tokens_per_second": 1000.0 + step}, step=step)
+        reporter.heartbeat(step)
+    reporter.metric("grad_norm", 0.5, step=6)
+    reporter.checkpoint(5, f"file:///ckpt/{run_id}/step-00000005", tokens=5120)
+    reporter.event("phase", stage="eval")
+
+
+def _stored(c: Client, run_id: str) -> dict[str, Any]:
+    """What the store holds of the attempt's reports, with the run's id taken out so two runs compare.
+
+    Events come in a canonical order: within one ingest a checkpoint's event follows the batch's others, and
+    the two channels cut batches at different records (the agent's poll, the sink's flush)."""
+    events = [e.as_dict() for e in c.service.store.events(run=run_id) if e.type not in ("submitted", "queued")]
+    samples = c.service.store.metric_samples(run_id)
+    body = {
+        "events": sorted(({k: v for k, v in e.items() if k != "seq"} for e in events), key=json.dumps),
+        "samples": [{k: v for k, v in s.items() if k != "id"} for s in samples],
+        "checkpoints": [(k.step, k.uri) for k in c.service.store.checkpoints(run_id)],
+    }
+    return dict(json.loads(json.dumps(body, default=str).replace(run_id, "RUN")))
+
+
+def test_http_reports_store_what_the_file_channel_stores(home: Path, url: str) -> None:
+    def clock() -> float:  # one time for every record, so both channels' records carry the same
+        return 1_000_000.0
+
+    with Client(home, server="", clock=CLOCK) as c:
+        by_file = _attempt(c, "by-file", None)
+        by_http = _attempt(c, "by-http", url + "/v1/ingest/{run}/1")
+        att = next(a for a in c.service.store.attempts(by_file))
+        with Reporter(att.report_uri or "", run=by_file, attempt=1, clock=clock) as reporter:
+            _write(reporter, by_file)
+        reports.ingest(c.service.store, att, CLOCK.now())
+
+        secret = attempt_secret(home, by_http, 1)
+        target = f"{url}/v1/ingest/{by_http}/1"
+        with Reporter(target, run=by_http, attempt=1, clock=clock, secret=secret, flush_records=4) as reporter:
+            _write(reporter, by_http)
+        http_att = next(a for a in c.service.store.attempts(by_http))
+        assert reports.ingest(c.service.store, http_att, CLOCK.now()) == http_att  # the agent leaves it alone
+
+        file_side, http_side = _stored(c, by_file), _stored(c, by_http)
+        assert len(file_side["samples"]) == 11
+        assert file_side == http_side
+
+
+def test_replayed_and_reordered_batches_are_stored_once(home: Path, url: str) -> None:
+    with Client(home, server="", clock=CLOCK) as c:
+        run_id = _attempt(c, "replayed", url + "/v1/ingest/{run}/1")
+        target, secret = f"{url}/v1/ingest/{run_id}/1", attempt_secret(home, run_id, 1)
+
+        def record(seq: int) -> dict[str, Any]:
+            return {"v": 1, "ts": 100.0 + seq, "run": run_id, "attempt": 1, "type": "metric", "name": "loss",
+                    "value": 1.0 / seq, "step": seq, "seq": seq}  # fmt: skip
+
+        first, second, third = [record(s) for s in (1, 2, 3)], [record(s) for s in (4, 5)], [record(6)]
+        assert post_batch(target, secret, 7, third)["stored"] == 1  # ahead of the others
+        assert post_batch(target, secret, 7, second)["stored"] == 2
+        assert post_batch(target, secret, 7, second)["duplicates"] == 2
+        assert post_batch(target, secret, 7, first)["stored"] == 3
+        assert post_batch(target, secret, 7, [*first, *third])["duplicates"] == 4
+        steps = [s["step"] for s in c.service.store.metric_samples(run_id)]
+        assert sorted(steps) == [1, 2, 3, 4, 5, 6]
+
+        # A restarted writer numbers from 1 again under a higher incarnation; the replaced one is fenced off.
+        restarted = [{**record(1), "step": 7, "ts": 200.0}]
+        assert post_batch(target, secret, 8, restarted)["stored"] == 1
+        assert post_batch(target, secret, 7, [record(7)])["stale"] is True
+        assert sorted(s["step"] for s in c.service.store.metric_samples(run_id)) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_ingest_refuses_without_the_attempts_secret_and_changes_nothing(home: Path, url: str) -> None:
+    with Client(home, server="", clock=CLOCK) as c:
+        run_id = _attempt(c, "guarded", url + "/v1/ingest/{run}/1")
+        other = _attempt(c, "other", url + "/v1/ingest/{run}/1")
+        rec = {"v": 1, "ts": 1.0, "run": run_id, "attempt": 1, "type": "heartbeat", "step": 1, "seq": 1}
+        before = len(c.service.store.events())
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": f"Bearer {attempt_secret(home, other, 1)}"},
+        ):
+            answer = httpx.post(
+                f"{url}/v1/ingest/{run_id}/1", json={"incarnation": 1, "records": [rec]}, headers=headers
+            )
+            assert answer.status_code == 401
+            assert "CROSSRAIL_REPORT_SECRET" in answer.json()["message"]
+        good = {"Authorization": f"Bearer {attempt_secret(home, run_id, 1)}"}
+        bad = httpx.post(
+            f"{url}/v1/ingest/{run_id}/1",
+            json={"incarnation": 1, "records": [{**rec, "seq": 0}, {**rec, "run": other}]},
+            headers=good,
+        )
+        assert bad.status_code == 422
+        assert [p["path"] for p in bad.json()["problems"]] == ["records[0].seq", "records[1]"]
+        assert len(c.service.store.events()) == before
+        assert c.service.store.attempts(run_id)[0].report_cursor is None
