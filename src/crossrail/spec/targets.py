@@ -92,6 +92,8 @@ class KubernetesPool(SpecModel):
     """Selects one GKE node pool (`cloud.google.com/gke-nodepool`)."""
     node_selector: dict[str, str] = Field(default_factory=dict)
     """Node labels beyond GKE's own that the cluster's nodes carry, e.g. {accelerator: nvidia-gpu}."""
+    gke: bool = True
+    """False for a cluster whose nodes are not GKE's: pods then select `node_selector` alone (no GKE labels)."""
     volumes: list[KubernetesVolume] = Field(default_factory=list)
     """Mounted into every pod of the pool: checkpoint and report paths outside object storage must be on one."""
 
@@ -194,6 +196,9 @@ def target_items(accelerator: Any, kubernetes: KubernetesPool | None) -> Items:
     if accelerator != "tpu" and kubernetes.tpu_accelerator is not None:
         fix = "remove it, or set gke_accelerator for a GPU pool"
         items.append((("kubernetes", "tpu_accelerator"), f"only a TPU pool has one (this pool is {accelerator})", fix))
+    if accelerator == "tpu" and not kubernetes.gke:
+        fix = "remove `gke: false`: crossrail schedules TPU slices by GKE's TPU labels"
+        items.append((("kubernetes", "gke"), "a TPU pool runs on GKE", fix))
     if accelerator != "gpu" and kubernetes.gke_accelerator is not None:
         fix = "remove it, or set tpu_accelerator for a TPU pool"
         items.append((("kubernetes", "gke_accelerator"), f"only a GPU pool has one (this pool is {accelerator})", fix))

@@ -63,6 +63,32 @@ def test_the_article_job_comes_back_from_a_fleet_that_declares_its_node_label() 
     assert_valid(job)
     before, after = article["spec"]["template"]["spec"], job["spec"]["template"]["spec"]
     assert after["nodeSelector"] == {**before["nodeSelector"], "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    _assert_same_container(before, after)
+
+
+def test_the_article_job_comes_back_exactly_from_a_pool_whose_nodes_are_not_gkes() -> None:
+    """A cluster that is not GKE carries only the labels its team set: `gke: false` selects those alone, so the
+    seed's Job renders with exactly its `accelerator: nvidia-gpu` selector."""
+    article = yaml.safe_load((FIXTURES / "posttrain-gpu-run.yaml").read_text())
+    imported = import_job(article, "posttrain-gpu-run.yaml", dataset="gs://MODEL_BUCKET/data/sft")
+    declared = "backend: kubernetes, kubernetes: {gke: false, node_selector: {accelerator: nvidia-gpu}}}"
+    fleet = _fleet(MATRIX_FLEET.replace("backend: kubernetes}", declared, 1))
+    work = from_experiment(imported.experiment, source="imported", allow_unpinned=True)
+    job = render_kubernetes(work, fleet, fleet.pool("h100"))
+    assert_valid(job)
+    before, after = article["spec"]["template"]["spec"], job["spec"]["template"]["spec"]
+    assert after["nodeSelector"] == before["nodeSelector"] == {"accelerator": "nvidia-gpu"}
+    _assert_same_container(before, after)
+    flavor = next(o for o in render_kueue(fleet) if o["kind"] == "ResourceFlavor" and o["metadata"]["name"] == "h100")
+    assert flavor["spec"] == {"nodeLabels": {"accelerator": "nvidia-gpu"}}  # no GKE topology levels to follow
+
+
+def test_a_tpu_pool_cannot_leave_gke() -> None:
+    with pytest.raises(SpecError, match=r"kubernetes\.gke.*a TPU pool runs on GKE"):
+        _fleet(MATRIX_FLEET.replace("backend: kubernetes}", "backend: kubernetes, kubernetes: {gke: false}}"))
+
+
+def _assert_same_container(before: dict[str, Any], after: dict[str, Any]) -> None:
     (was,), (now,) = before["containers"], after["containers"]
     for key in ("name", "image", "command", "args"):
         assert now[key] == was[key], key

@@ -102,8 +102,11 @@ def tpu_generation(fleet: Fleet, pool: Pool) -> TpuGeneration:
 
 def gke_selectors(fleet: Fleet, pool: Pool) -> dict[str, str]:
     """The node labels a pod on `pool` selects, before the TPU topology: GKE's own, then the pool's
-    `kubernetes.node_selector`. `node_labels` are Ray's label selector and never reach a manifest."""
+    `kubernetes.node_selector` (that alone where the pool says `gke: false`). `node_labels` are Ray's label
+    selector and never reach a manifest."""
     k8s = pool.kubernetes
+    if k8s is not None and not k8s.gke:  # not GKE's nodes: only the labels the team put on them
+        return dict(k8s.node_selector)
     selectors: dict[str, str] = {}
     if pool.accelerator == "gpu":
         label = k8s.gke_accelerator if k8s and k8s.gke_accelerator else None

@@ -137,7 +137,8 @@ def _obj(api: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any] | N
 def _flavor(fleet: Fleet, pool: Pool, api: str) -> dict[str, Any]:
     labels = {"crossrail.dev/pool": pool.name, "crossrail.dev/accelerator": str(pool.accelerator)}
     spec: dict[str, Any] = {"nodeLabels": gke_selectors(fleet, pool)}
-    if spec["nodeLabels"]:  # Kueue's CEL rule: a flavor with a topology selects at least one node label
+    on_gke = pool.kubernetes is None or pool.kubernetes.gke  # the Topology's levels are GKE's node labels
+    if spec["nodeLabels"] and on_gke:  # Kueue's CEL rule: a flavor with a topology selects at least one node label
         spec["topologyName"] = TOPOLOGY_NAME
     return _obj(api, "ResourceFlavor", {"name": flavor_name(pool), "labels": labels}, spec)
 
