@@ -74,6 +74,7 @@ FUZZ_VALUES: dict[str, list[str]] = {
     "spec.bogus": ["1"],
     "spec.resources.duration": ["10m", "-5s", "forever", "1s"],
 }
+TERMINAL = ("succeeded", "failed", "cancelled")
 FUZZ_DEBRIS = "[]{}:,-?&*!|>'\"#%@`~ \tabkn01.<=\\"
 
 
@@ -271,11 +272,7 @@ class Chaos:
             proc = self.agent()
             lived = self.rng.uniform(0.5, 2.5)
             t0 = time.monotonic()
-            if self.tally.save_kills < p.save_kills:
-                self.kill_mid_save(lived)
-            elif self.tally.training_kills < p.training_kills and self.rng.random() < 0.5:
-                time.sleep(lived / 2)
-                self.kill_training()
+            self.kill_a_trainer(lived)
             while fuzz_done < p.fuzz and time.monotonic() - t0 < lived:
                 self.fuzz_once(fuzz_done, via_cli=fuzz_done < p.fuzz_cli)
                 fuzz_done += 1
@@ -285,6 +282,35 @@ class Chaos:
         while fuzz_done < p.fuzz:
             self.fuzz_once(fuzz_done, via_cli=fuzz_done < p.fuzz_cli)
             fuzz_done += 1
+        self.finish_kills(ends)
+
+    def trainer_kills_left(self) -> bool:
+        p, t = self.plan, self.tally
+        return t.training_kills < p.training_kills or t.save_kills < p.save_kills
+
+    def kill_a_trainer(self, window_s: float) -> None:
+        """Within `window_s`, a kill mid-save or a plain training-process kill, whichever the plan still has."""
+        p, t = self.plan, self.tally
+        saves, plain = t.save_kills < p.save_kills, t.training_kills < p.training_kills
+        if saves and (not plain or self.rng.random() < 0.5):
+            self.kill_mid_save(window_s)
+        elif plain:
+            time.sleep(window_s / 2)
+            self.kill_training()
+
+    def finish_kills(self, ends: float) -> None:
+        """The training kills the churn did not get to: one agent lives while they are made, if runs still train."""
+        if not self.trainer_kills_left():
+            return
+        proc = self.agent()
+        while self.trainer_kills_left() and time.monotonic() < ends and self.plan_runs_active():
+            self.kill_a_trainer(1.0)
+        self.kill_agent(proc)
+        self.snapshot()
+
+    def plan_runs_active(self) -> bool:
+        with self.client() as c:
+            return any(str(c.service.store.get_run(rid).state) not in TERMINAL for rid in self.runs)
 
     def running_attempts(self) -> list[tuple[str, Path, Path]]:
         """(run, attempt dir, checkpoint dir) of each plan run whose newest attempt has a training process."""
@@ -354,10 +380,13 @@ class Chaos:
     def run(self) -> Tally:
         self.setup()
         self.submit_plan()
-        self.churn()
-        self.finish()
-        self.snapshot_final_check()
-        audit(self)
+        try:
+            self.churn()
+            self.finish()
+            self.snapshot_final_check()
+            audit(self)
+        except CrossrailError as exc:  # a store that cannot be read any more: everything in it counts as lost
+            self.tally.lost.append(f"the store failed: {type(exc).__name__}: {exc}")
         return self.tally
 
     def snapshot_final_check(self) -> None:
@@ -391,7 +420,7 @@ def audit(chaos: Chaos) -> None:
                 ckpts = [ck.step for ck in store.checkpoints(rid)]
                 if str(run.state) != "succeeded" or not ckpts or ckpts[-1] != chaos.plan.steps:
                     t.lost.append(f"run {rid} ended {run.state} at checkpoint {ckpts[-1:] or 'none'}")
-            elif str(run.state) not in ("succeeded", "failed", "cancelled"):
+            elif str(run.state) not in TERMINAL:
                 t.lost.append(f"fuzzed run {rid} never ended ({run.state})")
     for path in _logs(chaos.home):
         text = path.read_text(errors="replace")

@@ -33,7 +33,7 @@ def test_reduced_chaos_loses_duplicates_and_misresumes_nothing(tmp_path: Path, m
     chaos = load_chaos()
     plan = chaos.Plan(
         runs=2,
-        steps=120,
+        steps=200,
         every=5,
         step_sleep_s=0.05,
         agent_kills=6,
@@ -47,7 +47,7 @@ def test_reduced_chaos_loses_duplicates_and_misresumes_nothing(tmp_path: Path, m
     run = chaos.Chaos(tmp_path, plan)
     tally = run.run()
     assert tally.findings() == []
-    assert tally.agent_kills == plan.agent_kills
+    assert tally.agent_kills >= plan.agent_kills  # one more when the training kills needed an agent alive
     assert tally.training_kills + tally.save_kills >= 1, "no training process was killed"
     assert tally.fuzz_accepted + tally.fuzz_refused == plan.fuzz
     assert tally.summary() == f"SUMMARY kills={tally.kills} lost=0 duplicated=0 wrong_resume=0 hangs=0 tracebacks=0"
