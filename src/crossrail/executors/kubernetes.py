@@ -16,7 +16,13 @@ from crossrail.core.clock import Clock, SystemClock
 from crossrail.core.events import Event
 from crossrail.errors import ConflictError, ExecutionError, RetryableError, SpecError, UsageError
 from crossrail.executors.kube_status import LABEL_ATTEMPT, LABEL_RUN, STOPPED_BY, Observed, identity, observe
-from crossrail.executors.render.kubernetes import JOBSET_API, render_kubernetes
+from crossrail.executors.render.kubernetes import (
+    JOBSET_API,
+    REPORT_SECRET_ENV,
+    REPORT_SECRET_KEY,
+    render_kubernetes,
+    report_secret_name,
+)
 from crossrail.executors.render.kueue import KUEUE_API, namespaces
 from crossrail.executors.render.workload import from_launch
 from crossrail.spec import Fleet
@@ -97,15 +103,52 @@ class KubernetesExecutor:
         except (SpecError, UsageError) as exc:
             return self._lost(request, f"cannot be rendered for pool {request.pool}: {exc}")
         try:
-            self.api.create(obj)
+            created: dict[str, Any] | None = self.api.create(obj)
         except AlreadyExists:
-            pass
+            created = None
         except ExecutionError as exc:
             return self._lost(request, f"the API server refused it: {exc}")
+        secret = request.env.get(REPORT_SECRET_ENV)
+        if secret:
+            try:
+                self._report_secret(request, obj, created, secret)
+            except ExecutionError as exc:
+                return self._lost(request, f"the API server refused its report Secret: {exc}")
         found = self._find(request.run, request.attempt)
         if found is None:
             raise RetryableError(f"submitted {obj['kind']} {obj['metadata']['name']} but cannot read it back")
         return found.status
+
+    def _report_secret(
+        self, request: LaunchRequest, obj: dict[str, Any], created: dict[str, Any] | None, value: str
+    ) -> None:
+        """The Secret the pod's CROSSRAIL_REPORT_SECRET refers to, owned by (and deleted with) the attempt's object.
+
+        The object is submitted suspended, so its pods start only after the Secret exists; a relaunch after a
+        crash between the two finds the object and makes the Secret it lacks.
+        """
+        meta = obj["metadata"]
+        if created is None:
+            found = self.api.list(obj["kind"], meta["namespace"], LABEL_RUN)
+            created = next((o for o in found if o["metadata"]["name"] == meta["name"]), None)
+        if created is None:
+            raise RetryableError(f"submitted {obj['kind']} {meta['name']} but cannot read it back")
+        owner = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"]}
+        owner["uid"] = created["metadata"]["uid"]
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": report_secret_name(from_launch(request, allow_unpinned=True)),
+                "namespace": meta["namespace"],
+                "labels": {LABEL_RUN: request.run, LABEL_ATTEMPT: str(request.attempt)},
+                "ownerReferences": [owner],
+            },
+            "type": "Opaque",
+            "stringData": {REPORT_SECRET_KEY: value},
+        }
+        with suppress(AlreadyExists):
+            self.api.create(secret)
 
     def _lost(self, request: LaunchRequest, why: str) -> AttemptStatus:
         status = AttemptStatus(request.run, request.attempt, "lost", ended_at=self._clock.now(), detail=why)
@@ -278,6 +321,8 @@ class OfficialApi:
         ns = obj["metadata"]["namespace"]
         if obj["kind"] == "Job":
             created = self._call(self._batch.create_namespaced_job, ns, obj)
+        elif obj["kind"] == "Secret":
+            created = self._call(self._core.create_namespaced_secret, ns, obj)
         else:
             group, version, plural = _PLURALS[obj["kind"]]
             created = self._call(self._custom.create_namespaced_custom_object, group, version, ns, plural, obj)

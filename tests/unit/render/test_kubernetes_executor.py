@@ -97,6 +97,29 @@ def test_launch_submits_a_suspended_job_to_the_stage_queue_once(executor: Kubern
     assert env["TRAINING_BACKEND"] == "gpu"
 
 
+def test_the_report_secret_reaches_the_pod_only_through_a_secret_the_job_owns(
+    executor: KubernetesExecutor, api: ApiServer
+) -> None:
+    secret = "5e" * 32
+    launch = request()
+    launch.env["CROSSRAIL_REPORT"] = "https://crossrail.example.com/v1/ingest/posttrain-042-3/1"
+    launch.env["CROSSRAIL_REPORT_SECRET"] = secret
+    assert executor.launch(launch).phase == "pending"
+    assert executor.launch(launch).phase == "pending"  # a relaunch finds both and makes nothing twice
+    (job,) = api.list("Job", "default", "")
+    assert_valid(job)
+    assert secret not in json.dumps(job)
+    assert secret not in yaml.safe_dump(executor.render(launch))
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    ref = {"secretKeyRef": {"name": "posttrain-042-3-a1-report", "key": "secret"}}
+    assert env["CROSSRAIL_REPORT_SECRET"] == {"name": "CROSSRAIL_REPORT_SECRET", "valueFrom": ref}
+    (stored,) = [o for (kind, _, _), o in api.objects.items() if kind == "Secret"]
+    assert stored["metadata"]["name"] == "posttrain-042-3-a1-report"
+    assert stored["stringData"] == {"secret": secret}
+    (owner,) = stored["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", job["metadata"]["name"], job["metadata"]["uid"])
+
+
 def test_kueue_admission_shows_in_status_and_as_events_once(executor: KubernetesExecutor, api: ApiServer) -> None:
     executor.launch(request())
     kueue_admits(api)

@@ -37,6 +37,8 @@ CONTAINER = "trainer"
 REPLICATED_JOB = "slice"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 MAX_NAME = 63
+REPORT_SECRET_ENV = "CROSSRAIL_REPORT_SECRET"
+REPORT_SECRET_KEY = "secret"
 
 
 def priority_class(priority: str) -> str:
@@ -130,7 +132,7 @@ def _pod(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str
         "name": CONTAINER,
         "image": work.image,
         "command": list(work.command),
-        "env": [{"name": k, "value": v} for k, v in sorted(_env(work, pool, lay).items())] + _slice_id(lay),
+        "env": [_env_var(work, k, v) for k, v in sorted(_env(work, pool, lay).items())] + _slice_id(lay),
     }
     if work.args:
         container["args"] = list(work.args)
@@ -244,6 +246,19 @@ def _env(work: Workload, pool: Pool, lay: Layout) -> dict[str, str]:
         first = f"{work.object_name}-{REPLICATED_JOB}-0-0.{work.object_name}"
         env |= {"MEGASCALE_NUM_SLICES": str(lay.slices), "MEGASCALE_COORDINATOR_ADDRESS": first}
     return env
+
+
+def report_secret_name(work: Workload) -> str:
+    """The Secret holding the attempt's report secret: `<run>-a<attempt>-report`, made by the executor."""
+    return f"{work.object_name}-report"
+
+
+def _env_var(work: Workload, name: str, value: str) -> dict[str, Any]:
+    """One container env entry; the report secret only as a reference to its Secret, never its value."""
+    if name == REPORT_SECRET_ENV:
+        ref = {"name": report_secret_name(work), "key": REPORT_SECRET_KEY}
+        return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+    return {"name": name, "value": value}
 
 
 def _slice_id(lay: Layout) -> list[dict[str, Any]]:
