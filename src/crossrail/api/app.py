@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from crossrail.api import errors, ingest, prom, routes
+from crossrail.api import dashboard, errors, ingest, prom, routes
 from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
 
@@ -63,6 +63,7 @@ def create_app(
     app.include_router(routes.router)
     app.include_router(ingest.router)
     app.include_router(prom.router)
+    app.include_router(dashboard.router)
     return app
 
 

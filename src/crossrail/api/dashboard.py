@@ -1,0 +1,214 @@
+"""The dashboard: server-rendered pages under `/ui` over the app's client (docs/dashboard.md).
+
+Each page is a view (a function building plain data from the client and the store) rendered by a Jinja2
+template in `api/web/templates`. The pages load only `/ui/static/*` from this server; the one script
+(`refresh.js`) reloads the part of a page marked `data-refresh` every few seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from crossrail.client import Client
+from crossrail.core import short_duration
+from crossrail.errors import NotFoundError
+
+WEB = Path(__file__).with_name("web")
+STATIC = {"style.css": "text/css", "refresh.js": "text/javascript"}
+PAGES = [("runs", "Runs"), ("queues", "Queues"), ("lineage", "Lineage"), ("fleet", "Fleet"), ("report", "Metrics")]
+HIDDEN_EVENTS = frozenset({"heartbeat", "reported"})
+LOG_TAIL_LINES = 40
+
+router = APIRouter(include_in_schema=False)
+
+
+def _templates() -> Any:
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+    env.filters["duration"] = lambda s: "-" if s is None else short_duration(float(s))
+    env.filters["num"] = lambda v, digits=3: "-" if v is None else f"{v:.{digits}f}"
+    env.filters["money"] = lambda v: "-" if v is None else f"${v:,.2f}"
+    env.filters["pct"] = lambda v: "-" if v is None else f"{100 * v:.0f}%"
+    return env
+
+
+_ENV = _templates()
+
+
+def _page(request: Request, template: str, title: str, **context: Any) -> HTMLResponse:
+    html = _ENV.get_template(template).render(pages=PAGES, title=title, path=request.url.path, **context)
+    return HTMLResponse(html)
+
+
+def _client(request: Request) -> Client:
+    c: Client = request.app.state.client
+    return c
+
+
+@router.get("/", response_class=RedirectResponse)
+def home() -> RedirectResponse:
+    return RedirectResponse("/ui/runs")
+
+
+@router.get("/ui", response_class=RedirectResponse)
+@router.get("/ui/", response_class=RedirectResponse)
+def ui_home() -> RedirectResponse:
+    return RedirectResponse("/ui/runs")
+
+
+@router.get("/ui/static/{name}")
+def static(name: str) -> Response:
+    if name not in STATIC:
+        raise HTTPException(404, f"no static file {name!r}")
+    return FileResponse(WEB / "static" / name, media_type=STATIC[name])
+
+
+@router.get("/ui/runs", response_class=HTMLResponse)
+def runs_page(request: Request) -> HTMLResponse:
+    return _page(request, "runs.html", "Runs", runs=runs_view(_client(request)))
+
+
+@router.get("/ui/runs/{ref}", response_class=HTMLResponse)
+def run_page(request: Request, ref: str) -> HTMLResponse:
+    try:
+        view = run_view(_client(request), ref)
+    except NotFoundError as exc:
+        raise HTTPException(404, str(exc)) from None
+    return _page(request, "run.html", view["run"]["id"], **view)
+
+
+@router.get("/ui/queues", response_class=HTMLResponse)
+def queues_page(request: Request) -> HTMLResponse:
+    return _page(request, "queues.html", "Queues", queues=_client(request).queue()["queues"])
+
+
+@router.get("/ui/lineage", response_class=HTMLResponse)
+def lineage_page(request: Request) -> HTMLResponse:
+    return _page(request, "lineage.html", "Lineage", **lineage_view(_client(request)))
+
+
+@router.get("/ui/fleet", response_class=HTMLResponse)
+def fleet_page(request: Request) -> HTMLResponse:
+    c = _client(request)
+    return _page(request, "fleet.html", "Fleet", fleet=c.fleet_show(), queues=c.queue()["queues"])
+
+
+@router.get("/ui/report", response_class=HTMLResponse)
+def report_page(request: Request) -> HTMLResponse:
+    return _page(request, "report.html", "Metrics", report=_client(request).report())
+
+
+# --- views -------------------------------------------------------------------------------------------
+
+
+def runs_view(c: Client, limit: int = 200) -> list[dict[str, Any]]:
+    """The newest runs with their pool, step, latest loss and last committed checkpoint."""
+    from crossrail.control.service import summary
+
+    store, now = c.service.store, c.clock.now()
+    runs = store.list_runs(limit=limit)
+    last = store.last_attempts(r.id for r in runs)
+    out = []
+    for run in runs:
+        losses = store.metric_samples(run.id, "loss")
+        committed = [k for k in store.checkpoints(run.id) if k.state == "committed"]
+        attempt = last.get(run.id)
+        out.append(
+            summary(run, now)
+            | {
+                "pool": attempt.pool if attempt else None,
+                "attempts": attempt.number if attempt else 0,
+                "step": losses[-1]["step"] if losses else None,
+                "loss": losses[-1]["value"] if losses else None,
+                "checkpoint_step": committed[-1].step if committed else None,
+            }
+        )
+    return out
+
+
+def run_view(c: Client, ref: str) -> dict[str, Any]:
+    """One run: attempts with their placements and moves, explained events, checkpoints, loss curve, log tail."""
+    shown = c.show(ref)
+    run_id = shown["run"]["id"]
+    pools = {a["number"]: a["pool"] for a in shown["attempts"]}
+    placements = {p["attempt"]: p for p in shown["placements"] if p.get("type") == "placed"}
+    attempts = []
+    for a in shown["attempts"]:
+        before = pools.get(a["number"] - 1)
+        moved_from = before if before and before != a["pool"] else None
+        attempts.append(a | {"placement": placements.get(a["number"]), "moved_from": moved_from})
+    events = [e for e in shown["events"] if e["type"] not in HIDDEN_EVENTS]
+    losses = c.service.store.metric_samples(run_id, "loss")
+    logs = c.logs(run_id)["attempts"]
+    for entry in logs:
+        entry["tail"] = "\n".join((entry["log"] or "").splitlines()[-LOG_TAIL_LINES:])
+    derived = [r for r in c.service.store.list_runs() if r.parent_run == run_id]
+    return {
+        "run": shown["run"],
+        "lineage": shown["lineage"],
+        "attempts": attempts,
+        "events": events,
+        "checkpoints": shown["checkpoints"],
+        "curve": loss_curve(losses),
+        "logs": logs,
+        "derived": [{"id": r.id, "state": r.state, "stage": r.stage} for r in derived],
+    }
+
+
+def loss_curve(samples: list[dict[str, Any]], width: int = 640, height: int = 220) -> dict[str, Any] | None:
+    """An inline SVG's geometry: one polyline per attempt over (step, loss), axes' extremes for labels."""
+    points = [(s["step"], s["value"], s.get("attempt")) for s in samples if s.get("step") is not None]
+    points = [p for p in points if math.isfinite(p[1])]
+    if len(points) < 2:  # a curve needs two points
+        return None
+    pad = 36
+    steps, values = [p[0] for p in points], [p[1] for p in points]
+    x0, x1, y0, y1 = min(steps), max(steps), min(values), max(values)
+
+    def xy(step: float, value: float) -> str:
+        x = pad + (step - x0) / ((x1 - x0) or 1) * (width - 2 * pad)
+        y = height - pad - (value - y0) / ((y1 - y0) or 1) * (height - 2 * pad)
+        return f"{x:.1f},{y:.1f}"
+
+    lines: dict[Any, list[str]] = {}
+    for step, value, attempt in points:
+        lines.setdefault(attempt, []).append(xy(step, value))
+    return {
+        "width": width,
+        "height": height,
+        "pad": pad,
+        "lines": [{"attempt": a, "points": " ".join(p)} for a, p in lines.items()],
+        "step_range": (x0, x1),
+        "loss_range": (y0, y1),
+        "count": len(points),
+    }
+
+
+def lineage_view(c: Client) -> dict[str, Any]:
+    """Datasets → runs → checkpoints → derived runs, and the edges from a checkpoint to the runs it started."""
+    store = c.service.store
+    runs = store.list_runs(newest_first=False)
+    checkpoints = {r.id: [k.as_dict() for k in store.checkpoints(r.id)] for r in runs}
+    by_uri_ckpt = {k["uri"]: (rid, k) for rid, ks in checkpoints.items() for k in ks}
+    edges = []
+    for run in runs:
+        if run.parent_run is None:
+            continue
+        resolved = [a.parent_checkpoint for a in store.attempts(run.id) if a.parent_checkpoint]
+        uri = resolved[-1] if resolved else None
+        found = by_uri_ckpt.get(uri) if uri else None
+        step = found[1]["step"] if found else None
+        edges.append({"parent": run.parent_run, "step": step, "child": run.id, "uri": uri or run.parent_checkpoint})
+    datasets: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        row = {"id": run.id, "stage": run.stage, "state": run.state, "checkpoints": checkpoints[run.id]}
+        row["derived"] = [e for e in edges if e["parent"] == run.id]
+        datasets.setdefault((run.dataset_uri, run.dataset_version), []).append(row)
+    listed = [{"uri": uri, "version": version, "runs": rows} for (uri, version), rows in datasets.items()]
+    return {"datasets": listed, "edges": edges}
