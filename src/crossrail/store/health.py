@@ -90,12 +90,38 @@ class FileIdentity:
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+# Descriptors of store files read raw, one per file, kept open for the life of the process. Closing ANY
+# descriptor of a SQLite file releases every POSIX lock this process holds on it, its SQLite connections'
+# included; another process may then checkpoint and delete the WAL under them and corrupt the store
+# (https://sqlite.org/howtocorrupt.html, section 2.2). So a raw read never closes what it opened.
+_HELD: dict[tuple[int, int], int] = {}
+
+
+def _held_descriptor(path: Path) -> int:
+    st = path.stat()
+    fd = _HELD.get((st.st_dev, st.st_ino))
+    if fd is None:
+        _forget_deleted()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        opened = os.fstat(fd)
+        # Keyed by what was opened: a file replaced between stat and open gets its own entry, never a close.
+        fd = _HELD.setdefault((opened.st_dev, opened.st_ino), fd)
+    return fd
+
+
+def _forget_deleted() -> None:
+    """Close the descriptors of files since deleted (no path can open them again), so they do not pile up."""
+    for key, fd in list(_HELD.items()):
+        if os.fstat(fd).st_nlink == 0:
+            del _HELD[key]
+            os.close(fd)
+
+
 def header_problem(path: Path) -> str | None:
     """What is wrong with the first 100 bytes of a SQLite file, read raw: in WAL mode a connection may serve page 1
     from the WAL and never look at a header that was overwritten on disk."""
     try:
-        with path.open("rb") as f:
-            head = f.read(100)
+        head = os.pread(_held_descriptor(path), 100, 0)
     except OSError as exc:
         return f"it cannot be read ({exc.strerror})"
     if len(head) < 100 or not head.startswith(SQLITE_MAGIC):

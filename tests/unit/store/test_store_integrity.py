@@ -231,3 +231,28 @@ def test_a_read_only_store_reads_but_refuses_writes_and_leaves_the_file_alone(tm
         ro.append_events([cancelled("a-1", 9.0)])
     ro.close()
     assert (copy / "state.db").read_bytes() == before
+
+
+def test_checking_a_store_files_header_keeps_this_processs_sqlite_locks(tmp_path: Path) -> None:
+    """Closing any descriptor of a SQLite file drops every POSIX lock the process holds on it. If the agent's
+    per-pass header check did that, a CLI closing its last connection would take the file's exclusive lock,
+    checkpoint and delete the WAL under the agent's open connections: the store ends up malformed."""
+    import subprocess
+    import sys
+
+    from crossrail.store import health
+
+    db = tmp_path / "state.db"
+    held = sqlite3.connect(db)
+    held.execute("PRAGMA journal_mode=WAL")
+    held.execute("CREATE TABLE t (x INTEGER)")
+    held.execute("INSERT INTO t VALUES (1)")
+    held.commit()
+    for _ in range(3):  # the agent checks every pass
+        assert health.header_problem(db) is None
+    writer = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('INSERT INTO t VALUES (2)'); c.commit(); c.close()"
+    subprocess.run([sys.executable, "-c", writer, str(db)], check=True, timeout=60)
+    # Another process's close found a connection still open here, so it left the WAL for it.
+    assert (tmp_path / "state.db-wal").exists()
+    assert held.execute("SELECT count(*) FROM t").fetchone() == (2,)
+    held.close()
