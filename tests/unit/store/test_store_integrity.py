@@ -250,7 +250,10 @@ def test_checking_a_store_files_header_keeps_this_processs_sqlite_locks(tmp_path
     held.commit()
     for _ in range(3):  # the agent checks every pass
         assert health.header_problem(db) is None
-    writer = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('INSERT INTO t VALUES (2)'); c.commit(); c.close()"
+    writer = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+        "c.execute('INSERT INTO t VALUES (2)'); c.commit(); c.close()"
+    )
     subprocess.run([sys.executable, "-c", writer, str(db)], check=True, timeout=60)
     # Another process's close found a connection still open here, so it left the WAL for it.
     assert (tmp_path / "state.db-wal").exists()
