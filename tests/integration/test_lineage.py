@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from crossrail.cli import app
 from crossrail.cli.ckpt import ckpt_app
 from crossrail.client import Client
+from crossrail.control import parents
 from crossrail.errors import ConflictError, SpecError
 
 FIVE = [BIGRAM, "spec.args=[--steps, '50', --checkpoint-every-steps, '10']", "spec.resources.chips=1"]
@@ -177,6 +178,6 @@ def test_a_child_cancelled_as_its_parent_ends_with_nothing_usable_stays_cancelle
     seen_queued = store.get_run(post)  # what an agent pass read before the cancel landed
     client.cancel(pre)
     client.cancel(post)
-    assert client.agent()._resolve_parent(seen_queued, client.clock.now()) is False
+    assert parents.resolve(store, seen_queued, client.clock.now()) is False  # as the agent's admission asks
     assert store.get_run(post).state == "cancelled"
     assert [e.type for e in store.events(run=post)][-1] == "cancelled"

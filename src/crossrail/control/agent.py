@@ -10,22 +10,21 @@ at any line and started again: it loses no attempt and starts none twice.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from crossrail.control import parents, reports
 from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor, StopReason
-from crossrail.control.placing import Placer, QueuePlacement, explanation
+from crossrail.control.placing import Placer, QueuePlacement, explanation, preference
 from crossrail.control.service import Service
 from crossrail.control.storewatch import StoreWatch, WatchConfig
-from crossrail.core import TERMINAL_RUN_STATES, EndReason, Event, EventType, parse_duration
+from crossrail.core import EndReason, Event, EventType, parse_duration
 from crossrail.errors import ConflictError, CrossrailError, StoreUnavailableError
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
@@ -76,8 +75,8 @@ class Agent:
         self.placing = QueuePlacement(service.store)
         self._plan = Plan({}, {})
         self._pending_checked: dict[str, float] = {}
-        self._engine_queued: list[tuple[RunRecord, AttemptRecord]] = []
         """When each attempt waiting in its engine's queue was last weighed for a move (store clock)."""
+        self._engine_queued: list[tuple[RunRecord, AttemptRecord]] = []
         self.workspace_root: Path | None = None
         watch = WatchConfig(self.config.heartbeat_s, self.config.store_check_s, self.config.store_wait_s)
         self.watch = StoreWatch(service.store, self.clock, watch)
@@ -215,7 +214,7 @@ class Agent:
         return self._end(run, att, lost, (EndReason.HEARTBEAT_TIMEOUT, f"lost: no heartbeat for {silent:.0f}s"))
 
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
-        parent = att.parent_checkpoint or self._parent_checkpoint(run)  # resolved at admission (older: now)
+        parent = att.parent_checkpoint or parents.launch_checkpoint(self.store, run)  # resolved at admission
         parent_uid = self.store.get_run(run.parent_run).uid if run.parent_run else None
         request = launch_request(
             run, att, parent_checkpoint=parent, heartbeat_s=self.config.heartbeat_s, parent_uid=parent_uid
@@ -361,15 +360,11 @@ class Agent:
         ]
 
     def _pending(self, run: RunRecord, now: float) -> Pending | None:
-        if not self._parent_ready(run, now):
+        if not parents.ready(self.store, run, now):
             return None
         spec = run.spec.get("spec", {})
-        res = spec.get("resources") or {}
-        acc = spec.get("accelerators") or {}
-        prefer, source = acc.get("prefer"), " by spec.accelerators.prefer"
-        if not prefer:
-            prefer = str(self.service.policy.for_stage(run.stage).preferred_accelerator)
-            source = f" by the {run.stage} placement policy"
+        res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
+        prefer, source = preference(self.service.policy, run.stage, spec)
         retries = RetryPolicy.from_spec(spec.get("retries"))
         offer = decisions.next_offer(history(self.store.attempts(run.id)), retries)
         if offer.waiting(now):  # backing off after a failure, or after its engine had no room a moment ago
@@ -383,13 +378,13 @@ class Agent:
             min_chips=res.get("min_chips"),
             max_chips=res.get("max_chips"),
             allow=tuple(acc["allow"]) if acc.get("allow") else None,
-            prefer=str(prefer),
+            prefer=prefer,
             avoid_pool=offer.avoid_pool,
             prefer_source=source,
         )
 
     def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
-        parent = self._resolve_parent(run, now)
+        parent = parents.resolve(self.store, run, now)
         if parent is False:
             return 0
         pool = self.service.fleet.pool(d.pool)
@@ -424,48 +419,6 @@ class Agent:
         backends = self.executor.capabilities.backends
         pools = [p for p in fleet.spec.pools if str(p.backend) in backends]
         return fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"pools": pools})})
-
-    # --- parents -------------------------------------------------------------------------------
-
-    def _parent_ready(self, run: RunRecord, now: float) -> bool:
-        """A run that starts from another run's `latest` checkpoint waits until that run has ended; when it
-        ended with no checkpoint the store still offers, the run ends failed with that reason."""
-        if run.parent_checkpoint != "latest" or run.parent_run is None:
-            return True
-        parent = self.store.get_run(run.parent_run)
-        if parent.state not in TERMINAL_RUN_STATES:
-            return False
-        if self.store.checkpoints(parent.id, usable=True):
-            return True
-        self._fail_child(run, parent, parents.newest_verified(self.store, parent.id), now)
-        return False
-
-    def _resolve_parent(self, run: RunRecord, now: float) -> str | Literal[False] | None:
-        """The checkpoint URI the run's next attempt starts from, resolved as it is admitted and launched.
-
-        `latest` becomes the parent's newest checkpoint that verifies (the cheap check; the runtime checks every
-        checksum and falls back further). False, with the run ended failed, when none does.
-        """
-        if run.parent_checkpoint != "latest" or run.parent_run is None:
-            return run.parent_checkpoint
-        parent = self.store.get_run(run.parent_run)
-        verified = parents.newest_verified(self.store, parent.id)
-        if verified.newest is not None:
-            return verified.newest.uri
-        self._fail_child(run, parent, verified, now)
-        return False
-
-    def _fail_child(self, run: RunRecord, parent: RunRecord, verified: parents.Verified, now: float) -> None:
-        reason = parents.no_usable_checkpoint(parent, verified)
-        ev = Event(EventType.FAILED, now, run.id, None, {"reason": reason, "retryable": False, "final": True})
-        with contextlib.suppress(ConflictError):  # cancelled or suspended meanwhile: that stands
-            self.store.transition(run.id, ["queued"], "failed", [ev])
-
-    def _parent_checkpoint(self, run: RunRecord) -> str | None:
-        """For an attempt admitted before attempts recorded their parent checkpoint."""
-        if run.parent_checkpoint != "latest" or run.parent_run is None:
-            return run.parent_checkpoint
-        return parents.newest_verified(self.store, run.parent_run).newest_uri
 
 
 def _duration_s(run: RunRecord) -> float | None:

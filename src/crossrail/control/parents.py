@@ -7,9 +7,12 @@ damaged step to the previous one with a `checkpoint_skipped` report.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from typing import Literal
 
-from crossrail.core import TERMINAL_RUN_STATES
+from crossrail.core import TERMINAL_RUN_STATES, Event, EventType
+from crossrail.errors import ConflictError
 from crossrail.store import CheckpointRecord, RunRecord, Store
 from crossrail.store.records import CHECKPOINT_DELETED
 
@@ -93,3 +96,51 @@ def no_usable_checkpoint(parent: RunRecord, verified: Verified) -> str:
 
 def _damaged(problem: str | None) -> str | None:
     return None if problem is None else f"is damaged ({problem})"
+
+
+# --- what the agent asks as it admits and launches a child ---------------------------------------
+
+
+def ready(store: Store, run: RunRecord, now: float) -> bool:
+    """A run that starts from another run's `latest` checkpoint waits until that run has ended; when it
+    ended with no checkpoint the store still offers, the run ends failed with that reason."""
+    if run.parent_checkpoint != "latest" or run.parent_run is None:
+        return True
+    parent = store.get_run(run.parent_run)
+    if parent.state not in TERMINAL_RUN_STATES:
+        return False
+    if store.checkpoints(parent.id, usable=True):
+        return True
+    fail_child(store, run, parent, newest_verified(store, parent.id), now)
+    return False
+
+
+def resolve(store: Store, run: RunRecord, now: float) -> str | Literal[False] | None:
+    """The checkpoint URI the run's next attempt starts from, resolved as it is admitted and launched.
+
+    `latest` becomes the parent's newest checkpoint that verifies (the cheap check; the runtime checks every
+    checksum and falls back further). False, with the run ended failed, when none does.
+    """
+    if run.parent_checkpoint != "latest" or run.parent_run is None:
+        return run.parent_checkpoint
+    parent = store.get_run(run.parent_run)
+    verified = newest_verified(store, parent.id)
+    if verified.newest is not None:
+        return verified.newest.uri
+    fail_child(store, run, parent, verified, now)
+    return False
+
+
+def fail_child(store: Store, run: RunRecord, parent: RunRecord, verified: Verified, now: float) -> None:
+    """End a waiting child whose parent ended with nothing usable (a cancel or suspend meanwhile stands)."""
+    reason = no_usable_checkpoint(parent, verified)
+    ev = Event(EventType.FAILED, now, run.id, None, {"reason": reason, "retryable": False, "final": True})
+    with contextlib.suppress(ConflictError):
+        store.transition(run.id, ["queued"], "failed", [ev])
+
+
+def launch_checkpoint(store: Store, run: RunRecord) -> str | None:
+    """For an attempt admitted before attempts recorded their parent checkpoint: resolved now."""
+    if run.parent_checkpoint != "latest" or run.parent_run is None:
+        return run.parent_checkpoint
+    return newest_verified(store, run.parent_run).newest_uri

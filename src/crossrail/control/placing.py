@@ -64,16 +64,13 @@ class Placer:
         """The workload of an experiment document (as recorded: `spec.resources.duration` etc.)."""
         spec = doc.get("spec", {})
         res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
-        prefer, source = acc.get("prefer"), " by spec.accelerators.prefer"
-        if not prefer:
-            prefer = str(self.policy.for_stage(stage).preferred_accelerator)
-            source = f" by the {stage} placement policy"
+        prefer, source = preference(self.policy, stage, spec)
         return Workload(
             run=run,
             chips=int(res.get("chips") or 1),
             stage=stage,
             reference_s=_seconds(res.get("duration")),
-            prefer=str(prefer),
+            prefer=prefer,
             allow=tuple(acc["allow"]) if acc.get("allow") else None,
             objective=str(self.policy.objective_for(stage)),
             checkpoint_every_s=_seconds((spec.get("checkpoint") or {}).get("every")),
@@ -134,6 +131,14 @@ class Placer:
             prefer_margin=settings.prefer_margin,
             explain_all=explain_all,
         )
+
+
+def preference(policy: PlacementPolicy, stage: str, spec: dict[str, Any]) -> tuple[str, str]:
+    """The accelerator a run prefers and where that comes from: its spec, else its stage's placement policy."""
+    prefer = (spec.get("accelerators") or {}).get("prefer")
+    if prefer:
+        return str(prefer), " by spec.accelerators.prefer"
+    return str(policy.for_stage(stage).preferred_accelerator), f" by the {stage} placement policy"
 
 
 def _avoid(last: AttemptRecord | None) -> str | None:
