@@ -11,8 +11,8 @@ from tests.integration.test_agent import FAST, command, state
 from crossrail.client import Client
 from crossrail.control.attempts import new_attempt
 
-# The eval queue may hold 2 chips of the GPU pool: two such runs cannot both start.
-EVAL_QUOTA = ["spec.accelerators={allow: [gpu]}", "spec.resources.chips=2"]
+# The eval queue may hold 4 chips of the GPU pool (init's fleet): two 4-chip runs cannot both start.
+EVAL_QUOTA = ["spec.accelerators={allow: [gpu]}", "spec.resources.chips=4"]
 
 
 def set_policy(checkout: Path, policy: str) -> None:
