@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from crossrail.cli.common import Home, Json, Policy, RunRef, Server, client, guard
+from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, refuse_json
 from crossrail.cli.output import console, emit
+from crossrail.errors import UsageError
 
 app = typer.Typer(
     name="crossrail",
@@ -138,13 +140,24 @@ def resubmit(
 
 
 @app.command()
-def status(home: Home = None, server: Server = None, as_json: Json = False) -> None:
-    """Runs per stage and state, and the active runs."""
+def status(
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Redraw every --interval until Ctrl-C.")] = False,
+    interval: Interval = 2.0,
+    count: Annotated[int | None, typer.Option("--count", min=1, help="With --watch: stop after N views.")] = None,
+    home: Home = None,
+    server: Server = None,
+    as_json: Json = False,
+) -> None:
+    """The agent's liveness, runs per stage and state, and the active runs with pool, step, loss and checkpoint."""
 
     def go() -> None:
-        from crossrail.cli import render
+        from crossrail.cli import follow, render
 
         with client(home, server) as c:
+            if watch:
+                refuse_json(as_json, "--watch")
+                follow.until_interrupted(lambda: follow.watch_status(c, interval_s=interval, count=count))
+                return
             emit(c.status(), as_json, render.status)
 
     guard(go)
@@ -184,20 +197,31 @@ def events(
     verify: Annotated[
         bool, typer.Option("--verify", help="Check the events' hash chains instead; exit 1 naming any rewritten event.")
     ] = False,
+    follow_: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing events as they are appended, until Ctrl-C.")
+    ] = False,
+    interval: Interval = 1.0,
     home: Home = None,
     server: Server = None,
     as_json: Json = False,
 ) -> None:
-    """The event log, oldest first."""
+    """The event log, oldest first (`--follow`: one line, or one JSON object, per event as it is appended)."""
 
     def go() -> None:
-        from crossrail.cli import render
+        from crossrail.cli import follow, render
 
         with client(home, server) as c:
             if verify:
                 from crossrail.cli.store import verify_events
 
                 verify_events(c, run, as_json)
+                return
+            if follow_:
+                if limit is not None:
+                    raise UsageError("--follow prints every new event; leave out --limit")
+                follow.until_interrupted(
+                    partial(follow.follow_events, c, run, after, as_json=as_json, interval_s=interval)
+                )
                 return
             emit(c.events(run, after_seq=after, limit=limit), as_json, render.events)
 
@@ -273,16 +297,24 @@ def agent(
 def logs(
     run: RunRef,
     attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="Only this attempt.")] = None,
+    follow_: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing the latest attempt's output until it ends.")
+    ] = False,
+    interval: Interval = 1.0,
     home: Home = None,
     server: Server = None,
     as_json: Json = False,
 ) -> None:
-    """Each attempt's log, with its pool and how it ended."""
+    """Each attempt's log, with its pool and how it ended (`-f`: follow the latest attempt until it ends)."""
 
     def go() -> None:
-        from crossrail.cli import render
+        from crossrail.cli import follow, render
 
         with client(home, server) as c:
+            if follow_:
+                refuse_json(as_json, "--follow")
+                follow.until_interrupted(lambda: follow.follow_logs(c, run, attempt, interval_s=interval))
+                return
             emit(c.logs(run, attempt), as_json, render.logs)
 
     guard(go)

@@ -30,6 +30,7 @@ Server = Annotated[
 Policy = Annotated[
     Path | None, typer.Option("--policy", help="Placement policy to lint against (default: the workspace's).")
 ]
+Interval = Annotated[float, typer.Option("--interval", min=0.05, help="Seconds between reads when following.")]
 RunRef = Annotated[str, typer.Argument(help="Run id, run uid, or an experiment name for its latest run.")]
 
 
@@ -54,3 +55,9 @@ def guard(fn: Callable[[], None]) -> None:
     except CrossrailError as exc:
         typer.echo(exc.render() if isinstance(exc, SpecError) else f"crossrail: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
+
+
+def refuse_json(as_json: bool, flag: str) -> None:
+    """`flag` draws for a terminal: refuse `--json` beside it rather than mix the two."""
+    if as_json:
+        raise UsageError(f"{flag} redraws tables for a terminal; leave out --json (or drop {flag} for one JSON object)")

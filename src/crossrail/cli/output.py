@@ -26,6 +26,12 @@ def print_json(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def print_json_line(obj: dict[str, Any]) -> None:
+    """One JSON object on one line (JSON Lines: what a follow prints, one object per line as they come)."""
+    sys.stdout.write(json.dumps(obj, default=str) + "\n")
+    sys.stdout.flush()
+
+
 def print_object(kind: str, body: dict[str, Any]) -> None:
     """`body` as a crossrail/v1 object of `kind` (apiVersion and kind first)."""
     print_json(api_object(kind, **body))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from crossrail.cli.output import console, err, secs, table, when
 
@@ -82,6 +84,12 @@ def submitted(obj: dict[str, Any]) -> None:
 
 
 def status(obj: dict[str, Any]) -> None:
+    console.print(status_view(obj))
+
+
+def status_view(obj: dict[str, Any]) -> Group:
+    """`status` as one renderable (printed once, or redrawn in place by `status --watch`)."""
+    parts: list[Any] = [agent_line(obj.get("agent"))]
     t = Table(title=f"runs by stage — {obj['workspace']}")
     states = ["queued", "admitted", "running", "suspended", "succeeded", "failed", "cancelled"]
     t.add_column("stage")
@@ -89,26 +97,53 @@ def status(obj: dict[str, Any]) -> None:
         t.add_column(s, justify="right")
     for row in obj["stages"]:
         t.add_row(row["stage"], *(str(row.get(s, 0)) for s in states))
-    console.print(t)
+    parts.append(t)
     if obj["active"]:
         a = Table(title="active runs")
-        for col in ("run", "stage", "state", "chips", "priority", "age"):
+        for col in ("run", "stage", "state", "pool", "step", "loss", "last checkpoint", "chips", "priority", "age"):
             a.add_column(col)
         for r in obj["active"][:STATUS_ROWS]:
-            a.add_row(r["id"], r["stage"], r["state"], str(r["chips"]), r["priority"], secs(r["age_s"]))
-        console.print(a)
+            a.add_row(
+                r["id"],
+                r["stage"],
+                r["state"],
+                r.get("pool") or "-",
+                *_progress(r),
+                str(r["chips"]),
+                r["priority"],
+                secs(r["age_s"]),
+            )
+        parts.append(a)
         more = obj.get("active_total", len(obj["active"])) - min(len(obj["active"]), STATUS_ROWS)
         if more > 0:
-            console.print(f"... and {more} more active runs (`crossrail queue` lists every pending run)")
+            parts.append(f"... and {more} more active runs (`crossrail queue` lists every pending run)")
     else:
-        console.print("no active runs")
+        parts.append("no active runs")
     if obj.get("recently_failed"):
         f = Table(title="recently failed")
         for col in ("run", "stage", "reason"):
             f.add_column(col)
         for r in obj["recently_failed"]:
             f.add_row(r["id"], r["stage"], r.get("reason") or "-")
-        console.print(f)
+        parts.append(f)
+    return Group(*parts)
+
+
+def agent_line(agent: dict[str, Any] | None) -> Text:
+    """The agent's liveness, red when none is alive (queued runs then wait and running ones go unwatched)."""
+    if agent is None:
+        return Text("")
+    return Text(agent["message"], style="green" if agent["alive"] else "bold red")
+
+
+def _progress(r: dict[str, Any]) -> tuple[str, str, str]:
+    """A run's step, latest loss and last committed checkpoint's step, '-' for what it has not reported."""
+    ckpt = r.get("last_checkpoint")
+    return (
+        "-" if r.get("step") is None else str(r["step"]),
+        "-" if r.get("loss") is None else f"{r['loss']:.4f}",
+        "-" if ckpt is None else f"step {ckpt['step']}",
+    )
 
 
 def _in(start: float | None) -> str:
@@ -164,6 +199,11 @@ def run(obj: dict[str, Any]) -> None:
     )
     if r.get("reason"):
         console.print(f"reason: {r['reason']}", markup=False, soft_wrap=True)
+    if "step" in r:
+        step, loss, ckpt = _progress(r)
+        console.print(f"pool {r.get('pool') or '-'}  step {step}  loss {loss}  last checkpoint {ckpt}", markup=False)
+    if obj.get("agent"):
+        console.print(agent_line(obj["agent"]))
     t = Table(title="lineage", show_header=False)
     t.add_column("field")
     t.add_column("value")
@@ -205,17 +245,20 @@ def events(obj: dict[str, Any]) -> None:
     for col in ("seq", "time", "type", "run", "attempt", "data"):
         t.add_column(col)
     for e in obj["events"]:
-        shown = {k: v for k, v in e["data"].items() if k not in ("candidates", "explanation")}  # see placements
-        data = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
-        t.add_row(
-            str(e["seq"]),
-            when(e["ts"]),
-            e["type"],
-            e["run"] or "-",
-            "-" if e["attempt"] is None else str(e["attempt"]),
-            data,
-        )
+        t.add_row(*_event_cells(e))
     console.print(t)
+
+
+def event_line(e: dict[str, Any]) -> str:
+    """One event on one line, the columns of `events` (what `events --follow` prints as events arrive)."""
+    return "  ".join(_event_cells(e))
+
+
+def _event_cells(e: dict[str, Any]) -> tuple[str, ...]:
+    shown = {k: v for k, v in e["data"].items() if k not in ("candidates", "explanation")}  # see placements
+    data = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
+    attempt = "-" if e["attempt"] is None else str(e["attempt"])
+    return (str(e["seq"]), when(e["ts"]), e["type"], e["run"] or "-", attempt, data)
 
 
 def changed(obj: dict[str, Any]) -> None:
@@ -282,11 +325,20 @@ def logs(obj: dict[str, Any]) -> None:
         why = f": {obj['reason']}" if obj.get("reason") else ""
         console.print(f"{obj['run']} is {obj.get('state')} and has no attempt{why}", markup=False, soft_wrap=True)
     for a in obj["attempts"]:
-        how = a["state"] if a["exit_code"] is None else f"{a['state']}, exit {a['exit_code']}"
-        if a.get("signal") is not None:
-            how += f", signal {a['signal']}"
-        console.rule(f"{obj['run']} attempt {a['attempt']} on {a['pool']} ({how})")
-        console.print(a["log"] or "(no output)", markup=False, highlight=False, end="")
+        attempt_rule(obj["run"], a)
+        text = a["log"] or "(no output)"
+        console.print(text, markup=False, highlight=False, end="" if text.endswith("\n") else "\n")
+
+
+def attempt_how(a: dict[str, Any]) -> str:
+    """How an attempt stands or ended: its state, exit code and signal."""
+    how = a["state"] if a["exit_code"] is None else f"{a['state']}, exit {a['exit_code']}"
+    return how if a.get("signal") is None else f"{how}, signal {a['signal']}"
+
+
+def attempt_rule(run: str, a: dict[str, Any]) -> None:
+    """The rule above an attempt's log: run, attempt, pool and how it stands."""
+    console.rule(f"{run} attempt {a['attempt']} on {a['pool']} ({attempt_how(a)})")
 
 
 def fleet(obj: dict[str, Any]) -> None:

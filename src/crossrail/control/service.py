@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import lineage, parents
+from crossrail.control import lineage, parents, progress
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.events import TERMINAL_RUN_STATES
@@ -519,12 +519,14 @@ class Service:
                 row["chips_requested_active"] += chips
         active = self.store.list_runs(states=[str(s) for s in ACTIVE_STATES], limit=limit)
         failed = self.store.list_runs(states=[RunState.FAILED], limit=RECENT_FAILURES)
+        shown = progress.run_progress(self.store, active)
         return {
+            "agent": progress.agent_liveness(self.store, self.clock.now()),
             "stages": [
                 {"stage": s, **{str(k): stages[s].get(str(k), 0) for k in RunState}, **stages[s]}
                 for s in sorted(stages)
             ],
-            "active": [summary(r, self.clock.now()) for r in active],
+            "active": [summary(r, self.clock.now()) | shown[r.id] for r in active],
             "active_total": sum(r.get(str(st), 0) for r in stages.values() for st in ACTIVE_STATES),
             "recently_failed": [summary(r, self.clock.now()) | {"reason": self.end_reason(r)} for r in failed],
         }
@@ -610,8 +612,13 @@ class Service:
         lineage["parent_checkpoint_requested"] = run.parent_checkpoint
         if launched:
             lineage["parent_checkpoint"] = launched[-1]
+        now = self.clock.now()
+        shown = progress.run_progress(self.store, [run])[run.id]
+        if shown["pool"] is None and attempts:
+            shown["pool"] = attempts[-1].pool  # where it ran last
         return {
-            "run": summary(run, self.clock.now()) | {"reason": self.end_reason(run)},
+            "run": summary(run, now) | {"reason": self.end_reason(run)} | shown,
+            "agent": progress.agent_liveness(self.store, now),
             "lineage": lineage,
             "spec": run.spec,
             "attempts": [a.as_dict() for a in attempts],

@@ -694,6 +694,32 @@ class Store:
                 out.setdefault(chip_type, []).append(float(value) / chips)
         return out
 
+    def latest_samples(self, ids: Iterable[str], name: str | None = None) -> dict[str, dict[str, Any]]:
+        """Each run's newest metric sample (of metric `name`, or of any), by run id; runs with none are absent."""
+        ms = t.metric_samples
+        out: dict[str, dict[str, Any]] = {}
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(ids))):
+                newest = select(func.max(ms.c.id)).where(ms.c.run_id.in_(chunk)).group_by(ms.c.run_id)
+                if name is not None:
+                    newest = newest.where(ms.c.name == name)
+                rows = conn.execute(select(ms).where(ms.c.id.in_(newest.scalar_subquery())))
+                out.update({r.run_id: dict(r._mapping) for r in rows})
+        return out
+
+    def latest_checkpoints(self, ids: Iterable[str]) -> dict[str, CheckpointRecord]:
+        """Each run's newest usable checkpoint (committed, not deleted, never found corrupt), by run id."""
+        c = t.checkpoints
+        usable = (c.c.state == CHECKPOINT_COMMITTED) & c.c.skipped_reason.is_(None)
+        out: dict[str, CheckpointRecord] = {}
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(ids))):
+                newest = select(c.c.run_id, func.max(c.c.step).label("step")).where(c.c.run_id.in_(chunk), usable)
+                top = newest.group_by(c.c.run_id).subquery()
+                q = select(c).join(top, (c.c.run_id == top.c.run_id) & (c.c.step == top.c.step)).where(usable)
+                out.update({r.run_id: CheckpointRecord.from_row(r) for r in conn.execute(q)})
+        return out
+
     def metric_samples(self, rid: str, name: str | None = None) -> list[dict[str, Any]]:
         q = select(t.metric_samples).where(t.metric_samples.c.run_id == rid)
         if name is not None:

@@ -162,7 +162,7 @@ class Trainer(TrainingLoop):
         loss = train_step(self.model, x, y, self.adam)
         took = time.perf_counter() - began
         metrics = {"loss": loss, "tokens_per_second": len(x) / took, "step_time_s": took}
-        self.reporter.metrics(metrics, self.model.step)
+        self.report_step(metrics)
 
     def state(self) -> dict[str, Any]:
         """What rebuilds this trainer besides the tensors: model kind, optimizer scalars, data position."""

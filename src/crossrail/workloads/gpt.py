@@ -306,7 +306,7 @@ class Trainer(TrainingLoop):
         busy = self.engine.utilization()
         if busy is not None:
             metrics["accelerator_utilization"] = busy
-        self.reporter.metrics(metrics, self.engine.step)
+        self.report_step(metrics)
 
     def state(self) -> dict[str, Any]:
         """What rebuilds this trainer besides the tensors: the model, optimizer scalars, data position."""

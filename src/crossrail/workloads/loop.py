@@ -17,6 +17,24 @@ from crossrail.runtime import Checkpointer, HeartbeatThread, Reporter, RuntimeCo
 EXIT_OK, EXIT_BAD_INPUT, EXIT_TEMPFAIL = 0, 2, 75
 
 
+PROGRESS_LINES = 50  # about this many progress lines per run, whatever its length
+
+
+def progress_every(steps: int) -> int:
+    """Every how many steps a run of `steps` prints a progress line."""
+    return max(1, steps // PROGRESS_LINES)
+
+
+def progress_line(step: int, steps: int, metrics: dict[str, float]) -> str:
+    """`step 120/400  loss 2.4312  tokens/s 18,204`: what a person watching `crossrail logs -f` reads."""
+    line = f"step {step}/{steps}"
+    if "loss" in metrics:
+        line += f"  loss {metrics['loss']:.4f}"
+    if "tokens_per_second" in metrics:
+        line += f"  tokens/s {metrics['tokens_per_second']:,.0f}"
+    return line
+
+
 class LoopSettings(Protocol):
     @property
     def steps(self) -> int: ...
@@ -86,6 +104,13 @@ class TrainingLoop(ABC):
             hours = (time.monotonic() - begun) / 3600
             self.reporter.metric("steps_per_hour", (self.step - first) / hours, self.step)
         return EXIT_OK
+
+    def report_step(self, metrics: dict[str, float]) -> None:
+        """Report one step's metrics, and print a progress line to stdout when one is due (`crossrail logs`)."""
+        self.reporter.metrics(metrics, self.step)
+        steps: int = self.cfg.steps
+        if self.step == 1 or self.step % progress_every(steps) == 0 or self.step == steps:
+            print(progress_line(self.step, steps, metrics), flush=True)
 
     def _checkpoint_due(self, last_checkpoint: float) -> bool:
         cfg: LoopSettings = self.cfg

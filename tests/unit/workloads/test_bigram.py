@@ -61,6 +61,10 @@ def test_a_run_learns_reports_and_checkpoints(launcher: Launcher, tmp_path: Path
         assert of_type(records, "metric", name), name
     assert of_type(records, "invalid") == []
     assert {r["run"] for r in records} == {"bigram-1"}
+    printed = done.stdout.splitlines()  # progress for `crossrail logs`: every step of 40, as reported
+    assert len(printed) == 40
+    assert printed[0].startswith(f"step 1/40  loss {loss[1]:.4f}  tokens/s ")
+    assert printed[-1].startswith(f"step 40/40  loss {loss[40]:.4f}  tokens/s ")
     manifest = Checkpointer(str(launcher.checkpoints)).restore()[1]
     assert manifest["state"]["data"] == {"position": 40, "batch": 8, "block": 32}
     assert manifest["state"]["optimizer"]["lr"] == 0.05

@@ -50,6 +50,9 @@ def test_pretraining_on_a_cpu_learns_reports_and_commits_checkpoints(gpt: Launch
     loss = losses(records)
     assert sorted(loss) == list(range(1, 31))
     assert sum(loss[s] for s in range(26, 31)) < sum(loss[s] for s in range(1, 6)) - 2.5
+    progress = [line for line in done.stdout.splitlines() if line.startswith("step ")]  # what `crossrail logs` shows
+    assert [line.split()[1] for line in progress] == [f"{s}/30" for s in range(1, 31)]
+    assert f"loss {loss[30]:.4f}  tokens/s " in progress[-1]
     for name in (*PER_STEP, "checkpoint_write_seconds", "steps_per_hour"):
         assert of_type(records, "metric", name), name
     assert of_type(records, "metric", "accelerator_utilization") == []  # a CPU has no accelerator to report on
