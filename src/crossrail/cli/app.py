@@ -283,7 +283,7 @@ def agent(
         from crossrail.control.agent import AgentConfig, agent_lock
 
         cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace)
-        with client(home) as c, agent_lock(c.workspace.root):
+        with client(home, server="") as c, agent_lock(c.workspace.root):
             console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
             try:
                 c.agent(cfg).run(until_idle=until_idle, on_tick=render.tick)

@@ -55,7 +55,7 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
     Client.init(root, force=True)
     console.rule("crossrail demo")
     console.print(f"workspace: {root / '.crossrail'}")
-    with Client(cwd=root) as client:
+    with Client(cwd=root, server="") as client:  # the demo runs its own workspace, whatever CROSSRAIL_SERVER says
         exps = client.workspace.experiments_dir
         result = client.validate(sorted(exps.glob("*.yaml")))
         console.print(
@@ -206,7 +206,7 @@ def _table(client: Client, runs: list[str]) -> Table:
 def _summarise(client: Client, runs: list[str], killed: dict[str, Any], report: dict[str, Any], root: Path) -> None:
     from crossrail.cli import render
 
-    with Client(cwd=root) as c:
+    with Client(cwd=root, server="") as c:
         store = c.service.store
         if killed:
             att = store.attempts(killed["run"])

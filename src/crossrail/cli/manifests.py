@@ -51,7 +51,7 @@ def _fleet(fleet_file: Path | None, home: Path | None) -> Fleet:
         return load_fleet(fleet_file)
     from crossrail.client import Client
 
-    fleet: Fleet = Client(home).load_fleet()
+    fleet: Fleet = Client(home, server="").load_fleet()
     return fleet
 
 

@@ -6,6 +6,7 @@ import json
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from crossrail.cli import app
@@ -35,3 +36,19 @@ def test_an_error_is_one_line_and_its_exit_code_whatever_the_command(tmp_path: P
         assert done.exit_code == 1, (args, done.output)
         assert done.output.startswith("crossrail: "), (args, done.output)
         assert "Traceback" not in done.output
+
+
+def test_server_sends_the_command_to_that_server_and_the_agent_stays_local(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    down = "http://127.0.0.1:9"  # the discard port: nothing answers
+    sent = runner.invoke(app, ["status", "--server", down])
+    assert sent.exit_code != 0
+    assert sent.output.startswith("crossrail: "), sent.output
+    assert "127.0.0.1:9" in sent.output
+    monkeypatch.chdir(checkout)
+    monkeypatch.setenv("CROSSRAIL_SERVER", down)
+    assert runner.invoke(app, ["status"]).exit_code != 0  # the environment names the server too
+    agent = runner.invoke(app, ["agent", "--until-idle", "--poll", "0.05"])
+    assert agent.exit_code == 0, agent.output  # it runs beside the workspace's store, whatever the environment says
+    assert f"crossrail agent on {checkout / '.crossrail'}" in " ".join(agent.output.split())
