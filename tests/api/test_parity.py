@@ -1,0 +1,82 @@
+"""`crossrail --server URL ... --json` prints what the local CLI prints, on the demo workspace."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.api.conftest import PENDING, free_port
+from typer.testing import CliRunner
+
+from crossrail.cli.app import app
+from crossrail.core import SystemClock
+
+FROZEN = 1_800_000_000.0  # ages, waits and estimated starts are computed at one instant on both sides
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SystemClock, "now", lambda self: FROZEN)
+
+
+@pytest.fixture
+def served(demo_copy: Path, frozen: None) -> Iterator[tuple[Path, str]]:
+    """The demo copy and a server over it, on the same (frozen) clock as the local CLI."""
+    import uvicorn
+
+    from crossrail.api import create_app
+
+    port = free_port()
+    config = uvicorn.Config(create_app(demo_copy / ".crossrail"), port=port, ws="none", log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the API server did not start"
+        time.sleep(0.02)
+    yield demo_copy, f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(30)
+
+
+def _cli(root: Path, *args: str, server: str | None = None) -> tuple[int, Any, str]:
+    where = ["--server", server] if server else ["--home", str(root / ".crossrail")]
+    result = CliRunner().invoke(app, [*args, *where], env={"CROSSRAIL_SERVER": "", "COLUMNS": "200"})
+    out = json.loads(result.stdout) if result.exit_code == 0 and "--json" in args else result.stdout
+    return result.exit_code, out, result.stderr
+
+
+def test_server_and_workspace_print_the_same_json(served: tuple[Path, str]) -> None:
+    root, url = served
+    reads = [("show", "pretrain-small-1"), ("show", PENDING), ("queue",), ("report",), ("status",)]
+    reads.append(("events", "--run", "pretrain-small-1"))
+    for read in reads:
+        args = (*read, "--json")
+        local, remote = _cli(root, *args), _cli(root, *args, server=url)
+        assert local[0] == 0, local
+        assert remote == local, args
+    exp = str(root / ".crossrail" / "experiments" / "pretrain-small.yaml")
+    submit = ("submit", exp, "--set", "metadata.name=parity", "--idempotency-key", "parity-1", "--json")
+    first = _cli(root, *submit, server=url)
+    assert first[0] == 0
+    assert first[1]["created"] is True
+    assert _cli(root, *submit) == _cli(root, *submit, server=url)  # the same key's replay, both ways
+    assert _cli(root, *submit)[1]["run"] == first[1]["run"]
+
+
+def test_server_and_workspace_refuse_with_the_same_lines(served: tuple[Path, str]) -> None:
+    root, url = served
+    bad = root / "bad.yaml"
+    bad.write_text("apiVersion: crossrail/v1\nkind: Experiment\nmetadata:\n  name: bad\nspec:\n  stage: nope\n")
+    for args in (("submit", str(bad), "--json"), ("show", "no-such-run", "--json"), ("cancel", "no-such-run")):
+        local, remote = _cli(root, *args), _cli(root, *args, server=url)
+        assert local[0] == 1, local
+        assert remote == local, args
+    gone = _cli(root, "show", PENDING, "--json", server="http://127.0.0.1:9")
+    assert gone[0] == 1
+    assert "cannot reach the crossrail server at http://127.0.0.1:9" in gone[2]
