@@ -274,6 +274,10 @@ def agent(
     grace: Annotated[
         float, typer.Option("--grace", min=0, help="Seconds a stopped attempt gets to checkpoint.")
     ] = 30.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", min=1, max=65535, help="Serve Prometheus /metrics on 127.0.0.1:PORT."),
+    ] = None,
     home: Home = None,
 ) -> None:
     """Run the reconcile agent: admit queued runs, launch, watch, checkpoint, retry."""
@@ -285,12 +289,34 @@ def agent(
         cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace)
         with client(home, server="") as c, agent_lock(c.workspace.root):
             console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
+            if metrics_port is not None:
+                _serve_metrics(c, metrics_port)
             try:
                 c.agent(cfg).run(until_idle=until_idle, on_tick=render.tick)
             except KeyboardInterrupt:
                 console.print("agent stopped; running attempts continue and are re-adopted on restart")
 
     guard(go)
+
+
+def _serve_metrics(c: Any, port: int) -> None:
+    """Serve the workspace's Prometheus metrics from a thread of this process (docs/metrics.md#prometheus)."""
+    from crossrail.errors import WorkspaceError
+
+    try:
+        from prometheus_client import start_http_server
+
+        from crossrail.control.prometheus import registry_for
+    except ImportError as exc:
+        raise WorkspaceError(
+            f"--metrics-port needs prometheus-client ({exc}); install the extra: pip install 'crossrail[api]'"
+        ) from None
+    registry = registry_for(c.service.store, c.clock, [q.name for q in c.fleet.spec.queues])
+    try:
+        start_http_server(port, addr="127.0.0.1", registry=registry)
+    except OSError as exc:
+        raise WorkspaceError(f"--metrics-port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror})") from None
+    console.print(f"Prometheus metrics on http://127.0.0.1:{port}/metrics")
 
 
 @app.command()
@@ -469,4 +495,10 @@ def main() -> None:
 if __name__ == "__main__":
     main()
 
+from crossrail.cli import serve as serve_cli  # noqa: E402 (the HTTP API's command lives in its own module)
 
+app.command("serve")(serve_cli.serve_command)
+
+from crossrail.cli.export import export_app  # noqa: E402 (exports to other tools live in their own module)
+
+app.add_typer(export_app, name="export")

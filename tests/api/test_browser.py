@@ -1,0 +1,111 @@
+"""A real headless Chromium (Debian's, driven by playwright) opens every dashboard page over the demo workspace.
+
+Screenshots are kept under the test's temporary directory (`pytest --basetemp DIR` keeps them where you say);
+the test prints where.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import PENDING
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CROSSRAIL_CHROMIUM", "/usr/bin/chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium package)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser extra is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def test_every_dashboard_page_renders_in_chromium_with_no_console_errors_or_failed_requests(
+    browser: Any, demo_server: str, tmp_path: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems: list[str] = []
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
+    page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
+    outside: list[str] = []
+    page.on("request", lambda r: r.url.startswith(demo_server) or outside.append(r.url))
+
+    def visit(path: str, name: str) -> None:
+        page.goto(f"{demo_server}{path}", wait_until="load")
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+
+    # Runs: every run of the demo, the one left queued, and a link into each.
+    visit("/", "runs")
+    assert page.url == f"{demo_server}/ui/runs"
+    for run in ["pretrain-small-1", "posttrain-042-1", "eval-smoke-1", "sweep-lr-1-1", f"{PENDING}-1"]:
+        assert page.locator(f'tr[data-run="{run}"]').count() == 1, run
+    assert page.locator('tr[data-run="pretrain-small-1"] .state').inner_text() == "succeeded"
+
+    # A run: reached by its link; the killed attempt, the retry's move between pools, the loss curve.
+    page.click('a[href="/ui/runs/pretrain-small-1"]')
+    page.wait_for_load_state("load")
+    page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+    assert page.locator('li.attempt[data-attempt="1"]').get_attribute("data-pool") == "tpu-v5p"
+    assert page.locator('li.attempt[data-attempt="2"]').get_attribute("data-pool") == "h100"
+    assert page.locator("li.attempt .move").inner_text() == "moved from tpu-v5p to h100"
+    curve = page.locator("svg#loss-curve")
+    assert curve.is_visible()
+    box = curve.bounding_box()
+    assert box["width"] > 300
+    assert box["height"] > 100
+    assert page.locator("svg#loss-curve polyline.loss").count() == 2
+
+    # The queue, the lineage edge from pretraining's checkpoint to post-training, the fleet, the metrics.
+    visit("/ui/queues", "queues")
+    assert page.locator(f'table.pending tr[data-run="{PENDING}-1"]').count() == 1
+    visit("/ui/lineage", "lineage")
+    edge = page.locator("li#edge-pretrain-small-1-posttrain-042-1")
+    assert edge.inner_text() == "pretrain-small-1 checkpoint step 60 → posttrain-042-1"
+    edge.locator('a[href="/ui/runs/posttrain-042-1"]').click()
+    page.wait_for_load_state("load")
+    assert page.locator("h1").inner_text() == "posttrain-042-1"
+    visit("/ui/fleet", "fleet")
+    assert page.locator('tr[data-pool="tpu-v5p"]').count() == 1
+    visit("/ui/report", "metrics")
+    assert page.locator('tr[data-group="pretraining/h100"]').count() == 1
+
+    # The runs page refreshes itself in place without errors.
+    visit("/ui/runs", "runs-again")
+    with page.expect_response(lambda r: r.url == f"{demo_server}/ui/runs", timeout=15_000):
+        pass
+    page.close()
+    print(f"screenshots: {tmp_path}")
+    assert problems == []
+    assert outside == []
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "fleet.png",
+        "lineage.png",
+        "metrics.png",
+        "queues.png",
+        "run.png",
+        "runs-again.png",
+        "runs.png",
+    ]
