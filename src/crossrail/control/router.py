@@ -12,21 +12,24 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crossrail.control.executor import AttemptStatus, Capabilities, Executor, LaunchRequest, StopReason
+from crossrail.core import Clock, SystemClock
 from crossrail.errors import ExecutionError, UsageError
 
 
 @dataclass(frozen=True)
 class BackendContext:
     """What a backend's factory gets: the workspace root (each backend keeps records in its own folder under
-    it) and the fleet, read anew on each call, so pool settings edited in the fleet file apply to new launches."""
+    it), the fleet, read anew on each call, so pool settings edited in the fleet file apply to new launches,
+    and the clock every executor is given (wall time by default: executors time real processes)."""
 
     root: Path
     fleet: Callable[[], Any]
+    clock: Clock = field(default_factory=SystemClock)
 
     def pools(self, backend: str) -> list[Any]:
         return [p for p in self.fleet().pools if str(p.backend) == backend]
@@ -38,7 +41,7 @@ ExecutorFactory = Callable[[BackendContext], Executor]
 def _local(ctx: BackendContext) -> Executor:
     from crossrail.executors.local import LocalExecutor
 
-    return LocalExecutor(ctx.root / "attempts")
+    return LocalExecutor(ctx.root / "attempts", clock=ctx.clock)
 
 
 def _ray(ctx: BackendContext) -> Executor:
@@ -60,12 +63,12 @@ def _ray(ctx: BackendContext) -> Executor:
             )
         return found
 
-    return RayExecutor(ctx.root / "ray", pools)
+    return RayExecutor(ctx.root / "ray", pools, clock=ctx.clock)
 
 
 def _kubernetes(ctx: BackendContext) -> Executor:
     module = importlib.import_module("crossrail.executors.kubernetes")
-    return module.KubernetesExecutor(ctx.fleet())  # type: ignore[no-any-return]
+    return module.KubernetesExecutor(ctx.fleet(), clock=ctx.clock)  # type: ignore[no-any-return]
 
 
 FACTORIES: dict[str, ExecutorFactory] = {"local": _local, "ray": _ray, "kubernetes": _kubernetes}
@@ -81,8 +84,9 @@ class Router:
         fleet: Callable[[], Any],
         pool_of: Callable[[str, int], str | None],
         factories: Mapping[str, ExecutorFactory] | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self.context = BackendContext(Path(root), fleet)
+        self.context = BackendContext(Path(root), fleet, clock or SystemClock())
         self.fleet = fleet
         self.pool_of = pool_of
         self.factories = dict(FACTORIES if factories is None else factories)

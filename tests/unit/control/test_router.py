@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 
 from crossrail.control.executor import AttemptStatus, LaunchRequest
 from crossrail.control.router import Router
-from crossrail.core import EndReason
+from crossrail.core import EndReason, ManualClock
 from crossrail.errors import ExecutionError, SpecError, UsageError
 from crossrail.executors.local import LocalExecutor
 from crossrail.executors.ray import RayExecutor, RayPool
@@ -159,3 +160,13 @@ def test_an_attempt_its_engine_could_not_place_is_requeued_without_spending_a_re
     assert (decision.attempt_state, decision.retry, decision.run_state) == ("unplaced", True, "queued")
     assert decision.detail == "not placed: Ray could not place 2 host(s)"
     assert end_reason(status, "cancelled")[0] is EndReason.CANCELLED  # cancelled while it waited: simply cancelled
+
+
+def test_the_router_gives_each_executor_its_clock(tmp_path: Path) -> None:
+    fleet = load_fleet(fleet_file(tmp_path))
+    clock = ManualClock(1_000.0)
+    router = Router(tmp_path, lambda: fleet, lambda _run, _n: None, clock=clock)
+    request = LaunchRequest("pretrain-small-1", 1, "tpu-v5p", "tpu", "tpu-v5p", 1, [sys.executable, "-c", "pass"])
+    router.launch(request)
+    record = json.loads((tmp_path / "attempts" / "pretrain-small-1" / "1" / "request.json").read_text())
+    assert record["launched_at"] == 1_000.0  # stamped by the injected clock, not the wall clock
