@@ -12,12 +12,16 @@ from crossrail.store import RunRecord, Store
 AGENT_STALE_S = 30.0  # three missed agent heartbeats (WatchConfig.heartbeat_s is 10 s)
 
 
-def run_progress(store: Store, runs: Sequence[RunRecord]) -> dict[str, dict[str, Any]]:
-    """By run id: the pool of its current attempt, its newest step and loss, and its newest usable checkpoint."""
+def run_progress(
+    store: Store, runs: Sequence[RunRecord], pools: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """By run id: the pool of its current attempt (or as `pools` says), its newest step and loss, and its newest
+    usable checkpoint."""
     ids = [r.id for r in runs]
-    pools = {a.run_id: a.pool for a in store.active_attempts()}
+    if pools is None:
+        pools = {a.run_id: a.pool for a in store.active_attempts()}
     losses = store.latest_samples(ids, "loss")
-    newest = store.latest_samples(ids)
+    newest = losses | store.latest_samples([i for i in ids if i not in losses])  # a run without loss: any metric
     checkpoints = store.latest_checkpoints(ids)
     out: dict[str, dict[str, Any]] = {}
     for rid in ids:

@@ -613,9 +613,8 @@ class Service:
         if launched:
             lineage["parent_checkpoint"] = launched[-1]
         now = self.clock.now()
-        shown = progress.run_progress(self.store, [run])[run.id]
-        if shown["pool"] is None and attempts:
-            shown["pool"] = attempts[-1].pool  # where it ran last
+        where = {run.id: attempts[-1].pool} if attempts else {}  # where it runs, or ran last
+        shown = progress.run_progress(self.store, [run], where)[run.id]
         return {
             "run": summary(run, now) | {"reason": self.end_reason(run)} | shown,
             "agent": progress.agent_liveness(self.store, now),

@@ -58,17 +58,17 @@ def test_status_and_show_give_pool_step_loss_last_checkpoint_and_agent_liveness(
         for step in (1, 2, 3):
             reporter.metrics({"loss": 4.0 / step, "tokens_per_second": 1000.0}, step=step)
         reporter.checkpoint(2, "file:///ckpt/step-00000002", tokens=64)
-        reporter.metric("steps_per_hour", 10.0, step=4)
+        reporter.metric("steps_per_hour", 10.0, step=3)
     store = client.service.store
     reports.ingest(store, store.attempts(run_id)[0], clock.now())
     store.register_agent(host="h1", pid=42, workspace=None, now=clock.now())
 
     pool = client.service.fleet.pools[0].name
     (row,) = client.status()["active"]
-    assert (row["pool"], row["step"], row["loss"]) == (pool, 4, pytest.approx(4.0 / 3))
+    assert (row["pool"], row["step"], row["loss"]) == (pool, 3, pytest.approx(4.0 / 3))
     assert row["last_checkpoint"]["step"] == 2
     shown = client.show(run_id)
-    assert (shown["run"]["pool"], shown["run"]["step"], shown["run"]["last_checkpoint"]["step"]) == (pool, 4, 2)
+    assert (shown["run"]["pool"], shown["run"]["step"], shown["run"]["last_checkpoint"]["step"]) == (pool, 3, 2)
     assert shown["agent"]["alive"] is True
     assert client.status()["agent"]["message"] == "agent on h1 pid 42, seen 0s ago"
 
@@ -85,11 +85,22 @@ def test_status_and_show_give_pool_step_loss_last_checkpoint_and_agent_liveness(
     assert " 1.3333 " in table.output
     assert "step 2" in table.output
     detail = runner.invoke(app, ["show", run_id, "--home", home])
-    assert f"pool {pool}  step 4  loss 1.3333  last checkpoint step 2" in detail.output
+    assert f"pool {pool}  step 3  loss 1.3333  last checkpoint step 2" in detail.output
 
 
 def test_no_agent_ever_is_said_too(client: Client) -> None:
     assert client.status()["agent"] == {"alive": False, "agent": None, "seen_s": None, "message": "no agent running"}
+
+
+def test_a_run_that_reports_no_loss_shows_the_step_of_its_newest_metric(
+    client: Client, experiments: Path, clock: ManualClock
+) -> None:
+    run_id, reporter = _attempt_reporting(client, experiments)
+    with reporter:
+        reporter.metrics({"eval_loss": 2.0, "eval_pass_rate": 0.5}, step=7)
+    reports.ingest(client.service.store, client.service.store.attempts(run_id)[0], clock.now())
+    (row,) = client.status()["active"]
+    assert (row["step"], row["loss"], row["last_checkpoint"]) == (7, None, None)
 
 
 def test_logs_follow_prints_a_running_attempts_progress_until_it_ends(
