@@ -308,9 +308,11 @@ class Simulation:
         self._emit(decision.event, run, att.number, {**data, **decision.data(att.pool)})
         if how == "preempted":
             rec.preemptions += 1
-        if not decision.retry:  # out of retries (a policy with a finite spec.retries.max)
+        if not decision.retry:  # out of retries (a policy with a finite spec.retries.max): the job has ended
             rec.outcome, rec.end_s = "failed", now
             self.done += 1
+            if self.measured is not None and run in self.measured:
+                self.measured_done += 1
             return
         next_try = {"next_attempt": att.number + 1, "reason": decision.detail, "cause": str(decision.reason)}
         self._emit(EventType.RETRIED, run, None, next_try)

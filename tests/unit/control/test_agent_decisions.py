@@ -356,3 +356,17 @@ def test_an_executor_that_cannot_withdraw_keeps_its_queued_work_where_it_is(chec
         assert ray.attempts(run) == [(1, "tpu-a", "starting")]
     finally:
         ray.client.close()
+
+
+def test_a_simulated_job_out_of_retries_fails_and_the_simulation_ends(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(fleet_text())
+    job = SimJob("job", "pretraining", 4, work_s=1000.0, accelerators=("tpu",), prefer="tpu")
+    sim = Simulation(load_fleet(path), [job], retries=RetryPolicy(max=1), record_events=True, quantum_s=0.0)
+    sim.engine.schedule(10.0, lambda: sim.executor.interrupt("job"))
+    sim.engine.schedule(300.0, lambda: sim.executor.interrupt("job"))
+    result = sim.run()
+    assert result.runs["job"].outcome == "failed"
+    assert sim.events is not None
+    failed = [e.data for e in sim.events if e.type is EventType.FAILED]
+    assert [(d["pool"], d["final"]) for d in failed] == [("tpu-a", False), ("tpu-b", True)]
