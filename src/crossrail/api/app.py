@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,6 +14,9 @@ from fastapi import FastAPI
 from crossrail.api import dashboard, errors, ingest, prom, routes
 from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
+
+# What the client's methods import lazily (spec parsing, scheduling, lineage's storage): loaded at start.
+WARM = ("crossrail.spec", "crossrail.scheduling", "crossrail.control.lineage", "crossrail.control.placing", "fsspec")
 
 
 def create_app(
@@ -54,6 +58,8 @@ def create_app(
     app.state.write_lock = threading.Lock()
     app.state.stopping = False
     c.service  # noqa: B018 - opened now, before requests race to open it
+    for module in WARM:  # imported now, not by the first request that submits or plans
+        importlib.import_module(module)
     errors.install(app)
 
     @app.get("/v1/health", summary="The server is up")
