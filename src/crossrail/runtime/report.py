@@ -28,6 +28,8 @@ NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 ENVELOPE = frozenset({"v", "ts", "run", "attempt", "type"})
 INVALID_LINE_CHARS = 500
 SECRET_ENV = "CROSSRAIL_REPORT_SECRET"
+POST_TRIES = 3  # a batch is posted this many times (backing off from POST_BACKOFF_S) before flush() raises
+POST_BACKOFF_S = 0.5
 
 
 def chunk_name(n: int) -> str:
@@ -139,7 +141,7 @@ class _HttpSink:
         self.flush()
 
 
-def post_batch(url: str, secret: str, incarnation: int, records: list[dict[str, Any]], tries: int = 3) -> Any:
+def post_batch(url: str, secret: str, incarnation: int, records: list[dict[str, Any]], tries: int = POST_TRIES) -> Any:
     """POST one batch; the server's answer. Raises OSError when it cannot be delivered (the caller keeps it)."""
     import urllib.error
     import urllib.request
@@ -157,8 +159,8 @@ def post_batch(url: str, secret: str, incarnation: int, records: list[dict[str, 
                 raise OSError(f"{url} refused {len(records)} report records ({exc.code}): {detail}") from None
         except (urllib.error.URLError, TimeoutError) as exc:
             if attempt == tries - 1:
-                raise OSError(f"cannot post report records to {url}: {exc}") from None
-        time.sleep(0.5 * 2**attempt)
+                raise OSError(f"cannot post {len(records)} report records to {url}: {exc}") from None
+        time.sleep(POST_BACKOFF_S * 2**attempt)
     raise AssertionError("unreachable")
 
 
@@ -297,6 +299,11 @@ def read_new(target: str, cursor: str | None) -> tuple[list[dict[str, Any]], str
     Lines that are not valid records come back as `{"type": "invalid", "line", "reason", "where"}`;
     content never raises. A target that does not exist yet gives no records and the cursor unchanged.
     """
+    if target.startswith(("http://", "https://")):
+        raise CrossrailError(
+            f"{target} is the API server's ingest endpoint: it stores records as they are posted, nothing reads"
+            " them back from there; `crossrail events --run RUN` lists what was stored"
+        )
     path = local_path(target)
     if path is not None:
         return _read_file(path, _cursor(cursor))

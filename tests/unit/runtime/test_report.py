@@ -340,3 +340,23 @@ def test_heartbeats_continue_after_a_storage_error(tmp_path: Path, capsys: pytes
 def test_a_scheme_fsspec_does_not_know_is_refused_with_the_uri(memfs: Any) -> None:
     with pytest.raises(CrossrailError, match="nosuchscheme://reports"):
         Reporter("nosuchscheme://reports", run="r-1", attempt=1)
+
+
+def test_an_http_report_needs_the_attempts_secret_and_is_not_read_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CROSSRAIL_REPORT_SECRET", raising=False)
+    url = "http://127.0.0.1:9/v1/ingest/r-1/1"
+    with pytest.raises(CrossrailError, match="CROSSRAIL_REPORT_SECRET"):
+        Reporter(url, run="r-1", attempt=1)
+    with pytest.raises(CrossrailError, match="crossrail events --run RUN"):
+        read_new(url, None)
+
+
+def test_an_http_batch_that_cannot_be_posted_stays_buffered_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("crossrail.runtime.report.POST_BACKOFF_S", 0.0)
+    reporter = Reporter("http://127.0.0.1:9/v1/ingest/r-1/1", run="r-1", attempt=1, secret="s", flush_records=10)
+    reporter.metric("loss", 1.0, step=1)
+    with pytest.raises(OSError, match=r"cannot post 1 report records to http://127\.0\.0\.1:9"):
+        reporter.flush()
+    reporter.metric("loss", 0.5, step=2)
+    with pytest.raises(OSError, match="cannot post 2 report records"):
+        reporter.flush()
