@@ -31,6 +31,7 @@ class PolicyDriver:
         self.plan: dict[str, str] = {}
         self.attained: dict[str, dict[str, float]] = {}
         self._round: Timer | None = None
+        self._woken: Timer | None = None
         pools = sim.fleet.pools
         self.by_cost = sorted(pools, key=lambda p: (p.cost_per_chip_hour / p.relative_speed, p.name))
         self.speeds: dict[str, float] = {}
@@ -118,10 +119,16 @@ class PolicyDriver:
     # --- round-based policies --------------------------------------------------------------------
 
     def wake(self) -> None:
-        """Demand or capacity changed: start planned jobs whose chips are free; begin rounds if idle.
+        """Demand or capacity changed: once this instant's events are done, start planned jobs whose chips
+        are free and begin rounds if idle (one look per instant, however many jobs stopped in it).
 
         As in Gavel, chips a job leaves mid-round wait for the next boundary: the round's plan stands.
         """
+        if self._woken is None:
+            self._woken = self.sim.engine.after(0.0, self._look, LATE)
+
+    def _look(self) -> None:
+        self._woken = None
         self.start_planned()
         if self._round is None and (self.sim.waiting or self.sim.executor.live):
             self._round = self.sim.engine.after(0.0, self.next_round, LATE)

@@ -18,6 +18,8 @@ class Room:
     def __init__(self, pools: Sequence[PoolView], *, free: bool = False) -> None:
         self.pools = sorted(pools, key=lambda p: p.name)
         self.left = {p.name: p.free if free else p.capacity for p in self.pools}
+        self.largest = max(self.left.values(), default=0)
+        """An upper bound on the chips left in any one pool (a gang larger than it fits nowhere)."""
 
     @property
     def total(self) -> int:
@@ -28,10 +30,14 @@ class Room:
 
     def take(self, job: JobView, pool: PoolView) -> None:
         self.left[pool.name] -= job.chips
+        if self.left[pool.name] + job.chips == self.largest:
+            self.largest = max(self.left.values(), default=0)
 
 
 def pick(job: JobView, room: Room, hetero: bool) -> PoolView | None:
     """The pool `job` takes in `room`, or None when none has room for its gang."""
+    if job.chips > room.largest:
+        return None  # a full round: nothing left to weigh
     candidates = [p for p in room.pools if room.fits(job, p)]
     if not candidates:
         return None

@@ -79,33 +79,31 @@ def class_shares(
     jobs: Sequence[JobView], counts: Sequence[int], pools: Sequence[PoolView], hetero: bool, normalise: str
 ) -> dict[int, dict[str, float]]:
     """The max-min LP over job classes (`counts[m]` jobs like `jobs[m]`): class index -> pool -> share."""
+    import numpy as np
     from scipy.optimize import linprog  # type: ignore[import-untyped]  # lazy: only LP policies need scipy
-    from scipy.sparse import coo_array  # type: ignore[import-untyped]
 
     cells = [(m, p) for m, job in enumerate(jobs) for p, pool in enumerate(pools) if runnable(job, pool)]
     if not cells:
         return {}
     refs = [reference(job, pools, normalise) if hetero else 1.0 for job in jobs]
     weight = [_weight(jobs[m], pools[p], refs[m], hetero) for m, p in cells]
-    # Columns: one X per cell, then t. Rows (sparse): -share(m) + t <= 0 and sum_p X[m, p] <= 1 per served
-    # class; sum_m count(m) chips(m) X[m, p] <= capacity(p) per pool.
+    # Columns: one X per cell, then t. Rows: -share(m) + t <= 0 and sum_p X[m, p] <= 1 per served class;
+    # sum_m count(m) chips(m) X[m, p] <= capacity(p) per pool. Dense: a few dozen classes by a few pools.
     n, served = len(cells), {m: i for i, m in enumerate(sorted({m for m, _ in cells}))}
-    rows, cols, vals = [], [], []
+    a_ub = np.zeros((2 * len(served) + len(pools), n + 1))
     for i, (m, p) in enumerate(cells):
-        rows += [served[m], len(served) + served[m], 2 * len(served) + p]
-        cols += [i, i, i]
-        vals += [-weight[i], 1.0, float(jobs[m].chips * counts[m])]
-    rows += list(range(len(served)))
-    cols += [n] * len(served)
-    vals += [1.0] * len(served)
-    a_ub = coo_array((vals, (rows, cols)), shape=(2 * len(served) + len(pools), n + 1)).tocsr()
-    b_ub = [0.0] * len(served) + [1.0] * len(served) + [float(pool.capacity) for pool in pools]
+        a_ub[served[m], i] = -weight[i]
+        a_ub[len(served) + served[m], i] = 1.0
+        a_ub[2 * len(served) + p, i] = float(jobs[m].chips * counts[m])
+    a_ub[: len(served), n] = 1.0
+    b_ub = np.array([0.0] * len(served) + [1.0] * len(served) + [float(pool.capacity) for pool in pools])
+    bounds = np.array([(0.0, 1.0)] * n + [(0.0, np.inf)])
     # One LP for both stages: the floor t first, then (weighted by LEXICOGRAPHIC, so that it can move t
     # by at most that much) the sum of every job's share.
     total = sum(counts[m] * weight[i] for i, (m, _) in enumerate(cells))
     tie = LEXICOGRAPHIC / total if total > 0 else 0.0
     objective = [-tie * counts[m] * weight[i] for i, (m, _) in enumerate(cells)] + [-1.0]
-    solved = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=[(0, 1)] * n + [(0, None)], method="highs")
+    solved = linprog(np.array(objective), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if not solved.success:
         raise ArithmeticError(f"max-min fairness LP failed: {solved.message}")
     x = solved.x
@@ -125,12 +123,19 @@ def round_priorities(
     ones for a job without rates, or whose service is not split by chip type.
     """
     entries = []
+    chip_type_of = {p.name: p.chip_type for p in pools}
     for job in jobs:
+        share = shares.get(job.run)
+        if not share:
+            continue
         typed = hetero and bool(job.throughput) and (bool(job.attained_by_type) or job.attained_s == 0)
-        kind = {p.name: p.chip_type if typed else "" for p in pools}
         by_type: dict[str, float] = {}
-        for pool, x in shares.get(job.run, {}).items():
-            by_type[kind[pool]] = by_type.get(kind[pool], 0.0) + x
+        if typed:
+            for pool, x in share.items():
+                kind = chip_type_of[pool]
+                by_type[kind] = by_type.get(kind, 0.0) + x
+        else:
+            by_type[""] = sum(share.values())
         elapsed = max(now - job.submitted_at, 0.0) * job.chips
         for chip_type, x in sorted(by_type.items()):
             got = job.attained_by_type.get(chip_type, 0.0) if typed else job.attained_s
@@ -238,6 +243,7 @@ class _Within(Room):
     def __init__(self, room: Room, pools: Sequence[PoolView]) -> None:
         self.pools = list(pools)
         self.left = room.left
+        self.largest = room.largest
 
 
 def _weight(job: JobView, pool: PoolView, ref: float, hetero: bool) -> float:
