@@ -15,7 +15,11 @@ from crossrail.client import Client
 
 from .conftest import CROSSRAIL, PENDING
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # MLflow 3.17's tracking store asks SQLAlchemy 2.1 for `noload`, which warns; that is MLflow's to change.
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated:DeprecationWarning"),
+]
 pytest.importorskip("mlflow", reason="the mlflow extra is not installed: pip install -e '.[mlflow]'")
 
 
