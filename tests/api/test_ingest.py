@@ -159,3 +159,18 @@ def test_ingest_refuses_without_the_attempts_secret_and_changes_nothing(home: Pa
         assert [p["path"] for p in bad.json()["problems"]] == ["records[0].seq", "records[1]"]
         assert len(c.service.store.events()) == before
         assert c.service.store.attempts(run_id)[0].report_cursor is None
+
+
+def test_an_agent_with_a_report_url_sends_kubernetes_attempts_there_with_their_secret(home: Path, url: str) -> None:
+    from crossrail.control.attempts import launch_request, report_uri
+
+    with Client(home, server="", clock=CLOCK) as c:
+        run_id = _attempt(c, "routed", None)
+        run, att = c.service.store.get_run(run_id), c.service.store.attempts(run_id)[0]
+        reports_dir = c.workspace.root / "reports"
+        assert report_uri(run, 2, "kubernetes", reports_dir, server=url + "/") == f"{url}/v1/ingest/{run_id}/2"
+        assert report_uri(run, 2, "local", reports_dir, server=url) == str(reports_dir / run_id / "2.jsonl")
+        secret = attempt_secret(c.workspace.root, run_id, 1)
+        launched = launch_request(run, att, parent_checkpoint=None, heartbeat_s=10, report_secret=secret)
+        assert launched.env["CROSSRAIL_REPORT_SECRET"] == secret
+        assert "CROSSRAIL_REPORT_SECRET" not in launch_request(run, att, parent_checkpoint=None, heartbeat_s=10).env

@@ -276,7 +276,18 @@ def agent(
     ] = 30.0,
     metrics_port: Annotated[
         int | None,
-        typer.Option("--metrics-port", min=1, max=65535, help="Serve Prometheus /metrics on 127.0.0.1:PORT."),
+        typer.Option("--metrics-port", min=1, max=65535, help="Serve Prometheus /metrics on this port."),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", help="Address /metrics listens on (0.0.0.0 for a scraper elsewhere).")
+    ] = "127.0.0.1",
+    report_url: Annotated[
+        str | None,
+        typer.Option(
+            "--report-url",
+            envvar="CROSSRAIL_REPORT_URL",
+            help="A `crossrail serve` URL: Kubernetes attempts post their reports to it (docs/api.md#ingest).",
+        ),
     ] = None,
     home: Home = None,
 ) -> None:
@@ -286,11 +297,13 @@ def agent(
         from crossrail.cli import render
         from crossrail.control.agent import AgentConfig, agent_lock
 
-        cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace)
+        if report_url is not None and not report_url.startswith(("http://", "https://")):
+            raise UsageError(f"--report-url {report_url!r} is not an http:// or https:// URL of a crossrail serve")
+        cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace, report_url=report_url)
         with client(home, server="") as c, agent_lock(c.workspace.root):
             console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
             if metrics_port is not None:
-                _serve_metrics(c, metrics_port)
+                _serve_metrics(c, metrics_host, metrics_port)
             try:
                 c.agent(cfg).run(until_idle=until_idle, on_tick=render.tick)
             except KeyboardInterrupt:
@@ -299,7 +312,7 @@ def agent(
     guard(go)
 
 
-def _serve_metrics(c: Any, port: int) -> None:
+def _serve_metrics(c: Any, host: str, port: int) -> None:
     """Serve the workspace's Prometheus metrics from a thread of this process (docs/metrics.md#prometheus)."""
     from crossrail.errors import WorkspaceError
 
@@ -313,10 +326,10 @@ def _serve_metrics(c: Any, port: int) -> None:
         ) from None
     registry = registry_for(c.service.store, c.clock, [q.name for q in c.fleet.spec.queues])
     try:
-        start_http_server(port, addr="127.0.0.1", registry=registry)
+        start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
-        raise WorkspaceError(f"--metrics-port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror})") from None
-    console.print(f"Prometheus metrics on http://127.0.0.1:{port}/metrics")
+        raise WorkspaceError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror})") from None
+    console.print(f"Prometheus metrics on http://{host}:{port}/metrics")
 
 
 @app.command()

@@ -22,6 +22,7 @@ from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor, StopReason
 from crossrail.control.placing import Placer, QueuePlacement, explanation, preference
+from crossrail.control.secrets import attempt_secret
 from crossrail.control.service import Service
 from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import EndReason, Event, EventType, parse_duration
@@ -44,6 +45,7 @@ class AgentConfig:
     heartbeat_timeout_s: float = 60.0  # for executors that cannot see processes: silent this long is lost
     store_check_s: float = 60.0  # how often a pass also runs the store's quick integrity check (0: every pass)
     store_wait_s: float = 300.0  # how long an unreachable store (a restarting server) is waited for before stopping
+    report_url: str | None = None  # an API server: attempts on remote backends report to its /v1/ingest
 
 
 @dataclass(frozen=True)
@@ -216,8 +218,16 @@ class Agent:
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
         parent = att.parent_checkpoint or parents.launch_checkpoint(self.store, run)  # resolved at admission
         parent_uid = self.store.get_run(run.parent_run).uid if run.parent_run else None
+        secret = None
+        if (att.report_uri or "").startswith(("http://", "https://")):
+            secret = attempt_secret(self.workspace_root or self.reports_dir.parent, run.id, att.number)
         request = launch_request(
-            run, att, parent_checkpoint=parent, heartbeat_s=self.config.heartbeat_s, parent_uid=parent_uid
+            run,
+            att,
+            parent_checkpoint=parent,
+            heartbeat_s=self.config.heartbeat_s,
+            parent_uid=parent_uid,
+            report_secret=secret,
         )
         try:
             status = self.executor.launch(request)
@@ -389,7 +399,7 @@ class Agent:
             return 0
         pool = self.service.fleet.pool(d.pool)
         number = len(self.store.attempts(run.id)) + 1
-        report = report_uri(run, number, str(pool.backend), self.reports_dir)
+        report = report_uri(run, number, str(pool.backend), self.reports_dir, server=self.config.report_url)
         att = new_attempt(run, number, pool, d.chips, report=report, now=now, parent_checkpoint=parent)
         placed = {
             "pool": pool.name,

@@ -22,8 +22,10 @@ def launch_request(
     parent_checkpoint: str | None,
     heartbeat_s: float,
     parent_uid: str | None = None,
+    report_secret: str | None = None,
 ) -> LaunchRequest:
-    """What attempt `att` of `run` is launched with; `parent_uid` is the uid of the run's declared parent.
+    """What attempt `att` of `run` is launched with; `parent_uid` is the uid of the run's declared parent;
+    `report_secret` is the attempt's ingest secret when it reports to an API server (CROSSRAIL_REPORT_SECRET).
 
     The runtime checks every checkpoint it restores against the run's uid, or the declared parent's
     (docs/runtime.md, "Whose checkpoint").
@@ -63,6 +65,8 @@ def launch_request(
         "CROSSRAIL_SPEC": json.dumps(resolved, sort_keys=True),
         "CROSSRAIL_HEARTBEAT_S": f"{heartbeat_s:g}",
     }
+    if report_secret:
+        env["CROSSRAIL_REPORT_SECRET"] = report_secret
     command = [str(c) for c in spec.get("command", [])] + [str(a) for a in spec.get("args", [])]
     return LaunchRequest(
         run=run.id,
@@ -80,14 +84,19 @@ REMOTE_BACKENDS = frozenset({"kubernetes"})
 """Backends whose attempts run on other machines and cannot write the agent's local report files."""
 
 
-def report_uri(run: RunRecord, number: int, backend: str, reports_dir: Path) -> str:
+def report_uri(run: RunRecord, number: int, backend: str, reports_dir: Path, *, server: str | None = None) -> str:
     """Where attempt `number` of `run` writes its report channel, and the agent reads it.
+
+    With `server` (an API server's base URL, `agent --report-url`), attempts on remote backends post their
+    records to its ingest endpoint instead, with their secret (docs/api.md#ingest).
 
     Local and Ray attempts share the agent's file system: a JSON-lines file under `reports_dir`. Attempts on
     remote backends write numbered chunks in the run's checkpoint directory on object storage, which both sides
     reach (keyed by the run's uid, like its checkpoints); a run whose checkpoint dir is on local disk falls back
     to the local file (such a run's pods cannot report, which the portability lint already flags).
     """
+    if server and backend in REMOTE_BACKENDS:
+        return f"{server.rstrip('/')}/v1/ingest/{run.id}/{number}"
     base = run.checkpoint_dir.rstrip("/")
     if backend in REMOTE_BACKENDS and "://" in base and not base.startswith("file://"):
         return f"{run.run_checkpoint_dir}/reports/attempt-{number}"
