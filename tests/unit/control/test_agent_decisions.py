@@ -370,3 +370,61 @@ def test_a_simulated_job_out_of_retries_fails_and_the_simulation_ends(tmp_path: 
     assert sim.events is not None
     failed = [e.data for e in sim.events if e.type is EventType.FAILED]
     assert [(d["pool"], d["final"]) for d in failed] == [("tpu-a", False), ("tpu-b", True)]
+
+
+# --- a crash at each step of an end and its retry ------------------------------------------------------
+
+
+class Crash(BaseException):
+    """The agent dies here (SIGKILL): nothing after this line of the pass runs."""
+
+
+@pytest.mark.parametrize("dies_at", ["forget", "launch"])
+def test_an_agent_killed_between_an_end_and_its_retry_records_the_real_cause_once_and_no_overlap(
+    live: Live, monkeypatch: pytest.MonkeyPatch, dies_at: str
+) -> None:
+    run = running(live, "spec.retries={max: 2, backoff: {initial: 0s}}")
+    live.tick(60)
+    live.executor.kill(run, 1, signal=9)
+    forget, launch = live.executor.forget, live.executor.launch
+    seen: list[tuple[str, str, str]] = []
+
+    def forget_then_die(r: str, n: int) -> None:
+        # The store holds the end, with its cause, before the executor's record of it goes.
+        seen.append(("forget", live.store.attempts(r)[0].state, str(live.store.attempts(r)[0].stopped_by)))
+        if dies_at == "forget":
+            raise Crash
+        forget(r, n)
+
+    def launch_then_die(request: Any) -> Any:
+        first = live.store.attempts(request.run)[0]
+        seen.append(("launch", first.state, "forgotten" if (run, 1) not in live.executor.attempts else "kept"))
+        if dies_at == "launch":
+            raise Crash
+        return launch(request)
+
+    monkeypatch.setattr(live.executor, "forget", forget_then_die)
+    monkeypatch.setattr(live.executor, "launch", launch_then_die)
+    with pytest.raises(Crash):
+        live.tick()
+    monkeypatch.setattr(live.executor, "forget", forget)
+    monkeypatch.setattr(live.executor, "launch", launch)
+    assert seen[0] == ("forget", "failed", "signal")
+    if dies_at == "launch":
+        assert seen[-1] == ("launch", "failed", "forgotten")
+
+    restarted = Agent(live.client.service, live.executor, live.agent.reports_dir, live.agent.config)
+    restarted.fleet_path = live.fleet_path
+    live.clock.advance(1)
+    restarted.reconcile()
+    restarted.reconcile()
+
+    first, second = live.store.attempts(run)
+    assert (first.state, first.stopped_by, first.signal) == ("failed", "signal", 9)  # not "lost: no record of it"
+    assert (second.number, second.state) == (2, "running")
+    assert first.ended_at is not None
+    assert second.started_at is not None
+    assert first.ended_at <= second.started_at  # the two attempts never overlap in the record
+    assert [e.data["cause"] for e in live.ends(run)] == ["signal"]
+    assert [(r.run, r.attempt) for r in live.executor.launched] == [(run, 1), (run, 2)]  # each launched once
+    assert (run, 1) not in live.executor.attempts
