@@ -105,3 +105,20 @@ def test_pages_load_nothing_from_outside_this_server(demo_server: str) -> None:
         assert refs, path
         outside = [r for r in refs if not r.startswith(("/", "#", "data:"))]
         assert outside == [], (path, outside)
+
+
+def test_a_loss_curve_needs_two_finite_points_and_draws_one_line_per_attempt() -> None:
+    from crossrail.api.dashboard import loss_curve
+
+    def sample(step: int, value: float, attempt: int) -> dict[str, object]:
+        return {"step": step, "value": value, "attempt": attempt}
+
+    assert loss_curve([]) is None
+    assert loss_curve([sample(1, 2.0, 1), sample(2, float("nan"), 1)]) is None
+    curve = loss_curve([sample(1, 4.0, 1), sample(2, 3.0, 1), sample(3, 2.0, 2), sample(4, 2.0, 2)], 100, 100)
+    assert curve is not None
+    assert [line["attempt"] for line in curve["lines"]] == [1, 2]
+    assert curve["lines"][0]["points"].split()[0] == "36.0,36.0"  # the first step at the highest loss: top left
+    assert curve["lines"][1]["points"].split()[-1] == "64.0,64.0"  # the last step at the lowest: bottom right
+    assert curve["step_range"] == (1, 4)
+    assert curve["loss_range"] == (2.0, 4.0)
