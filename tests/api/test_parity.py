@@ -80,3 +80,25 @@ def test_server_and_workspace_refuse_with_the_same_lines(served: tuple[Path, str
     gone = _cli(root, "show", PENDING, "--json", server="http://127.0.0.1:9")
     assert gone[0] == 1
     assert "cannot reach the crossrail server at http://127.0.0.1:9" in gone[2]
+
+
+def test_following_an_ended_runs_logs_streams_them_then_ends(demo_server: str) -> None:
+    import httpx
+
+    whole = httpx.get(f"{demo_server}/v1/runs/pretrain-small-1/logs").json()
+    events: list[tuple[str, Any]] = []
+    with httpx.stream("GET", f"{demo_server}/v1/runs/pretrain-small-1/logs", params={"follow": 1}, timeout=30) as s:
+        name = ""
+        for line in s.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[6:])))
+    *logs, (last, end) = events
+    assert (last, end["state"]) == ("end", "succeeded")
+    streamed = {}
+    for name, data in logs:
+        assert name == "log"
+        streamed[data["attempt"]] = streamed.get(data["attempt"], "") + data["text"]
+    assert streamed == {a["attempt"]: a["log"] for a in whole["attempts"] if a["log"]}
+    assert len(streamed) == 2  # the killed attempt's log and its retry's
