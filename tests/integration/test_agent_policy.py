@@ -10,6 +10,7 @@ from tests.integration.test_agent import FAST, command, state
 
 from crossrail.client import Client
 from crossrail.control.attempts import new_attempt
+from crossrail.core import EndReason
 
 # The eval queue may hold 4 chips of the GPU pool (init's fleet): two 4-chip runs cannot both start.
 EVAL_QUOTA = ["spec.accelerators={allow: [gpu]}", "spec.resources.chips=4"]
@@ -37,6 +38,7 @@ def served_before(client: Client, run: str, chip_s: float) -> None:
         exit_code=75,
         signal=None,
         stopped_by="preempted",
+        end_reason=EndReason.PREEMPTED,
         reason="preempted with a checkpoint",
         run_state="queued",
         events=[],

@@ -259,7 +259,8 @@ class Agent:
         """Decide what the attempt's end means (scheduling.decisions) and record it, once, with its events.
 
         `why` is the reason when the agent itself ended the attempt (a move, a silent heartbeat, a failed
-        launch); otherwise the executor's observation says it. The typed reason is kept on the attempt.
+        launch); otherwise the executor's observation says it. The typed reason is kept on the attempt
+        (`end_reason`), beside the reason crossrail gave the executor's stop(), if it stopped it (`stopped_by`).
         """
         retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
         reason, detail = why or decisions.end_reason(status, run.state, retries.exit_codes)
@@ -273,7 +274,8 @@ class Agent:
             ended_at=now,
             exit_code=status.exit_code,
             signal=status.signal,
-            stopped_by=str(reason),
+            stopped_by=status.stopped_by,
+            end_reason=reason,
             reason=decision.detail,
             run_state=decision.run_state,
             events=_end_events(run, att, status, decision),

@@ -154,12 +154,9 @@ _BEFORE_REASONS = {
 
 
 def end_reason_of(att: AttemptRecord) -> EndReason:
-    """The typed reason an ended attempt's record carries (in `stopped_by`; older records: by state)."""
-    if att.stopped_by is not None:
-        try:
-            return EndReason(att.stopped_by)
-        except ValueError:
-            pass
+    """The typed reason an ended attempt's record carries (`end_reason`; a record made without one: by state)."""
+    if att.end_reason is not None:
+        return att.end_reason
     return _BEFORE_REASONS.get(att.state, EndReason.LOST)
 
 

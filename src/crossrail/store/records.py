@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Self
 
+from crossrail.core.attempts import EndReason
 from crossrail.core.ids import run_dir_name
 
 CHECKPOINT_COMMITTED, CHECKPOINT_DELETED, CHECKPOINT_DAMAGED = "committed", "deleted", "damaged"
@@ -116,9 +117,24 @@ class AttemptRecord(_Row):
     last_heartbeat: float | None = None
     signal: int | None = None
     stopped_by: str | None = None
+    """The reason crossrail gave the executor's stop() (preempted, drained, cancelled, suspended); None otherwise."""
     created_at: float | None = None
     parent_checkpoint: str | None = None
     """The parent checkpoint URI this attempt was launched from (a `latest` parent resolved at launch)."""
+    end_reason: EndReason | None = None
+    """Why it ended, as data (None while it runs); the sentence for people is `reason`."""
+
+    @classmethod
+    def from_row(cls, row: Any) -> Self:
+        att = super().from_row(row)
+        if att.end_reason is None:
+            return att
+        return replace(att, end_reason=EndReason(att.end_reason))
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        out["end_reason"] = None if self.end_reason is None else str(self.end_reason)
+        return out
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
+from crossrail.core.attempts import EndReason
 from crossrail.core.events import Event, EventType
 from crossrail.core.ids import is_uid, run_id
 from crossrail.errors import ConflictError, NotFoundError, StoreDamagedError, StoreError
@@ -33,7 +34,7 @@ from crossrail.store.records import (
     RunRecord,
 )
 
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -481,11 +482,15 @@ class Store:
         exit_code: int | None,
         signal: int | None,
         stopped_by: str | None,
+        end_reason: EndReason,
         reason: str,
         run_state: str | None,
         events: Sequence[Event],
     ) -> bool:
-        """Record an attempt's end (and its run's next state) once; False if it was already recorded."""
+        """Record an attempt's end (and its run's next state) once; False if it was already recorded.
+
+        `end_reason` is why it ended, as data; `stopped_by` the reason crossrail gave its stop(), if it did.
+        """
         with self._write() as conn:
             moved = conn.execute(
                 update(t.attempts)
@@ -500,6 +505,7 @@ class Store:
                     exit_code=exit_code,
                     signal=signal,
                     stopped_by=stopped_by,
+                    end_reason=str(end_reason),
                     reason=reason,
                 )
             ).rowcount

@@ -96,6 +96,7 @@ attempts = Table(
     Column("stopped_by", String(16)),
     Column("created_at", Float),
     Column("parent_checkpoint", String(2048)),  # the parent checkpoint URI resolved when it launched
+    Column("end_reason", String(16)),  # core.EndReason: why it ended (0008)
     UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
     Index("ix_attempts_state", "state"),
 )

@@ -217,7 +217,7 @@ def test_each_end_rule_decides_the_runs_next_state_its_retry_and_its_back_off(
     end(live.executor, run)
     live.tick()
     assert live.attempts(run)[0] == (1, "tpu-a", attempt_state)
-    assert live.store.attempts(run)[0].stopped_by == cause  # the typed reason, kept on the attempt
+    assert live.store.attempts(run)[0].end_reason == cause  # the typed reason, kept on the attempt
     data = end_data(live, run)
     assert data["cause"] == cause
     assert data.get("backoff_s") == backoff_s
@@ -291,7 +291,7 @@ def test_a_number_the_executor_already_used_is_offered_again_at_once(
     live.tick()
     live.tick()
     assert live.attempts(run) == [(1, "tpu-a", "unplaced"), (2, "tpu-a", "running")]  # no retry spent, no wait
-    assert live.store.attempts(run)[0].stopped_by == "stale_number"
+    assert live.store.attempts(run)[0].end_reason == "stale_number"
 
 
 def test_an_attempt_its_engine_could_not_place_backs_off_and_doubles_while_it_keeps_failing(live: Live) -> None:
@@ -339,7 +339,7 @@ def test_work_waiting_in_its_engines_queue_moves_off_a_drained_pool_without_a_ba
         kueue.drain("tpu-a")
         kueue.tick(10)
         assert kueue.attempts(run) == [(1, "tpu-a", "unplaced"), (2, "tpu-b", "starting")]
-        assert kueue.store.attempts(run)[0].stopped_by == "replaced"
+        assert kueue.store.attempts(run)[0].end_reason == "replaced"
         moved = kueue.store.events(run=run, types=["replaced"])
         assert [e.data["from"] for e in moved] == ["tpu-a"]
     finally:
@@ -391,7 +391,7 @@ def test_an_agent_killed_between_an_end_and_its_retry_records_the_real_cause_onc
 
     def forget_then_die(r: str, n: int) -> None:
         # The store holds the end, with its cause, before the executor's record of it goes.
-        seen.append(("forget", live.store.attempts(r)[0].state, str(live.store.attempts(r)[0].stopped_by)))
+        seen.append(("forget", live.store.attempts(r)[0].state, str(live.store.attempts(r)[0].end_reason)))
         if dies_at == "forget":
             raise Crash
         forget(r, n)
@@ -420,11 +420,13 @@ def test_an_agent_killed_between_an_end_and_its_retry_records_the_real_cause_onc
     restarted.reconcile()
 
     first, second = live.store.attempts(run)
-    assert (first.state, first.stopped_by, first.signal) == ("failed", "signal", 9)  # not "lost: no record of it"
+    # killed by signal 9, not "lost: the executor has no record of it"
+    assert (first.state, first.end_reason, first.stopped_by, first.signal) == ("failed", "signal", None, 9)
     assert (second.number, second.state) == (2, "running")
     assert first.ended_at is not None
     assert second.started_at is not None
     assert first.ended_at <= second.started_at  # the two attempts never overlap in the record
     assert [e.data["cause"] for e in live.ends(run)] == ["signal"]
+    assert [a["end_reason"] for a in live.client.show(run)["attempts"]] == ["signal", None]
     assert [(r.run, r.attempt) for r in live.executor.launched] == [(run, 1), (run, 2)]  # each launched once
     assert (run, 1) not in live.executor.attempts
