@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,3 +152,37 @@ def test_openapi_document_lists_the_endpoints(url: str) -> None:
     paths = httpx.get(f"{url}/v1/openapi.json").json()["paths"]
     for path in ("/v1/runs", "/v1/runs/{ref}", "/v1/queue", "/v1/events", "/v1/ingest/{run}/{attempt}", "/v1/fleet"):
         assert path in paths
+
+
+def test_serve_with_an_agent_runs_one_in_process_and_stops_it_with_the_app(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    import uvicorn
+
+    from crossrail.api import create_app
+    from crossrail.control.agent import AgentConfig
+    from crossrail.control.agentlock import agent_running
+
+    Client.init(tmp_path)
+    home = tmp_path / ".crossrail"
+    port = free_port()
+    app = create_app(home, agent=True, agent_config=AgentConfig(poll_s=0.05))
+    server = uvicorn.Server(uvicorn.Config(app, port=port, ws="none", log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the API server did not start"
+        time.sleep(0.02)
+    try:
+        (agent,) = httpx.get(f"http://127.0.0.1:{port}/v1/agents").json()["agents"]
+        assert agent["alive"] is True
+        assert agent["pid"] == os.getpid()
+        assert agent_running(home)  # the server's agent holds the workspace's lock
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    with Client(home, server="") as c:
+        (row,) = c.agents()["agents"]
+    assert row["alive"] is False
+    assert row["stopped_at"] is not None
