@@ -30,11 +30,16 @@ FLAGS = [
 ]
 
 
+# Skipped before the session's demo workspace is built for it.
+if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+    pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium package)", allow_module_level=True)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="the browser extra is not installed: pip install -e '.[browser]'"
+)
+
+
 @pytest.fixture(scope="module")
 def browser() -> Any:
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium package)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser extra is not installed")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
