@@ -286,10 +286,9 @@ class Client:
                 after = (float(stamp), rid)
             except ValueError:
                 raise UsageError(f"cursor {cursor!r} was not returned by a runs page; omit it to start over") from None
-        found = self.service.store.list_runs(states=states or None, stage=stage, experiment=experiment)
-        picked = [
-            r for r in found if (team is None or r.team == team) and (after is None or (r.created_at, r.id) < after)
-        ][: limit + 1]
+        picked = self.service.store.list_runs(
+            states=states or None, stage=stage, experiment=experiment, team=team, before=after, limit=limit + 1
+        )
         now = self.clock.now()
         more = len(picked) > limit
         page = picked[:limit]

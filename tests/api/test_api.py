@@ -85,6 +85,11 @@ def test_submit_show_list_and_events_answer_the_clients_objects(home: Path, url:
         if cursor is None:
             break
     assert seen == ["api-c-1", "api-b-1", "api-a-1"]
+    both = {"limit": 2, "state": ["queued", "running"], "team": run["team"]}
+    first = httpx.get(f"{url}/v1/runs", params=both).json()
+    rest = httpx.get(f"{url}/v1/runs", params={**both, "cursor": first["next"]}).json()
+    assert [r["id"] for r in first["runs"] + rest["runs"]] == seen
+    assert rest["next"] is None
     assert httpx.get(f"{url}/v1/runs", params={"team": "nobody"}).json()["runs"] == []
 
     events = httpx.get(f"{url}/v1/events", params={"run": run["id"], "type": "queued"}).json()["events"]

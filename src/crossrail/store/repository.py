@@ -237,8 +237,11 @@ class Store:
         experiment: str | None = None,
         limit: int | None = None,
         newest_first: bool = True,
+        team: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
-        """Runs in creation order (newest first by default), optionally filtered and limited."""
+        """Runs in creation order (newest first by default), optionally filtered and limited; `before` keeps
+        those created before (created_at, id), the last of a previous newest-first page."""
         wanted = None if states is None else sorted({str(s) for s in states})
         if wanted is not None and limit is not None and len(wanted) > 1:
             # One index range per state, each stopped at `limit`, merged here: the database never
@@ -247,7 +250,13 @@ class Store:
                 r
                 for s in wanted
                 for r in self.list_runs(
-                    states=[s], stage=stage, experiment=experiment, limit=limit, newest_first=newest_first
+                    states=[s],
+                    stage=stage,
+                    experiment=experiment,
+                    limit=limit,
+                    newest_first=newest_first,
+                    team=team,
+                    before=before,
                 )
             ]
             merged.sort(key=lambda r: (r.created_at, r.id), reverse=newest_first)
@@ -259,6 +268,11 @@ class Store:
             q = q.where(t.runs.c.stage == stage)
         if experiment is not None:
             q = q.where(t.runs.c.experiment == experiment)
+        if team is not None:
+            q = q.where(t.runs.c.team == team)
+        if before is not None:
+            at, rid = before
+            q = q.where((t.runs.c.created_at < at) | ((t.runs.c.created_at == at) & (t.runs.c.id < rid)))
         if newest_first:
             q = q.order_by(t.runs.c.created_at.desc(), t.runs.c.id.desc())
         else:
