@@ -57,6 +57,9 @@ def create_app(
     app.state.client = c
     app.state.write_lock = threading.Lock()
     app.state.stopping = False
+    # Whoever runs the app may say it is shutting down before the lifespan ends (uvicorn waits for open
+    # streams first): following streams end when this answers True (crossrail.cli.serve wires uvicorn's flag).
+    app.state.stop_requested = lambda: False
     c.service  # noqa: B018 - opened now, before requests race to open it
     for module in WARM:  # imported now, not by the first request that submits or plans
         importlib.import_module(module)

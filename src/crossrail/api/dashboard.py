@@ -15,7 +15,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from crossrail.client import Client
-from crossrail.core import short_duration
+from crossrail.core import format_duration
 from crossrail.errors import NotFoundError
 
 WEB = Path(__file__).with_name("web")
@@ -31,7 +31,7 @@ def _templates() -> Any:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
-    env.filters["duration"] = lambda s: "-" if s is None else short_duration(float(s))
+    env.filters["duration"] = lambda s: format_duration(None if s is None else float(s))
     env.filters["num"] = lambda v, digits=3: "-" if v is None else f"{v:.{digits}f}"
     env.filters["money"] = lambda v: "-" if v is None else f"${v:,.2f}"
     env.filters["pct"] = lambda v: "-" if v is None else f"{100 * v:.0f}%"
@@ -96,7 +96,12 @@ def lineage_page(request: Request) -> HTMLResponse:
 @router.get("/ui/fleet", response_class=HTMLResponse)
 def fleet_page(request: Request) -> HTMLResponse:
     c = _client(request)
-    return _page(request, "fleet.html", "Fleet", fleet=c.fleet_show(), queues=c.queue()["queues"])
+    agents = [a | {"heartbeat_age_s": _age(a.get("heartbeat_at"), c)} for a in c.agents()["agents"]]
+    return _page(request, "fleet.html", "Fleet", fleet=c.fleet_show(), queues=c.queue()["queues"], agents=agents)
+
+
+def _age(ts: float | None, c: Client) -> float | None:
+    return None if ts is None else max(0.0, c.clock.now() - float(ts))
 
 
 @router.get("/ui/report", response_class=HTMLResponse)

@@ -122,8 +122,10 @@ def ingest(
         )
     records = _check(batch, run, attempt)
     store = client.service.store
+    if client.service.get(run).id != run:
+        raise NotFoundError(f"no run with id {run}; ingest names a run by its id (CROSSRAIL_RUN_ID)")
     for _ in range(RETRIES):
-        att = next((a for a in store.attempts(client.service.get(run).id) if a.number == attempt), None)
+        att = next((a for a in store.attempts(run) if a.number == attempt), None)
         if att is None:
             raise NotFoundError(f"run {run} has no attempt {attempt}")
         if not str(att.report_uri or "").startswith(("http://", "https://")):

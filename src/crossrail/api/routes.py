@@ -305,4 +305,5 @@ def _sse(items: AsyncIterator[tuple[str, dict[str, Any]]]) -> StreamingResponse:
 async def _gone(request: Request, wait: Callable[[float], Any] = asyncio.sleep) -> bool:
     """Wait one poll interval; whether the client went away meanwhile."""
     await wait(FOLLOW_POLL_S)
-    return bool(await request.is_disconnected()) or bool(request.app.state.stopping)
+    state = request.app.state
+    return bool(await request.is_disconnected()) or bool(state.stopping) or bool(state.stop_requested())

@@ -34,6 +34,8 @@ def serve_command(
             ) from None
         app = create_app(Path(home) if home else None, agent=agent)
         typer.echo(f"crossrail serve on http://{host}:{port}/v1 (Ctrl-C stops it)", err=True)
-        uvicorn.run(app, host=host, port=port, ws="none", log_level="warning")
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, ws="none", log_level="warning"))
+        app.state.stop_requested = lambda: server.should_exit  # Ctrl-C ends the streams following events or logs
+        server.run()
 
     guard(go)
