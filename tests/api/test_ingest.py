@@ -174,3 +174,20 @@ def test_an_agent_with_a_report_url_sends_kubernetes_attempts_there_with_their_s
         launched = launch_request(run, att, parent_checkpoint=None, heartbeat_s=10, report_secret=secret)
         assert launched.env["CROSSRAIL_REPORT_SECRET"] == secret
         assert "CROSSRAIL_REPORT_SECRET" not in launch_request(run, att, parent_checkpoint=None, heartbeat_s=10).env
+
+
+def test_a_nan_metric_is_an_event_and_infinities_are_samples_on_both_channels(home: Path, url: str) -> None:
+    with Client(home, server="", clock=CLOCK) as c:
+        by_file, by_http = _attempt(c, "nan-file", None), _attempt(c, "nan-http", url + "/v1/ingest/{run}/1")
+        att = c.service.store.attempts(by_file)[0]
+        with Reporter(att.report_uri or "", run=by_file, attempt=1) as reporter:
+            reporter.metrics({"loss": float("nan"), "grad_norm": float("inf")}, step=3)
+        reports.ingest(c.service.store, att, CLOCK.now())  # stored once, not refused by the database
+        secret = attempt_secret(home, by_http, 1)
+        with Reporter(f"{url}/v1/ingest/{by_http}/1", run=by_http, attempt=1, secret=secret) as reporter:
+            reporter.metrics({"loss": float("nan"), "grad_norm": float("inf")}, step=3)
+        for run_id in (by_file, by_http):
+            samples = c.service.store.metric_samples(run_id)
+            assert [(s["name"], s["value"]) for s in samples] == [("grad_norm", float("inf"))]
+            (nan,) = [e for e in c.service.store.events(run=run_id) if e.type == "reported"]
+            assert nan.data == {"name": "nan_metric", "data": {"metric": "loss", "step": 3, "value": "nan"}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -42,7 +43,11 @@ def translate(
     for r in records:
         ts = float(r.get("ts") or now)
         kind = r.get("type")
-        if kind == "metric":
+        if kind == "metric" and math.isnan(float(r["value"])):
+            # A NaN (a diverged loss) has no place in a numeric column (SQLite stores it as NULL): it is an event.
+            data = {"metric": str(r["name"]), "step": r.get("step"), "value": "nan"}
+            events.append(Event(EventType.REPORTED, ts, att.run_id, att.number, {"name": "nan_metric", "data": data}))
+        elif kind == "metric":
             samples.append(
                 {
                     "run_id": att.run_id,
