@@ -115,6 +115,12 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> No
     assert shapeless.status_code == 422
     paths = {p["path"] for p in shapeless.json()["problems"]}
     assert {"document", "documnet", "sets"} <= paths
+    fleet = (home / "fleet.yaml").read_text()
+    for source in ("fleet.yaml", "..", "."):
+        refused = httpx.put(f"{url}/v1/fleet", json={"document": "kind: Fleet\nspec: {}\n", "source": source})
+        assert refused.status_code == 422
+        assert refused.json()["problems"]
+    assert (home / "fleet.yaml").read_text() == fleet
     assert _counts(home) == before
 
 

@@ -257,7 +257,9 @@ def fleet(request: Request) -> dict[str, Any]:
 
 @router.put("/fleet", summary="Replace the fleet with a Fleet document")
 def fleet_apply(body: FleetBody, request: Request) -> dict[str, Any]:
-    name = Path(body.source).name if body.source != "request body" else "fleet.yaml"
+    name = Path(body.source).name
+    if name in ("", ".", "..") or body.source == "request body":
+        name = "fleet.yaml"
     with tempfile.TemporaryDirectory(prefix="crossrail-fleet-") as tmp:
         path = Path(tmp) / name
         path.write_text(_text(body.document), encoding="utf-8")
