@@ -81,8 +81,12 @@ def test_lineage_draws_dataset_run_checkpoint_and_derived_run(demo_server: str) 
     assert "sft.jsonl" in html
 
 
-def test_fleet_and_metrics_pages_show_pools_quotas_and_each_stage_by_pool(demo_server: str) -> None:
-    fleet = text(get(f"{demo_server}/ui/fleet"))
+def test_fleet_and_metrics_pages_show_pools_agents_quotas_and_each_stage_by_pool(demo_server: str) -> None:
+    html = get(f"{demo_server}/ui/fleet")
+    agent = re.search(r'<tr data-agent="[0-9a-f]+">(.*?)</tr>', html, re.S)
+    assert agent is not None
+    assert text(agent[1]).strip().endswith("ago stopped")  # the demo's agent ran in its process, then stopped
+    fleet = text(html)
     assert "tpu-v5p 8 0 8" in fleet
     assert "h100 8 0 8" in fleet
     assert "pretraining pretraining tpu-v5p: 8 h100: 4 1" in fleet
