@@ -126,3 +126,11 @@ def test_a_loss_curve_needs_two_finite_points_and_draws_one_line_per_attempt() -
     assert curve["lines"][1]["points"].split()[-1] == "64.0,64.0"  # the last step at the lowest: bottom right
     assert curve["step_range"] == (1, 4)
     assert curve["loss_range"] == (2.0, 4.0)
+
+
+def test_the_page_of_a_run_still_queued_says_it_has_no_attempt_loss_or_checkpoint_yet(demo_server: str) -> None:
+    page = text(get(f"{demo_server}/ui/runs/{PENDING}-1"))
+    assert "queued pretraining" in page
+    assert "no attempt yet" in page
+    assert "no loss reported yet" in page
+    assert "step attempt state uri none" in page
