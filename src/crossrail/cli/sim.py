@@ -5,14 +5,13 @@ Bad input is a one-line (or one-block) message and exit code 1, never a tracebac
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from crossrail.cli.common import guard
+from crossrail.cli.output import print_json
 from crossrail.errors import UsageError
 
 FleetFile = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (crossrail/v1 Fleet).")]
@@ -166,7 +165,7 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
         if len(results) > 1:
             out["compare"] = [r.to_json() for r in results[1:]]
             out["comparison"] = [report.comparison(results[0], r) for r in results[1:]]
-        sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
+        print_json(out)
         return
     report.print_results(results, console)
     if plot_path is not None:
@@ -242,7 +241,7 @@ def _print_plan(outcomes: Any, percentile: int, as_json: bool) -> None:
             for o in outcomes
         ]  # fmt: skip
         best_label = best.candidate.label if best else None
-        sys.stdout.write(json.dumps({"best": best_label, "candidates": rows}, indent=2) + "\n")
+        print_json({"best": best_label, "candidates": rows})
         if best is None:
             raise typer.Exit(1)
         return
