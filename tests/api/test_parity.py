@@ -102,3 +102,24 @@ def test_following_an_ended_runs_logs_streams_them_then_ends(demo_server: str) -
         streamed[data["attempt"]] = streamed.get(data["attempt"], "") + data["text"]
     assert streamed == {a["attempt"]: a["log"] for a in whole["attempts"] if a["log"]}
     assert len(streamed) == 2  # the killed attempt's log and its retry's
+
+
+def test_checkpoint_endpoints_answer_what_ckpt_prints(demo_workspace: Path, demo_server: str) -> None:
+    import httpx
+
+    run = "pretrain-small-1"
+    pairs = [
+        (("ckpt", "ls", run), ("GET", f"/v1/runs/{run}/checkpoints")),
+        (("ckpt", "show", run), ("GET", f"/v1/runs/{run}/checkpoints/latest")),
+        (("ckpt", "verify", run, "--all"), ("POST", f"/v1/runs/{run}/checkpoints/verify?all=1")),
+    ]
+    for args, (method, path) in pairs:
+        code, local, err = _cli(demo_workspace, *args, "--json")
+        assert code == 0, err
+        answer = httpx.request(method, demo_server + path, timeout=60)
+        assert answer.status_code == 200
+        assert answer.json() == local, args
+    assert local["results"]
+    missing = httpx.get(f"{demo_server}/v1/runs/{run}/checkpoints/999999")
+    assert missing.status_code == 404
+    assert "no checkpoint at step 999999" in missing.json()["message"]
