@@ -59,8 +59,11 @@ class RemoteClient(Client):
         home: str | os.PathLike[str] | None = None,
         *,
         server: str | None = None,
+        policy: str | os.PathLike[str] | None = None,
         **_: Any,
     ) -> None:
+        if policy is not None:
+            raise UsageError(f"--policy {policy} lints against a workspace; a server lints with its own policy")
         url = server or os.environ.get("CROSSRAIL_SERVER") or ""
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"server {url!r} is not an http:// or https:// URL; pass e.g. http://127.0.0.1:8470")

@@ -13,7 +13,7 @@ from tests.api.conftest import free_port
 
 from crossrail.client import Client
 from crossrail.core import ManualClock
-from crossrail.errors import NotFoundError, SpecError
+from crossrail.errors import NotFoundError, SpecError, UsageError
 
 CLOCK = ManualClock()  # the server's and the local clients': objects with ages and waits compare equal
 
@@ -133,6 +133,8 @@ def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, ur
         assert remote.fleet_show() == local.fleet_show()
         with pytest.raises(NotFoundError, match="no-such-run"):
             remote.show("no-such-run")
+        with pytest.raises(UsageError, match="a server lints with its own policy"):
+            Client(server=url, policy=home / "policy.yaml")
         bad = home.parent / "bad.yaml"
         bad.write_text(BAD)
         with pytest.raises(SpecError) as remote_error:
