@@ -199,3 +199,37 @@ def test_serve_with_an_agent_runs_one_in_process_and_stops_it_with_the_app(tmp_p
         (row,) = c.agents()["agents"]
     assert row["alive"] is False
     assert row["stopped_at"] is not None
+
+
+def test_the_serve_command_serves_until_interrupted_even_with_a_stream_open(home: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    port = free_port()
+    exe = str(Path(sys.executable).with_name("crossrail"))
+    env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_SERVER")}
+    proc = subprocess.Popen(
+        [exe, "serve", "--port", str(port), "--home", str(home)], env=env, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(f"{url}/v1/health").json()["ok"] is True
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, "crossrail serve exited"
+                assert time.monotonic() < deadline, "crossrail serve did not start"
+                time.sleep(0.1)
+        with httpx.stream("GET", f"{url}/v1/events", params={"follow": 1}, timeout=30) as stream:
+            assert next(stream.iter_lines()) == ": following"
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(15) == 0
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert f"crossrail serve on {url}/v1" in err
+    assert "Traceback" not in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +19,7 @@ from crossrail.errors import UsageError
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 FOLLOW_POLL_S = 0.25
+KEEPALIVE_S = 15.0  # a following stream with nothing new sends a comment this often, so proxies keep it open
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 
@@ -296,16 +297,34 @@ def reserve(body: ReserveBody, request: Request) -> dict[str, Any]:
 
 
 def _sse(items: AsyncIterator[tuple[str, dict[str, Any]]]) -> StreamingResponse:
+    """Server-sent events: a comment at once (the stream is open), each item, a keep-alive comment when quiet."""
+
     async def encode() -> AsyncIterator[bytes]:
-        async for name, data in items:
-            ident = f"id: {data['seq']}\n" if name == "event" else ""
-            yield f"{ident}event: {name}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+        yield b": following\n\n"
+        pending: asyncio.Future[tuple[str, dict[str, Any]]] | None = None
+        try:
+            while True:
+                pending = pending or asyncio.ensure_future(anext(items))
+                done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_S)
+                if not done:
+                    yield b": keep-alive\n\n"
+                    continue
+                try:
+                    name, data = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                ident = f"id: {data['seq']}\n" if name == "event" else ""
+                yield f"{ident}event: {name}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+        finally:
+            if pending is not None:
+                pending.cancel()
 
     return StreamingResponse(encode(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
 
-async def _gone(request: Request, wait: Callable[[float], Any] = asyncio.sleep) -> bool:
-    """Wait one poll interval; whether the client went away meanwhile."""
-    await wait(FOLLOW_POLL_S)
+async def _gone(request: Request) -> bool:
+    """Wait one poll interval; whether the client went away, or the server is stopping, meanwhile."""
+    await asyncio.sleep(FOLLOW_POLL_S)
     state = request.app.state
     return bool(await request.is_disconnected()) or bool(state.stopping) or bool(state.stop_requested())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -36,6 +37,7 @@ def serve_command(
         typer.echo(f"crossrail serve on http://{host}:{port}/v1 (Ctrl-C stops it)", err=True)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, ws="none", log_level="warning"))
         app.state.stop_requested = lambda: server.should_exit  # Ctrl-C ends the streams following events or logs
-        server.run()
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops on Ctrl-C, then raises it again
+            server.run()
 
     guard(go)
