@@ -108,10 +108,14 @@ class Client:
         """The executor router (crossrail.control.router): each attempt runs on its pool's backend."""
         from crossrail.control.router import Router
 
-        return Router(self.workspace.check().root, lambda: self.service.fleet, self._pool_of)
+        return Router(self.workspace.check().root, lambda: self.service.fleet, self._pool_of, run_uid=self._run_uid)
 
     def _pool_of(self, run: str, attempt: int) -> str | None:
         return next((a.pool for a in self.service.store.attempts(run) if a.number == attempt), None)
+
+    def _run_uid(self, run: str) -> str | None:
+        found = self.service.store.find_run(run)
+        return found.uid if found is not None and found.id == run else None
 
     def agent(self, config: Any = None) -> Any:
         """The reconcile agent over this workspace (crossrail.control.agent.Agent); run it under `agent_lock`."""

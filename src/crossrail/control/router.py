@@ -25,11 +25,14 @@ from crossrail.errors import ExecutionError, UsageError
 class BackendContext:
     """What a backend's factory gets: the workspace root (each backend keeps records in its own folder under
     it), the fleet, read anew on each call, so pool settings edited in the fleet file apply to new launches,
-    and the clock every executor is given (wall time by default: executors time real processes)."""
+    and the clock every executor is given (wall time by default: executors time real processes); `run_uid`
+    gives the uid the store holds for a run id (None: a run from before uids, or unknown), so an executor
+    whose engine is shared with other stores can tell their objects of the same run id from its own."""
 
     root: Path
     fleet: Callable[[], Any]
     clock: Clock = field(default_factory=SystemClock)
+    run_uid: Callable[[str], str | None] | None = None
 
     def pools(self, backend: str) -> list[Any]:
         return [p for p in self.fleet().pools if str(p.backend) == backend]
@@ -68,7 +71,7 @@ def _ray(ctx: BackendContext) -> Executor:
 
 def _kubernetes(ctx: BackendContext) -> Executor:
     module = importlib.import_module("crossrail.executors.kubernetes")
-    return module.KubernetesExecutor(ctx.fleet(), clock=ctx.clock)  # type: ignore[no-any-return]
+    return module.KubernetesExecutor(ctx.fleet(), clock=ctx.clock, run_uid=ctx.run_uid)  # type: ignore[no-any-return]
 
 
 FACTORIES: dict[str, ExecutorFactory] = {"local": _local, "ray": _ray, "kubernetes": _kubernetes}
@@ -85,8 +88,10 @@ class Router:
         pool_of: Callable[[str, int], str | None],
         factories: Mapping[str, ExecutorFactory] | None = None,
         clock: Clock | None = None,
+        *,
+        run_uid: Callable[[str], str | None] | None = None,
     ) -> None:
-        self.context = BackendContext(Path(root), fleet, clock or SystemClock())
+        self.context = BackendContext(Path(root), fleet, clock or SystemClock(), run_uid)
         self.fleet = fleet
         self.pool_of = pool_of
         self.factories = dict(FACTORIES if factories is None else factories)

@@ -20,6 +20,7 @@ from crossrail.core.events import Event, EventType
 
 LABEL_RUN = "crossrail.dev/run"
 LABEL_ATTEMPT = "crossrail.dev/attempt"
+LABEL_RUN_UID = "crossrail.dev/run-uid"
 STOPPED_BY = "crossrail.dev/stopped-by"
 CONTAINER = "trainer"
 SIGTERM = 15
@@ -75,6 +76,13 @@ def identity(obj: dict[str, Any]) -> tuple[str, int] | None:
     if not run or not attempt.isdigit():
         return None
     return str(run), int(attempt)
+
+
+def run_uid(obj: dict[str, Any]) -> str | None:
+    """The uid of the run an object belongs to (its crossrail.dev/run-uid label); None for a run without one."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    uid = labels.get(LABEL_RUN_UID)
+    return str(uid) if uid else None
 
 
 def observe(obj: dict[str, Any], workload: dict[str, Any] | None, pods: list[dict[str, Any]]) -> Observed:

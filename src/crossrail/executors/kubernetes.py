@@ -8,6 +8,7 @@ deletes an attempt Kueue has not admitted yet and `move` re-renders it for anoth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Protocol, get_args
 
@@ -15,7 +16,16 @@ from crossrail.core.attempts import AttemptStatus, Capabilities, LaunchRequest, 
 from crossrail.core.clock import Clock, SystemClock
 from crossrail.core.events import Event
 from crossrail.errors import ConflictError, ExecutionError, RetryableError, SpecError, UsageError
-from crossrail.executors.kube_status import LABEL_ATTEMPT, LABEL_RUN, STOPPED_BY, Observed, identity, observe
+from crossrail.executors.kube_status import (
+    LABEL_ATTEMPT,
+    LABEL_RUN,
+    LABEL_RUN_UID,
+    STOPPED_BY,
+    Observed,
+    identity,
+    observe,
+    run_uid,
+)
 from crossrail.executors.render.kubernetes import (
     JOBSET_API,
     REPORT_SECRET_ENV,
@@ -54,6 +64,11 @@ class KubernetesExecutor:
 
     Everything it knows lives in the cluster (labels crossrail.dev/run and crossrail.dev/attempt, the
     annotation crossrail.dev/stopped-by), so a restarted agent sees what the previous one saw.
+
+    Object names are `<run id>-a<n>`, and run ids count up per store, so two stores sharing a namespace name
+    their objects alike. The label crossrail.dev/run-uid tells them apart: an object labelled with another
+    uid than its run's (`run_uid`, else the uid its launch request carried) is another store's, and is
+    neither observed, stopped, forgotten nor adopted by a launch.
     """
 
     # The kubelet reports every pod's end (no heartbeat timeout is needed to notice one), and Kueue holds
@@ -69,8 +84,13 @@ class KubernetesExecutor:
         allow_unpinned: bool = False,
         kubeconfig: str | None = None,
         context: str | None = None,
+        run_uid: Callable[[str], str | None] | None = None,
     ) -> None:
         self.fleet = fleet
+        self._run_uid = run_uid
+        """The uid the store gave a run (None: a run made before uids, or one it does not hold)."""
+        self._uids: dict[str, str | None] = {}
+        """Each run's uid, as its launch request or `run_uid` said."""
         self._api = api
         self._kubeconfig, self._context = kubeconfig, context
         self._clock = clock or SystemClock()
@@ -98,14 +118,17 @@ class KubernetesExecutor:
         An attempt that cannot be rendered for its pool, or that the API server refuses, is `lost` with the
         reason (and stays so in `observe` until forgotten): the agent retries it, avoiding that pool.
         """
+        uid = request.env.get("CROSSRAIL_RUN_UID") or None
         try:
             obj = self.render(request)
         except (SpecError, UsageError) as exc:
             return self._lost(request, f"cannot be rendered for pool {request.pool}: {exc}")
+        self._uids[request.run] = uid
         try:
             created: dict[str, Any] | None = self.api.create(obj)
         except AlreadyExists:
             created = None
+            self._refuse_anothers(obj, uid)
         except ExecutionError as exc:
             return self._lost(request, f"the API server refused it: {exc}")
         secret = request.env.get(REPORT_SECRET_ENV)
@@ -118,6 +141,21 @@ class KubernetesExecutor:
         if found is None:
             raise RetryableError(f"submitted {obj['kind']} {obj['metadata']['name']} but cannot read it back")
         return found.status
+
+    def _refuse_anothers(self, obj: dict[str, Any], uid: str | None) -> None:
+        """Raise ConflictError when the object of this name belongs to another run (another store's, sharing the
+        namespace): it is never adopted as this attempt."""
+        meta = obj["metadata"]
+        found = self.api.list(obj["kind"], meta["namespace"], LABEL_RUN)
+        there = next((o for o in found if o["metadata"]["name"] == meta["name"]), None)
+        if there is None or run_uid(there) == uid:
+            return
+        theirs = run_uid(there) or "none (a run from before uids)"
+        raise ConflictError(
+            f"{obj['kind']} {meta['namespace']}/{meta['name']} already exists for another run of that id (run uid "
+            f"{theirs}; this run's is {uid or 'none'}): another workspace's store uses this namespace; give each "
+            "workspace or team its own namespace (the fleet's spec.kubernetes.namespace and team_namespaces)"
+        )
 
     def _report_secret(
         self, request: LaunchRequest, obj: dict[str, Any], created: dict[str, Any] | None, value: str
@@ -162,7 +200,7 @@ class KubernetesExecutor:
             workloads = self.api.list("Workload", ns, "")
             for kind in KINDS:
                 for obj in self.api.list(kind, ns, LABEL_RUN):
-                    if identity(obj) is not None:
+                    if identity(obj) is not None and self._ours(obj):
                         out.append(observe(obj, _owned(workloads, obj), self._pods(ns, obj)))
         return out
 
@@ -243,8 +281,26 @@ class KubernetesExecutor:
             with suppress(NotFound):
                 self.api.delete(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"], None)
 
+    def _expected_uid(self, run: str) -> str | None:
+        """The uid of this store's run `run`; a uid once known is kept (a run's uid never changes)."""
+        if self._uids.get(run) is None and self._run_uid is not None:
+            uid = self._run_uid(run)
+            if uid is not None:
+                self._uids[run] = uid
+        return self._uids.get(run)
+
+    def _ours(self, obj: dict[str, Any]) -> bool:
+        """Whether `obj` belongs to the run of its run label here: the same uid, when that run has one."""
+        ident = identity(obj)
+        if ident is None:
+            return False
+        expected = self._expected_uid(ident[0])
+        return expected is None or run_uid(obj) == expected
+
     def _selector(self, run: str, attempt: int) -> str:
-        return f"{LABEL_RUN}={run},{LABEL_ATTEMPT}={attempt}"
+        selector = f"{LABEL_RUN}={run},{LABEL_ATTEMPT}={attempt}"
+        uid = self._expected_uid(run)
+        return f"{selector},{LABEL_RUN_UID}={uid}" if uid else selector
 
     def _object(self, run: str, attempt: int) -> dict[str, Any] | None:
         for ns in namespaces(self.fleet):

@@ -75,6 +75,9 @@ def test_it_has_every_method_of_the_executor_protocol(executor: KubernetesExecut
     members = [m for m in vars(Executor) if not m.startswith("_")]
     assert members
     for name in members:
+        if isinstance(vars(Executor)[name], property):  # capabilities: data, not a method
+            assert hasattr(executor, name), name
+            continue
         assert callable(getattr(executor, name)), name
 
 
@@ -215,3 +218,60 @@ def test_without_the_k8s_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "kubernetes", None)
     with pytest.raises(UsageError, match=r"crossrail\[k8s\]"):
         OfficialApi()
+
+
+UID_A, UID_B = "01kdvdna3v000g40r40m30e209", "01kdvdna3v7zzzzzzzzzzzzzzz"
+
+
+def of_run(uid: str, attempt: int = 1) -> LaunchRequest:
+    """Run posttrain-042-3 of one store: another store sharing the namespace has a run of that id too."""
+    launch = request(attempt=attempt)
+    launch.env["CROSSRAIL_RUN_UID"] = uid
+    return launch
+
+
+def test_two_stores_sharing_a_namespace_never_take_each_others_objects_of_the_same_run_id(
+    gke_fleet: Fleet, api: ApiServer
+) -> None:
+    uids = {"a": UID_A, "b": UID_B}
+    a = KubernetesExecutor(gke_fleet, api=api, clock=ManualClock(1000.0), run_uid=lambda run: uids["a"])
+    b = KubernetesExecutor(gke_fleet, api=api, clock=ManualClock(1000.0), run_uid=lambda run: uids["b"])
+    assert a.launch(of_run(UID_A)).phase == "pending"
+    (job,) = api.list("Job", "default", "")
+    assert job["metadata"]["labels"]["crossrail.dev/run-uid"] == UID_A
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "posttrain-042-3-a1-0-x", "namespace": "default"}}
+    pod["metadata"]["labels"] = {**job["metadata"]["labels"]}
+    api.add(pod)
+    api.pod_logs["posttrain-042-3-a1-0-x"] = "store a's step 10\n"
+
+    assert b.observe() == []  # the object of the same name is store a's
+    with pytest.raises(ConflictError) as refused:
+        b.launch(of_run(UID_B))
+    message = str(refused.value)
+    assert UID_A in message
+    assert UID_B in message
+    assert "namespace" in message
+    b.stop("posttrain-042-3", 1, 0.0, "cancelled")
+    b.forget("posttrain-042-3", 1)
+    assert b.withdraw("posttrain-042-3", 1) is False
+    assert b.logs("posttrain-042-3", 1) == ""
+    assert api.deleted == []
+    assert [o["metadata"]["uid"] for o in api.list("Job", "default", "")] == [job["metadata"]["uid"]]
+
+    restarted = KubernetesExecutor(gke_fleet, api=api, clock=ManualClock(1000.0), run_uid=lambda run: uids["a"])
+    assert [(s.run, s.attempt, s.phase) for s in restarted.observe()] == [("posttrain-042-3", 1, "pending")]
+    assert "store a's step 10" in restarted.logs("posttrain-042-3", 1)
+    assert restarted.launch(of_run(UID_A)).phase == "pending"  # its own object: found, nothing made twice
+    assert len(api.list("Job", "default", "")) == 1
+
+
+def test_an_object_without_a_uid_is_not_taken_for_a_run_that_has_one(gke_fleet: Fleet, api: ApiServer) -> None:
+    legacy = KubernetesExecutor(gke_fleet, api=api, clock=ManualClock(1000.0))
+    legacy.launch(request())  # a run from before uids: no run-uid label
+    (job,) = api.list("Job", "default", "")
+    assert "crossrail.dev/run-uid" not in job["metadata"]["labels"]
+    assert [s.run for s in legacy.observe()] == ["posttrain-042-3"]  # a run without a uid matches by id alone
+    current = KubernetesExecutor(gke_fleet, api=api, clock=ManualClock(1000.0), run_uid=lambda run: UID_B)
+    assert current.observe() == []
+    with pytest.raises(ConflictError, match="none \\(a run from before uids\\)"):
+        current.launch(of_run(UID_B))
