@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from crossrail.control.attempts import ended_of
@@ -36,6 +35,9 @@ class Placer:
         self.fleet = fleet
         self.policy = policy
         self._measured: dict[str, dict[str, float]] = {}
+        self._shapes: dict[tuple[str, str, str], Workload] = {}
+        """(experiment, stage, spec digest) -> its workload: runs of one spec share everything but their
+        own fields, so a queue of sweeps reads each spec once."""
         self.quota = QuotaBook(fleet.spec.queues)
 
     # --- inputs --------------------------------------------------------------------------------
@@ -53,10 +55,22 @@ class Placer:
 
     def workload(self, run: RunRecord, *, current: str | None = None, avoid: str | None = None) -> Workload:
         """What placement needs to know about `run`, from its recorded spec, its policy and the store."""
-        work = self.workload_of(
-            run.id, run.experiment, run.stage, run.spec, priority=run.priority, queued_at=run.updated_at
-        )
-        return replace(work, current=current, avoid=avoid, pools=self.quota.reachable(run.queue))
+        key = (run.experiment, run.stage, run.spec_digest)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes[key] = self.workload_of(
+                run.id, run.experiment, run.stage, run.spec, priority=run.priority, queued_at=run.updated_at
+            )
+        own = {
+            "run": run.id,
+            "current": current,
+            "avoid": avoid,
+            "rank": priority_rank(run.priority),
+            "queued_at": run.updated_at,
+            "pools": self.quota.reachable(run.queue),
+        }
+        # dataclasses.replace would cost several times more per run than this copy of the fields.
+        return Workload(**(shape.__dict__ | own))
 
     def workload_of(
         self, run: str, experiment: str, stage: str, doc: dict[str, Any], *, priority: str, queued_at: float
@@ -273,7 +287,7 @@ def explain(
 ) -> tuple[Choice, StartEstimate | None]:
     """Where `work` would be placed if it were queued now, behind everything queued, and when it would start."""
     placer = Placer(store, fleet, policy)
-    queued = store.list_runs(states=["queued"], newest_first=False)
+    queued = store.queued_runs()
     current = current_placements(store, (r.id for r in queued))
     drained = [p.name for p in fleet.spec.pools if p.drained]
     pools = placer.pools(drained=drained)

@@ -541,7 +541,7 @@ class Service:
 
     def queue(self) -> dict[str, Any]:
         now = self.clock.now()
-        pending = self.store.list_runs(states=[RunState.QUEUED], newest_first=False)
+        pending = self.store.queued_runs()
         by_queue: dict[str, list[RunRecord]] = {}
         for run in pending:
             by_queue.setdefault(run.queue, []).append(run)
@@ -675,7 +675,7 @@ class Service:
         parent = self.store.get_run(parent_run)
         if RunState(parent.state) in TERMINAL_RUN_STATES:
             return None
-        queued = self.store.list_runs(states=[RunState.QUEUED], newest_first=False)
+        queued = self.store.queued_runs()
         probe = replace(parent, parent_run=parent.id, parent_checkpoint="latest")
         return self._unended_parent(probe, self._estimated_starts(queued, now))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,20 @@ def test_transition_applies_only_from_the_allowed_states(store: Store) -> None:
     assert [e.type for e in store.events(run="exp-1")][-1] == EventType.CANCELLED
     with pytest.raises(NotFoundError):
         store.transition("nope-1", ["queued"], "cancelled", [])
+
+
+def test_queued_runs_are_the_queued_runs_oldest_first_with_one_decoded_spec_per_digest(store: Store) -> None:
+    a = replace(new_run("a"), spec={"name": "a", "resources": {"chips": 2}})
+    b = replace(new_run("b", digest="sha256:b"), spec={"name": "b", "nested": [1, {"x": None}]})
+    store.create_runs([a, b, a], 1.0, [opening(1.0)] * 3)
+    store.create_runs([a, b], 2.0, [opening(2.0)] * 2)
+    store.transition("a-2", ["queued"], "cancelled", [Event(EventType.CANCELLED, 3.0, "a-2")])
+    queued = store.queued_runs()
+    assert queued == store.list_runs(states=["queued"], newest_first=False)
+    assert [r.id for r in queued] == ["a-1", "b-1", "a-3", "b-2"]
+    assert queued[0].spec is queued[2].spec
+    assert queued[1].spec is queued[3].spec
+    assert queued[1].spec == {"name": "b", "nested": [1, {"x": None}]}
 
 
 def test_events_filter_by_run_sequence_and_type(store: Store) -> None:
