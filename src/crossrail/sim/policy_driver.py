@@ -27,7 +27,10 @@ class PolicyDriver:
         self.sim = sim
         self.policy = policy
         self.round_based = policy.round_based
-        self.round_s = round_s or ROUND_S
+        self.round_s = round_s or sim.fleet.spec.scheduling.round_s or ROUND_S
+        marked = {p.name for p in sim.fleet.pools if p.time_sliced}
+        self.sliced = marked or {p.name for p in sim.fleet.pools}
+        """Pools whose runs a round may stop: those the fleet marks time-sliced, or every pool when it marks none."""
         self.plan: dict[str, str] = {}
         self.attained: dict[str, dict[str, float]] = {}
         self._round: Timer | None = None
@@ -140,7 +143,7 @@ class PolicyDriver:
         now = sim.engine.now()
         plan = self.policy.allocate(self.views(running=True), self.pool_views(), now, self.round_s)
         for run, att in list(sim.executor.live.items()):
-            if plan.get(run) != att.pool:
+            if plan.get(run) != att.pool and att.pool in self.sliced:
                 sim.executor.preempt(run, math.inf)
         live = sim.executor.live
         self.plan = {run: pool for run, pool in plan.items() if run not in live or live[run].pool != pool}

@@ -101,3 +101,29 @@ def test_plan_rejects_a_malformed_grid_and_unknown_pools_before_simulating() -> 
     stage = runner.invoke(app, [*base[:-2], "--target", "training=1h", "--grid", "h100:8"])
     assert stage.exit_code == 1
     assert "unknown stage 'training'" in stage.output
+
+
+def test_simulate_runs_gavel_gen_on_time_sliced_pools_and_measures_the_window() -> None:
+    matrix = str(DATA / "gavel" / "simulation_throughputs.json")
+    args = ["simulate", "--pools", "v100:2:1,p100:2:1,k80:2:1", "--time-sliced", "--round", "600",
+            "--workload", "gavel-gen:rate=0.3/h,window=5-15,seed=1",
+            "--throughputs", matrix, "--policy", "las", "--json"]  # fmt: skip
+    out = runner.invoke(app, args)
+
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["measured_jobs"] == 10
+    assert data["jobs"] >= 15
+    assert data["avg_jct_s"] > 0
+
+
+def test_time_sliced_marks_the_pools_of_pools_only() -> None:
+    from crossrail.sim.fleets import pools_fleet
+
+    fleet = pools_fleet("v100:2:1,k80:4:4", time_sliced=True, round_s=600.0)
+    assert all(p.time_sliced for p in fleet.pools)
+    assert fleet.spec.scheduling.round_s == 600.0
+    assert not any(p.time_sliced for p in pools_fleet("v100:2:1").pools)
+    out = runner.invoke(app, ["simulate", "--fleet", "fleet.yaml", "--time-sliced", *GAVEL])
+    assert out.exit_code == 2
+    assert "--time-sliced marks the pools of --pools" in out.output

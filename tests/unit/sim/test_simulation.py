@@ -227,6 +227,19 @@ def test_a_round_based_move_costs_one_restore() -> None:
     assert all(r.restore_s == 30.0 * (r.attempts - 1) for r in moved)
 
 
+def test_rounds_stop_runs_only_on_the_pools_a_fleet_marks_time_sliced() -> None:
+    jobs = [SimJob(f"j{i}", "experiment", 1, work_s=3000.0, submit_s=float(i)) for i in range(4)]
+    marked = build_fleet([pool("v100", 1, per_host=1, time_sliced=True), pool("k80", 1, per_host=1)])
+    unmarked = build_fleet([pool("v100", 1, per_host=1), pool("k80", 1, per_host=1)])
+    sliced = Simulation(marked, jobs, policy="las", round_s=360.0).run()
+    every = Simulation(unmarked, jobs, policy="las", round_s=360.0).run()
+
+    first = sliced.record("j0")  # started on the k80, which is not time-sliced: never swapped out
+    assert (first.pool, first.attempts, first.end_s) == ("k80", 1, 3000.0)
+    assert sliced.record("j2").preemptions > 0  # the v100 is time-sliced
+    assert all(r.attempts > 1 for r in every.runs.values())  # none marked: every pool is time-sliced
+
+
 @pytest.mark.parametrize("policy", ["fifo", "priority", "las", "max_min_fairness", "max_min_fairness_hetero"])
 def test_every_policy_keeps_a_job_off_a_chip_type_that_cannot_run_it_instead_of_refusing_it(policy: str) -> None:
     fleet = build_fleet([pool("v100", 2, per_host=2), pool("k80", 4, per_host=4)])
