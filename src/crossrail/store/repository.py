@@ -7,7 +7,6 @@ involved are locked with SELECT ... FOR UPDATE.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Text, create_engine, event, func, insert, select, text, type_coerce, update
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from crossrail.core.attempts import EndReason
@@ -285,25 +284,29 @@ class Store:
 
     def queued_runs(self) -> list[RunRecord]:
         """The queued runs, oldest first, as `list_runs(states=["queued"], newest_first=False)` returns them,
-        read for the queue view and placement: runs with the same spec digest share one decoded spec, so
-        a queue of sweeps decodes each distinct spec once. Read the shared specs; never change them."""
+        read for the queue view and placement: the spec is read once per spec digest and runs with the same
+        digest share it, so a queue of sweeps reads each distinct spec once. Read the shared specs; never
+        change them."""
         names = [f.name for f in fields(RunRecord)]
-        spec_at = names.index("spec")
+        read = [n for n in names if n != "spec"]
+        spec_at, id_at, digest_at = names.index("spec"), read.index("id"), read.index("spec_digest")
         c = t.runs.c
-        columns = [type_coerce(c.spec, Text) if n == "spec" else c[n] for n in names]
-        q = select(*columns).where(c.state == "queued").order_by(c.created_at.asc(), c.id.asc())
-        specs: dict[str, Any] = {}
-        out = []
+        q = select(*(c[n] for n in read)).where(c.state == "queued")
+        q = q.order_by(c.created_at.asc(), c.id.asc())
         with self._read() as conn:
-            for row in conn.execute(q):
-                values = list(row)
-                digest = row.spec_digest
-                spec = specs.get(digest)
-                if spec is None:
-                    raw = values[spec_at]  # text from SQLite; a driver that decodes JSON itself gives a dict
-                    spec = specs[digest] = json.loads(raw) if isinstance(raw, str | bytes) else raw
-                values[spec_at] = spec
-                out.append(RunRecord(*values))
+            rows = [list(row) for row in conn.execute(q)]
+            first: dict[str, str] = {}  # spec digest -> a run with that spec
+            for row in rows:
+                first.setdefault(row[digest_at], row[id_at])
+            specs: dict[str, Any] = {}
+            for chunk in _chunks(sorted(first.values())):
+                specs.update(
+                    (d, spec) for d, spec in conn.execute(select(c.spec_digest, c.spec).where(c.id.in_(chunk)))
+                )
+        out = []
+        for row in rows:
+            row.insert(spec_at, specs[row[digest_at]])
+            out.append(RunRecord(*row))
         return out
 
     def runs_by_id(self, ids: Iterable[str]) -> dict[str, RunRecord]:
