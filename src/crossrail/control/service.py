@@ -578,20 +578,30 @@ class Service:
         from crossrail.control.placing import estimated_starts
 
         starts = estimated_starts(self.store, self.fleet, self.policy, pending, now)
+        # Read each parent once, not once per child: a sweep of thousands of children shares a few parents.
+        parents = self.store.runs_by_id(
+            r.parent_run for r in pending if r.parent_run is not None and r.parent_checkpoint == "latest"
+        )
         for run in pending:
-            waiting_for = self._unended_parent(run, starts)
+            waiting_for = self._unended_parent(run, starts, parents)
             if waiting_for is not None:
                 starts[run.id] = {**starts.get(run.id, {}), "waiting_for_parent": waiting_for}
         return starts
 
-    def _unended_parent(self, run: RunRecord, starts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-        """The parent a run waits for (its id, state and estimated start when queued), or None."""
+    def _unended_parent(
+        self, run: RunRecord, starts: dict[str, dict[str, Any]], parents: dict[str, RunRecord] | None = None
+    ) -> dict[str, Any] | None:
+        """The parent a run waits for (its id, state and estimated start when queued), or None. Parents
+        are looked up in `parents` (run id -> record) first, and those read from the store are added to it."""
         if run.parent_run is None or run.parent_checkpoint != "latest":
             return None
-        parent = self.store.get_run(run.parent_run)
+        parents = {} if parents is None else parents
+        parent = parents.get(run.parent_run)
+        if parent is None:
+            parent = parents[run.parent_run] = self.store.get_run(run.parent_run)
         if RunState(parent.state) in TERMINAL_RUN_STATES:
             return None
-        grandparent = self._unended_parent(parent, starts)
+        grandparent = self._unended_parent(parent, starts, parents)
         return {
             "run": parent.id,
             "state": parent.state,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 from tests.unit.runtime.ckpt_builders import saved
 
 from crossrail.client import Client
@@ -225,6 +227,40 @@ def test_queue_orders_by_priority_then_wait(client: Client, experiments: Path, c
     eval_q = next(q for q in client.queue()["queues"] if q["name"] == "eval")
     assert [p["id"] for p in eval_q["pending"]] == ["eval-smoke-2", "eval-smoke-1", "eval-smoke-3"]
     assert [p["waiting_s"] for p in eval_q["pending"]] == [10.0, 20.0, 0.0]
+
+
+def test_queue_reads_each_parent_once_however_many_children_wait_for_it(client: Client, experiments: Path) -> None:
+    statements: list[str] = []  # what queue() asks the store's database
+    event.listen(client.service.store._engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+
+    def queue_reads(children: int) -> tuple[dict[str, Any], int]:
+        for _ in range(children):
+            client.submit(experiments / "posttrain-042.yaml")
+        statements.clear()
+        pending = {p["id"]: p for q in client.queue()["queues"] for p in q["pending"]}
+        return pending, len(statements)
+
+    client.submit(experiments / "pretrain-small.yaml")
+    client.submit(experiments / "posttrain-042.yaml")
+    grandchild = ["spec.parent.run=posttrain-042", "spec.parent.checkpoint=latest"]
+    client.submit(experiments / "eval-smoke.yaml", sets=grandchild)
+    _, one = queue_reads(0)
+    pending, many = queue_reads(20)
+
+    assert many == one  # not one more read per child
+    parent = pending["pretrain-small-1"]
+    assert pending["posttrain-042-7"]["waiting_for_parent"] == {
+        "run": "pretrain-small-1",
+        "state": "queued",
+        "estimated_start_in_s": parent["estimated_start_in_s"],
+        "waiting_for_parent": None,
+    }
+    assert pending["eval-smoke-1"]["waiting_for_parent"] == {  # its parent waits for its own parent
+        "run": "posttrain-042-1",
+        "state": "queued",
+        "estimated_start_in_s": None,
+        "waiting_for_parent": "pretrain-small-1",
+    }
 
 
 def test_status_counts_runs_by_stage_and_state(client: Client, experiments: Path) -> None:
