@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from crossrail.cli import serve as serve_cli
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, refuse_json
+from crossrail.cli.export import export_app
 from crossrail.cli.output import console, emit
 from crossrail.errors import UsageError
 
@@ -35,8 +38,17 @@ def _options(
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print crossrail's version and exit."),
     ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="Talk to a `crossrail serve` at this URL for every run and fleet command (as $CROSSRAIL_SERVER).",
+        ),
+    ] = None,
 ) -> None:
     """A control plane for training fleets that mix TPUs and GPUs."""
+    if server is not None:  # `crossrail --server URL status` reads as `crossrail status --server URL`
+        os.environ["CROSSRAIL_SERVER"] = server
 
 
 @app.command()
@@ -501,17 +513,13 @@ def reservations(home: Home = None, server: Server = None, as_json: Json = False
     guard(go)
 
 
+app.command("serve")(serve_cli.serve_command)
+app.add_typer(export_app, name="export")
+
+
 def main() -> None:
     app()
 
 
 if __name__ == "__main__":
     main()
-
-from crossrail.cli import serve as serve_cli  # noqa: E402 (the HTTP API's command lives in its own module)
-
-app.command("serve")(serve_cli.serve_command)
-
-from crossrail.cli.export import export_app  # noqa: E402 (exports to other tools live in their own module)
-
-app.add_typer(export_app, name="export")

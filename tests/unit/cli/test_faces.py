@@ -52,3 +52,14 @@ def test_server_sends_the_command_to_that_server_and_the_agent_stays_local(
     agent = runner.invoke(app, ["agent", "--until-idle", "--poll", "0.05"])
     assert agent.exit_code == 0, agent.output  # it runs beside the workspace's store, whatever the environment says
     assert f"crossrail agent on {checkout / '.crossrail'}" in " ".join(agent.output.split())
+
+
+def test_server_before_the_command_reads_as_server_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CROSSRAIL_SERVER", "")  # restored afterwards: the global option sets it for the process
+    monkeypatch.delenv("CROSSRAIL_SERVER")
+    down = "http://127.0.0.1:9"
+    before = runner.invoke(app, ["--server", down, "status"])
+    after = runner.invoke(app, ["status", "--server", down])
+    assert before.exit_code == after.exit_code != 0
+    assert before.output == after.output
+    assert "cannot reach the crossrail server at http://127.0.0.1:9" in " ".join(before.output.split())
