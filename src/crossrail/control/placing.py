@@ -162,11 +162,10 @@ def _avoid(last: AttemptRecord | None) -> str | None:
 
 def current_placements(store: Store, runs: Iterable[str] | None = None) -> dict[str, str]:
     """Run -> pool of its latest `planned` or `replaced` event (only `runs`, when given)."""
-    wanted = None if runs is None else set(runs)
     out: dict[str, str] = {}
-    for event in store.events(types=PLACEMENT_EVENTS):
-        if event.run is not None and (wanted is None or event.run in wanted) and event.data.get("pool"):
-            out[event.run] = str(event.data["pool"])
+    for run, pool in store.event_values(PLACEMENT_EVENTS, "pool", runs):
+        if pool:
+            out[run] = pool
     return out
 
 

@@ -413,6 +413,25 @@ class Store:
         with self._read() as conn:
             return [_event(r) for r in conn.execute(q)]
 
+    def event_values(self, types: Iterable[str], key: str, runs: Iterable[str] | None = None) -> list[tuple[str, Any]]:
+        """(run, `data[key]` as text) of every run's event of `types` (only `runs`' when given), oldest first;
+        None where the data lacks the key. Reads only that field of each event, not its whole payload."""
+        e, wanted = t.events.c, list(types)
+        q = select(e.run_id, e.data[key].as_string(), e.seq)
+        found: list[tuple[int, str, Any]] = []
+        with self._read() as conn:
+            if runs is None:
+                q = q.where(e.type.in_(wanted), e.run_id.is_not(None))
+                found.extend((seq, run, value) for run, value, seq in conn.execute(q))
+            else:
+                # `type || ''` keeps SQLite (which has no statistics) off ix_events_type, whose every event of
+                # these types it would read for each chunk: the runs' own events come down ix_events_run.
+                q = q.where(e.type.concat("").in_(wanted))
+                for chunk in _chunks(sorted(set(runs))):
+                    found.extend((seq, run, value) for run, value, seq in conn.execute(q.where(e.run_id.in_(chunk))))
+        found.sort(key=lambda f: f[0])
+        return [(run, value) for _, run, value in found]
+
     def integrity_problems(self) -> list[str] | None:
         """What the database's own check finds wrong: SQLite `PRAGMA integrity_check`, PostgreSQL amcheck on every
         B-tree index ([] when sound); None when the check is not available (amcheck is not installed)."""

@@ -125,6 +125,35 @@ def test_queued_runs_are_the_queued_runs_oldest_first_with_one_decoded_spec_per_
     assert queued[1].spec == {"name": "b", "nested": [1, {"x": None}]}
 
 
+def test_event_values_read_one_field_of_each_runs_events_of_some_types_in_order(store: Store) -> None:
+    store.create_runs([new_run("a"), new_run("b"), new_run("c")], 1.0, [opening(1.0)] * 3)
+    store.append_events(
+        [
+            Event(EventType.PLANNED, 2.0, "a-1", None, {"pool": "tpu", "candidates": [{"pool": "gpu"}]}),
+            Event(EventType.PLANNED, 2.0, "b-1", None, {"pool": "gpu"}),
+            Event(EventType.HEARTBEAT, 3.0, "a-1", 1, {"pool": "not a placement"}),
+            Event(EventType.REPLACED, 4.0, "a-1", None, {"from": "tpu", "pool": "gpu"}),
+            Event(EventType.REPLACED, 5.0, "b-1", None, {"reason": "no pool"}),
+            Event(EventType.PLANNED, 6.0, "c-1", None, {"pool": "cpu"}),
+        ]
+    )
+    placements = ["planned", "replaced"]
+    assert store.event_values(placements, "pool") == [
+        ("a-1", "tpu"),
+        ("b-1", "gpu"),
+        ("a-1", "gpu"),
+        ("b-1", None),
+        ("c-1", "cpu"),
+    ]
+    assert store.event_values(placements, "pool", ["b-1", "a-1"]) == [
+        ("a-1", "tpu"),
+        ("b-1", "gpu"),
+        ("a-1", "gpu"),
+        ("b-1", None),
+    ]
+    assert store.event_values(placements, "pool", []) == []
+
+
 def test_events_filter_by_run_sequence_and_type(store: Store) -> None:
     store.create_runs([new_run("a"), new_run("b")], 1.0, [opening(1.0)] * 2)
     assert [e.seq for e in store.events()] == [1, 2, 3, 4]
