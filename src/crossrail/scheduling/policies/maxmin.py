@@ -37,6 +37,8 @@ NORMALISATIONS = ("equal_share", "best")
 RESOLVE_S = 1920.0
 """How long a solved allocation stands while only the counts of its job classes change (Gavel's
 `minimum_time_between_allocation_resets`)."""
+CLASS_MEMO = 100_000
+"""Runs whose job class a policy remembers (forgotten all at once beyond this: runs that ended pile up)."""
 LEXICOGRAPHIC = 1e-4
 """The weight of stage 2 (the sum of shares) against stage 1 (the floor) in the one LP that solves both."""
 
@@ -185,7 +187,7 @@ class MaxMinFairness:
         """
         ordered = sorted(pools, key=lambda p: p.name)
         fleet = tuple((p.name, p.chip_type, p.capacity) for p in ordered)
-        if fleet != self._fleet:
+        if fleet != self._fleet or len(self._class_of) > CLASS_MEMO:
             self._fleet, self._class_of = fleet, {}
         classes: dict[tuple[object, ...], list[JobView]] = {}
         for job in jobs:
