@@ -98,10 +98,19 @@ class Placer:
         """Chip type -> median throughput per chip (steps per second) its earlier attempts reported."""
         found = self._measured.get(experiment)
         if found is None:
-            per_chip = self.store.metric_by_chip_type(experiment, THROUGHPUT_METRIC)
-            medians = {c: statistics.median(v) for c, v in per_chip.items()}
-            found = self._measured[experiment] = {c: m / 3600.0 for c, m in medians.items() if m > 0}
+            self.measure([experiment])
+            found = self._measured[experiment]
         return found
+
+    def measure(self, experiments: Iterable[str]) -> None:
+        """Read the measured throughputs of all `experiments` not read yet at once (see `measured`)."""
+        wanted = set(experiments) - set(self._measured)
+        if not wanted:
+            return
+        samples = self.store.metrics_by_chip_type(wanted, THROUGHPUT_METRIC)
+        for experiment in wanted:
+            medians = {c: statistics.median(v) for c, v in samples.get(experiment, {}).items()}
+            self._measured[experiment] = {c: m / 3600.0 for c, m in medians.items() if m > 0}
 
     def busy(self, attempts: Iterable[AttemptRecord], runs: dict[str, RunRecord], now: float) -> list[Busy]:
         """Running attempts with their expected ends (start + run time on their pool; None if unknown)."""
@@ -132,8 +141,9 @@ class Placer:
         """Place every queued run (each held to `current` unless clearly better elsewhere), then `extra`
         behind them in admission order, and estimate every start."""
         last = self.store.last_attempts(r.id for r in queued)
-        works = [self.workload(r, current=current.get(r.id), avoid=_avoid(last.get(r.id))) for r in queued]
         runs = self.store.runs_by_id(a.run_id for a in active)
+        self.measure([*(r.experiment for r in queued), *(r.experiment for r in runs.values())])
+        works = [self.workload(r, current=current.get(r.id), avoid=_avoid(last.get(r.id))) for r in queued]
         settings = self.fleet.spec.placement
         return plan(
             [*works, *extra],

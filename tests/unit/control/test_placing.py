@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crossrail.client import Client
-from crossrail.control.placing import QueuePlacement
+from crossrail.control.placing import Placer, QueuePlacement
 from crossrail.errors import SpecError
 from crossrail.scheduling.plan import Plan
 from crossrail.store import AttemptRecord
@@ -151,6 +151,25 @@ def test_measured_throughput_of_earlier_attempts_replaces_the_fleets_relative_sp
     assert terms["tpu-v5p"]["run_s"] == pytest.approx(4 * 1200 / 0.9, abs=0.1)
     assert out["pool"] == "h100"
     assert out["reason"].startswith("left preferred tpu by the pretraining placement policy: h100 finishes")
+
+
+def test_measured_throughputs_of_many_experiments_are_read_together_and_kept_apart(
+    client: Client, experiments: Path
+) -> None:
+    first = client.submit(experiments / "pretrain-small.yaml")["run"]["id"]
+    second = client.submit(experiments / "pretrain-small.yaml")["run"]["id"]
+    other = client.submit(experiments / "pretrain-small.yaml", sets=["metadata.name=pretrain-other"])["run"]["id"]
+    attempt_on(client, first, "tpu-v5p", "tpu-v5p", 3600.0)  # 1 step/s on 4 chips: 0.25 per chip
+    attempt_on(client, second, "h100", "h100", 14400.0)
+    attempt_on(client, other, "h100", "h100", 7200.0)
+    service = client.service
+    placer = Placer(service.store, service.fleet, service.policy)
+
+    placer.measure(["pretrain-small", "pretrain-other", "never-run"])
+
+    assert placer.measured("pretrain-small") == {"tpu-v5p": 0.25, "h100": 1.0}
+    assert placer.measured("pretrain-other") == {"h100": 0.5}
+    assert placer.measured("never-run") == {}
 
 
 def test_the_agent_replans_when_runs_arrive_or_pools_drain_and_otherwise_every_few_seconds(
