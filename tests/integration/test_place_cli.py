@@ -54,7 +54,7 @@ def test_queue_shows_the_planned_pool_and_estimated_start(checkout: Path, experi
     assert [(r[1], r[6], r[7]) for r in rows] == [
         ("eval-smoke-1", "h100", "now"),
         ("eval-smoke-2", "tpu-v5p", "now"),
-        ("eval-smoke-3", "h100", "in 66.7m"),
+        ("eval-smoke-3", "h100", "in 1h07m"),
     ]
 
 

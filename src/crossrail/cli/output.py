@@ -11,13 +11,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from crossrail.core import short_duration
+from crossrail.core import format_duration
 from crossrail.core.api import api_object
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
-secs = short_duration  # the one duration formatter (crossrail.core): 45s, 3m20s, 2h05m
+secs = format_duration  # the one duration formatter (crossrail.core): 45s, 3m20s, 2h05m
 
 
 def print_json(obj: dict[str, Any]) -> None:

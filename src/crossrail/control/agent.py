@@ -25,7 +25,7 @@ from crossrail.control.placing import Placer, QueuePlacement, explanation, prefe
 from crossrail.control.secrets import attempt_secret
 from crossrail.control.service import Service
 from crossrail.control.storewatch import StoreWatch, WatchConfig
-from crossrail.core import EndReason, Event, EventType, parse_duration
+from crossrail.core import EndReason, Event, EventType, format_duration, parse_duration
 from crossrail.errors import ConflictError, CrossrailError, StoreUnavailableError
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
@@ -213,7 +213,9 @@ class Agent:
             return 0
         self.executor.stop(run.id, att.number, 0.0, "preempted")
         lost = AttemptStatus(run.id, att.number, "lost", ended_at=now)
-        return self._end(run, att, lost, (EndReason.HEARTBEAT_TIMEOUT, f"lost: no heartbeat for {silent:.0f}s"))
+        return self._end(
+            run, att, lost, (EndReason.HEARTBEAT_TIMEOUT, f"lost: no heartbeat for {format_duration(silent)}")
+        )
 
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
         parent = att.parent_checkpoint or parents.launch_checkpoint(self.store, run)  # resolved at admission

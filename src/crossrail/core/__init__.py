@@ -5,7 +5,7 @@ from crossrail.core.clock import Clock, ManualClock, MonotonicClock, SystemClock
 from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
 from crossrail.core.ids import attempt_id, is_uid, new_uid, parse_run_id, run_dir_name, run_id, validate_name
 from crossrail.core.priority import PRIORITIES, PRIORITY_RANK, priority_level, priority_rank
-from crossrail.core.quantities import format_duration, parse_duration, parse_topology, short_duration
+from crossrail.core.quantities import format_duration, parse_duration, parse_topology
 
 __all__ = [
     "PRIORITIES",
@@ -31,6 +31,5 @@ __all__ = [
     "priority_rank",
     "run_dir_name",
     "run_id",
-    "short_duration",
     "validate_name",
 ]

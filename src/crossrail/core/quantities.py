@@ -39,30 +39,26 @@ def parse_duration(value: str | int | float) -> float:
     return seconds
 
 
-def format_duration(seconds: float) -> str:
-    """`5400` -> `1h30m`; sub-minute precision only for short durations."""
-    if seconds < 60:
-        return f"{seconds:.3g}s"
-    total = round(seconds)
-    out = []
-    for unit, size in _UNITS.items():
-        if total >= size:
-            out.append(f"{total // size}{unit}")
-            total %= size
-    return "".join(out)
+_PAIRS = (("d", "h"), ("h", "m"), ("m", "s"))
 
 
-def short_duration(seconds: float | None) -> str:
-    """A duration in one unit for tables: `45.0s`, `12.5m`, `3.2h`, `2.1d`; `-` for None."""
+def format_duration(seconds: float | None) -> str:
+    """The one way crossrail writes a duration for people (tables, explanations, reports, the dashboard).
+
+    Its two largest units, rounded to the second: `45s`, `3m20s`, `1h30m`, `2h05m`, `6h`, `1d04h`; two
+    significant digits under ten seconds (`0.5s`, `2.5s`); `-` for None. `parse_duration` reads it back.
+    """
     if seconds is None:
         return "-"
-    if seconds < 120:
-        return f"{seconds:.1f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f}m"
-    if seconds < 3 * 86_400:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86_400:.1f}d"
+    seconds = max(seconds, 0.0)
+    if seconds < 9.5:
+        return f"{seconds:.2g}s"
+    for big, small in _PAIRS:
+        n, per = round(seconds / _UNITS[small]), _UNITS[big] // _UNITS[small]
+        if n >= per:
+            whole, rest = divmod(n, per)
+            return f"{whole}{big}{rest:02d}{small}" if rest else f"{whole}{big}"
+    return f"{round(seconds)}s"
 
 
 def parse_topology(text: str) -> tuple[int, ...]:

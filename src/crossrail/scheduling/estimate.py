@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from crossrail.core import short_duration
+from crossrail.core import format_duration
 from crossrail.spec import Pool
 
 OBJECTIVES = ("time_to_result", "throughput_per_cost", "cost")
@@ -533,4 +533,4 @@ def _gain(new: Candidate, old: Candidate, objective: str) -> str:
 
 
 def _hours(seconds: float | None) -> str:
-    return "?" if seconds is None else short_duration(seconds)
+    return "?" if seconds is None else format_duration(seconds)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from crossrail.core import format_duration
 from crossrail.scheduling.pool import PoolState
 from crossrail.scheduling.types import Request
 
@@ -70,7 +71,7 @@ class Placement:
 
     def reason(self, req: Request, kind: str) -> str:
         """Why `req` was placed on a pool of this kind, in words."""
-        waited = f"{self.now - req.queued_at:.0f}s"
+        waited = format_duration(self.now - req.queued_at)
         reasons = {
             "away": f"retry moved off {req.avoid_pool}, where the previous attempt ended",
             "same": "retry on the same pool",

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from crossrail.core import format_duration
 from crossrail.errors import CrossrailError, Problem, SpecError
 from crossrail.sim.checkpointing import CheckpointSpec, IntervalKind
 from crossrail.sim.failures import FailureSpec
@@ -141,7 +142,7 @@ def judge(cand: Candidate, result: SimResult, price: float, goals: Mapping[str, 
         value = None if s is None else (s.queue_p95_s if percentile == 95 else s.queue_p50_s)
         queue[stage] = value
         if value is None or value > goal:
-            misses.append(f"{stage} p{percentile} {'-' if value is None else f'{value:.0f}s'} > {goal:.0f}s")
+            misses.append(f"{stage} p{percentile} {format_duration(value)} > {format_duration(goal)}")
     if result.finished < result.jobs:
         misses.append(f"{result.jobs - result.finished} jobs unfinished")
     return Outcome(cand, result, price, queue, not misses, "; ".join(misses) or "meets every target")

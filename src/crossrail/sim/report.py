@@ -8,10 +8,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from crossrail.core import short_duration
+from crossrail.core import format_duration
 from crossrail.sim.records import SimResult
 
-secs = short_duration
+secs = format_duration
 
 
 def frac(value: float | None) -> str:

@@ -317,7 +317,7 @@ def test_the_heartbeat_timeout_ends_a_silent_attempt_where_the_executor_cannot_s
         assert blind.attempts(run)[0] == (1, "tpu-a", "lost")
         assert blind.executor.stops == [(run, 1, "preempted")]  # what is left of it is stopped
         data = end_data(blind, run)
-        assert (data["cause"], data["reason"]) == ("heartbeat_lost", "lost: no heartbeat for 61s")
+        assert (data["cause"], data["reason"]) == ("heartbeat_lost", "lost: no heartbeat for 1m01s")
     finally:
         blind.client.close()
 

@@ -33,8 +33,15 @@ def test_malformed_durations_are_value_errors_that_show_the_accepted_forms(bad: 
         parse_duration(bad)  # type: ignore[arg-type]
 
 
-def test_durations_format_back_compactly() -> None:
-    assert [format_duration(s) for s in (5400, 21600, 90061, 12)] == ["1h30m", "6h", "1d1h1m1s", "12s"]
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(None, "-"), (0, "0s"), (0.25, "0.25s"), (2.5, "2.5s"), (12, "12s"), (59.7, "1m"), (200, "3m20s"),
+     (3599.6, "1h"), (5400, "1h30m"), (7500, "2h05m"), (21600, "6h"), (86399, "1d"), (90061, "1d01h")],
+)  # fmt: skip
+def test_durations_are_written_one_way_in_their_two_largest_units(seconds: float | None, shown: str) -> None:
+    assert format_duration(seconds) == shown
+    if seconds:  # what is shown reads back, to the precision shown
+        assert parse_duration(shown) == pytest.approx(seconds, rel=0.02, abs=0.5)
 
 
 def test_topologies_are_positive_integer_factors() -> None:

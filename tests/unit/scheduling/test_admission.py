@@ -48,7 +48,7 @@ def test_other_accelerators_only_after_the_fallback_wait() -> None:
     late = sched.cycle(T0 + 60)
 
     assert early.blocked["r"] == "tpu has 0 free chips; needs 8"
-    assert late.admitted[0].reason.startswith("fell back after waiting 60s for a tpu pool; gpu had 16 free chips")
+    assert late.admitted[0].reason.startswith("fell back after waiting 1m for a tpu pool; gpu had 16 free chips")
 
 
 def test_a_best_effort_head_waiting_for_its_fallback_comes_back_on_time() -> None:

@@ -41,7 +41,7 @@ def test_pretraining_leaves_its_busy_preferred_tpu_for_a_gpu_pool_that_finishes_
     choice = planned.choices["pt"]
 
     assert choice.pool == "gpu"
-    assert choice.reason.startswith("left preferred tpu: gpu finishes 4.0h sooner and costs $128.00 less")
+    assert choice.reason.startswith("left preferred tpu: gpu finishes 4h sooner and costs $128.00 less")
     tpu_terms, gpu_terms = choice.candidate("tpu"), choice.candidate("gpu")
     assert tpu_terms is not None
     assert gpu_terms is not None
@@ -56,7 +56,7 @@ def test_pretraining_leaves_its_busy_preferred_tpu_for_a_gpu_pool_that_finishes_
     sched.submitted(req("pt", "a", 8, prefer="tpu", pool=choice.pool, pool_reason=choice.reason))
     (admission,) = sched.cycle(T0).admitted
     assert admission.pool == "gpu"
-    assert admission.reason.startswith("left preferred tpu: gpu finishes 4.0h sooner")
+    assert admission.reason.startswith("left preferred tpu: gpu finishes 4h sooner")
 
 
 def test_pretraining_stays_on_its_preferred_tpu_when_the_gpu_gains_less_than_the_margin() -> None:
@@ -65,7 +65,7 @@ def test_pretraining_stays_on_its_preferred_tpu_when_the_gpu_gains_less_than_the
     choice = plan([pretraining()], [], pools, T0, prefer_margin=0.25).choices["pt"]
 
     assert choice.pool == "tpu"
-    assert choice.reason.startswith("tpu preferred: tpu result in 10.0h")
+    assert choice.reason.startswith("tpu preferred: tpu result in 10h")
     assert "gpu gains less than the 25% margin" in choice.reason
     assert plan([pretraining()], [], pools, T0, prefer_margin=0.0).choices["pt"].pool == "gpu"
 
@@ -83,7 +83,7 @@ def test_a_placed_run_stays_for_a_small_gain_and_moves_for_a_clear_one() -> None
     assert stay.reason.startswith("stays on gpu")
     assert "tpu gains less than the 10% hysteresis" in stay.reason
     assert (move.pool, move.moved) == ("tpu", True)
-    assert move.reason.startswith("re-placed from gpu: tpu finishes 3.0h sooner")
+    assert move.reason.startswith("re-placed from gpu: tpu finishes 3h sooner")
 
 
 def test_a_gain_below_the_minimum_does_not_move_a_run() -> None:
@@ -122,7 +122,7 @@ def test_time_to_result_takes_the_sooner_pool_even_when_it_costs_more() -> None:
     choice = estimate_placements(work, pools, {"tpu": 2 * HOUR, "gpu": 0.0})
 
     assert choice.pool == "gpu"
-    assert choice.reason.startswith("best time to result: gpu result in 60.0m")
+    assert choice.reason.startswith("best time to result: gpu result in 1h")
 
 
 def test_cost_objective_takes_the_cheaper_pool_even_when_it_waits() -> None:
