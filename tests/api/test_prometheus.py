@@ -247,8 +247,15 @@ def test_agent_metrics_port_serves_the_same_metrics_until_the_agent_stops(known_
             assert got[(name, frozenset(labels.items()))] == pytest.approx(value), (name, labels)
     finally:
         agent.send_signal(signal.SIGINT)
-        out = agent.communicate(timeout=60)[0]
+        try:
+            out = agent.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.communicate()
+            raise
     assert f"Prometheus metrics on http://127.0.0.1:{port}/metrics" in out
+    assert "agent stopped" in out
+    assert agent.returncode == 0
 
 
 def test_agent_metrics_port_refuses_a_port_in_use_and_says_which(checkout: Path) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -316,12 +320,31 @@ def agent(
             console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
             if metrics_port is not None:
                 _serve_metrics(c, metrics_host, metrics_port)
-            try:
-                c.agent(cfg).run(until_idle=until_idle, on_tick=render.tick)
-            except KeyboardInterrupt:
+            with _stop_between_passes() as stopping, contextlib.suppress(KeyboardInterrupt):
+                c.agent(cfg).run(until_idle=until_idle, should_stop=stopping.is_set, on_tick=render.tick)
+            if stopping.is_set():
                 console.print("agent stopped; running attempts continue and are re-adopted on restart")
 
     guard(go)
+
+
+@contextlib.contextmanager
+def _stop_between_passes() -> Iterator[threading.Event]:
+    """Ctrl-C (or SIGTERM) asks the agent to stop after its current pass, so no pass stops halfway through a store
+    write; a second Ctrl-C interrupts at once. The previous handlers come back afterwards."""
+    stopping = threading.Event()
+
+    def ask(signum: int, _frame: Any) -> None:
+        if stopping.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stopping.set()
+
+    before = {sig: signal.signal(sig, ask) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stopping
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _serve_metrics(c: Any, host: str, port: int) -> None:
