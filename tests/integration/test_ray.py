@@ -78,9 +78,16 @@ def drive(client: Client, until: Callable[[], bool], timeout_s: float = 60.0) ->
     agent = client.agent(FAST)
     deadline = time.monotonic() + timeout_s
     while not until():
-        assert time.monotonic() < deadline, "the agent did not get there in time"
+        assert time.monotonic() < deadline, f"the agent did not get there in time: {_story(client)}"
         agent.reconcile()
         time.sleep(FAST.poll_s)
+
+
+def _story(client: Client) -> str:
+    store = client.service.store
+    runs = {r.id: r.state for r in store.list_runs()}
+    tail = [f"{e.run} {e.type} {e.data.get('reason', '')}" for e in store.events()[-12:]]
+    return f"runs {runs}; last events: " + " | ".join(tail)
 
 
 def state(client: Client, run: str) -> str:
@@ -107,7 +114,9 @@ def test_the_demo_experiments_run_through_ray_and_land_on_the_nodes_labelled_for
     # Pretraining may only use TPUs here, so one run surely belongs on the TPU-labelled node.
     pre = client.submit(experiments / "pretrain-small.yaml", sets=[*SHORT, "spec.accelerators={allow: [tpu]}"])
     pre = pre["run"]["id"]
-    post = client.submit(experiments / "posttrain-042.yaml", sets=SHORT)["run"]["id"]
+    # The cluster has one TPU-like host, the fleet two: an 8-chip run fits only the GPU-like node.
+    post = client.submit(experiments / "posttrain-042.yaml", sets=[*SHORT, "spec.accelerators={allow: [gpu]}"])
+    post = post["run"]["id"]
     evals = client.submit(experiments / "eval-smoke.yaml", sets=SHORT)["run"]["id"]
     drive(client, succeeded(client, pre, post, evals), timeout_s=120)
 
@@ -133,9 +142,11 @@ def test_one_agent_runs_a_ray_pool_and_a_local_pool_side_by_side(
     del h100["ray"]
     path.write_text(yaml.safe_dump(fleet, sort_keys=False))
     code = "import os; print('node', os.environ.get('CROSSRAIL_RAY_NODE_ID', 'none'))"
-    sets = [f'spec.command=[python, -c, "{code}"]', "spec.args=[]", "spec.resources.chips=1"]
-    on_ray = client.submit(experiments / "eval-smoke.yaml", sets=[*sets, "spec.accelerators={allow: [tpu]}"])
-    local = client.submit(experiments / "eval-smoke.yaml", sets=[*sets, "spec.accelerators={allow: [gpu]}"])
+    sets = [f'spec.command=[python, -c, "{code}"]', "spec.args=[]"]
+    # A TPU pool runs whole slices (init's fleet: 2x2x1 = 4 chips at least); one GPU chip is enough.
+    tpu, gpu = ["spec.resources.chips=4", "spec.accelerators={allow: [tpu]}"], ["spec.resources.chips=1"]
+    on_ray = client.submit(experiments / "eval-smoke.yaml", sets=[*sets, *tpu])
+    local = client.submit(experiments / "eval-smoke.yaml", sets=[*sets, *gpu, "spec.accelerators={allow: [gpu]}"])
     runs = on_ray["run"]["id"], local["run"]["id"]
     drive(client, succeeded(client, *runs))
     ray_log, local_log = (client.logs(r)["attempts"][0]["log"] for r in runs)
