@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import create_engine
-
 from crossrail.core import EndReason
 from crossrail.store import HEAD_REVISION, Store
+
+from .builders import engine_at
 
 RUN = (
     "INSERT INTO runs (id, experiment, n, experiment_id, stage, priority, chips, queue, state, spec, spec_digest, "
@@ -31,18 +31,8 @@ AT_0007 = [
 
 
 def _store_at_0007(path: Path) -> str:
-    from alembic import command
-    from alembic.config import Config
-
-    from crossrail.store.repository import _MIGRATIONS
-
     url = f"sqlite:///{path}"
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0007")
+    engine = engine_at(url, "0007")
     with engine.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO experiments (id, name, digest, spec, created_at) VALUES (1, 'old', 'sha256:e', '{}', 1.0)"

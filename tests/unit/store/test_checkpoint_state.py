@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
 
 from crossrail.core import Event, EventType
 from crossrail.store import HEAD_REVISION, AttemptRecord, Store
 
+from .builders import engine_at
 from .test_store import new_run, opening
 
 
@@ -75,18 +75,8 @@ def test_a_child_records_the_parent_step_it_really_started_from_on_its_attempt_a
 
 
 def test_a_store_at_0005_upgrades_with_skipped_checkpoints_damaged_and_the_rest_committed(tmp_path: Path) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from crossrail.store.repository import _MIGRATIONS
-
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0005")
+    engine = engine_at(url, "0005")
     with engine.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO experiments (id, name, digest, spec, created_at) VALUES (1, 'old', 'sha256:e', '{}', 1.0)"

@@ -7,12 +7,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
 
 from crossrail.core import Event, EventType
 from crossrail.errors import StoreError
 from crossrail.store import HEAD_REVISION, Store
 
+from .builders import engine_at
 from .test_store import new_run, opening
 
 UID_A, UID_B = "01kdvdna3v000g40r40m30e209", "01kdvdna3v7zzzzzzzzzzzzzzz"
@@ -47,18 +47,8 @@ def test_a_uid_used_twice_is_refused_and_nothing_is_written(store: Store) -> Non
 
 
 def test_a_store_at_0004_upgrades_its_runs_to_legacy_ones_that_still_load(tmp_path: Path) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from crossrail.store.repository import _MIGRATIONS
-
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0004")
+    engine = engine_at(url, "0004")
     with engine.begin() as conn:  # a run and its event as a crossrail of revision 0004 wrote them: no uid column
         conn.exec_driver_sql(
             "INSERT INTO experiments (id, name, digest, spec, created_at) VALUES (1, 'old', 'sha256:e', '{}', 1.0)"

@@ -13,6 +13,8 @@ from crossrail.core import Event, EventType
 from crossrail.errors import ConflictError, NotFoundError, StoreError
 from crossrail.store import HEAD_REVISION, NewRun, Store
 
+from .builders import engine_at
+
 
 def new_run(name: str = "exp", key: str | None = None, digest: str = "sha256:a") -> NewRun:
     return NewRun(
@@ -187,18 +189,9 @@ def test_an_unreachable_database_is_a_store_error_naming_the_url(tmp_path: Path)
 
 
 def test_a_database_at_an_older_revision_is_upgraded_on_open_keeping_its_rows(tmp_path: Path) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from crossrail.store.repository import _MIGRATIONS
-
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = create_engine(url)
+    engine = engine_at(url, "0001")
     with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0001")
         conn.exec_driver_sql(
             "INSERT INTO experiments (name, digest, spec, created_at) VALUES ('old', 'sha256:o', '{}', 1.0)"
         )
