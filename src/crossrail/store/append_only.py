@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from crossrail.errors import StoreError
+
 _PG_FUNCTION = """
 CREATE OR REPLACE FUNCTION crossrail_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -34,7 +36,7 @@ def statements(dialect: str, table: str) -> list[str]:
             f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
             "FOR EACH STATEMENT EXECUTE FUNCTION crossrail_append_only()",
         ]
-    raise NotImplementedError(f"no append-only triggers for {dialect}; crossrail supports sqlite and postgresql")
+    raise StoreError(f"no append-only triggers for {dialect}; crossrail supports sqlite and postgresql")
 
 
 def drop_statements(dialect: str, table: str) -> list[str]:

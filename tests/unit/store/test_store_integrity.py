@@ -17,6 +17,8 @@ from crossrail.errors import StoreDamagedError, StoreError
 from crossrail.store import Store
 from crossrail.store.append_only import drop_statements, statements
 
+from .builders import engine_at
+
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
@@ -138,18 +140,9 @@ def test_an_event_inserted_around_the_store_has_no_hash_and_is_named(store: Stor
 
 
 def test_events_appended_before_the_chain_get_hashes_when_the_store_is_upgraded(tmp_path: Path) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from crossrail.store.repository import _MIGRATIONS
-
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    engine = create_engine(url)
+    engine = engine_at(url, "0006")
     with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0006")
         for ts, run in ((1.0, "a-1"), (2.0, None), (3.0, "a-1")):
             conn.execute(
                 text("INSERT INTO events (ts, type, run_id, data) VALUES (:ts, 'queued', :run, '{}')"),
@@ -259,3 +252,8 @@ def test_checking_a_store_files_header_keeps_this_processs_sqlite_locks(tmp_path
     assert (tmp_path / "state.db-wal").exists()
     assert held.execute("SELECT count(*) FROM t").fetchone() == (2,)
     held.close()
+
+
+def test_a_database_without_append_only_triggers_is_a_store_error_naming_the_supported_ones() -> None:
+    with pytest.raises(StoreError, match="no append-only triggers for mysql; crossrail supports sqlite and postgresql"):
+        statements("mysql", "events")
