@@ -34,7 +34,7 @@ from crossrail.store.records import (
     RunRecord,
 )
 
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0010"
 ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 

@@ -49,7 +49,7 @@ def test_a_store_at_0007_gets_each_ended_attempts_end_reason_and_keeps_only_stop
 ) -> None:
     store = Store.open(_store_at_0007(tmp_path / "old.db"))
     try:
-        assert store.revision() == HEAD_REVISION == "0008"
+        assert store.revision() == HEAD_REVISION
         got = [(a.number, a.end_reason, a.stopped_by) for a in store.attempts("old-1")]
         assert got == [
             (1, EndReason.SIGNAL, None),
