@@ -87,6 +87,8 @@ class Service:
         self.reach_timeout_s = DEFAULT_TIMEOUT_S
         # How much and how long submit reads to digest a config or an unversioned dataset.
         self.input_limits = lineage.DEFAULT_LIMITS
+        # Cores of the host local pools start worker processes on (one per data-parallel worker).
+        self.host_cores = os.cpu_count() or 1
 
     @cached_property
     def fleet(self) -> Fleet:
@@ -239,7 +241,7 @@ class Service:
         from crossrail.spec.problems import locate
 
         res = lineage.Resolution()
-        problems = self._feasibility(exp, doc.source)
+        problems = self._feasibility(exp, doc.source) + self._host_cores(exp, doc.source)
         commit = exp.spec.code.commit if exp.spec.code else None
         if commit == "auto":
             commit = self._git_head(cwd, doc.source, res)
@@ -269,6 +271,19 @@ class Service:
             message = said[0] + " " + "; ".join(line.strip() for line in said[1:])
             return [Problem(source, _FEASIBILITY_PATH, message, fix=fix)]
         return []
+
+    def _host_cores(self, exp: Experiment, source: str) -> list[Problem]:
+        """A fleet of local pools only starts one process per data-parallel worker on this host: not more
+        than its cores unless the experiment says `parallelism.oversubscribe: true`."""
+        from crossrail.spec.experiment import host_cores_items
+        from crossrail.spec.paths import format_path
+
+        pools = self.fleet.pools
+        if not pools or any(p.backend != "local" for p in pools):
+            return []
+        par = exp.spec.parallelism
+        items = host_cores_items(par.data, par.oversubscribe, self.host_cores)
+        return [Problem(source, format_path(("spec", "parallelism", *path)), why, fix=fix) for path, why, fix in items]
 
     def _dataset_there(self, exp: Experiment, source: str, res: lineage.Resolution) -> None:
         """One bounded look at the dataset: missing is a problem; a look that cannot be made is one only when

@@ -100,6 +100,36 @@ def chip_range_items(chips: int | None, min_chips: int | None, max_chips: int | 
     return items
 
 
+class Parallelism(SpecModel):
+    """How a run splits across workers: `data` data-parallel workers (processes), each with the whole model.
+
+    Room for more axes later (tensor, pipeline). `oversubscribe: true` lets a run on a local pool start
+    more worker processes than the host has cores; without it that is a lint error.
+    """
+
+    data: PositiveInt = 1
+    oversubscribe: bool = False
+
+
+def parallelism_items(data: int | None, chips: int | None, max_chips: int | None) -> Items:
+    """Each data-parallel worker holds at least one chip: data <= max_chips (or chips when no max)."""
+    most = max_chips if max_chips is not None else chips
+    if data is None or most is None or data <= most:
+        return []
+    key = "max_chips" if max_chips is not None else "chips"
+    message = f"must be <= resources.{key} (got data {data} > {key} {most}): each worker holds at least one chip"
+    return [(("data",), message, f"lower parallelism.data to at most {most} or raise resources.{key}")]
+
+
+def host_cores_items(data: int, oversubscribe: bool, host_cores: int) -> Items:
+    """A local pool runs one process per data-parallel worker: no more than the host has cores, unless asked."""
+    if oversubscribe or data <= host_cores:
+        return []
+    message = f"asks for {data} worker processes but this host has {host_cores} cores"
+    fix = f"lower parallelism.data to at most {host_cores}, or set parallelism.oversubscribe: true"
+    return [(("data",), message, fix)]
+
+
 class AcceleratorPrefs(SpecModel):
     """Which accelerators a run prefers and accepts; overrides the placement policy's stage preference."""
 
@@ -184,11 +214,18 @@ class ExperimentSpec(SpecModel):
     dataset: DatasetRef
     checkpoint: CheckpointSpec
     resources: Resources
+    parallelism: Parallelism = Field(default_factory=Parallelism)
     accelerators: AcceleratorPrefs = Field(default_factory=AcceleratorPrefs)
     parent: ParentRef | None = None
     retries: Retries = Field(default_factory=Retries)
     priority: Priority = "normal"
     env: dict[str, Text] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _workers_have_chips(self) -> ExperimentSpec:
+        res = self.resources
+        raise_items(nested(("parallelism",), parallelism_items(self.parallelism.data, res.chips, res.max_chips)))
+        return self
 
 
 class Experiment(SpecModel):
@@ -213,6 +250,11 @@ class Experiment(SpecModel):
     def chips(self) -> int:
         return self.spec.resources.chips
 
+    @property
+    def data_parallel(self) -> int:
+        """How many data-parallel worker processes the run starts with."""
+        return self.spec.parallelism.data
+
 
 def cross_checks(data: Any) -> Items:
     """The cross-field checks above, run on unvalidated data so they report even when other fields fail."""
@@ -221,6 +263,9 @@ def cross_checks(data: Any) -> Items:
     counts = [as_int(resources.get(k)) for k in ("chips", "min_chips", "max_chips")]
     chips, least, most = (n if n is not None and n > 0 else None for n in counts)
     items = nested(("spec", "resources"), chip_range_items(chips, least, most))
+    parallelism = as_dict(spec.get("parallelism"))
+    data = as_int(parallelism.get("data"))
+    items += nested(("spec", "parallelism"), parallelism_items(data if data and data > 0 else None, chips, most))
     accelerators = as_dict(spec.get("accelerators"))
     prefer, allow = accelerators.get("prefer"), accelerators.get("allow")
     if isinstance(prefer, str) and isinstance(allow, list) and all(isinstance(a, str) for a in allow) and allow:
@@ -230,5 +275,8 @@ def cross_checks(data: Any) -> Items:
 
 def experiment_digest(exp: Experiment) -> str:
     """`sha256:<hex>` of the experiment's canonical JSON: equal experiments have equal digests."""
-    canonical = json.dumps(exp.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = exp.model_dump(mode="json")
+    if exp.spec.parallelism == Parallelism():
+        del data["spec"]["parallelism"]  # digests of experiments from before parallelism stay as they were
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -99,6 +99,27 @@ def test_a_request_no_pool_could_ever_hold_is_rejected_with_each_pools_reason(
     assert nothing_written(client)
 
 
+def test_more_workers_than_the_local_host_has_cores_is_refused_unless_oversubscribed(
+    client: Client, experiments: Path
+) -> None:
+    client.service.host_cores = 2
+    four = ["spec.resources.chips=4", "spec.parallelism={data: 4}"]
+    with pytest.raises(SpecError) as err:
+        client.submit(experiments / "eval-smoke.yaml", sets=four)
+    [problem] = err.value.problems
+    assert (problem.path, problem.message) == (
+        "spec.parallelism.data",
+        "asks for 4 worker processes but this host has 2 cores",
+    )
+    assert problem.fix == "lower parallelism.data to at most 2, or set parallelism.oversubscribe: true"
+    assert nothing_written(client)
+
+    out = client.submit(
+        experiments / "eval-smoke.yaml", sets=[four[0], "spec.parallelism={data: 4, oversubscribe: true}"]
+    )
+    assert client.show(out["run"]["id"])["spec"]["spec"]["parallelism"] == {"data": 4, "oversubscribe": True}
+
+
 def test_a_tpu_only_request_of_a_shape_no_slice_has_is_rejected(client: Client, experiments: Path) -> None:
     with pytest.raises(PlacementError, match="no allowed slice shape has 3 chips"):
         client.submit(

@@ -289,3 +289,64 @@ def test_a_missing_spec_is_reported_on_the_document() -> None:
     text = "apiVersion: crossrail/v1\nkind: Experiment\nmetadata: {name: x}\n"
 
     assert problems(text) == [("", 1, "missing required key 'spec'", "add `spec:` to the document")]
+
+
+def test_parallelism_defaults_to_one_worker_and_leaves_the_digest_as_before() -> None:
+    exp = parse_experiment(doc(MINIMAL))
+    said = parse_experiment(doc(MINIMAL + "  parallelism: {data: 1}\n"))
+
+    assert exp.data_parallel == 1
+    assert not exp.spec.parallelism.oversubscribe
+    assert experiment_digest(said) == experiment_digest(exp)
+    # The digest of an experiment written before parallelism existed: runs recorded then stay comparable.
+    assert experiment_digest(exp) == "sha256:" + _digest_without_parallelism(exp)
+
+
+def _digest_without_parallelism(exp: Experiment) -> str:
+    import hashlib
+    import json
+
+    data = exp.model_dump(mode="json")
+    del data["spec"]["parallelism"]
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_a_data_parallel_degree_moves_the_digest_and_fits_the_chip_range() -> None:
+    two = parse_experiment(doc(edited(MINIMAL, "{chips: 1}", "{chips: 2}") + "  parallelism: {data: 2}\n"))
+
+    assert two.data_parallel == 2
+    assert experiment_digest(two) != experiment_digest(
+        parse_experiment(doc(edited(MINIMAL, "{chips: 1}", "{chips: 2}")))
+    )
+
+
+@pytest.mark.parametrize(
+    ("resources", "data", "message", "fix"),
+    [
+        pytest.param(
+            "{chips: 2}",
+            4,
+            "must be <= resources.chips (got data 4 > chips 2): each worker holds at least one chip",
+            "lower parallelism.data to at most 2 or raise resources.chips",
+            id="more-workers-than-chips",
+        ),
+        pytest.param(
+            "{chips: 2, max_chips: 3}",
+            4,
+            "must be <= resources.max_chips (got data 4 > max_chips 3): each worker holds at least one chip",
+            "lower parallelism.data to at most 3 or raise resources.max_chips",
+            id="more-workers-than-max-chips",
+        ),
+    ],
+)
+def test_each_data_parallel_worker_needs_a_chip(resources: str, data: int, message: str, fix: str) -> None:
+    text = edited(MINIMAL, "{chips: 1}", resources) + f"  parallelism: {{data: {data}}}\n"
+
+    assert problems(text) == [("spec.parallelism.data", 11, message, fix)]
+
+
+def test_too_many_workers_is_reported_even_when_another_field_fails() -> None:
+    text = edited(MINIMAL, "stage: eval", "stage: rl") + "  parallelism: {data: 3}\n"
+
+    assert {path for path, _, _, _ in problems(text)} == {"spec.stage", "spec.parallelism.data"}
