@@ -2,6 +2,34 @@
 
 from crossrail.metrics.accumulator import MetricsAccumulator, compute
 from crossrail.metrics.distribution import Distribution, percentile
+from crossrail.metrics.registry import METRICS, Metric
 from crossrail.metrics.report import GroupMetrics, Report
+from crossrail.metrics.runs import AttemptFacts, RunFacts, Sample, Target, fold_runs
+from crossrail.metrics.table import DIMENSIONS, Row, Selection, Table, parse_selection, table
+from crossrail.metrics.verdict import Change, Verdict, change, compare
 
-__all__ = ["Distribution", "GroupMetrics", "MetricsAccumulator", "Report", "compute", "percentile"]
+__all__ = [
+    "DIMENSIONS",
+    "METRICS",
+    "AttemptFacts",
+    "Change",
+    "Distribution",
+    "GroupMetrics",
+    "Metric",
+    "MetricsAccumulator",
+    "Report",
+    "Row",
+    "RunFacts",
+    "Sample",
+    "Selection",
+    "Table",
+    "Target",
+    "Verdict",
+    "change",
+    "compare",
+    "compute",
+    "fold_runs",
+    "parse_selection",
+    "percentile",
+    "table",
+]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from crossrail.spec.common import ApiVersion, NonEmpty, SpecModel, Stage, Text
+from crossrail.core.metric_names import METRIC_NAMES
+from crossrail.spec.common import ApiVersion, Items, NonEmpty, SpecModel, Stage, Text, raise_items
 
 # The policy of the article crossrail grew from, kept byte for byte so `crossrail init` can write it out.
 ARTICLE_POLICY_YAML = """workloads:
@@ -45,6 +47,23 @@ class WorkloadPolicy(SpecModel):
     preferred_accelerator: PreferredAccelerator = "any"
     metrics: list[NonEmpty] = Field(default_factory=list)
     objective: Objective | None = None
+
+    @model_validator(mode="after")
+    def _known_metrics(self) -> WorkloadPolicy:
+        raise_items(metric_name_items(self.metrics))
+        return self
+
+
+def metric_name_items(names: list[str]) -> Items:
+    """Each name must be one crossrail computes (crossrail.core.metric_names), so a hypothesis can be tested."""
+    items: Items = []
+    for i, name in enumerate(names):
+        if name in METRIC_NAMES:
+            continue
+        close = difflib.get_close_matches(name, list(METRIC_NAMES), n=1, cutoff=0.6)
+        fix = f"did you mean {close[0]!r}? " if close else ""
+        items.append((("metrics", i), f"unknown metric {name!r}", fix + "known metrics: " + ", ".join(METRIC_NAMES)))
+    return items
 
 
 class PortabilityRequirements(SpecModel):
