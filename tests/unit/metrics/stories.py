@@ -6,6 +6,7 @@ import heapq
 from typing import Any
 
 from crossrail.core import Event, EventType, ManualClock
+from crossrail.metrics import Sample
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z, where ManualClock starts
 
@@ -17,13 +18,24 @@ class Story:
     minute, then ran an hour on tpu-a. Each step records its event at the story clock's current time.
     """
 
-    def __init__(self, run: str, *, stage: str = "pretrain", chips: int = 8, at: float = T0) -> None:
-        self.run, self.stage, self.chips = run, stage, chips
+    def __init__(
+        self,
+        run: str,
+        *,
+        stage: str = "pretrain",
+        chips: int = 8,
+        at: float = T0,
+        team: str = "core",
+        **submitted: Any,
+    ) -> None:
+        """`submitted` adds keys to the `submitted` event (e.g. `target`, `parent_run`)."""
+        self.run, self.stage, self.chips, self.team = run, stage, chips, team
         self.clock = ManualClock(at)
         self.events: list[Event] = []
+        self.samples: list[Sample] = []
         self.attempt = 0
         experiment = run.rsplit("-", 1)[0]
-        self._emit(EventType.SUBMITTED, experiment=experiment, stage=stage, team="core", chips=chips)
+        self._emit(EventType.SUBMITTED, experiment=experiment, stage=stage, team=team, chips=chips, **submitted)
         self._queue()
 
     @property
@@ -47,6 +59,19 @@ class Story:
             chips=chips,
             cost_per_chip_hour=price,
         )
+
+    def metric(self, name: str, value: float, step: int | None = None) -> Story:
+        """A metric sample the attempt's training code reports now (kept beside the events, as the store does)."""
+        self.samples.append(Sample(self.run, self.attempt or None, self.now, name, value, step))
+        return self
+
+    def beat(self, step: int) -> Story:
+        return self._emit(EventType.HEARTBEAT, attempt=self.attempt, step=step)
+
+    def runtime(self, framework: str, precision: str) -> Story:
+        """What the runtime reports of the attempt's software (a `reported` event named `runtime`)."""
+        data = {"framework": framework, "precision": precision}
+        return self._emit(EventType.REPORTED, attempt=self.attempt, name="runtime", data=data)
 
     def succeed(self) -> Story:
         return self._emit(EventType.SUCCEEDED, attempt=self.attempt)
@@ -80,7 +105,7 @@ class Story:
         return self._emit(type_, attempt=attempt, at=at, **data)
 
     def _queue(self) -> Story:
-        return self._emit(EventType.QUEUED, queue=self.stage, stage=self.stage, team="core", priority=0)
+        return self._emit(EventType.QUEUED, queue=self.stage, stage=self.stage, team=self.team, priority=0)
 
     def _emit(
         self, type_: EventType | str, *, attempt: int | None = None, at: float | None = None, **data: Any

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from crossrail.core.metric_names import METRIC_NAMES
 from crossrail.errors import SpecError
 from crossrail.spec import ARTICLE_POLICY_YAML, Stage, default_policy, kind_of, parse_document, parse_policy
 
@@ -108,6 +109,16 @@ def test_crossrail_extensions_are_accepted() -> None:
                 "did you mean 'checkpoint_format'?",
             ),
             id="misspelt-requirement",
+        ),
+        pytest.param(
+            "workloads:\n  post_training:\n    metrics: [steps_per_hour, queue_seconds]\n",
+            (
+                "workloads.post_training.metrics[1]",
+                3,
+                "unknown metric 'queue_seconds'",
+                "did you mean 'experiment_queue_seconds'? known metrics: " + ", ".join(METRIC_NAMES),
+            ),
+            id="a-metric-crossrail-cannot-compute",
         ),
     ],
 )
