@@ -11,7 +11,8 @@
     │   ├── NotFoundError           a run, experiment or attempt does not exist
     │   ├── ConflictError           the operation does not apply to the object's current state
     │   ├── StoreUnavailableError   the store cannot be reached now (server down); retrying may succeed
-    │   └── StoreDamagedError       the store is corrupt, deleted or replaced: stop writing, restore a backup
+    │   ├── StoreDamagedError       the store is corrupt, deleted or replaced: stop writing, restore a backup
+    │   └── FencedError             an agent's write carried a leader term that a newer one replaced: it steps down
     └── ExecutionError              running work failed
         ├── RetryableError          a failure that another attempt may not meet (preemption, lost host)
         └── PermanentError          a failure that will recur (bad image, bad command)
@@ -121,6 +122,10 @@ class StoreUnavailableError(StoreError):
 
 class StoreDamagedError(StoreError):
     pass
+
+
+class FencedError(StoreError):
+    """A write by an agent that no longer leads: a newer fencing term holds the lease; nothing was written."""
 
 
 class ExecutionError(CrossrailError):

@@ -65,15 +65,29 @@ def create_app(
         importlib.import_module(module)
     errors.install(app)
 
-    @app.get("/v1/health", summary="The server is up")
+    @app.get("/v1/health", summary="The server is up; which agent leads and which stand by")
     def health() -> dict[str, Any]:
-        return {"apiVersion": API_VERSION, "kind": "Health", "ok": True}
+        return {"apiVersion": API_VERSION, "kind": "Health", "ok": True, "agents": _agents(c)}
 
     app.include_router(routes.router)
     app.include_router(ingest.router)
     app.include_router(prom.router)
     app.include_router(dashboard.router)
     return app
+
+
+def _agents(c: Any) -> dict[str, Any]:
+    """The leader and its standbys for /v1/health; a store that cannot be read now is said, not raised: the server
+    itself is up (a liveness probe must not restart it for its database's outage)."""
+    from crossrail.control.progress import agent_liveness
+    from crossrail.errors import StoreError
+
+    try:
+        live = agent_liveness(c.service.store, c.clock.now())
+    except StoreError as exc:
+        return {"error": str(exc)}
+    keys = ("alive", "agent", "leader", "term", "standbys", "message")
+    return {k: live.get(k) for k in keys}
 
 
 def _start_agent(app: FastAPI, home: Path | None, config: Any) -> threading.Thread:

@@ -305,18 +305,35 @@ def agent(
             help="A `crossrail serve` URL: Kubernetes attempts post their reports to it (docs/api.md#ingest).",
         ),
     ] = None,
+    lease_seconds: Annotated[
+        float,
+        typer.Option(
+            "--lease-seconds",
+            min=0.1,
+            help="On a PostgreSQL store: the leader's lease; a standby takes over after this long without renewal.",
+        ),
+    ] = 15.0,
     home: Home = None,
 ) -> None:
-    """Run the reconcile agent: admit queued runs, launch, watch, checkpoint, retry."""
+    """Run the reconcile agent: admit queued runs, launch, watch, checkpoint, retry.
+
+    Any number of agents may share one PostgreSQL store: one leads, the others stand by (docs/high-availability.md).
+    A SQLite workspace runs one agent, under the workspace's lock."""
 
     def go() -> None:
         from crossrail.cli import render
-        from crossrail.control.agent import AgentConfig, agent_lock
+        from crossrail.control.agent import AgentConfig
 
         if report_url is not None and not report_url.startswith(("http://", "https://")):
             raise UsageError(f"--report-url {report_url!r} is not an http:// or https:// URL of a crossrail serve")
-        cfg = AgentConfig(poll_s=poll, fallback_wait_s=fallback_wait, stop_grace_s=grace, report_url=report_url)
-        with client(home, server="") as c, agent_lock(c.workspace.root):
+        cfg = AgentConfig(
+            poll_s=poll,
+            fallback_wait_s=fallback_wait,
+            stop_grace_s=grace,
+            report_url=report_url,
+            lease_s=lease_seconds,
+        )
+        with client(home, server="") as c, _one_agent(c):
             console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
             if metrics_port is not None:
                 _serve_metrics(c, metrics_host, metrics_port)
@@ -326,6 +343,15 @@ def agent(
                 console.print("agent stopped; running attempts continue and are re-adopted on restart")
 
     guard(go)
+
+
+def _one_agent(c: Any) -> contextlib.AbstractContextManager[None]:
+    """SQLite: the workspace's lock keeps one agent; a server store elects a leader among any number of them."""
+    from crossrail.control.agent import agent_lock
+
+    if c.service.store.path is None:
+        return contextlib.nullcontext()
+    return agent_lock(c.workspace.root)
 
 
 @contextlib.contextmanager

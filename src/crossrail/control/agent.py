@@ -11,6 +11,7 @@ at any line and started again: it loses no attempt and starts none twice.
 from __future__ import annotations
 
 import dataclasses
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,12 +22,13 @@ from crossrail.control import parents, reports
 from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor, StopReason
+from crossrail.control.leader import DEFAULT_LEASE_S, Leadership, LeaseConfig
 from crossrail.control.placing import Placer, QueuePlacement, explanation, preference
 from crossrail.control.secrets import attempt_secret
 from crossrail.control.service import Service
 from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import EndReason, Event, EventType, format_duration, parse_duration
-from crossrail.errors import ConflictError, CrossrailError, StoreUnavailableError
+from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
 from crossrail.scheduling.plan import Plan
@@ -46,6 +48,7 @@ class AgentConfig:
     store_check_s: float = 60.0  # how often a pass also runs the store's quick integrity check (0: every pass)
     store_wait_s: float = 300.0  # how long an unreachable store (a restarting server) is waited for before stopping
     report_url: str | None = None  # an API server: attempts on remote backends report to its /v1/ingest
+    lease_s: float = DEFAULT_LEASE_S  # on a server store: the leader's lease (control/leader.py)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class Agent:
         self.workspace_root: Path | None = None
         watch = WatchConfig(self.config.heartbeat_s, self.config.store_check_s, self.config.store_wait_s)
         self.watch = StoreWatch(service.store, self.clock, watch)
+        self.leadership: Leadership | None = None
+        """On a server store (several agents may share it) the election; SQLite keeps one agent by its lock."""
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -96,10 +101,19 @@ class Agent:
         agent (StoreDamagedError) before it writes anything more; an unreachable one is waited for."""
         self.watch.workspace = str(self.workspace_root) if self.workspace_root else None
         self.watch.start()
+        if self.store.path is None and self.watch.agent_id is not None:
+            lease = LeaseConfig(self.config.lease_s)
+            self.leadership = Leadership(self.store, self.clock, self.watch.agent_id, socket.gethostname(), lease)
         try:
             while not should_stop():
                 try:
+                    if not self._lead():
+                        time.sleep(self.config.poll_s)
+                        continue
                     tick = self.reconcile()
+                except FencedError as exc:
+                    self._step_down(str(exc))
+                    continue
                 except StoreUnavailableError as exc:
                     self.watch.unavailable(exc, self.config.poll_s)
                     time.sleep(self.config.poll_s)
@@ -110,7 +124,36 @@ class Agent:
                     return
                 time.sleep(self.config.poll_s)
         finally:
+            if self.leadership is not None:
+                self.leadership.release()
             self.watch.stop()
+
+    def _lead(self) -> bool:
+        """Whether this agent leads for the coming pass (always, without an election); a standby only beats."""
+        if self.leadership is None:
+            return True
+        was = self.leadership.leading
+        leading = self.leadership.step()
+        if was and not leading:
+            self._forget_state()
+        if not leading:
+            self.watch.before_pass()
+        return leading
+
+    def _step_down(self, why: str) -> None:
+        """A write was refused for a newer term: stand by, with nothing of the old term's plans kept."""
+        if self.leadership is not None:  # only an elected agent's writes carry a fence
+            self.leadership.step_down(why)
+        self._forget_state()
+
+    def _forget_state(self) -> None:
+        """What a leader held between passes; the next leadership rebuilds it from the store."""
+        self.scheduler = None
+        self._fleet_mtime = None
+        self._plan = Plan({}, {})
+        self._pending_checked = {}
+        self._engine_queued = []
+        self.placing = QueuePlacement(self.service.store)
 
     def reconcile(self) -> Tick:
         """One level-triggered pass: (0) the store is still ours, fleet changes, (1) attempts, (2) executor records
@@ -231,6 +274,8 @@ class Agent:
             parent_uid=parent_uid,
             report_secret=secret,
         )
+        if not self.store.record_launch(run.id, att.number):  # fenced: a deposed leader never gets past this
+            return
         try:
             status = self.executor.launch(request)
         except OSError as exc:

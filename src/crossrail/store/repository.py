@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 from crossrail.core.attempts import EndReason
 from crossrail.core.events import Event, EventType
 from crossrail.core.ids import is_uid, run_id
-from crossrail.errors import ConflictError, NotFoundError, StoreDamagedError, StoreError
+from crossrail.errors import ConflictError, FencedError, NotFoundError, StoreDamagedError, StoreError
 from crossrail.store import health
 from crossrail.store import schema as t
 from crossrail.store.chain import ChainCheck, row_hash
@@ -51,6 +51,9 @@ class Store:
         self.id: str | None = None
         """The store id (store_meta), read once at open: `check_identity` compares it on every call."""
         self._file: health.FileIdentity | None = None
+        self.fence: Fence | None = None
+        """Set while an agent leads (control/leader.py): every write then checks the leader row still holds this
+        agent and term, under a row lock in the write's own transaction, and raises FencedError otherwise."""
 
     # --- opening -------------------------------------------------------------------------------
 
@@ -144,7 +147,8 @@ class Store:
             return _revision(conn)
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def _write(self, *, fenced: bool = True) -> Iterator[Connection]:
+        """One write transaction; with a fence set (and `fenced`), refused unless this agent still leads."""
         if self.read_only:
             raise StoreError(
                 f"the state store {self.path} is read-only here (opened without write access); "
@@ -156,6 +160,8 @@ class Store:
             raise health.classify(exc, str(self.path or self.url), "connecting to write") from exc
         try:
             with conn.begin():
+                if fenced and self.fence is not None:
+                    _check_fence(conn, self.fence)
                 yield conn
                 if self._file is not None:  # last look before COMMIT: never commit into a deleted or replaced file
                     self._file.check()
@@ -361,17 +367,75 @@ class Store:
 
         agent_id = uuid.uuid4().hex
         row = {"id": agent_id, "host": host, "pid": pid, "workspace": workspace, "started_at": now, "heartbeat_at": now}
-        with self._write() as conn:
+        with self._write(fenced=False) as conn:
             conn.execute(insert(t.agents).values(**row))
         return agent_id
 
     def agent_heartbeat(self, agent_id: str, now: float) -> None:
-        with self._write() as conn:
+        with self._write(fenced=False) as conn:  # liveness, not a decision: standbys beat too
             conn.execute(update(t.agents).where(t.agents.c.id == agent_id).values(heartbeat_at=now))
 
     def agent_stopped(self, agent_id: str, now: float) -> None:
-        with self._write() as conn:
+        with self._write(fenced=False) as conn:
             conn.execute(update(t.agents).where(t.agents.c.id == agent_id).values(stopped_at=now, heartbeat_at=now))
+
+    # --- the leader's lease (control/leader.py) -------------------------------------------------
+
+    def leader(self) -> LeaseRecord:
+        with self._read() as conn:
+            row = conn.execute(select(t.leader).where(t.leader.c.id == 1)).one()
+        return LeaseRecord(row.term, row.agent_id, row.renewals, row.renewed_at, row.lease_s)
+
+    def take_lease(self, agent_id: str, seen: LeaseRecord, *, lease_s: float, now: float, host: str) -> int | None:
+        """Lead under term `seen.term + 1` if the lease is still exactly as `seen` (compare and set), recording a
+        `leader_elected` event in the same transaction; the new term, or None when another agent moved first."""
+        term = seen.term + 1
+        with self._write(fenced=False) as conn:
+            moved = conn.execute(
+                update(t.leader)
+                .where(t.leader.c.id == 1, t.leader.c.term == seen.term, t.leader.c.renewals == seen.renewals)
+                .values(term=term, agent_id=agent_id, renewals=0, renewed_at=now, lease_s=lease_s)
+            ).rowcount
+            if not moved:
+                return None
+            data = {"term": term, "agent": agent_id, "host": host, "previous": seen.agent_id, "lease_s": lease_s}
+            _append(conn, [Event(EventType.LEADER_ELECTED, now, None, None, data)])
+        return term
+
+    def renew_lease(self, agent_id: str, term: int, now: float) -> bool:
+        """Renew the lease `agent_id` holds under `term`; False when a newer term (or a step-down) replaced it."""
+        with self._write(fenced=False) as conn:
+            return bool(
+                conn.execute(
+                    update(t.leader)
+                    .where(t.leader.c.id == 1, t.leader.c.term == term, t.leader.c.agent_id == agent_id)
+                    .values(renewals=t.leader.c.renewals + 1, renewed_at=now)
+                ).rowcount
+            )
+
+    def release_lease(self, agent_id: str, term: int, now: float) -> bool:
+        """Step down: the lease is left to nobody (its term kept), so a standby takes it at once."""
+        with self._write(fenced=False) as conn:
+            return bool(
+                conn.execute(
+                    update(t.leader)
+                    .where(t.leader.c.id == 1, t.leader.c.term == term, t.leader.c.agent_id == agent_id)
+                    .values(agent_id=None, renewals=t.leader.c.renewals + 1, renewed_at=now)
+                ).rowcount
+            )
+
+    def record_launch(self, rid: str, number: int) -> bool:
+        """The fenced write an agent commits before it launches an attempt: stamps the attempt with the leader's
+        term. False, writing nothing, when the attempt is no longer `starting` (someone ended it meanwhile)."""
+        term = None if self.fence is None else self.fence.term
+        with self._write() as conn:
+            return bool(
+                conn.execute(
+                    update(t.attempts)
+                    .where(t.attempts.c.run_id == rid, t.attempts.c.number == number, t.attempts.c.state == "starting")
+                    .values(launch_term=term)
+                ).rowcount
+            )
 
     def agents(self, *, running: bool = False) -> list[dict[str, Any]]:
         """Agents that registered on this store, newest first; `running` keeps those that have not stopped."""
@@ -803,6 +867,36 @@ class Store:
             q = q.where(t.metric_samples.c.name == name)
         with self._read() as conn:
             return [dict(r._mapping) for r in conn.execute(q.order_by(t.metric_samples.c.ts))]
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What an agent's writes carry while it leads: its id and its fencing term."""
+
+    agent_id: str
+    term: int
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The leader row: the newest term, who holds it (None: nobody), how often it renewed, and its lease."""
+
+    term: int
+    agent_id: str | None
+    renewals: int
+    renewed_at: float | None
+    lease_s: float | None
+
+
+def _check_fence(conn: Connection, fence: Fence) -> None:
+    """Lock the leader row for this transaction (a takeover waits for it to end) and compare it with `fence`."""
+    row = conn.execute(select(t.leader.c.term, t.leader.c.agent_id).where(t.leader.c.id == 1).with_for_update()).one()
+    if (row.term, row.agent_id) != (fence.term, fence.agent_id):
+        holder = f"agent {row.agent_id}" if row.agent_id else "nobody (its leader stepped down)"
+        raise FencedError(
+            f"write refused: agent {fence.agent_id} leads under term {fence.term}, but the store's lease is at term "
+            f"{row.term}, held by {holder}; this agent steps down and nothing was written"
+        )
 
 
 def _engine_for(url: str) -> Engine:

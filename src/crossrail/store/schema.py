@@ -97,6 +97,7 @@ attempts = Table(
     Column("created_at", Float),
     Column("parent_checkpoint", String(2048)),  # the parent checkpoint URI resolved when it launched
     Column("end_reason", String(16)),  # core.EndReason: why it ended (0008)
+    Column("launch_term", Integer),  # the leader term whose fenced write allowed its launch (0010)
     UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
     Index("ix_attempts_state", "state"),
 )
@@ -164,4 +165,17 @@ agents = Table(
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
     Column("stopped_at", Float),
+)
+
+# The leader's lease (0010): one row, id 1. `term` only grows (the fencing term every agent write is checked
+# against); `renewals` counts the holder's renewals, so standbys see it live without trusting its clock.
+leader = Table(
+    "leader",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("term", Integer, nullable=False),
+    Column("agent_id", String(64)),  # None: nobody leads (the last leader stepped down)
+    Column("renewals", Integer, nullable=False),
+    Column("renewed_at", Float),  # the holder's clock, for people; standbys time the lease on their own clock
+    Column("lease_s", Float),
 )

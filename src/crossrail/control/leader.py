@@ -1,0 +1,99 @@
+"""Several agents, one leader: the lease in the store's `leader` row, renewed by its holder and taken by a standby
+that saw it unchanged for a whole lease; while an agent leads, every store write it makes carries its fencing term.
+
+The standby times the lease on its own clock from the moment it last saw the row change (as Kubernetes' leader
+election does), so no two hosts' clocks are compared. Taking the lease is a compare-and-set on the term and the
+renewal count it saw, so of several standbys exactly one wins each term. Safety does not rest on timing: a
+leader that was paused or cut off past its lease and carries on finds its next write refused (FencedError, the
+term moved on), and it launches an attempt only after a fenced write recording that launch committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from crossrail.core import Clock
+from crossrail.errors import StoreError, UsageError
+from crossrail.store import Fence, LeaseRecord, Store
+
+log = logging.getLogger("crossrail.agent")
+
+DEFAULT_LEASE_S = 15.0
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    lease_s: float = DEFAULT_LEASE_S
+    """How long a standby waits, from the last renewal it saw, before it takes the lease."""
+
+    def __post_init__(self) -> None:
+        if not self.lease_s > 0:
+            raise UsageError(f"a leader lease must be > 0 seconds (got {self.lease_s}); the default is 15")
+
+    @property
+    def renew_s(self) -> float:
+        """The holder renews three times per lease (15 s -> every 5 s), so one late renewal costs nothing."""
+        return self.lease_s / 3
+
+
+class Leadership:
+    """One agent's side of the election: `step()` each pass says whether it leads now, renewing or taking the lease."""
+
+    def __init__(self, store: Store, clock: Clock, agent_id: str, host: str, config: LeaseConfig) -> None:
+        self.store, self.clock, self.agent_id, self.host, self.config = store, clock, agent_id, host, config
+        self.term: int | None = None
+        self._renewed_at = -float("inf")
+        self._seen: tuple[int, str | None, int] | None = None
+        self._seen_at = 0.0
+
+    @property
+    def leading(self) -> bool:
+        return self.term is not None
+
+    def step(self) -> bool:
+        """Renew the lease when it is due (a leader), or take it once it lapsed (a standby); True while leading."""
+        now = self.clock.now()
+        if self.term is not None:
+            if now - self._renewed_at < self.config.renew_s:
+                return True
+            if self.store.renew_lease(self.agent_id, self.term, now):
+                self._renewed_at = now
+                return True
+            self.step_down("a newer term holds the lease")
+            return False
+        return self._try_take(self.store.leader(), now)
+
+    def _try_take(self, lease: LeaseRecord, now: float) -> bool:
+        seen = (lease.term, lease.agent_id, lease.renewals)
+        if seen != self._seen:
+            self._seen, self._seen_at = seen, now
+        lease_s = lease.lease_s or self.config.lease_s  # the holder's own lease decides when it lapses
+        if lease.agent_id is not None and now - self._seen_at < lease_s:
+            return False
+        term = self.store.take_lease(self.agent_id, lease, lease_s=self.config.lease_s, now=now, host=self.host)
+        if term is None:  # another standby won this term
+            return False
+        self.term, self._renewed_at = term, now
+        self.store.fence = Fence(self.agent_id, term)
+        log.warning("crossrail agent %s: leading under term %d (lease %gs)", self.agent_id, term, self.config.lease_s)
+        return True
+
+    def step_down(self, why: str) -> None:
+        """Stop leading (writes are no longer fenced by this term; the agent acts only after it leads again)."""
+        if self.term is not None:
+            log.warning("crossrail agent %s: no longer leads (term %d): %s", self.agent_id, self.term, why)
+        self.term = None
+        self.store.fence = None
+        self._seen = None
+
+    def release(self) -> None:
+        """A clean stop: hand the lease to nobody, so a standby takes it at once instead of after a lease."""
+        if self.term is None:
+            return
+        term, self.term = self.term, None
+        self.store.fence = None
+        try:
+            self.store.release_lease(self.agent_id, term, self.clock.now())
+        except StoreError as exc:  # unreachable or damaged: the lease then lapses on its own
+            log.warning("crossrail agent %s: could not release the lease of term %d: %s", self.agent_id, term, exc)

@@ -1,0 +1,99 @@
+"""Several agents, one leader: the lease, its takeover by a standby, and the fencing of a deposed leader's writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crossrail.control.leader import Leadership, LeaseConfig
+from crossrail.core import Event, EventType, ManualClock
+from crossrail.errors import FencedError, UsageError
+from crossrail.store import Store
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return (
+        f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    )
+
+
+@pytest.fixture
+def stores(url: str) -> Iterator[tuple[Store, Store]]:
+    """Two agents' own connections to one store."""
+    a, b = Store.open(url), Store.open(url)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def elect(store: Store, clock: ManualClock, name: str, lease_s: float = 15.0) -> Leadership:
+    return Leadership(store, clock, name, "host-" + name, LeaseConfig(lease_s))
+
+
+def leaders(store: Store) -> list[tuple[int, str]]:
+    return [(e.data["term"], e.data["agent"]) for e in store.events(types=["leader_elected"])]
+
+
+def test_a_standby_takes_over_only_after_a_whole_lease_without_renewal_and_the_old_leader_is_fenced(
+    stores: tuple[Store, Store], clock: ManualClock
+) -> None:
+    a_store, b_store = stores
+    a, b = elect(a_store, clock, "a"), elect(b_store, clock, "b")
+    assert a.step() is True  # nobody held it: taken at once
+    assert (a.term, b.step()) == (1, False)
+    for _ in range(5):  # the leader renews every 5 s: the standby never sees a lapsed lease
+        clock.advance(5)
+        assert (a.step(), b.step()) == (True, False)
+    clock.advance(14.9)  # a stops renewing (paused, or cut off)
+    assert b.step() is False
+    clock.advance(0.2)
+    assert b.step() is True
+    assert (b.term, b_store.leader().agent_id) == (2, "b")
+
+    before = a_store.last_seq()
+    with pytest.raises(FencedError, match="leads under term 1, but the store's lease is at term 2, held by agent b"):
+        a_store.append_events([Event(EventType.CAPACITY_CHANGED, clock.now(), data={"pool": "x"})])
+    assert a_store.last_seq() == before  # refused: nothing written
+    assert a.step() is False  # its renewal finds the newer term: it stands by
+    assert (a.term, a_store.fence) == (None, None)
+    assert leaders(a_store) == [(1, "a"), (2, "b")]
+
+
+def test_a_clean_stop_hands_the_lease_on_at_once(stores: tuple[Store, Store], clock: ManualClock) -> None:
+    a_store, b_store = stores
+    a, b = elect(a_store, clock, "a"), elect(b_store, clock, "b")
+    assert (a.step(), b.step()) == (True, False)
+    a.release()
+    assert b.step() is True
+    assert leaders(b_store) == [(1, "a"), (2, "b")]
+
+
+def test_of_two_standbys_seeing_the_same_lapsed_lease_exactly_one_leads(url: str, clock: ManualClock) -> None:
+    stores = [Store.open(url) for _ in range(3)]
+    dead, *standbys = (elect(s, clock, n, lease_s=2.0) for s, n in zip(stores, "abc", strict=True))
+    assert dead.step()
+    assert [s.step() for s in standbys] == [False, False]
+    clock.advance(2.0)
+    assert sorted(s.step() for s in standbys) == [False, True]
+    assert [t for t, _ in leaders(stores[0])] == [1, 2]
+    for s in stores:
+        s.close()
+
+
+def test_a_deposed_leader_cannot_record_a_launch(stores: tuple[Store, Store], clock: ManualClock) -> None:
+    a_store, b_store = stores
+    a, b = elect(a_store, clock, "a", lease_s=2.0), elect(b_store, clock, "b", lease_s=2.0)
+    assert (a.step(), b.step()) == (True, False)
+    clock.advance(2.0)
+    assert b.step()
+    with pytest.raises(FencedError, match="term 2"):
+        a_store.record_launch("tiny-1", 1)
+
+
+@pytest.mark.parametrize("lease_s", [0.0, -1.0], ids=["zero", "negative"])
+def test_a_lease_must_be_positive(lease_s: float) -> None:
+    with pytest.raises(UsageError, match="must be > 0 seconds"):
+        LeaseConfig(lease_s)
