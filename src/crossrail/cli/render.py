@@ -161,6 +161,8 @@ def parent_note(parent: dict[str, Any]) -> str:
 
 def _start(pending: dict[str, Any]) -> str:
     """A pending run's estimated start; a run waiting for its parent says so, with the parent's estimate."""
+    if pending.get("held"):  # its team's budget holds it until the period ends
+        return str(pending["held"])
     parent = pending.get("waiting_for_parent")
     if parent is None:
         return _in(pending.get("estimated_start_in_s"))

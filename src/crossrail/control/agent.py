@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control import parents, reports
+from crossrail.control import budgets, parents, reports
 from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor, StopReason
@@ -370,6 +370,7 @@ class Agent:
             fleet = self._local_fleet()
             config = SchedulerConfig.from_fleet(fleet, fallback_wait_s=self.config.fallback_wait_s)
             self.scheduler = Scheduler.from_fleet(fleet, config)
+            budgets.seed(self.store, self.scheduler, self.clock.now())
             if self.fleet_path is not None and self.fleet_path.exists():
                 self._fleet_mtime = self.fleet_path.stat().st_mtime_ns
         return self.scheduler
@@ -397,6 +398,7 @@ class Agent:
         pending = self._placed(scheduler, pending, queued, active, now)
         scheduler.sync(pending, running, now)
         result = scheduler.cycle(now)
+        budgets.record(self.store, result, now)
         self.placing.record(self._plan, (a.run for a in result.admitted), now)
         attempt = {a.run_id: a.number for a in active}
         for victim in result.preempted:  # stopped with grace; the attempt ends `preempted` and is requeued

@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import lineage, parents, progress
+from crossrail.control import budgets, lineage, parents, progress
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.events import TERMINAL_RUN_STATES
@@ -561,6 +561,10 @@ class Service:
         for run in pending:
             by_queue.setdefault(run.queue, []).append(run)
         starts = self._estimated_starts(pending, now)
+        held = budgets.holds(self.store, self.fleet, now) if self.fleet.spec.budgets else {}
+        for run in pending:
+            if run.team in held:  # its team's budget holds it: no estimate of chips says when it starts
+                starts[run.id] = {**starts.get(run.id, {}), "held": held[run.team]}
         names = [q.name for q in self.fleet.spec.queues] + sorted(
             set(by_queue) - {q.name for q in self.fleet.spec.queues}
         )

@@ -5,16 +5,21 @@
      policy says so.
   2. Heads: set-aside heads come back when capacity freed or their time came; take each queue's head.
   3. Snapshot: a copy of the cache this cycle may change; trial preemptions restore it.
-  4. Admit, in order (runs waiting for their victims first, then the policy's class (default: priority
-     class), then the tenant's dominant share, then the policy's order (default: time queued)): rank the
-     pools the head may use now, fit the largest gang it accepts on the first pool with room; else choose
-     the fewest victims that make room; else block it.
+     Budgets: each budgeted team's spend this period, running work counted up to now; a budget crossed
+     for the first time this period is announced (`budget_exceeded`).
+  4. Admit: a head whose team is over a budget that holds (`hold: true`) is set aside until the period
+     ends, whatever its queue's queueing (the hold is the team's, not the queue's). The others, in order
+     (runs waiting for their victims first, then the policy's class (default: priority class), then the
+     tenant's dominant share, then the policy's order (default: time queued)): rank the pools the head
+     may use now, fit the largest gang it accepts on the first pool with room; else choose the fewest
+     victims that make room; else block it.
   5. Requeue: an admitted head leaves its queue and the next run competes; a strict FIFO queue stops at a
      blocked head, a best-effort one sets it aside and tries the next (a few per cycle).
   6. Commit: the snapshot's pools and usage become the cache's; admissions are assumed running.
   7. Grow: on a throwaway snapshot, offer free chips of pools no blocked head wanted to elastic runs.
 
-Work per cycle grows with the number of queues, pools and admissions, never with the number pending.
+Work per cycle grows with the number of queues, pools and admissions, never with the number pending
+(budgets add one pass over the running allocations, and only when the fleet has budgets).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from crossrail.core.attempts import StopReason
 from crossrail.scheduling.admission import Fit, fit, why_not
+from crossrail.scheduling.budget import BudgetBook
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.placement import Placement, Ranked
 from crossrail.scheduling.preemption import Victim, could_preempt, victims
@@ -53,9 +59,18 @@ first. With the default `priority` policy: class = priority rank, primary = time
 
 class Cycle:
     def __init__(
-        self, cache: Cache, queues: QueueSet, nominated: dict[str, set[str]], memo: dict[str, Memo], now: float
+        self,
+        cache: Cache,
+        queues: QueueSet,
+        nominated: dict[str, set[str]],
+        memo: dict[str, Memo],
+        now: float,
+        *,
+        budgets: BudgetBook | None = None,
     ) -> None:
         self.cache = cache
+        self.budgets = budgets or BudgetBook()
+        self.spent: dict[str, float] = {}
         self.queues = queues
         self.nominated = nominated
         self.memo = memo
@@ -73,6 +88,7 @@ class Cycle:
         self.expire_and_claim()  # 1
         heads = self.take_heads()  # 2
         snap = Snapshot(self.cache, self.now)  # 3
+        self.tally_budgets()
         self.admit(snap, heads)  # 4 and 5
         snap.commit()  # 6
         for alloc in self._admitted:
@@ -135,6 +151,25 @@ class Cycle:
         cls, primary, secondary = self.queues.order(req)
         return (waiting, cls, snap.share(req.tenant), primary, secondary, req.run)
 
+    # --- 3. budgets ----------------------------------------------------------------------------
+
+    def tally_budgets(self) -> None:
+        if self.budgets:
+            self.spent = self.budgets.spend(self.cache.allocs.values(), self.now)
+            self.result.budget_exceeded = self.budgets.crossings(self.spent, self.now)
+
+    def held(self, req: Request) -> bool:
+        """Set the head aside when its team's budget holds it, saying why and until when."""
+        held = self.budgets.hold(req.team, self.spent, self.now) if self.spent else None
+        if held is None:
+            return False
+        self.result.blocked[req.run], until = held
+        self.queues.park(req, until)
+        self.nominated.pop(req.run, None)
+        first = self.result.held_until
+        self.result.held_until = until if first is None else min(first, until)
+        return True
+
     # --- 4 and 5. admit and requeue ------------------------------------------------------------
 
     def admit(self, snap: Snapshot, heads: list[Request]) -> None:
@@ -152,7 +187,9 @@ class Cycle:
             if fresh > key and heap and fresh > heap[0][0]:
                 heapq.heappush(heap, (fresh, name))  # its tenant's share grew this cycle
                 continue
-            if self.try_admit(req, snap):
+            if self.held(req):
+                pass
+            elif self.try_admit(req, snap):
                 self.queues.admitted(req)
                 self.nominated.pop(req.run, None)
                 self.memo.pop(req.run, None)

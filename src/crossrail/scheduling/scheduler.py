@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from crossrail.errors import PlacementError
+from crossrail.scheduling.budget import BudgetBook
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.cycle import Cycle, Memo
 from crossrail.scheduling.fleet_change import FleetChange, fleet_changes
@@ -26,7 +27,7 @@ from crossrail.scheduling.queue import QueueSet
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.scheduling.reservation import Hold
 from crossrail.scheduling.rounds import Rounds
-from crossrail.scheduling.types import CycleResult, Preemption, Request, Running, SchedulerConfig
+from crossrail.scheduling.types import Allocation, CycleResult, Preemption, Request, Running, SchedulerConfig
 from crossrail.spec import Fleet, Pool
 
 
@@ -65,6 +66,8 @@ class Scheduler:
         """Time slicing of time-sliced pools under a round-based policy (None: an ordering policy)."""
         self.nominated: dict[str, set[str]] = {}
         self.memo: dict[str, Memo] = {}
+        self.budgets = BudgetBook.from_fleet(fleet)
+        """Team budgets: spend this period, crossings announced, holds (budget.py)."""
         for pool in self.cache.pools.values():
             pool.preempt_drained = pool.drained and self.config.preempt_on_drain
         for spec in fleet.spec.reservations:
@@ -97,7 +100,7 @@ class Scheduler:
             alloc.started_at = at
             return
         if alloc is not None:
-            self.cache.remove(req.run, at)
+            self._release(req.run, at)
             self.queues.freed = True
         self.withdrawn(req.run)
         self.cache.place(req, pool, chips, at)
@@ -114,8 +117,16 @@ class Scheduler:
     def finished(self, run: str, at: float) -> None:
         """`run` ended (or was never launched): its chips are free and it waits no more."""
         self.withdrawn(run)
-        if self.cache.remove(run, at) is not None:
+        if self._release(run, at) is not None:
             self.queues.freed = True
+        self.budgets.forget(run)
+
+    def _release(self, run: str, at: float) -> Allocation | None:
+        """Take `run`'s allocation out of the cache, charging what it cost to its team's budget."""
+        alloc = self.cache.remove(run, at)
+        if alloc is not None and self.budgets:
+            self.budgets.charge(alloc, at)
+        return alloc
 
     def checkpointed(self, run: str, at: float) -> None:
         """`run` committed a checkpoint at `at`: preempting it now loses only the work since."""
@@ -128,7 +139,7 @@ class Scheduler:
         alloc = self.cache.allocs.get(run)
         if alloc is None or alloc.chips == chips:
             return
-        self.cache.remove(run, at)
+        self._release(run, at)
         moved = self.cache.place(alloc.request, alloc.pool, chips, at)
         moved.started_at, moved.checkpointed_at = alloc.started_at, alloc.checkpointed_at
         self.queues.freed = True
@@ -162,7 +173,7 @@ class Scheduler:
             if run not in self.queues.requests:
                 del self.nominated[run]
         swapped = self._round(now)
-        result = Cycle(self.cache, self.queues, self.nominated, self.memo, now).run()
+        result = Cycle(self.cache, self.queues, self.nominated, self.memo, now, budgets=self.budgets).run()
         result.preempted[:0] = swapped
         return result
 
@@ -242,6 +253,7 @@ class Scheduler:
                 )
         for change in changes:
             self._apply(change, fleet)
+        self.budgets.configure(fleet)
         self.fleet = fleet
         self.queues.freed = True
         self.cache.changed()

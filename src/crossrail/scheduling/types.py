@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from crossrail.core.attempts import StopReason
+from crossrail.core.periods import Period
 from crossrail.core.priority import PRIORITY_RANK, UNKNOWN_RANK
 from crossrail.spec.fleet import Fleet
 
@@ -16,6 +18,7 @@ __all__ = ["PRIORITY_RANK", "UNKNOWN_RANK"]  # the one priority table lives in c
 __all__ += [
     "Admission",
     "Allocation",
+    "BudgetCrossing",
     "CycleResult",
     "Decision",
     "Growth",
@@ -203,6 +206,31 @@ class Growth:
     reason: str
 
 
+@dataclass(frozen=True)
+class BudgetCrossing:
+    """`team` spent `spent` of its `amount` in the period starting at `period_start`: a `budget_exceeded`."""
+
+    team: str
+    amount: float
+    spent: float
+    period: Period
+    period_start: float
+    period_end: float
+    hold: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `budget_exceeded` event's data (docs/events.md)."""
+        return {
+            "team": self.team,
+            "amount": self.amount,
+            "spent": round(self.spent, 6),
+            "period": self.period,
+            "period_start": self.period_start,
+            "period_end": self.period_end,
+            "hold": self.hold,
+        }
+
+
 @dataclass
 class CycleResult:
     """What one cycle decided. `blocked` holds the queue heads it tried and could not admit, with why."""
@@ -211,6 +239,10 @@ class CycleResult:
     preempted: list[Preemption] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)
     grown: list[Growth] = field(default_factory=list)
+    budget_exceeded: list[BudgetCrossing] = field(default_factory=list)
+    """Team budgets first seen crossed this period (once per team and period)."""
+    held_until: float | None = None
+    """The earliest time a head held by its team's budget may be admitted again (its period's end)."""
 
 
 @dataclass(frozen=True)

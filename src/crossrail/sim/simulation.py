@@ -101,6 +101,7 @@ class Simulation:
         self.last_end = 0.0
         self._cycle: Timer | None = None
         self._recheck: Timer | None = None
+        self._budget_wake: float | None = None
         self._arrivals: Iterator[SimJob] = iter(self.stream if self.stream is not None else listed)
         self._arrivals_left = True
         self.blocked: dict[str, str] = {}
@@ -237,6 +238,12 @@ class Simulation:
             self.executor.preempt(p.run, p.grace_s)
         for a in result.admitted:
             self.launch(a.run, a.pool, a.chips)
+        for crossing in result.budget_exceeded:
+            self._emit(EventType.BUDGET_EXCEEDED, None, None, crossing.as_dict())
+        held = result.held_until
+        if held is not None and held > now and held != self._budget_wake:  # a budget holds heads until then
+            self._budget_wake = held
+            self.engine.schedule(held, self.demand_changed, LATE)
         self.blocked = result.blocked
         stuck = not (result.admitted or result.preempted or self.executor.live or self._arrivals_left)
         if result.blocked and self._recheck is None and self.recheck_s > 0 and not stuck:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BeforeValidator, Field, field_validator, model_validator
 
 from crossrail.core import parse_duration, parse_topology
+from crossrail.core.periods import Period
 from crossrail.spec.common import (
     Accelerator,
     ApiVersion,
@@ -257,6 +258,17 @@ class ReservationSpec(SpecModel):
         return self.start_s + self.duration_s
 
 
+class BudgetSpec(SpecModel):
+    """At most `amount` per UTC `period` for `team`'s chip-hours, priced at the pools' `cost_per_chip_hour`
+    (so in their currency). Crossing it records one `budget_exceeded` event per period; with `hold`, the
+    team's queued runs are not admitted until the period ends (running work goes on)."""
+
+    team: NonEmpty
+    amount: float = Field(gt=0, allow_inf_nan=False)
+    period: Period = "month"
+    hold: bool = False
+
+
 class FleetSpec(SpecModel):
     pools: list[Pool] = Field(min_length=1)
     queues: list[Queue] = Field(default_factory=list)
@@ -265,7 +277,14 @@ class FleetSpec(SpecModel):
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     reservations: list[ReservationSpec] = Field(default_factory=list)
+    budgets: list[BudgetSpec] = Field(default_factory=list)
     kubernetes: KubernetesFleet = Field(default_factory=KubernetesFleet)
+
+    @property
+    def teams(self) -> list[str]:
+        """Every team the fleet names: in a queue, a reservation or a Kubernetes team namespace."""
+        named = [q.team for q in self.queues] + [r.team for r in self.reservations]
+        return sorted({t for t in named if t} | set(self.kubernetes.team_namespaces))
 
     @model_validator(mode="after")
     def _references(self) -> FleetSpec:
@@ -276,6 +295,7 @@ class FleetSpec(SpecModel):
         pools = {p.name: (p.chips, p.chips_per_host) for p in self.pools}
         held = [(r.name, r.pool, r.chips, r.start_s, r.duration_s) for r in self.reservations]
         items += reservation_items(pools, held)
+        items += budget_items(self.teams, [b.team for b in self.budgets])
         raise_items(items)
         return self
 
@@ -365,6 +385,24 @@ def _peak(i: int, held: Sequence[ReservationKeys]) -> int:
     return total
 
 
+def budget_items(teams: list[str], budgeted: list[Any]) -> Items:
+    """Budgets only for teams the fleet names, one per team."""
+    items: Items = []
+    for i, team in enumerate(budgeted):
+        if not isinstance(team, str):
+            continue
+        if budgeted.index(team) != i:
+            message = f"team {team!r} has a budget already (see budgets[{budgeted.index(team)}])"
+            items.append((("budgets", i, "team"), message, "give each team one budget"))
+        elif team not in teams:
+            named = f"teams the fleet names are {', '.join(teams)}" if teams else "the fleet names no team"
+            fix = did_you_mean(team, teams) or (
+                f"{named}; name the team in a queue (`team:`) or in kubernetes.team_namespaces first"
+            )
+            items.append((("budgets", i, "team"), f"unknown team {team!r}", fix))
+    return items
+
+
 def _duplicates(field: str, names: list[Any], noun: str) -> Items:
     items: Items = []
     for i, name in enumerate(names):
@@ -398,7 +436,14 @@ def cross_checks(data: Any) -> Items:
     items += nested(("spec",), limit_items(names, limits))
     hosts = {p["name"]: (as_int(p.get("chips")), as_int(p.get("chips_per_host"))) for p in pools if _named(p)}
     held = [_reservation_keys(as_dict(r)) for r in as_list(spec.get("reservations"))]
-    return items + nested(("spec",), reservation_items(hosts, held))
+    items += nested(("spec",), reservation_items(hosts, held))
+    reservations = [as_dict(r) for r in as_list(spec.get("reservations"))]
+    named = [q.get("team") for q in queues] + [r.get("team") for r in reservations]
+    named += list(as_dict(as_dict(spec.get("kubernetes")).get("team_namespaces")))
+    teams = sorted({t for t in named if isinstance(t, str) and t})
+    budgeted = [as_dict(b).get("team") for b in as_list(spec.get("budgets"))]
+    return items + nested(("spec",), budget_items(teams, budgeted))
+
 
 
 def _named(pool: dict[str, Any]) -> bool:

@@ -48,9 +48,9 @@ def fleet_text(drained: tuple[str, ...] = ()) -> str:
 class Live:
     """A workspace on a virtual clock with the agent driving a fake executor."""
 
-    def __init__(self, checkout: Path, clock: ManualClock, **executor: Any) -> None:
+    def __init__(self, checkout: Path, clock: ManualClock, fleet: str | None = None, **executor: Any) -> None:
         self.fleet_path = checkout / ".crossrail" / "fleet.yaml"
-        self.fleet_path.write_text(fleet_text())
+        self.fleet_path.write_text(fleet or fleet_text())
         self.clock = clock
         self.client = Client(cwd=checkout, clock=clock)
         self.store = self.client.service.store
@@ -159,6 +159,67 @@ def test_the_agent_and_the_simulator_decide_a_tpu_failure_a_retry_a_back_off_and
         ("started", "tpu-a"),
         ("succeeded", "tpu-a"),
     ]
+
+
+BUDGET = """\
+  kubernetes: {team_namespaces: {a: team-a}}
+  budgets:
+    - {team: a, amount: 20, period: day, hold: true}
+"""
+
+
+def test_the_agent_and_the_simulator_hold_a_team_over_its_budget_alike(checkout: Path, clock: ManualClock) -> None:
+    """Team a's first run spends 4 chips x 2 h x 4.0 = 32.0 of a 20.0 daily budget that holds: both announce
+    the crossing once, hold the second run (queued behind it) for the rest of the day, and start it when the
+    next day begins, also after the agent restarts mid-day. Both virtual clocks start at midnight UTC, so
+    their days line up."""
+    text = fleet_text(("tpu-b",)) + BUDGET  # one 4-chip TPU pool: the second run queues behind the first
+    # The agent, on a virtual clock.
+    world = Live(checkout, clock, fleet=text)
+    start = clock.now()
+    first = world.submit("metadata.team=a")
+    second = world.submit("metadata.team=a")
+    world.tick()
+    world.tick(7200)
+    world.executor.exit(first, 1, 0)
+    world.tick()
+    held = {p["id"]: p.get("held") for q in world.client.queue()["queues"] for p in q["pending"]}
+    world.agent.scheduler = None  # a restarted agent rebuilds its core: the store says what was spent and announced
+    world.tick(3600)
+    world.tick(86400 - 7200 - 3600 - 1)
+    assert world.attempts(second) == [], "held until the day ends"
+    world.tick(1)
+    agent_log = decisions([e for e in world.store.events() if e.type is EventType.STARTED or e.type in ENDS])
+    agent_budget = [e for e in world.store.events() if e.type is EventType.BUDGET_EXCEEDED]
+    agent_second = next(e.ts for e in world.store.events(run=second) if e.type is EventType.STARTED) - start
+    world.client.close()
+
+    # The simulator, with the same fleet and jobs.
+    path = checkout / "scenario-fleet.yaml"
+    path.write_text(text)
+    jobs = [
+        SimJob(name, "pretraining", 4, work_s=7200.0, accelerators=("tpu",), prefer="tpu", team="a")
+        for name in ("first", "second")
+    ]
+    # Cycles only when something happens (no 60 s rechecks), as the agent's ticks above: the crossing is
+    # then seen at the same instant by both.
+    sim = Simulation(load_fleet(path), jobs, record_events=True, quantum_s=0.0, recheck_s=0.0)
+    sim.run()
+    assert sim.events is not None
+    sim_budget = [e for e in sim.events if e.type is EventType.BUDGET_EXCEEDED]
+    sim_second = next(e.ts for e in sim.events if e.run == "second" and e.type is EventType.STARTED)
+
+    assert agent_log == decisions([e for e in sim.events if e.ts <= 86400])
+    assert agent_log == [("started", "tpu-a"), ("succeeded", "tpu-a"), ("started", "tpu-a")]
+    assert agent_second == sim_second == 86400
+    assert [(e.ts - start, e.data["spent"], e.data["period_end"] - start) for e in agent_budget] == [
+        (7200, 32.0, 86400)
+    ]
+    assert [(e.ts, e.data["spent"], e.data["period_end"]) for e in sim_budget] == [(7200, 32.0, 86400)]
+    assert held[second] == (
+        "held: team a spent 32.00 of its 20.00 day budget (2026-01-01); "
+        "admitted again when the period ends or the fleet's budget is raised"
+    )
 
 
 # --- every end rule, on the agent ---------------------------------------------------------------------

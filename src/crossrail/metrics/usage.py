@@ -1,0 +1,123 @@
+"""Chip-hours and cost per team x stage x pool over a time window, folded from the event log (pure).
+
+An attempt counts from its `started` event to its end (`succeeded`, `failed`, `preempted`, `cancelled`,
+`suspended`, or the next attempt's start), clipped to the window; one still running counts up to `until`.
+Its price is the `cost_per_chip_hour` its `started` (or `placed`) event carries, as in `Report.cost`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from crossrail.core.events import Event, EventType
+from crossrail.metrics.report import NO_POOL, UNKNOWN_STAGE
+
+NO_TEAM = "-"
+"""The team of runs whose log names none."""
+
+_ENDS = frozenset(
+    {EventType.SUCCEEDED, EventType.FAILED, EventType.PREEMPTED, EventType.CANCELLED, EventType.SUSPENDED}
+)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one team's runs of one stage used on one pool inside the window."""
+
+    team: str
+    stage: str
+    pool: str
+    chip_hours: float
+    cost: float
+    attempts: int
+    """Attempts that ran inside the window, running ones included."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "team": self.team,
+            "stage": self.stage,
+            "pool": self.pool,
+            "chip_hours": self.chip_hours,
+            "cost": self.cost,
+            "attempts": self.attempts,
+        }
+
+
+@dataclass
+class _Open:
+    key: tuple[str, str, str]
+    number: int | None
+    chips: float
+    price: float
+    started: float
+
+
+def usage(events: Iterable[Event], until: float, since: float | None = None, *, running: bool = True) -> list[Usage]:
+    """Usage per (team, stage, pool) of attempts inside [since, until], sorted; `running=False` leaves out
+    attempts with no end by `until` (a caller that counts those itself)."""
+    lo = -math.inf if since is None else since
+    teams: dict[str, str] = {}
+    stages: dict[str, str] = {}
+    placed: dict[str, dict[str, Any]] = {}
+    open_: dict[str, _Open] = {}
+    rows: dict[tuple[str, str, str], list[float]] = {}
+
+    def close(run: str, end: float) -> None:
+        att = open_.pop(run)
+        span = min(end, until) - max(att.started, lo)
+        if span < 0 or end < lo:
+            return
+        row = rows.setdefault(att.key, [0.0, 0.0, 0.0])
+        hours = att.chips * span / 3600
+        row[0] += hours
+        row[1] += hours * att.price
+        row[2] += 1
+
+    for e in events:
+        if e.ts > until or e.run is None:
+            continue
+        run = e.run
+        if e.type in (EventType.SUBMITTED, EventType.QUEUED):
+            teams.setdefault(run, _text(e.data, "team", NO_TEAM))
+            stages.setdefault(run, _text(e.data, "stage", UNKNOWN_STAGE))
+        elif e.type is EventType.PLACED:
+            placed[run] = e.data
+        elif e.type is EventType.STARTED:
+            if run in open_:
+                close(run, e.ts)
+            where = placed.get(run, {})
+            pool = _text(e.data, "pool", _text(where, "pool", NO_POOL))
+            key = (teams.get(run, NO_TEAM), stages.get(run, UNKNOWN_STAGE), pool)
+            chips = _number(e.data, "chips", _number(where, "chips", 0.0))
+            price = _number(e.data, "cost_per_chip_hour", _number(where, "cost_per_chip_hour", 0.0))
+            open_[run] = _Open(key, e.attempt, chips, price, e.ts)
+        elif e.type in _ENDS and run in open_ and e.attempt in (None, open_[run].number):
+            close(run, e.ts)
+    if running:
+        for run in list(open_):
+            close(run, until)
+    return [Usage(*key, row[0], row[1], int(row[2])) for key, row in sorted(rows.items())]
+
+
+def by_team(rows: Iterable[Usage]) -> dict[str, tuple[float, float]]:
+    """(chip-hours, cost) per team, summed over stages and pools."""
+    out: dict[str, tuple[float, float]] = {}
+    for r in rows:
+        hours, cost = out.get(r.team, (0.0, 0.0))
+        out[r.team] = (hours + r.chip_hours, cost + r.cost)
+    return out
+
+
+def _number(data: dict[str, Any], key: str, default: float) -> float:
+    value = data.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return default
+
+
+def _text(data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) and value else default
