@@ -205,14 +205,21 @@ def decide_end(
     if reason in BY_USER:
         return EndDecision(reason, detail, state, None, None, False, False, ended_at=now)
     retryable = reason in SPENDS_RETRY or reason in REQUEUES_FREE
-    used = sum(1 for e in history if e.reason in SPENDS_RETRY)
-    retry = reason in REQUEUES_FREE or (reason in SPENDS_RETRY and (retries.max is None or used < retries.max))
+    retry = reason in REQUEUES_FREE or (
+        reason in SPENDS_RETRY and (retries.max is None or _spent(history) < retries.max)
+    )
     if reason in SPENDS_RETRY and not retry:
         detail = f"{detail}; no retries left (spec.retries.max = {retries.max})"
     event = {"preempted": EventType.PREEMPTED, "unplaced": EventType.UNPLACED}.get(state, EventType.FAILED)
     this = Ended(0, pool, reason, now)
     offer = next_offer([*history, this], retries) if retry else NextOffer()
     return EndDecision(reason, detail, state, event, "queued" if retry else "failed", retryable, retry, offer, now)
+
+
+def _spent(history: Sequence[Ended]) -> int:
+    """Retries a run has spent (counted only against a finite `spec.retries.max`: a run stopped every round
+    for years has a long history, and an unbounded policy need not walk it)."""
+    return sum(1 for e in history if e.reason in SPENDS_RETRY)
 
 
 def next_offer(history: Sequence[Ended], retries: RetryPolicy) -> NextOffer:
