@@ -464,6 +464,13 @@ from crossrail.cli import manifests as render_cli  # noqa: E402 (render, fleet r
 
 app.command("render")(render_cli.render_command)
 app.command("import")(render_cli.import_command)
+from crossrail.cli import verdict as verdict_cli  # noqa: E402 (compare and policy check live in their own module)
+
+app.command("compare")(verdict_cli.compare_command)
+policy_app = typer.Typer(help="Check the placement policy's hypotheses against measured runs.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+policy_app.command("check")(verdict_cli.policy_check_command)
+
 fleet_app.command("render")(render_cli.fleet_render_command)
 
 

@@ -105,15 +105,20 @@ def simulate_command(  # noqa: PLR0917 (a typer command takes each option as a p
     ckpt_cost: CkptCost = None,
     ckpt_interval: CkptInterval = "daly",
     restore: Restore = None,
+    records: Annotated[
+        bool, typer.Option("--records", help="With --json: add every run's record, for `crossrail compare sim:FILE`.")
+    ] = False,
 ) -> None:
     """Simulate a workload on a fleet with the scheduling core the agent runs; compare policies."""
 
     def go() -> None:
+        if records and not as_json:
+            raise UsageError("--records adds per-run records to the JSON result; give --json too")
         reliability = _reliability(chip_mtbf, host_mtbf, ckpt_cost, ckpt_interval, restore)
         until_s = _duration(until, "--until")
         policies = [policy, *(compare or [])]
         args = (workload, fleet, pools, throughputs, policies, seed, as_json, plot, until_s, quantum, round_s)
-        _simulate(*args, reliability, time_sliced=time_sliced)
+        _simulate(*args, reliability, time_sliced=time_sliced, records=records)
 
     guard(go)
 
@@ -133,18 +138,20 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
     reliability: tuple[Any, Any],
     *,
     time_sliced: bool = False,
+    records: bool = False,
 ) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from crossrail.sim import report
+    from crossrail.sim.facts import run_facts
     from crossrail.sim.simulation import Simulation
 
     jobs, fleet = _jobs_and_fleet(fleet_file, pools, workload, throughputs, seed, time_sliced, round_s)
     failures, checkpoint = reliability
     sims = [
         Simulation(fleet, jobs, policy=p, failures=failures, checkpoint=checkpoint, seed=seed, quantum_s=quantum_s,
-                   round_s=round_s)
+                   round_s=round_s, record_events=records)
         for p in policies
     ]  # fmt: skip
     console = Console(stderr=as_json, highlight=False)
@@ -161,9 +168,13 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
     if plot_path is not None:
         report.plot(results, plot_path)
     if as_json:
-        out: dict[str, Any] = results[0].to_json()
+        outs: list[dict[str, Any]] = [r.to_json() for r in results]
+        for sim, result, one in zip(sims, results, outs, strict=True):
+            if records and sim.events is not None:
+                one["records"] = [r.as_dict() for r in run_facts(sim.events, fleet, result.end_s)]
+        out = outs[0]
         if len(results) > 1:
-            out["compare"] = [r.to_json() for r in results[1:]]
+            out["compare"] = outs[1:]
             out["comparison"] = [report.comparison(results[0], r) for r in results[1:]]
         print_json(out)
         return

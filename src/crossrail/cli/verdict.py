@@ -1,0 +1,162 @@
+"""`crossrail compare` and `crossrail policy check`: did a change shorten the research cycle, and do the runs
+bear out the placement policy (docs/metrics.md#verdicts)?
+
+A selection (SEL) is either event filters over the workspace's runs (`stage=post_training,pool=h100,
+since=2026-11-01,until=2026-12-01,team=nlp`) or a simulation result written by `simulate --json --records`
+(`sim:result.json`, optionally followed by filters: `sim:result.json,stage=eval`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from crossrail.cli.common import Home, Json, Policy, Server, client, guard
+from crossrail.cli.output import console, print_json
+from crossrail.errors import UsageError
+
+if TYPE_CHECKING:
+    from crossrail.metrics import Change, RunFacts
+
+SIM = "sim:"
+Sel = Annotated[str, typer.Option(help="Event filters (stage=...,pool=...,since=...,until=...,team=...) or sim:FILE.")]
+Resamples = Annotated[int, typer.Option("--resamples", min=100, help="Bootstrap resamples.")]
+Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed: the same seed gives the same intervals.")]
+
+
+def compare_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
+    before: Annotated[str, typer.Option("--before", help="Runs before: filters or sim:FILE.")],
+    after: Annotated[str, typer.Option("--after", help="Runs after: filters or sim:FILE.")],
+    home: Home = None,
+    server: Server = None,
+    as_json: Json = False,
+    resamples: Resamples = 2000,
+    seed: Seed = 0,
+) -> None:
+    """Did the research cycle get shorter from BEFORE to AFTER? A verdict with bootstrap intervals."""
+
+    def go() -> None:
+        from crossrail.metrics import compare
+
+        loaded = _Loader(home, server)
+        runs_before, runs_after = loaded.runs(before, "--before"), loaded.runs(after, "--after")
+        verdict = compare(runs_before, runs_after, resamples=resamples, seed=seed)
+        if as_json:
+            print_json({"kind": "Verdict", "before": before, "after": after, **verdict.as_dict()})
+            return
+        console.print(f"before: {before} ({len(runs_before)} runs)   after: {after} ({len(runs_after)} runs)")
+        _changes([verdict.cycle, *verdict.explain])
+        console.print(f"[bold]{verdict.sentence}[/]")
+        console.print(f"method: {verdict.method}", style="dim")
+
+    guard(go)
+
+
+def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
+    runs: Annotated[
+        str | None, typer.Option("--runs", help="Judge these runs (filters or sim:FILE) instead of the workspace's.")
+    ] = None,
+    home: Home = None,
+    server: Server = None,
+    policy: Policy = None,
+    as_json: Json = False,
+    resamples: Resamples = 2000,
+    seed: Seed = 0,
+) -> None:
+    """Each stage's preferred accelerator as a hypothesis: do the runs support it, contradict it, or not tell yet?"""
+
+    def go() -> None:
+        from crossrail.metrics.hypotheses import check, describe_method
+        from crossrail.spec import default_policy, load_policy
+
+        loaded = _Loader(home, server)
+        chosen = loaded.runs(runs or "", "--runs")
+        if policy is not None:
+            rules = load_policy(policy)
+        else:  # judged against the workspace's policy; simulated runs alone, against the article's
+            rules = default_policy() if (runs or "").startswith(SIM) else loaded.policy()
+        findings = check(rules, chosen, resamples=resamples, seed=seed)
+        if as_json:
+            method = describe_method(resamples, seed)
+            print_json({"kind": "PolicyCheck", "findings": [f.as_dict() for f in findings], "method": method})
+            return
+        for f in findings:
+            console.print(f"[bold]{f.stage}[/] prefers {f.preferred}: [bold]{f.status}[/]")
+            console.print(f"  {f.sentence}")
+            if f.changes:
+                _changes(list(f.changes), indent="  ", sides=(f.preferred, f.other or "other"))
+        console.print(f"method: {describe_method(resamples, seed)}", style="dim")
+
+    guard(go)
+
+
+class _Loader:
+    """Runs of the workspace (read once) or of simulation results, as the selections name them."""
+
+    def __init__(self, home: Path | None, server: str | None) -> None:
+        self.home, self.server = home, server
+        self._workspace: list[RunFacts] | None = None
+        self._policy: Any = None
+
+    def runs(self, text: str, flag: str) -> list[RunFacts]:
+        from crossrail.metrics import parse_selection
+
+        if text.startswith(SIM):
+            path, _, filters = text[len(SIM) :].partition(",")
+            return parse_selection(filters, flag).pick(_sim_runs(Path(path), flag))
+        return parse_selection(text, flag).pick(self._read_workspace())
+
+    def policy(self) -> Any:
+        if self._policy is None:
+            with client(self.home, self.server) as c:
+                self._policy = c.policy
+        return self._policy
+
+    def _read_workspace(self) -> list[RunFacts]:
+        from crossrail.control.facts import workspace_runs
+
+        if self._workspace is None:
+            with client(self.home, self.server) as c:
+                if not hasattr(c, "service"):
+                    raise UsageError("compare and policy check read the workspace's store; run them beside it")
+                self._workspace = workspace_runs(c.service.store, c.clock.now())
+                self._policy = c.policy
+        return self._workspace
+
+
+def _sim_runs(path: Path, flag: str) -> list[RunFacts]:
+    from crossrail.metrics import RunFacts
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{flag} {SIM}{path}: cannot read it ({exc})") from None
+    records = data.get("records") if isinstance(data, dict) else None
+    if not isinstance(records, list):
+        raise UsageError(f"{flag} {SIM}{path} has no per-run records; write it with `simulate --json --records`")
+    return [RunFacts.from_dict(r) for r in records]
+
+
+def _changes(changes: list[Change], *, indent: str = "", sides: tuple[str, str] = ("before", "after")) -> None:
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False)
+    for col in ("metric", sides[0], sides[1], "change", "95% CI", "n", "runs needed"):
+        t.add_column(col)
+    for c in changes:
+        ci = f"{c.ci[0] * 100:+.0f}% to {c.ci[1] * 100:+.0f}%" if c.ci else "-"
+        t.add_row(
+            indent + c.metric, _num(c.before), _num(c.after),
+            f"{c.change * 100:+.0f}%" if c.change is not None else "-", ci,
+            f"{c.n_before}/{c.n_after}", str(c.needed) if c.needed is not None and not c.significant else "-",
+        )  # fmt: skip
+    console.print(t)
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
