@@ -214,6 +214,8 @@ class Service:
                     "spec_digest": new.spec_digest,
                     "idempotency_key": new.idempotency_key,
                     "resumed_from": resumed_from,
+                    "parent_run": new.parent_run,
+                    "target": _target(new),
                 },
             ),
             Event(
@@ -770,3 +772,9 @@ def _user() -> str:
         return os.environ.get("CROSSRAIL_USER") or getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+def _target(new: NewRun) -> Any:
+    """The run's `spec.target`, carried by its `submitted` event so metrics can tell when it was met."""
+    spec = new.experiment_spec.get("spec")
+    return spec.get("target") if isinstance(spec, dict) else None

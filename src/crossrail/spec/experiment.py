@@ -204,6 +204,16 @@ class Retries(SpecModel):
     backoff: Backoff = Field(default_factory=Backoff)
 
 
+class Target(SpecModel):
+    """The model quality a run aims at: met the first time a reported `metric` satisfies `op value`, on the
+    run's own reports (`via: self`) or on those of an eval run started from one of its checkpoints (`via: eval`)."""
+
+    metric: NonEmpty
+    op: Literal["<=", "<", ">=", ">", "=="] = "<="
+    value: float = Field(allow_inf_nan=False)
+    via: Literal["self", "eval"] = "self"
+
+
 class ExperimentSpec(SpecModel):
     stage: Stage
     image: NonEmpty
@@ -220,6 +230,7 @@ class ExperimentSpec(SpecModel):
     retries: Retries = Field(default_factory=Retries)
     priority: Priority = "normal"
     env: dict[str, Text] = Field(default_factory=dict)
+    target: Target | None = None
 
     @model_validator(mode="after")
     def _workers_have_chips(self) -> ExperimentSpec:
