@@ -29,6 +29,7 @@ class Target(StrEnum):
 
 class FleetTarget(StrEnum):
     KUEUE = "kueue"
+    TRAINER = "trainer"
 
 
 class KueueApi(StrEnum):
@@ -85,6 +86,7 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
 
     def go() -> None:
         from crossrail.executors.render.hardware import layout
+        from crossrail.executors.render.trainjob import gang
         from crossrail.executors.render.workload import from_experiment
         from crossrail.spec import load_experiment
 
@@ -98,14 +100,20 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
             exp, source=str(file), run=run, attempt=attempt, image_digest=image_digest, allow_unpinned=allow_unpinned
         )
         text, suffix, kind = _render(target, work, fleet, chosen, force_backend=force_backend)
-        lay = layout(fleet, chosen, work.chips)
         if output is None:
             sys.stdout.write(text)
         else:
             output.mkdir(parents=True, exist_ok=True)
             path = output / f"{work.object_name}{suffix}"
             path.write_text(text)
-            shape = f"{lay.slices} x {lay.hosts_per_slice} host(s) x {lay.chips_per_pod} chips"
+            if kind == "TrainJob":
+                g = gang(fleet, chosen, work)
+                shape = (
+                    f"{g.nodes} node(s) x {g.procs_per_node} worker(s) x {g.chips_per_node // g.procs_per_node} chips"
+                )
+            else:
+                lay = layout(fleet, chosen, work.chips)
+                shape = f"{lay.slices} x {lay.hosts_per_slice} host(s) x {lay.chips_per_pod} chips"
             _summary("rendered", [{"file": str(path), "kind": kind, "pool": pool, "layout": shape}])
 
     guard(go)
@@ -146,18 +154,26 @@ def fleet_render_command(
     fleet_file: FleetFile = None,
     home: Home = None,
 ) -> None:
-    """Render the fleet as Kueue objects: namespaces, topology, flavors, cohorts, priority classes, queues."""
+    """Render the fleet as Kueue objects (namespaces, topology, flavors, cohorts, priority classes, queues),
+    or with --target trainer the Kubeflow Trainer runtime its multi-worker GPU TrainJobs refer to."""
 
     def go() -> None:
         from collections import Counter
 
         from crossrail.executors.render.kueue import JOBSET_RELEASE, KUEUE_RELEASE, render_kueue
+        from crossrail.executors.render.trainjob import TRAINER_API, TRAINER_SNAPSHOT, cluster_training_runtime
 
-        objects = render_kueue(_fleet(fleet_file, home), str(kueue_api))
-        text = (
-            f"# Rendered by crossrail for Kueue {KUEUE_RELEASE} (kueue.x-k8s.io/{kueue_api}); "
-            f"workloads use JobSet {JOBSET_RELEASE}.\n" + _yaml(objects)
-        )
+        fleet = _fleet(fleet_file, home)
+        if target == FleetTarget.TRAINER:
+            objects = [cluster_training_runtime()]
+            head = f"# Rendered by crossrail for Kubeflow Trainer {TRAINER_SNAPSHOT} ({TRAINER_API}).\n"
+        else:
+            objects = render_kueue(fleet, str(kueue_api))
+            head = (
+                f"# Rendered by crossrail for Kueue {KUEUE_RELEASE} (kueue.x-k8s.io/{kueue_api}); "
+                f"workloads use JobSet {JOBSET_RELEASE}.\n"
+            )
+        text = head + _yaml(objects)
         if output is None:
             sys.stdout.write(text)
             return

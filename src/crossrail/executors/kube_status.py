@@ -1,4 +1,4 @@
-"""How a Job or JobSet and its Kueue Workload read as an attempt: phase, exit, and admission transitions.
+"""How a Job, JobSet or TrainJob and its Kueue Workload read as an attempt: phase, exit, and admission transitions.
 
 Pure: it takes the objects as the API server returns them (dicts) and the attempt's pods, so it is tested
 against status objects written from the Kubernetes, JobSet and Kueue documentation (tests/fixtures).
@@ -7,6 +7,7 @@ against status objects written from the Kubernetes, JobSet and Kueue documentati
                   Evicted       -> pods stopped (preempted, pods-ready timeout, deactivated ...)
                   Finished      -> the job ended
   Job             Complete / Failed (batch/v1)               JobSet  Completed / Failed
+  TrainJob        Complete / Failed (trainer.kubeflow.org)
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ LABEL_ATTEMPT = "crossrail.dev/attempt"
 LABEL_RUN_UID = "crossrail.dev/run-uid"
 STOPPED_BY = "crossrail.dev/stopped-by"
 CONTAINER = "trainer"
+CONTAINERS = (CONTAINER, "node")
+"""The training container: `trainer` in crossrail's Jobs and JobSets, `node` in a TrainJob's pods."""
 SIGTERM = 15
 
 Admission = str
@@ -126,9 +129,15 @@ def observe(obj: dict[str, Any], workload: dict[str, Any] | None, pods: list[dic
 
 def _running(pod: dict[str, Any]) -> bool:
     for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        if c.get("name") == CONTAINER and "running" in (c.get("state") or {}):
+        if c.get("name") in CONTAINERS and "running" in (c.get("state") or {}):
             return True
     return False
+
+
+def trainer_container(pod: dict[str, Any]) -> str:
+    """The name of the pod's training container (`trainer`, or `node` in a TrainJob's pods)."""
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    return next((str(n) for n in names if n in CONTAINERS), CONTAINER)
 
 
 def _admission(workload: dict[str, Any] | None, wl: dict[str, dict[str, Any]]) -> Admission:
@@ -183,7 +192,7 @@ def _failed(cond: dict[str, Any], pods: list[dict[str, Any]], base: AttemptStatu
 
 def _terminated(pod: dict[str, Any]) -> dict[str, Any] | None:
     for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        if c.get("name") == CONTAINER:
+        if c.get("name") in CONTAINERS:
             state = c.get("state") or {}
             return state.get("terminated") or (c.get("lastState") or {}).get("terminated")
     return None

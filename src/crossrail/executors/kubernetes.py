@@ -1,4 +1,4 @@
-"""The Kubernetes executor: each attempt a Job or JobSet submitted suspended to its Kueue LocalQueue.
+"""The Kubernetes executor: each attempt a Job, JobSet or TrainJob submitted suspended to its Kueue LocalQueue.
 
 Kueue admits (quota, cohorts, preemption); this executor applies, watches and deletes through the
 official `kubernetes` client (extra `crossrail[k8s]`, imported only when a client is built) and reads
@@ -25,6 +25,7 @@ from crossrail.executors.kube_status import (
     identity,
     observe,
     run_uid,
+    trainer_container,
 )
 from crossrail.executors.render.kubernetes import (
     JOBSET_API,
@@ -34,10 +35,11 @@ from crossrail.executors.render.kubernetes import (
     report_secret_name,
 )
 from crossrail.executors.render.kueue import KUEUE_API, namespaces
+from crossrail.executors.render.trainjob import TRAINER_API, TRAINER_GROUP
 from crossrail.executors.render.workload import from_launch
 from crossrail.spec import Fleet
 
-KINDS = ("Job", "JobSet")
+KINDS = ("Job", "JobSet", "TrainJob")
 EXTRA = "the Kubernetes executor needs the kubernetes client: pip install 'crossrail[k8s]'"
 
 
@@ -270,7 +272,7 @@ class KubernetesExecutor:
         for pod in self._pods(ns, obj):
             name = pod["metadata"]["name"]
             with suppress(NotFound):
-                parts.append(f"==> {name} <==\n" + self.api.logs(ns, name, "trainer"))
+                parts.append(f"==> {name} <==\n" + self.api.logs(ns, name, trainer_container(pod)))
         return "\n".join(parts)
 
     def forget(self, run: str, attempt: int) -> None:
@@ -334,6 +336,7 @@ def _owned(workloads: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, An
 
 
 _PLURALS = {"JobSet": ("jobset.x-k8s.io", JOBSET_API.split("/")[1], "jobsets")}
+_PLURALS["TrainJob"] = (TRAINER_GROUP, TRAINER_API.split("/")[1], "trainjobs")
 _PLURALS["Workload"] = ("kueue.x-k8s.io", KUEUE_API.split("/")[1], "workloads")
 
 

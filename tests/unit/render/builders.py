@@ -19,8 +19,10 @@ def experiment(
     retries: str = "{max: 2, exit_codes: [3]}",
     checkpoint: str | None = None,
     code: str = "{repo: https://github.com/acme/trainer, commit: auto}",
+    workers: int = 1,
 ) -> Experiment:
     team_line = f", team: {team}" if team else ""
+    parallelism = f"\n  parallelism: {{data: {workers}}}" if workers != 1 else ""
     text = f"""
 apiVersion: crossrail/v1
 kind: Experiment
@@ -34,7 +36,7 @@ spec:
   dataset: {{uri: gs://acme-data/sft/v3/, version: v3}}
   code: {code}
   checkpoint: {{dir: {checkpoint or f"gs://acme-models/checkpoints/{name}"}, every: 10m}}
-  resources: {{chips: {chips}, duration: 90m}}
+  resources: {{chips: {chips}, duration: 90m}}{parallelism}
   retries: {retries}
   priority: {priority}
   env: {{LOG_LEVEL: info}}

@@ -28,6 +28,8 @@ CRD_FILES = {
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
     "Workload": "kueue.x-k8s.io_workloads.yaml",
     "Topology": "kueue.x-k8s.io_topologies.yaml",
+    "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
+    "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml",
 }
 
 

@@ -162,7 +162,7 @@ def test_a_pending_attempt_moves_to_a_tpu_pool(executor: KubernetesExecutor, api
     assert jobset["metadata"]["labels"]["crossrail.dev/pool"] == "tpu-v5p-pool"
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"] == {"google.com/tpu": "4"}
-    assert {e["name"]: e["value"] for e in pod["containers"][0]["env"]}["TRAINING_BACKEND"] == "tpu"
+    assert {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}["TRAINING_BACKEND"] == "tpu"
 
 
 def test_an_admitted_attempt_is_neither_withdrawn_nor_moved(executor: KubernetesExecutor, api: ApiServer) -> None:
@@ -200,10 +200,10 @@ def test_a_failed_attempt_reports_the_exit_code_and_its_logs(executor: Kubernete
 def test_an_attempt_that_cannot_render_is_lost_with_the_reason_until_forgotten(
     executor: KubernetesExecutor, api: ApiServer
 ) -> None:
-    status = executor.launch(request(chips=16))  # two 8-GPU hosts: a TrainJob, not rendered yet
+    status = executor.launch(request(chips=12))  # one and a half 8-GPU hosts
     assert status.phase == "lost"
     assert "cannot be rendered for pool h100-pool" in status.detail
-    assert "Kubeflow TrainJob" in status.detail
+    assert "12 chips are not whole 8-chip hosts" in status.detail
     assert executor.observe() == [status]
     assert api.objects == {}
     executor.forget("posttrain-042-3", 1)
@@ -212,6 +212,27 @@ def test_an_attempt_that_cannot_render_is_lost_with_the_reason_until_forgotten(
     assert (unknown.phase, "no pool 'nope'" in unknown.detail) == ("lost", True)
     with pytest.raises(UsageError, match="no pool 'nope'"):
         executor.render(request(pool="nope"))
+
+
+def test_a_two_host_gpu_attempt_is_one_trainjob_read_back_through_its_node_pods(
+    executor: KubernetesExecutor, api: ApiServer
+) -> None:
+    executor.launch(request(chips=16))
+    job = api.get("TrainJob", "default", "posttrain-042-3-a1")
+    assert_valid(job)
+    assert (job["spec"]["trainer"]["numNodes"], job["spec"]["trainer"]["numProcPerNode"]) == (2, 8)
+    assert api.list("Job", "default", "") == []
+    failed = next(yaml.safe_load_all((FIXTURES / "status" / "failed-exit-75.yaml").read_text()))
+    job["status"] = {"conditions": [{**failed["status"]["conditions"][0], "type": "Failed"}]}
+    pod = list(yaml.safe_load_all((FIXTURES / "status" / "failed-exit-75.yaml").read_text()))[1]
+    pod["metadata"]["labels"] = {"crossrail.dev/run": "posttrain-042-3", "crossrail.dev/attempt": "1"}
+    for c in [*pod["spec"]["containers"], *pod["status"]["containerStatuses"]]:
+        c["name"] = "node"  # Trainer's container name
+    api.add(pod)
+    api.pod_logs[pod["metadata"]["name"]] = "rank 3 lost its peer, exiting 75\n"
+    (status,) = executor.observe()
+    assert (status.phase, status.exit_code) == ("exited", 75)
+    assert "exiting 75" in executor.logs("posttrain-042-3", 1)
 
 
 def test_without_the_k8s_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:

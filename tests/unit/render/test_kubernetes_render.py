@@ -154,11 +154,11 @@ def test_the_example_fleet_selects_only_labels_gke_puts_on_its_nodes(gke_fleet: 
 @pytest.mark.parametrize(
     ("pool", "chips", "path", "says"),
     [
-        ("h100", 16, "spec.pools[0].chips_per_host", "Kubeflow TrainJob"),
+        ("h100", 12, "spec.pools[0].chips_per_host", "12 chips are not whole 8-chip hosts"),
         ("v5p", 6, "spec.pools[2].topologies", "no slice shape or multi-slice makes 6 chips"),
         ("v6e", 128, "spec.pools[3].chips", "the pool has 64 chips"),
     ],
-    ids=["multi-host-gpu-is-not-rendered-yet", "tpu-size-with-no-shape", "more-chips-than-the-pool"],
+    ids=["gpu-part-of-a-host", "tpu-size-with-no-shape", "more-chips-than-the-pool"],
 )
 def test_sizes_a_pool_cannot_hold_are_refused_with_the_pool_field_and_a_fix(
     matrix_fleet: Fleet, pool: str, chips: int, path: str, says: str

@@ -58,6 +58,27 @@ def test_render_to_stdout_for_each_target() -> None:
     assert yaml.safe_load(sky.stdout)["resources"]["accelerators"] == "H100:8"
 
 
+def test_fleet_render_writes_the_training_runtime_rendered_trainjobs_refer_to(tmp_path: Path) -> None:
+    done = runner.invoke(app, ["fleet", "render", "--target", "trainer", "--fleet", FLEET, "-o", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    text = (tmp_path / "trainer.yaml").read_text()
+    assert text.startswith("# Rendered by crossrail for Kubeflow Trainer v1alpha1")
+    (runtime,) = yaml.safe_load_all(text)
+    assert_valid(runtime)
+    exp = tmp_path / "exp.yaml"
+    example = (ROOT / "examples" / "posttrain-042.yaml").read_text()
+    exp.write_text(
+        example.replace("{chips: 8, min_chips: 4, max_chips: 8,", "{chips: 16, min_chips: 8, max_chips: 16,")
+    )
+    out = tmp_path / "out"
+    job = runner.invoke(app, ["render", str(exp), "--pool", "h100-pool", "--fleet", FLEET, "-o", str(out)])
+    assert job.exit_code == 0, job.output
+    assert "2 node(s) x 8 worker(s) x 1 chips" in job.output
+    (trainjob,) = yaml.safe_load_all((out / "posttrain-042-1-a1.yaml").read_text())
+    assert trainjob["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
+    assert trainjob["spec"]["runtimeRef"]["kind"] == runtime["kind"]
+
+
 def test_fleet_render_writes_every_kueue_object(tmp_path: Path) -> None:
     done = runner.invoke(app, ["fleet", "render", "--target", "kueue", "--fleet", FLEET, "-o", str(tmp_path)])
     assert done.exit_code == 0, done.output

@@ -59,8 +59,8 @@ TPUS: dict[str, TpuGeneration] = {
 class Layout:
     """How `chips` lay out on a pool: `slices` groups of `hosts_per_slice` pods with `chips_per_pod` each.
 
-    GPU and CPU work is one pod (multi-host GPU training is a Kubeflow TrainJob, not rendered yet); TPU
-    work is one slice of `topology`, or several equal slices (multi-slice).
+    GPU and CPU work is one pod (multi-worker GPU training on Kubernetes is a Kubeflow TrainJob, laid out by
+    trainjob.gang); TPU work is one slice of `topology`, or several equal slices (multi-slice).
     """
 
     accelerator: str
@@ -139,10 +139,10 @@ def layout(fleet: Fleet, pool: Pool, chips: int) -> Layout:
     if pool.accelerator != "tpu":
         if chips > pool.chips_per_host:
             message = (
-                f"{chips} chips span several {pool.chips_per_host}-chip hosts; multi-host {pool.accelerator} "
-                "training renders as a Kubeflow TrainJob, which crossrail does not render yet"
+                f"{chips} chips span several {pool.chips_per_host}-chip hosts; this target renders one host of "
+                f"{pool.accelerator} work (multi-host GPU work renders for Kubernetes, as a Kubeflow TrainJob)"
             )
-            fix = f"ask for at most {pool.chips_per_host} chips on this pool, or place the work on a TPU pool"
+            fix = f"ask for at most {pool.chips_per_host} chips on this pool, or render it for Kubernetes"
             raise pool_problem(fleet, pool, ("chips_per_host",), message, fix)
         return Layout(str(pool.accelerator), chips, chips, 1, 1)
     return _tpu_layout(fleet, pool, chips)

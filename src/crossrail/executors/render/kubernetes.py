@@ -1,4 +1,5 @@
-"""Kubernetes manifests for one attempt: a batch/v1 Job for single-host work, a JobSet for TPU slices.
+"""Kubernetes manifests for one attempt: a batch/v1 Job for single-host work, a JobSet for TPU slices, a
+Kubeflow TrainJob for multi-worker GPU work (trainjob.py).
 
 Submitted suspended to the stage's Kueue LocalQueue: Kueue admits (quota, cohorts, preemption) and
 unsuspends; crossrail owns retries, so a Job never restarts itself (`backoffLimit: 0`, JobSet
@@ -24,6 +25,7 @@ from crossrail.executors.render.kueue import (
     local_queue,
     namespace,
 )
+from crossrail.executors.render.trainjob import NODE, gang, needs_trainjob, render_trainjob
 from crossrail.executors.render.workload import LABEL_PREFIX, PRIORITY_LABEL, QUEUE_LABEL, Workload
 from crossrail.spec import Fleet, Pool
 from crossrail.spec.targets import GKE_NODE_POOL, GKE_SPOT, GKE_TPU_TOPOLOGY, KubernetesVolume
@@ -36,6 +38,9 @@ GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 CONTAINER = "trainer"
 REPLICATED_JOB = "slice"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JAX_COORDINATOR_PORT = 8476
+"""The port JAX's own TPU cluster detection uses for its coordinator."""
 MAX_NAME = 63
 REPORT_SECRET_ENV = "CROSSRAIL_REPORT_SECRET"
 REPORT_SECRET_KEY = "secret"
@@ -57,7 +62,6 @@ def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool, *, force_backend
             "render for a pool with backend: kubernetes, set backend: kubernetes on this pool, or pass --force-backend"
         )
         raise pool_problem(fleet, pool, ("backend",), message, fix)
-    lay = layout(fleet, pool, work.chips)
     labels = {**work.labels, **work.crossrail_labels(), f"{LABEL_PREFIX}pool": pool.name}
     meta = {
         "name": work.object_name,
@@ -69,6 +73,9 @@ def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool, *, force_backend
         },
         "annotations": dict(VERSION_ANNOTATIONS),
     }
+    if needs_trainjob(pool, work):
+        return _trainjob(work, fleet, pool, meta, labels)
+    lay = layout(fleet, pool, work.chips)
     _check_name(work, lay)
     pod = _pod(work, fleet, pool, lay, labels)
     if not lay.multi_host:
@@ -79,6 +86,18 @@ def render_kubernetes(work: Workload, fleet: Fleet, pool: Pool, *, force_backend
             "spec": {"suspend": True, "backoffLimit": 0, "parallelism": 1, "completions": 1, "template": pod},
         }
     return _jobset(meta, pod, lay)
+
+
+def _trainjob(work: Workload, fleet: Fleet, pool: Pool, meta: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """A multi-worker GPU run: one pod per host (numNodes), its workers in each (trainjob.py)."""
+    lay = gang(fleet, pool, work)
+    longest = f"{work.object_name}-{NODE}-0-{lay.nodes - 1}"  # Trainer's JobSet pod hostname
+    if len(longest) > MAX_NAME:
+        message = f"{longest!r} ({len(longest)} characters) is longer than a Kubernetes name may be ({MAX_NAME})"
+        fix = f"shorten the experiment name by {len(longest) - MAX_NAME} characters"
+        raise SpecError([Problem(f"run {work.run}", "metadata.name", message, None, fix)])
+    pod = _pod(work, fleet, pool, Layout("gpu", work.chips, lay.chips_per_node, 1, 1), labels)
+    return render_trainjob(meta, pod, lay)
 
 
 def header() -> str:
@@ -240,10 +259,17 @@ def _mount(volume: KubernetesVolume) -> dict[str, Any]:
 
 def _env(work: Workload, pool: Pool, lay: Layout) -> dict[str, str]:
     env = {**work.env, "TRAINING_BACKEND": str(pool.accelerator)}
-    if lay.multi_host:
-        env |= {"CROSSRAIL_SLICES": str(lay.slices), "CROSSRAIL_HOSTS_PER_SLICE": str(lay.hosts_per_slice)}
-    if lay.slices > 1:  # JAX multi-slice: slice 0's first host coordinates, by its JobSet DNS name
-        first = f"{work.object_name}-{REPLICATED_JOB}-0-0.{work.object_name}"
+    if not lay.multi_host:
+        return env
+    # Slice 0's first host coordinates, by its name under the JobSet's headless service (named after it).
+    first = f"{work.object_name}-{REPLICATED_JOB}-0-0.{work.object_name}"
+    env |= {
+        "CROSSRAIL_SLICES": str(lay.slices),
+        "CROSSRAIL_HOSTS_PER_SLICE": str(lay.hosts_per_slice),
+        "JAX_COORDINATOR_ADDRESS": f"{first}:{JAX_COORDINATOR_PORT}",
+        "JAX_NUM_PROCESSES": str(lay.pods),
+    }
+    if lay.slices > 1:  # JAX multi-slice over DCN
         env |= {"MEGASCALE_NUM_SLICES": str(lay.slices), "MEGASCALE_COORDINATOR_ADDRESS": first}
     return env
 
@@ -262,11 +288,21 @@ def _env_var(work: Workload, name: str, value: str) -> dict[str, Any]:
 
 
 def _slice_id(lay: Layout) -> list[dict[str, Any]]:
-    """MEGASCALE_SLICE_ID from the job index JobSet labels each pod with (multi-slice only)."""
-    if lay.slices == 1:
+    """Which host of which slice a pod is, from the downward API.
+
+    CROSSRAIL_HOST_INDEX is the pod's job-completion index (its host within its slice); with one slice
+    that is JAX_PROCESS_ID too. With several, MEGASCALE_SLICE_ID is the job index JobSet labels each pod
+    with, and the JAX process id is MEGASCALE_SLICE_ID x CROSSRAIL_HOSTS_PER_SLICE + CROSSRAIL_HOST_INDEX,
+    which the downward API cannot compute: the runtime does.
+    """
+    if not lay.multi_host:
         return []
+    index = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
+    out = [{"name": "CROSSRAIL_HOST_INDEX", "valueFrom": index}]
+    if lay.slices == 1:
+        return [*out, {"name": "JAX_PROCESS_ID", "valueFrom": index}]
     ref = {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}
-    return [{"name": "MEGASCALE_SLICE_ID", "valueFrom": ref}]
+    return [*out, {"name": "MEGASCALE_SLICE_ID", "valueFrom": ref}]
 
 
 def _service_account(fleet: Fleet, pool: Pool) -> str:

@@ -47,6 +47,8 @@ class Workload:
     duration_s: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
     uid: str | None = None  # the run's globally unique id: a label, never part of an object's name
+    workers: int = 1
+    """Data-parallel worker processes (`spec.parallelism.data`), each holding chips/workers chips."""
 
     @property
     def object_name(self) -> str:
@@ -152,6 +154,7 @@ def from_experiment(
         chips=exp.spec.resources.chips,
         duration_s=exp.spec.resources.duration_s,
         labels=labels,
+        workers=exp.spec.parallelism.data,
     )
 
 
@@ -187,4 +190,11 @@ def from_launch(request: LaunchRequest, *, allow_unpinned: bool = False) -> Work
         duration_s=resources.get("duration"),
         labels=labels,
         uid=request.env.get("CROSSRAIL_RUN_UID") or None,
+        workers=_workers(spec, request.chips),
     )
+
+
+def _workers(spec: dict[str, Any], chips: int) -> int:
+    """The recorded `spec.parallelism.data`, never more than the attempt's chips (an elastic run shrunk)."""
+    data = (spec.get("parallelism") or {}).get("data")
+    return max(1, min(int(data), chips)) if isinstance(data, int) else 1
