@@ -35,6 +35,7 @@ class Placer:
         self.fleet = fleet
         self.policy = policy
         self._measured: dict[str, dict[str, float]] = {}
+        self._scaling: dict[str, dict[str, dict[int, float]]] = {}
         self._shapes: dict[tuple[str, str, str], Workload] = {}
         """(experiment, stage, spec digest) -> its workload: runs of one spec share everything but their
         own fields, so a queue of sweeps reads each spec once."""
@@ -89,6 +90,7 @@ class Placer:
             objective=str(self.policy.objective_for(stage)),
             checkpoint_every_s=_seconds((spec.get("checkpoint") or {}).get("every")),
             measured=self.measured(experiment),
+            scaling=self.scaling(experiment),
             prefer_source=source,
             rank=priority_rank(priority),
             queued_at=queued_at,
@@ -102,15 +104,28 @@ class Placer:
             found = self._measured[experiment]
         return found
 
+    def scaling(self, experiment: str) -> dict[str, dict[int, float]]:
+        """Chip type -> degree (chips the attempt held) -> median throughput per chip (steps per second) there."""
+        found = self._scaling.get(experiment)
+        if found is None:
+            self.measure([experiment])
+            found = self._scaling[experiment]
+        return found
+
     def measure(self, experiments: Iterable[str]) -> None:
-        """Read the measured throughputs of all `experiments` not read yet at once (see `measured`)."""
+        """Read the measured throughputs of all `experiments` not read yet at once (see `measured`, `scaling`)."""
         wanted = set(experiments) - set(self._measured)
         if not wanted:
             return
-        samples = self.store.metrics_by_chip_type(wanted, THROUGHPUT_METRIC)
+        samples = self.store.metrics_by_degree(wanted, THROUGHPUT_METRIC)
         for experiment in wanted:
-            medians = {c: statistics.median(v) for c, v in samples.get(experiment, {}).items()}
+            by_chip = samples.get(experiment, {})
+            medians = {c: statistics.median(v for vs in d.values() for v in vs) for c, d in by_chip.items()}
             self._measured[experiment] = {c: m / 3600.0 for c, m in medians.items() if m > 0}
+            self._scaling[experiment] = {
+                c: {n: m / 3600.0 for n, vs in sorted(d.items()) if (m := statistics.median(vs)) > 0}
+                for c, d in by_chip.items()
+            }
 
     def busy(self, attempts: Iterable[AttemptRecord], runs: dict[str, RunRecord], now: float) -> list[Busy]:
         """Running attempts with their expected ends (start + run time on their pool; None if unknown)."""

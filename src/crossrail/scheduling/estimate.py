@@ -7,7 +7,8 @@ Pure functions over plain data, so the control plane and the simulator call the 
 
 Run time on a pool is the reference duration (`resources.duration`, the run time on a pool of relative
 speed 1.0) divided by the pool's relative speed, unless attempts of the same workload measured their
-throughput per chip type (see `run_time_s`). Recovery overhead is the expected number of interruptions
+throughput per chip type, at each degree they ran at (see `run_time_s`, and scaling.py for the model
+between degrees). Recovery overhead is the expected number of interruptions
 (interruptions per chip-hour x chips x hours) times the work each loses since its last checkpoint plus
 the restore time. Cost is chips x hours (run + recovery) x price per chip-hour.
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from crossrail.core import format_duration
+from crossrail.scheduling.scaling import rate_at
 from crossrail.spec import Pool
 
 OBJECTIVES = ("time_to_result", "throughput_per_cost", "cost")
@@ -231,8 +233,10 @@ class Workload:
 
     `reference_s` is the expected run time on a pool of relative speed 1.0. `measured` maps chip types to
     the throughput per chip that earlier attempts of the same workload reported there (any one unit of
-    work per second); with `work_units` (the total work) it gives run time directly, without it measured
-    chip types are timed relative to each other (see `run_time_s`).
+    work per second); `scaling` maps chip types to that throughput per chip at each degree (the chips an
+    attempt held) and, where it has a chip type, is read at the run's chips instead (scaling.py). With
+    `work_units` (the total work) it gives run time directly, without it measured chip types are timed
+    relative to each other (see `run_time_s`).
     """
 
     run: str
@@ -252,6 +256,18 @@ class Workload:
     queued_at: float = 0.0
     pools: frozenset[str] | None = None
     """Pools the run's queue can ever get quota on (None: all), e.g. `QuotaBook.reachable(queue)`."""
+    scaling: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    """Chip type -> degree (chips) -> median throughput per chip measured there."""
+
+    def rate(self, chip_type: str) -> tuple[float, str] | None:
+        """Throughput per chip at the run's chips on `chip_type` and how it was found ("" when measured
+        without a degree); None when nothing was measured there."""
+        rates = self.scaling.get(chip_type)
+        found = rate_at(rates, self.chips) if rates else None
+        if found is not None:
+            return found.per_chip, found.how
+        flat = self.measured.get(chip_type)
+        return (flat, "") if flat is not None and flat > 0 else None
 
 
 def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -> tuple[float | None, str]:
@@ -263,27 +279,35 @@ def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -
       and every other measured chip type is slower or faster by its measured throughput ratio to the anchor.
     - `relative_speed`: reference / relative speed, for chip types never measured.
     - `unknown`: no reference duration and nothing measured to go on.
+    Throughput per chip is read at the run's chips (`Workload.rate`); where it came from a degree model,
+    the source says how after a semicolon: `measured; Amdahl fit over 1, 2, 4 chips (serial 3.0%)`.
     """
-    rate = work.measured.get(pool.chip_type)
-    if rate is not None and rate > 0:
+    found = work.rate(pool.chip_type)
+    if found is not None:
+        rate, how = found
         if work.work_units is not None:
-            return work.work_units / (rate * work.chips), "measured"
+            return work.work_units / (rate * work.chips), _with("measured", how)
         anchor = _anchor(work, [pool, *pools])
         if anchor is not None and work.reference_s is not None:
             anchor_pool, anchor_rate = anchor
-            source = "relative_speed" if anchor_rate == rate else "measured ratio"
+            source = "relative_speed" if anchor_rate == rate else _with("measured ratio", how)
             return work.reference_s / anchor_pool.relative_speed * anchor_rate / rate, source
     if work.reference_s is None:
         return None, "unknown"
     return work.reference_s / pool.relative_speed, "relative_speed"
 
 
+def _with(source: str, how: str) -> str:
+    return f"{source}; {how}" if how else source
+
+
 def _anchor(work: Workload, pools: Iterable[PoolInfo]) -> tuple[PoolInfo, float] | None:
     best: tuple[PoolInfo, float] | None = None
     for pool in pools:
-        rate = work.measured.get(pool.chip_type)
-        if rate is None or rate <= 0:
+        found = work.rate(pool.chip_type)
+        if found is None:
             continue
+        rate = found[0]
         key = (rate, pool.relative_speed, pool.name)
         if best is None or key > (best[1], best[0].relative_speed, best[0].name):
             best = (pool, rate)

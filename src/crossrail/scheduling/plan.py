@@ -98,7 +98,7 @@ def _usable(
             ),
             key=lambda p: p.accelerator != work.prefer,
         )
-    anchors = pools if work.measured else ()
+    anchors = pools if work.measured or work.scaling else ()
     return {p.name: run_time_s(work, p, anchors)[0] for p in found}
 
 

@@ -808,9 +808,10 @@ class Store:
                 out.setdefault((stage, pool), []).append(float(value))
         return out
 
-    def metrics_by_chip_type(self, experiments: Iterable[str], name: str) -> dict[str, dict[str, list[float]]]:
+    def metrics_by_degree(self, experiments: Iterable[str], name: str) -> dict[str, dict[str, dict[int, list[float]]]]:
         """Every sample of metric `name` reported by attempts of each experiment's runs, per chip: experiment ->
-        chip type -> samples; experiments without samples are absent. One query per 500 experiments."""
+        chip type -> chips the reporting attempt held (its degree) -> samples; experiments without samples are
+        absent. One query per 500 experiments."""
         ms, a, r = t.metric_samples, t.attempts, t.runs
         q = (
             select(r.c.experiment, a.c.chip_type, a.c.chips, ms.c.value)
@@ -819,11 +820,12 @@ class Store:
             )
             .where(ms.c.name == name, a.c.chips > 0)
         )
-        out: dict[str, dict[str, list[float]]] = {}
+        out: dict[str, dict[str, dict[int, list[float]]]] = {}
         with self._read() as conn:
             for chunk in _chunks(sorted(set(experiments))):
                 for experiment, chip_type, chips, value in conn.execute(q.where(r.c.experiment.in_(chunk))):
-                    out.setdefault(experiment, {}).setdefault(chip_type, []).append(float(value) / chips)
+                    by_degree = out.setdefault(experiment, {}).setdefault(chip_type, {})
+                    by_degree.setdefault(int(chips), []).append(float(value) / chips)
         return out
 
     def latest_samples(self, ids: Iterable[str], name: str | None = None) -> dict[str, dict[str, Any]]:

@@ -104,7 +104,13 @@ def test_show_keeps_each_placement_and_a_drain_re_places_the_pending_run(
 
 
 def attempt_on(
-    client: Client, run: str, pool: str, chip_type: str, steps_per_hour: float, state: str = "starting"
+    client: Client,
+    run: str,
+    pool: str,
+    chip_type: str,
+    steps_per_hour: float,
+    state: str = "starting",
+    chips: int = 4,
 ) -> None:
     store, now = client.service.store, client.clock.now()
     att = AttemptRecord(
@@ -114,7 +120,7 @@ def attempt_on(
         pool=pool,
         accelerator="tpu" if pool == "tpu-v5p" else "gpu",
         chip_type=chip_type,
-        chips=4,
+        chips=chips,
         cost_per_chip_hour=1.0,
         dataset_uri="file:///data",
         dataset_version="v1",
@@ -146,11 +152,35 @@ def test_measured_throughput_of_earlier_attempts_replaces_the_fleets_relative_sp
     terms = {c["pool"]: c for c in out["candidates"]}
 
     # h100 anchors (declared duration at its relative speed); tpu-v5p is scaled by the measured ratio.
-    assert (terms["h100"]["speed_source"], terms["tpu-v5p"]["speed_source"]) == ("relative_speed", "measured ratio")
+    assert terms["h100"]["speed_source"] == "relative_speed"
+    assert terms["tpu-v5p"]["speed_source"] == "measured ratio; measured at 4 chips"
     assert terms["h100"]["run_s"] == pytest.approx(1200 / 0.9, abs=0.1)  # the fastest measured type anchors
     assert terms["tpu-v5p"]["run_s"] == pytest.approx(4 * 1200 / 0.9, abs=0.1)
     assert out["pool"] == "h100"
     assert out["reason"].startswith("left preferred tpu by the pretraining placement policy: h100 finishes")
+
+
+def test_throughput_measured_at_several_degrees_is_fitted_and_explained_for_the_runs_chips(
+    client: Client, experiments: Path
+) -> None:
+    """H100 attempts at 1, 2 and 4 chips lose 20% per added chip (Amdahl, serial 0.2); the TPU was measured
+    at 4 chips only. For 8 chips the H100's rate comes from the fit, not from 1 chip x 8."""
+    runs = [client.submit(experiments / "pretrain-small.yaml")["run"]["id"] for _ in range(4)]
+    for run, chips in zip(runs, (1, 2, 4), strict=False):
+        attempt_on(client, run, "h100", "h100", 3600.0 * 4 * chips / (1 + 0.2 * (chips - 1)), chips=chips)
+    attempt_on(client, runs[3], "tpu-v5p", "tpu-v5p", 3600.0 * 2 * 4, chips=4)  # 2 steps/s per chip
+    placer = Placer(client.service.store, client.service.fleet, client.service.policy)
+    assert placer.scaling("pretrain-small")["h100"] == {1: 4.0, 2: 4 / 1.2, 4: 4 / 1.6}
+
+    out = client.place(experiments / "pretrain-small.yaml", sets=["spec.resources.chips=8"])
+    terms = {c["pool"]: c for c in out["candidates"]}
+
+    # At 8 chips the H100 runs 4 / (1 + 0.2 x 7) = 1.67 steps/s per chip, below the TPU's 2 (on one chip, 4):
+    # the TPU anchors and the H100 takes 2 / 1.67 = 1.2 times as long.
+    assert terms["tpu-v5p"]["speed_source"] == "relative_speed"
+    h100 = terms["h100"]
+    assert h100["speed_source"] == "measured ratio; Amdahl fit over 1, 2, 4 chips (serial 20.0%)"
+    assert h100["run_s"] == pytest.approx(terms["tpu-v5p"]["run_s"] * 1.2, abs=0.1)
 
 
 def test_measured_throughputs_of_many_experiments_are_read_together_and_kept_apart(
