@@ -27,6 +27,8 @@ def test_place_explain_prints_every_candidate_and_the_reason(checkout: Path, exp
     assert "candidate pools" in out
     assert "h100" in out
     assert "relative_speed" in out
+    # The stage's preferred accelerator, judged by the runs so far: none have run in a fresh workspace.
+    assert "policy check (cannot tell yet): pretraining on tpu: cannot tell yet: no pretraining runs have run" in out
 
 
 def test_place_json_is_a_crossrail_object_and_bad_input_is_one_line(checkout: Path, experiments: Path) -> None:

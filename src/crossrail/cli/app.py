@@ -470,6 +470,7 @@ app.command("compare")(verdict_cli.compare_command)
 policy_app = typer.Typer(help="Check the placement policy's hypotheses against measured runs.", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
 policy_app.command("check")(verdict_cli.policy_check_command)
+app.command("metrics")(verdict_cli.metrics_command)
 
 fleet_app.command("render")(render_cli.fleet_render_command)
 

@@ -31,11 +31,26 @@ def place_command(  # noqa: PLR0917 (a typer command takes each option as a para
     def go() -> None:
         with client(home, server, policy) as c:
             obj = c.place(file, sets=set_ or [])
+            if explain:
+                obj = {**obj, "hypothesis": hypothesis(c, obj["stage"])}
         emit(obj, as_json, lambda o: render_placement(o, explain=explain))
         if obj["pool"] is None:
             raise typer.Exit(1)
 
     guard(go)
+
+
+def hypothesis(c: Any, stage: str) -> dict[str, Any] | None:
+    """What the workspace's runs say of the stage's preferred accelerator (`crossrail policy check`); None over
+    a server, whose store is not read here."""
+    if not hasattr(c, "service"):
+        return None
+    from crossrail.control.facts import workspace_runs
+    from crossrail.metrics.hypotheses import check_stage
+
+    wanted = c.policy.for_stage(stage)
+    runs = workspace_runs(c.service.store, c.clock.now())
+    return check_stage(stage, wanted.preferred_accelerator, wanted.metrics, runs).as_dict()
 
 
 def render_placement(obj: dict[str, Any], *, explain: bool) -> None:
@@ -54,3 +69,6 @@ def render_placement(obj: dict[str, Any], *, explain: bool) -> None:
     console.print(f"why: {obj['reason']}")
     if explain:
         render.candidates(obj["candidates"], chosen=obj["pool"])
+        found = obj.get("hypothesis")
+        if found:  # the policy's preference for this stage, as the measured runs judge it
+            console.print(f"policy check ({found['status']}): {found['sentence']}")

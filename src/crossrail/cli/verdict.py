@@ -93,6 +93,61 @@ def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as
     guard(go)
 
 
+SHOWN = ("research_cycle_seconds", "experiment_queue_seconds", "success_rate", "goodput", "cost_per_effective_run",
+         "tokens_per_second", "steps_per_hour")  # fmt: skip
+TO_TARGET = ("time_to_target_seconds", "chip_hours_to_target", "cost_to_target", "target_met_rate")
+
+
+def metrics_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
+    by: Annotated[str, typer.Option("--by", help="Group by: stage, pool, team, chip_type, framework, window, ...")] = (
+        "stage,pool"
+    ),
+    select: Annotated[str, typer.Option("--select", help="Which runs: filters or sim:FILE (default: all).")] = "",
+    window: Annotated[str | None, typer.Option("--window", help="Window length for --by window, e.g. 1d.")] = None,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", help="A metric to show (repeat; default: a few).")
+    ] = None,
+    to_target: Annotated[
+        bool,
+        typer.Option("--to-target", help="Time, chip-hours and cost to target by pool, chip, framework, precision."),
+    ] = False,
+    home: Home = None,
+    server: Server = None,
+    as_json: Json = False,
+) -> None:
+    """Research-cycle metrics of the runs, grouped as asked (definitions: docs/metrics.md)."""
+
+    def go() -> None:
+        from crossrail.core import parse_duration
+        from crossrail.metrics import table
+
+        dims = ("pool", "chip_type", "framework", "precision") if to_target else tuple(filter(None, by.split(",")))
+        names = metric or (TO_TARGET if to_target else SHOWN)
+        try:
+            window_s = parse_duration(window) if window is not None else None
+        except ValueError as exc:
+            raise UsageError(f"--window: {exc}") from None
+        runs = _Loader(home, server).runs(select, "--select")
+        result = table(runs, dims, window_s=window_s, metrics=names)
+        if as_json:
+            print_json({"kind": "MetricsTable", **result.as_dict()})
+            return
+        _table(result)
+
+    guard(go)
+
+
+def _table(result: Any) -> None:
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False)
+    for col in (*result.by, "runs", *result.metrics):
+        t.add_column(col, overflow="fold")
+    for row in result.rows:
+        t.add_row(*row.key.values(), str(row.runs), *(_num(row.values[m]) for m in result.metrics))
+    console.print(t if result.rows else "no runs")
+
+
 class _Loader:
     """Runs of the workspace (read once) or of simulation results, as the selections name them."""
 

@@ -154,3 +154,23 @@ def test_compare_refuses_a_result_without_records_and_a_bad_filter(tmp_path: Pat
     records = runner.invoke(app, ["simulate", "--pools", "gpu:8", "--workload", "synthetic:jobs=2", "--records"])
     assert records.exit_code != 0
     assert "give --json too" in records.output
+
+
+def test_metrics_groups_simulated_runs_by_chip_type_and_window_from_the_command_line(tmp_path: Path) -> None:
+    workload = "synthetic:jobs=30,span=1d,mix=post_training:1,sizes=4,median=1h,sigma=0.2,seed=1"
+    result = write_sim(tmp_path, "r.json", "tpu-a:8:4:1.0,h100:8:4:2.0", workload)
+
+    by_chip = runner.invoke(app, ["metrics", "--select", f"sim:{result}", "--by", "chip_type", "--json"])
+    assert by_chip.exit_code == 0, by_chip.output
+    rows = json.loads(by_chip.stdout)["rows"]
+    assert {r["chip_type"] for r in rows} == {"tpu-a", "h100"}
+    assert sum(r["runs"] for r in rows) == 30
+    assert all(r["success_rate"] == 1.0 for r in rows)
+    halves = runner.invoke(app, ["metrics", "--select", f"sim:{result}", "--by", "window", "--window", "12h", "--json"])
+    assert [r["window"] for r in json.loads(halves.stdout)["rows"]][:2] == [
+        "1970-01-01T00:00:00Z",
+        "1970-01-01T12:00:00Z",
+    ]
+    bad = runner.invoke(app, ["metrics", "--select", f"sim:{result}", "--metric", "tokens"])
+    assert bad.exit_code == 2  # a usage error
+    assert "unknown metric 'tokens'" in bad.output
