@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from crossrail.control.leader import Leadership, LeaseConfig
-from crossrail.core import Event, EventType, ManualClock
+from crossrail.core import Event, EventType, ManualClock, SystemClock
 from crossrail.errors import FencedError, UsageError
 from crossrail.store import Store
 
@@ -97,3 +98,17 @@ def test_a_deposed_leader_cannot_record_a_launch(stores: tuple[Store, Store], cl
 def test_a_lease_must_be_positive(lease_s: float) -> None:
     with pytest.raises(UsageError, match="must be > 0 seconds"):
         LeaseConfig(lease_s)
+
+
+def test_a_leader_busy_in_a_long_pass_keeps_its_lease_from_its_renewal_thread(stores: tuple[Store, Store]) -> None:
+    a_store, b_store = stores
+    a, b = elect(a_store, SystemClock(), "a", lease_s=0.3), elect(b_store, SystemClock(), "b", lease_s=0.3)
+    a.renew_in_background()
+    assert a.step()
+    deadline = time.monotonic() + 0.9  # three leases in which `a` never calls step(): its thread renews
+    while time.monotonic() < deadline:
+        assert b.step() is False
+        time.sleep(0.02)
+    assert a_store.leader().renewals >= 6
+    a.release()
+    assert b.step() is True

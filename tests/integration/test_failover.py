@@ -1,0 +1,171 @@
+"""Three agents on one PostgreSQL store while runs train: the leader SIGKILLed ten times and once SIGSTOPped past its
+lease; a standby leads within the lease each time, every run succeeds and no attempt starts twice."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import sqlalchemy
+
+from crossrail.client import Client
+from crossrail.errors import FencedError
+from crossrail.store import Fence, Store
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+LEASE_S = 2.0
+ARGS = "spec.args=[--steps, '60', --checkpoint-every-steps, '10', --step-sleep, '0.3']"
+
+
+class Agents:
+    """`crossrail agent` processes sharing one workspace (one host: one local executor's attempt directories)."""
+
+    def __init__(self, home: Path, url: str) -> None:
+        self.home, self.url = home, url
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.log: dict[int, Path] = {}
+        self.engine = sqlalchemy.create_engine(url)
+
+    def start(self) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "CROSSRAIL_HOME": str(self.home), "CROSSRAIL_STORE_URL": self.url}
+        cmd = [sys.executable, "-m", "crossrail.cli", "agent", "--poll", "0.1", "--fallback-wait", "1"]
+        log = self.home / f"agent-{len(self.procs)}.log"
+        with log.open("ab") as err:
+            proc = subprocess.Popen([*cmd, "--lease-seconds", str(LEASE_S)], env=env, stdout=err, stderr=err)
+        self.procs[proc.pid], self.log[proc.pid] = proc, log
+        return proc
+
+    def lease(self) -> tuple[int, int | None]:
+        """The leader row's term and its holder's pid (None: nobody leads)."""
+        with self.engine.connect() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT l.term, a.pid FROM leader l LEFT JOIN agents a ON a.id = l.agent_id WHERE l.id = 1"
+            ).one()
+        return int(row[0]), row[1]
+
+    def registered(self) -> set[int]:
+        with self.engine.connect() as conn:
+            return {r[0] for r in conn.exec_driver_sql("SELECT pid FROM agents WHERE stopped_at IS NULL")}
+
+    def wait_ready(self, timeout_s: float = 60.0) -> tuple[int, int]:
+        """Until a live agent leads and every live agent has registered; the term and the leader's pid."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            live = {pid for pid, p in self.procs.items() if p.poll() is None}
+            term, pid = self.lease()
+            if pid in live and live <= self.registered():
+                return term, pid
+            time.sleep(0.05)
+        raise AssertionError(f"no leader among {sorted(self.procs)} within {timeout_s}s: {self.logs()}")
+
+    def next_leader(self, after_term: int, old: int, timeout_s: float = 30.0) -> tuple[int, int, float]:
+        """Wait for a newer term held by another agent; its term, pid and how long it took."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            term, pid = self.lease()
+            if term > after_term and pid is not None and pid != old:
+                return term, pid, time.monotonic() - start
+            time.sleep(0.02)
+        raise AssertionError(f"no agent took over from term {after_term} within {timeout_s}s: {self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(self.home.glob("agent-*.log")))
+
+    def stop_all(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_attempt_twice(
+    checkout: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CROSSRAIL_STORE_URL", postgres_url)
+    home = checkout / ".crossrail"
+    with Client(cwd=checkout) as c:
+        runs = [
+            c.submit(
+                home / "experiments" / "pretrain-small.yaml",
+                sets=[
+                    ARGS,
+                    "spec.resources.chips=2",
+                    "spec.command=[python, -m, crossrail.workloads.bigram]",
+                    f"metadata.name=failover-{i}",
+                ],
+            )["run"]["id"]
+            for i in range(10)
+        ]
+        agents = Agents(home, postgres_url)
+        rng = random.Random(17)
+        takeovers: list[float] = []
+        try:
+            for _ in range(3):
+                agents.start()
+            for _ in range(10):  # 1. SIGKILL the leader at a random moment; a standby leads within the lease
+                term, leader = agents.wait_ready()
+                time.sleep(rng.uniform(0.2, 1.5))
+                agents.procs[leader].kill()
+                agents.procs[leader].wait()
+                term, _pid, took = agents.next_leader(term, leader)
+                takeovers.append(took)
+                agents.start()  # three agents again
+            # 2. SIGSTOP the leader past its lease, then let it carry on: it is deposed and stands by
+            term, paused = agents.wait_ready()
+            agents.procs[paused].send_signal(signal.SIGSTOP)
+            new_term, _pid, took = agents.next_leader(term, paused)
+            takeovers.append(took)
+            time.sleep(1.0)
+            agents.procs[paused].send_signal(signal.SIGCONT)
+            log = agents.log[paused]
+            deadline = time.monotonic() + 20
+            while f"no longer leads (term {term})" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert f"no longer leads (term {term})" in log.read_text(), agents.logs()
+            # What the continued process still holds (its id and term) can neither write nor record a launch.
+            deposed = Store.open(postgres_url)
+            with agents.engine.connect() as conn:
+                old_id = conn.exec_driver_sql(f"SELECT id FROM agents WHERE pid = {paused}").scalar_one()
+            deposed.fence = Fence(old_id, term)
+            with pytest.raises(FencedError, match=f"term {term}, but the store's lease is at term {new_term}"):
+                deposed.record_launch(runs[0], 1)
+            deposed.close()
+            # 3. every run ends, while the three agents (the continued one among them) carry on
+            deadline = time.monotonic() + 150
+            store = c.service.store
+            while time.monotonic() < deadline and any(store.get_run(r).state != "succeeded" for r in runs):
+                assert all(store.get_run(r).state not in ("failed", "cancelled") for r in runs), agents.logs()
+                time.sleep(0.5)
+        finally:
+            agents.stop_all()
+
+        assert max(takeovers) <= LEASE_S, (takeovers, agents.logs())
+        for rid in runs:
+            assert store.get_run(rid).state == "succeeded", (rid, agents.logs())
+            attempts = store.attempts(rid)
+            started = Counter(e.attempt for e in store.events(run=rid) if e.type == "started")
+            assert set(started) == {a.number for a in attempts}, (rid, started)
+            assert all(n == 1 for n in started.values()), (rid, started)
+            assert [ck.step for ck in store.checkpoints(rid)][-1] == 60
+        with agents.engine.connect() as conn:
+            launch_terms = [r[0] for r in conn.exec_driver_sql("SELECT launch_term FROM attempts")]
+        agents.engine.dispose()
+        assert None not in launch_terms  # every attempt was launched after a fenced write of its leader's term
+        elected = [(e.data["term"], e.data["agent"]) for e in store.events(types=["leader_elected"])]
+        terms = [t for t, _ in elected]
+        assert terms == list(range(1, len(terms) + 1)), elected  # one leader per term, none skipped
+        assert len(terms) >= 12  # the first, ten after kills, one after the pause (clean stops hand on too)
