@@ -392,9 +392,7 @@ class Agent:
         running = []
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
-            req = Request(
-                r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r), workers=_workers(r)
-            )
+            req = Request(r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
             checkpointed = ckpts[-1].committed_at if ckpts else None
             running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
         scheduler = self._scheduler()
@@ -445,7 +443,6 @@ class Agent:
             prefer=prefer,
             avoid_pool=offer.avoid_pool,
             prefer_source=source,
-            workers=_workers(run),
         )
 
     def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
@@ -484,12 +481,6 @@ class Agent:
         backends = self.executor.capabilities.backends
         pools = [p for p in fleet.spec.pools if str(p.backend) in backends]
         return fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"pools": pools})})
-
-
-def _workers(run: RunRecord) -> int:
-    """The run's data-parallel workers (`spec.parallelism.data`, default 1): one gang in the scheduling core."""
-    data = ((run.spec.get("spec") or {}).get("parallelism") or {}).get("data")
-    return data if isinstance(data, int) and data > 0 else 1
 
 
 def _duration_s(run: RunRecord) -> float | None:
