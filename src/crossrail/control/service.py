@@ -617,6 +617,7 @@ class Service:
         if run.parent_run is None or run.parent_checkpoint != "latest":
             return None
         parents = {} if parents is None else parents
+                    "teams": list(q.teams) if q is not None else [],
         parent = parents.get(run.parent_run)
         if parent is None:
             parent = parents[run.parent_run] = self.store.get_run(run.parent_run)

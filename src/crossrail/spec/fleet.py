@@ -180,20 +180,39 @@ def gke_tpu_items(accelerator: Any, backend: Any, chip_type: Any, chips: Any, to
 
 
 class Queue(SpecModel):
-    """A stage's queue (optionally one team's): `quota` is chips per pool it is guaranteed.
+    """A stage's queue (optionally of some teams): `quota` is chips per pool it is guaranteed.
 
-    In a cohort, `borrowing_limit` caps the chips per pool it may use beyond its quota and `lending_limit`
-    the part of its quota others may borrow; a pool missing from either map is unlimited.
+    `teams: [a, b]` lists the teams it admits (`team: a` is short for `teams: [a]`); a queue naming no team
+    admits every team. In a cohort, `borrowing_limit` caps the chips per pool it may use beyond its quota and
+    `lending_limit` the part of its quota others may borrow; a pool missing from either map is unlimited.
     """
 
     name: Name
     stage: Stage
     team: NonEmpty | None = None
+    teams: list[NonEmpty] = Field(default_factory=list)
     quota: dict[str, Chips] = Field(default_factory=dict)
     cohort: NonEmpty | None = None
     borrowing_limit: dict[str, Chips] = Field(default_factory=dict)
     lending_limit: dict[str, Chips] = Field(default_factory=dict)
     queueing: Queueing = "strict_fifo"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _team_shorthand(cls, data: Any) -> Any:
+        """`team: a` reads as `teams: [a]`, so code reads `teams` only."""
+        if isinstance(data, dict) and data.get("team") is not None and not data.get("teams"):
+            return {**data, "teams": [data["team"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _one_team_list(self) -> Queue:
+        if self.team is not None and self.team not in self.teams:
+            message = f"team {self.team!r} is not among teams {self.teams}"
+            raise_items([(("team",), message, "give `teams: [...]` alone, or `team:` as its shorthand")])
+        if len(set(self.teams)) != len(self.teams):
+            raise_items([(("teams",), f"teams {self.teams} names a team twice", "name each team once")])
+        return self
 
 
 class FairShareSpec(SpecModel):
@@ -288,7 +307,7 @@ class FleetSpec(SpecModel):
 
     @model_validator(mode="after")
     def _references(self) -> FleetSpec:
-        queues = [(q.name, str(q.stage), q.team, list(q.quota)) for q in self.queues]
+        queues = [(q.name, str(q.stage), q.teams, list(q.quota)) for q in self.queues]
         items = reference_items([p.name for p in self.pools], queues)
         limits = [(q.cohort, list(q.borrowing_limit), list(q.lending_limit)) for q in self.queues]
         items += limit_items([p.name for p in self.pools], limits)
@@ -301,7 +320,7 @@ class FleetSpec(SpecModel):
 
 
 QueueKeys = tuple[Any, Any, Any, list[Any]]
-"""(name, stage, team, quota pool names) of one queue, possibly unvalidated."""
+"""(name, stage, team or list of teams, quota pool names) of one queue, possibly unvalidated."""
 
 
 def reference_items(pools: list[Any], queues: list[QueueKeys]) -> Items:
@@ -309,14 +328,17 @@ def reference_items(pools: list[Any], queues: list[QueueKeys]) -> Items:
     items = _duplicates("pools", pools, "pool")
     items += _duplicates("queues", [q[0] for q in queues], "queue")
     seen: dict[tuple[str, Any], int] = {}
-    for i, (name, stage, team, _) in enumerate(queues):
-        if not isinstance(stage, str) or not isinstance(team, str | None):
+    for i, (name, stage, named, _) in enumerate(queues):
+        teams = named if isinstance(named, list) else [named]
+        if not isinstance(stage, str) or not all(isinstance(team, str | None) for team in teams):
             continue
-        first = seen.setdefault((stage, team), i)
-        if first != i:
-            whose = f"team {team}" if team else "no team"
-            message = f"queue {name!r} repeats stage {stage} with {whose} (see queues[{first}])"
-            items.append((("queues", i, "stage"), message, "give one queue per stage and team, or set a team"))
+        for team in teams or [None]:
+            first = seen.setdefault((stage, team), i)
+            if first != i:
+                whose = f"team {team}" if team else "no team"
+                message = f"queue {name!r} repeats stage {stage} with {whose} (see queues[{first}])"
+                items.append((("queues", i, "stage"), message, "give one queue per stage and team, or set a team"))
+                break
     names = [p for p in pools if isinstance(p, str)]
     for i, (_, _, _, quota) in enumerate(queues):
         for pool in quota:
@@ -426,7 +448,9 @@ def cross_checks(data: Any) -> Items:
         )
         items += nested(("spec", "pools", i), gke)
     queues = [as_dict(q) for q in as_list(spec.get("queues"))]
-    keys = [(q.get("name"), q.get("stage"), q.get("team"), list(as_dict(q.get("quota")))) for q in queues]
+    keys = [
+        (q.get("name"), q.get("stage"), q.get("teams") or q.get("team"), list(as_dict(q.get("quota")))) for q in queues
+    ]
     names = [p.get("name") for p in pools]
     items += nested(("spec",), reference_items(names, keys))
     limits = [
@@ -443,7 +467,6 @@ def cross_checks(data: Any) -> Items:
     teams = sorted({t for t in named if isinstance(t, str) and t})
     budgeted = [as_dict(b).get("team") for b in as_list(spec.get("budgets"))]
     return items + nested(("spec",), budget_items(teams, budgeted))
-
 
 
 def _named(pool: dict[str, Any]) -> bool:
@@ -503,12 +526,12 @@ class Fleet(SpecModel):
         return [p.name for p in self.spec.pools]
 
     def queue_for(self, stage: Stage | str, team: str | None = None) -> Queue | None:
-        """The team's own queue for `stage` when there is one, else the stage's team-less queue."""
+        """A queue of `stage` that admits the team by name when there is one, else the stage's team-less queue."""
         stage = Stage(stage)
         shared = None
         for q in self.spec.queues:
-            if q.stage is stage and team is not None and q.team == team:
+            if q.stage is stage and team is not None and team in q.teams:
                 return q
-            if q.stage is stage and q.team is None and shared is None:
+            if q.stage is stage and not q.teams and shared is None:
                 shared = q
         return shared

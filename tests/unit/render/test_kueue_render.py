@@ -87,6 +87,22 @@ def test_local_queues_per_team_namespace(matrix_fleet: Fleet) -> None:
         assert {f"research/{shared}", f"align/{shared}"} <= set(local)
 
 
+def test_a_queue_of_two_teams_has_a_local_queue_in_each_teams_namespace() -> None:
+    from .conftest import MATRIX_FLEET as text
+
+    old = "team: alignment, quota: {h100: 16}"
+    assert old in text
+    shared = parse_fleet(parse_document(text.replace(old, "teams: [alignment, safety], quota: {h100: 16}"), "f.yaml"))
+    objects = render_kueue(shared)
+    local = _by(objects, "LocalQueue")
+    assert {"align/alignment-post", "safety/alignment-post"} <= set(local)
+    assert "research/alignment-post" not in local
+    cq = _by(objects, "ClusterQueue")["alignment-post"]
+    assert cq["metadata"]["labels"]["crossrail.dev/team"] == "alignment.safety"
+    for obj in objects:
+        assert_valid(obj)
+
+
 def test_priority_classes_keep_crossrails_order(matrix_fleet: Fleet) -> None:
     classes = _by(render_kueue(matrix_fleet), "WorkloadPriorityClass")
     values = [classes[f"crossrail-{p}"]["value"] for p in ("low", "normal", "high", "critical")]

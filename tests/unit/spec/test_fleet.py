@@ -145,3 +145,59 @@ def test_fleet_wide_checks_still_run_when_a_pool_is_invalid() -> None:
     paths = [path for path, _, _, _ in fleet_problems(text)]
 
     assert paths == ["spec.pools[0].accelerator", "spec.pools[0].chips_per_host", "spec.queues[1].quota.h100"]
+
+
+SHARED_TEAM_QUEUE = ("      team: alignment\n", "      teams: [alignment, safety]\n")
+
+
+def test_team_is_shorthand_for_a_one_team_list() -> None:
+    queue = next(q for q in fleet().queues if q.name == "post-training-alignment")
+    assert queue.teams == ["alignment"]
+    assert next(q for q in fleet().queues if q.name == "post-training").teams == []
+
+
+@pytest.mark.parametrize(
+    ("team", "queue"),
+    [
+        pytest.param("alignment", "post-training-alignment", id="first-listed-team"),
+        pytest.param("safety", "post-training-alignment", id="second-listed-team"),
+        pytest.param("evals", "post-training", id="unlisted-team-uses-the-stage-queue"),
+    ],
+)
+def test_a_queue_admits_every_team_it_lists(team: str, queue: str) -> None:
+    shared = parse_fleet(doc(edited(FLEET_YAML, *SHARED_TEAM_QUEUE), "fleet.yaml"))
+    found = shared.queue_for(Stage.POST_TRAINING, team)
+    assert found is not None
+    assert found.name == queue
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        pytest.param(
+            "      team: safety\n      teams: [alignment]\n",
+            ("spec.queues[2].team", "team 'safety' is not among teams ['alignment']"),
+            id="team-outside-teams",
+        ),
+        pytest.param(
+            "      teams: [alignment, alignment]\n",
+            ("spec.queues[2].teams", "teams ['alignment', 'alignment'] names a team twice"),
+            id="team-listed-twice",
+        ),
+    ],
+)
+def test_a_queues_team_list_is_checked(new: str, expected: tuple[str, str]) -> None:
+    problems = fleet_problems(edited(FLEET_YAML, "      team: alignment\n", new))
+    assert [(path, message) for path, _, message, _ in problems] == [expected]
+
+
+def test_two_queues_of_a_stage_may_not_both_list_a_team() -> None:
+    text = edited(FLEET_YAML, *SHARED_TEAM_QUEUE)
+    text += "    - name: post-training-safety\n      stage: post_training\n      teams: [safety]\n"
+    problems = fleet_problems(text)
+    assert [(p, m) for p, _, m, _ in problems] == [
+        (
+            "spec.queues[3].stage",
+            "queue 'post-training-safety' repeats stage post_training with team safety (see queues[2])",
+        )
+    ]

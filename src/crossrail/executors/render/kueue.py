@@ -48,7 +48,7 @@ def namespace(fleet: Fleet, team: str | None) -> str:
         return k8s.namespace
     if team in k8s.team_namespaces:
         return k8s.team_namespaces[team]
-    if not any(q.team == team for q in fleet.queues):
+    if not any(team in q.teams for q in fleet.queues):
         return k8s.namespace
     if not _DNS_LABEL.fullmatch(team):
         fix = f"map it in spec.kubernetes.team_namespaces, e.g. {{{team!r}: {_dns(team)}}}"
@@ -118,7 +118,7 @@ def render_kueue(fleet: Fleet, api: str = KUEUE_API_DEFAULT) -> list[dict[str, A
 def _namespace(fleet: Fleet, ns: str) -> dict[str, Any]:
     k8s = fleet.spec.kubernetes
     teams = sorted(
-        {t for t in {q.team for q in fleet.queues if q.team} | set(k8s.team_namespaces) if namespace(fleet, t) == ns}
+        {t for t in {t for q in fleet.queues for t in q.teams} | set(k8s.team_namespaces) if namespace(fleet, t) == ns}
     )
     meta: dict[str, Any] = {"name": ns, "labels": {"crossrail.dev/managed": "true"}}
     if teams:
@@ -174,24 +174,24 @@ def _cluster_queue(fleet: Fleet, queue: Queue, api: str) -> dict[str, Any]:
     if queue.cohort:
         spec[_COHORT_FIELD[api]] = queue.cohort
     labels = {"crossrail.dev/stage": str(queue.stage)}
-    if queue.team:
-        labels["crossrail.dev/team"] = queue.team
+    if queue.teams:  # a label value holds no commas: the teams are joined with dots (team names have none)
+        labels["crossrail.dev/team"] = ".".join(queue.teams)
     return _obj(api, "ClusterQueue", {"name": queue.name, "labels": labels}, spec)
 
 
 def namespaces(fleet: Fleet) -> list[str]:
     """Every namespace crossrail submits to: the default one and each team's."""
     k8s = fleet.spec.kubernetes
-    teams = {q.team for q in fleet.queues if q.team} | set(k8s.team_namespaces)
+    teams = {t for q in fleet.queues for t in q.teams} | set(k8s.team_namespaces)
     return sorted({k8s.namespace} | {namespace(fleet, t) for t in teams})
 
 
 def _local_queues(fleet: Fleet, api: str) -> list[dict[str, Any]]:
-    """A team's queue in its own namespace; a team-less queue in every namespace."""
+    """A teams' queue in each of their namespaces; a team-less queue in every namespace."""
     k8s = fleet.spec.kubernetes
     out = []
     for queue in fleet.queues:
-        where = [namespace(fleet, queue.team)] if queue.team else namespaces(fleet)
+        where = sorted({namespace(fleet, t) for t in queue.teams}) if queue.teams else namespaces(fleet)
         for ns in where:
             meta = {"name": k8s.local_queue_prefix + queue.name, "namespace": ns}
             out.append(_obj(api, "LocalQueue", meta, {"clusterQueue": queue.name}))
