@@ -225,6 +225,11 @@ class Reporter:
     def event(self, name: str, **data: Any) -> None:
         self._emit("event", {"name": name, "data": data})
 
+    def runtime(self, framework: str, precision: str) -> None:
+        """Which framework runs this attempt and at what precision (`torch`, `bf16`): the `runtime` event metrics
+        group runs by (docs/metrics.md#targets)."""
+        self.event("runtime", framework=framework, precision=precision)
+
     def flush(self) -> None:
         with self._lock:
             if not self._closed:

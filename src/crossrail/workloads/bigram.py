@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = settings(args, ctx)
         data = read_dataset(ctx)
         with Reporter(ctx) as reporter:
+            reporter.runtime("numpy", "fp32")
             if cfg.eval:
                 return run_eval(ctx, data, reporter)
             return Trainer(ctx, cfg, data, reporter).run()

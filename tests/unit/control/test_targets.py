@@ -38,3 +38,28 @@ def test_a_target_with_an_unknown_comparison_is_refused(client: Client, experime
     with pytest.raises(SpecError, match=r"spec\.target\.op"):
         client.submit(experiments / "eval-smoke.yaml", sets=sets)
     assert client.service.store.list_runs() == []
+
+
+def test_the_framework_and_precision_the_runtime_reports_reach_the_attempts_facts(tmp_path: Path) -> None:
+    from crossrail.control.reports import translate
+    from crossrail.core import Event, EventType
+    from crossrail.metrics import fold_runs
+    from crossrail.runtime import Reporter
+    from crossrail.runtime.report import read_new
+    from crossrail.store import AttemptRecord
+
+    channel = str(tmp_path / "report.jsonl")
+    with Reporter(channel, run="gpt-1", attempt=1, clock=lambda: 1000.0) as reporter:
+        reporter.runtime("torch", "bf16")
+    att = AttemptRecord(
+        run_id="gpt-1", number=1, state="running", pool="h100", accelerator="gpu", chip_type="h100", chips=8,
+        cost_per_chip_hour=3.0, dataset_uri="gs://d", dataset_version="v1", code_commit=None, config_digest=None,
+        image_digest=None, started_at=990.0, ended_at=None, exit_code=None, reason=None,
+    )  # fmt: skip
+    records, _ = read_new(channel, None)
+    reported, _, _, _ = translate(att, records, now=1001.0)
+    started = Event(EventType.STARTED, 990.0, "gpt-1", 1, {"pool": "h100", "accelerator": "gpu", "chips": 8})
+
+    (run,) = fold_runs([started, *reported], now=1002.0)
+
+    assert (run.dimension("framework"), run.dimension("precision")) == ("torch", "bf16")
