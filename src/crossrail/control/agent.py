@@ -102,9 +102,8 @@ class Agent:
         self.watch.workspace = str(self.workspace_root) if self.workspace_root else None
         self.watch.start()
         if self.store.path is None and self.watch.agent_id is not None:
-            lease = LeaseConfig(self.config.lease_s, look_s=self.config.poll_s)
+            lease = LeaseConfig(self.config.lease_s)
             self.leadership = Leadership(self.store, self.clock, self.watch.agent_id, socket.gethostname(), lease)
-            self.leadership.renew_in_background()
         try:
             while not should_stop():
                 try:
@@ -392,7 +391,9 @@ class Agent:
         running = []
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
-            req = Request(r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
+            req = Request(
+                r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r), workers=_workers(r)
+            )
             checkpointed = ckpts[-1].committed_at if ckpts else None
             running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
         scheduler = self._scheduler()
@@ -443,6 +444,7 @@ class Agent:
             prefer=prefer,
             avoid_pool=offer.avoid_pool,
             prefer_source=source,
+            workers=_workers(run),
         )
 
     def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
@@ -481,6 +483,12 @@ class Agent:
         backends = self.executor.capabilities.backends
         pools = [p for p in fleet.spec.pools if str(p.backend) in backends]
         return fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"pools": pools})})
+
+
+def _workers(run: RunRecord) -> int:
+    """The run's data-parallel workers (`spec.parallelism.data`, default 1): one gang in the scheduling core."""
+    data = ((run.spec.get("spec") or {}).get("parallelism") or {}).get("data")
+    return data if isinstance(data, int) and data > 0 else 1
 
 
 def _duration_s(run: RunRecord) -> float | None:

@@ -33,8 +33,8 @@ def fit(snap: Snapshot, req: Request, pool: PoolState, grace_s: float) -> Fit | 
     classes = _GENERAL if len(pool.buckets) == 1 else classes_for(pool, snap.holds, req, snap.now, grace_s)[0]
     for pins, inside in classes:
         limit = min(req.high, free) if inside else min(req.high, head, free)
-        for n in pool.sizes(low, limit):
-            hosts = pool.find(n, pins)
+        for n in pool.sizes(low, limit, req.unit):
+            hosts = pool.find(n, pins, req.unit)
             if hosts is not None:
                 return Fit(pool.name, n, hosts, inside, free)
     return None
@@ -66,6 +66,8 @@ def why_not(snap: Snapshot, req: Request, pool: PoolState, grace_s: float) -> st
         )
     per = pool.per_host
     rule = f"one host of {per}" if low <= per else f"{low // per} wholly free hosts of {per}"
+    if req.unit is not None and pool.shapes is None:
+        rule += f", nor room for {low // req.unit} workers of {req.unit} chips on its hosts"
     return f"{pool.name} has {pool.free_chips} free chips, but not {rule} for a {low}-chip gang"
 
 
@@ -80,7 +82,7 @@ def _chips_problem(req: Request, pool: PoolState) -> str | None:
 def _shape_problem(req: Request, pool: PoolState) -> str | None:
     if pool.capacity < req.low:
         return f"{pool.name} has {pool.capacity} chips; needs {_want(req)}"
-    if next(pool.sizes(req.low, req.high), None) is not None:
+    if next(pool.sizes(req.low, req.high, req.unit), None) is not None:
         return None
     if pool.shapes is not None:
         shapes = ", ".join(str(n) for n in pool.shapes)

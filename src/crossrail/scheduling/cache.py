@@ -97,7 +97,7 @@ class Cache:
             raise PlacementError(f"{req.run} runs on pool {pool_name!r}, which the fleet lacks; pools are {known}")
         classes, _ = classes_for(pool, self.holds, req, at, self.config.grace_s)
         for pins, inside in classes:
-            hosts = pool.find(chips, pins)
+            hosts = pool.find(chips, pins, req.unit)
             if hosts is not None:
                 alloc = Allocation(req, pool_name, chips, hosts, at, reservation=inside)
                 self.charge(alloc, 1)

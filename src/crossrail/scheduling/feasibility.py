@@ -45,7 +45,9 @@ def _fit(exp: Experiment, fleet: Fleet, pool: Pool) -> PoolFit:
         return PoolFit(pool.name, False, f"{pool.accelerator} is not in spec.accelerators.allow [{kinds}]")
     if low > pool.chips:
         return PoolFit(pool.name, False, f"needs {low} chips; the pool has {pool.chips}")
-    sizes = allocatable_sizes(pool, low, min(high, pool.chips))
+    data = exp.spec.parallelism.data
+    unit = res.chips // data if data > 1 and res.chips % data == 0 else None
+    sizes = allocatable_sizes(pool, low, min(high, pool.chips), unit)
     if not sizes:
         return PoolFit(pool.name, False, _shape_reason(pool, low, high))
     quota = _quota(exp, fleet, pool.name)
@@ -54,8 +56,8 @@ def _fit(exp: Experiment, fleet: Fleet, pool: Pool) -> PoolFit:
     return PoolFit(pool.name, True, f"fits as {min(sizes)} chips")
 
 
-def allocatable_sizes(pool: Pool, low: int, high: int) -> list[int]:
-    """Chip counts in [low, high] the pool can allocate as one gang."""
+def allocatable_sizes(pool: Pool, low: int, high: int, unit: int | None = None) -> list[int]:
+    """Chip counts in [low, high] the pool can allocate as one gang (of workers of `unit` chips, when given)."""
     shapes = pool.topology_shapes
     if pool.accelerator == "tpu" and shapes:
         per_host = pool.chips_per_host
@@ -64,6 +66,8 @@ def allocatable_sizes(pool: Pool, low: int, high: int) -> list[int]:
             {n for s in shapes if low <= (n := math.prod(s)) <= high and (n <= per_host or n % per_host == 0)}
         )
     per_host = pool.chips_per_host
+    if unit is not None and unit <= per_host:  # workers spread over hosts in whole workers (pool.py)
+        return [n for n in range(low, high + 1) if n % unit == 0]
     return [n for n in range(low, high + 1) if n <= per_host or n % per_host == 0]
 
 

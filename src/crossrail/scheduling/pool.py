@@ -1,5 +1,9 @@
 """Free chips per host of one pool: a count-based allocator that keeps gangs whole and slices in shape.
 
+A gang is all or nothing: one host when it fits one, else whole free hosts. A data-parallel gang of N
+workers (`unit` = chips per worker) may instead spread over hosts in whole workers, where no host or set
+of whole hosts holds it, so a run of workers never waits for an emptier host than its workers need.
+
 Hosts are grouped into classes by the reservations pinning them (most hosts are in the class with no
 pins); within a class, hosts sit in buckets by their number of free chips, so finding a host with room or
 k wholly free hosts costs O(chips per host), not O(hosts). Hosts that are leaving (a pool that shrank)
@@ -67,21 +71,33 @@ class PoolState:
 
     # --- shapes --------------------------------------------------------------------------------
 
-    def allows(self, chips: int) -> bool:
-        """Whether one gang of `chips` can ever take a shape here: an allowed slice, and whole hosts above one."""
+    def allows(self, chips: int, unit: int | None = None) -> bool:
+        """Whether one gang of `chips` can ever take a shape here: an allowed slice, and whole hosts above one
+        (or, for workers of `unit` chips on a pool without slice shapes, whole workers of at most a host)."""
         if chips <= 0:
             return False
+        if self._spreads(unit):
+            assert unit is not None
+            return chips % unit == 0
         if chips > self.per_host and chips % self.per_host:
             return False
         return self.shapes is None or chips in self.shapes
 
-    def sizes(self, low: int, high: int) -> Iterator[int]:
-        """Allowed gang sizes in [low, high], largest first."""
+    def _spreads(self, unit: int | None) -> bool:
+        """Workers of `unit` chips may spread over hosts here (not on sliced pools: a slice is the shape)."""
+        return unit is not None and self.shapes is None and 0 < unit <= self.per_host
+
+    def sizes(self, low: int, high: int, unit: int | None = None) -> Iterator[int]:
+        """Allowed gang sizes in [low, high], largest first (whole workers of `unit` chips, when given)."""
         high = min(high, self.capacity)
         if high < low:
             return
         if self.shapes is not None:
             yield from (n for n in reversed(self.shapes) if low <= n <= high and self.allows(n))
+            return
+        if self._spreads(unit):
+            assert unit is not None
+            yield from (n for n in range(high // unit * unit, low - 1, -unit) if n > 0)
             return
         per = self.per_host
         yield from (n for n in range(high // per * per, per, -per) if n >= low)
@@ -89,22 +105,34 @@ class PoolState:
 
     # --- finding and taking chips --------------------------------------------------------------
 
-    def find(self, chips: int, pins: Pins) -> Hosts | None:
-        """Hosts in class `pins` that can hold a gang of `chips` now: best fit on one host, or whole free hosts."""
+    def find(self, chips: int, pins: Pins, unit: int | None = None) -> Hosts | None:
+        """Hosts in class `pins` that can hold a gang of `chips` now: best fit on one host, or whole free hosts;
+        for workers of `unit` chips, failing those, whole workers on the fullest hosts that have room."""
         buckets = self.buckets.get(pins)
-        if buckets is None or self.overflow or not self.allows(chips):
+        if buckets is None or self.overflow or not self.allows(chips, unit):
             return None
         per = self.per_host
         if chips <= per:
             for free in range(chips, per + 1):
                 if buckets[free]:
                     return ((next(iter(buckets[free])), chips),)
-            return None
-        need = chips // per
-        whole = buckets[per]
-        if len(whole) < need:
-            return None
-        return tuple((h, per) for h in sorted(itertools.islice(whole, need)))
+        elif chips % per == 0 and len(buckets[per]) >= chips // per:
+            return tuple((h, per) for h in sorted(itertools.islice(buckets[per], chips // per)))
+        return self._spread(chips, buckets, unit) if self._spreads(unit) else None
+
+    def _spread(self, chips: int, buckets: list[set[int]], unit: int | None) -> Hosts | None:
+        """`chips` as whole workers of `unit` chips, the freest hosts first (fewest hosts); None unless all fit."""
+        assert unit is not None
+        taken: list[tuple[int, int]] = []
+        left = chips // unit
+        for free in range(self.per_host, unit - 1, -1):
+            for h in sorted(buckets[free]):
+                workers = min(free // unit, left)
+                taken.append((h, workers * unit))
+                left -= workers
+                if left == 0:
+                    return tuple(sorted(taken))
+        return None
 
     def take(self, hosts: Hosts) -> None:
         for h, chips in hosts:

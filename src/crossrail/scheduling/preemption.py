@@ -46,11 +46,11 @@ def victims(
     snap: Snapshot, cache: Cache, req: Request, pool: PoolState, fits: Callable[[], bool]
 ) -> list[Victim] | None:
     """The victims that let `req` fit `pool` (checked by `fits` on the snapshot), or None when none do."""
-    gang = min(pool.sizes(req.low, req.high), default=None)
+    gang = min(pool.sizes(req.low, req.high, req.unit), default=None)
     candidates = _candidates(snap, cache, req, pool) if gang is not None else []
     if gang is None or not candidates or sum(v.alloc.chips for v in candidates) < gang - pool.free_chips:
         return None
-    hosts = _Hosts.of(pool)
+    hosts = _Hosts.of(pool, req.unit)
     single = _single(snap, candidates, hosts, gang, fits)
     if single is not None:
         return [single]
@@ -131,19 +131,23 @@ class _Hosts:
     pool: PoolState
     whole: int
     best: int
+    spreads: bool = False
+    """A gang of workers that may spread over hosts (pool.py): free chips alone decide the cheap test."""
 
     @classmethod
-    def of(cls, pool: PoolState) -> _Hosts:
+    def of(cls, pool: PoolState, unit: int | None = None) -> _Hosts:
         per = pool.per_host
         whole = sum(len(b[per]) for b in pool.buckets.values())
         best = max((f for b in pool.buckets.values() for f in range(per, 0, -1) if b[f]), default=0)
-        return cls(pool, whole, best)
+        return cls(pool, whole, best, unit is not None and pool.allows(unit, unit) and pool.shapes is None)
 
     def room(self, gang: int, freed: dict[int, int]) -> bool:
         """Whether a `gang` could find hosts once `freed` (host -> chips) is released."""
         pool = self.pool
         if pool.free_chips + sum(freed.values()) < gang:
             return False
+        if self.spreads:
+            return True
         per, free, state = pool.per_host, pool.free, pool.state
         if gang <= per:
             return self.best >= gang or any(state[h] == ACTIVE and free[h] + c >= gang for h, c in freed.items())

@@ -46,6 +46,7 @@ class Pending:
     prefer: str = "any"
     avoid_pool: str | None = None
     prefer_source: str = ""
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class Request:
     """The only pools whose chips can run it (a zero rate elsewhere); None: every pool `allow` admits."""
     attained_s: float = 0.0
     """Chip-seconds of service the run's earlier attempts received (`las` orders by it)."""
+    workers: int = 1
+    """Data-parallel workers (`spec.parallelism.data`): one gang, all admitted or none."""
 
     low: int = field(init=False, repr=False, compare=False)
     """The fewest chips the run accepts."""
@@ -96,6 +99,9 @@ class Request:
     rank: int = field(init=False, repr=False, compare=False)
     tenant: str = field(init=False, repr=False, compare=False)
     """Whom fair share counts this run against: its team, else its queue."""
+    unit: int | None = field(init=False, repr=False, compare=False)
+    """Chips per worker when the run's chips split evenly over several workers: the gang may then spread
+    over hosts in whole workers (pool.py); None: one gang of whole hosts."""
 
     def __post_init__(self) -> None:
         # Derived once: the cycle reads these for every head it tries.
@@ -104,6 +110,7 @@ class Request:
             "high": max(self.max_chips or self.chips, self.chips),
             "rank": PRIORITY_RANK.get(self.priority, UNKNOWN_RANK),
             "tenant": f"team {self.team}" if self.team else f"queue {self.queue}",
+            "unit": self.chips // self.workers if self.workers > 1 and self.chips % self.workers == 0 else None,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -128,6 +135,7 @@ class Request:
             prefer_source=p.prefer_source,
             avoid_pool=p.avoid_pool,
             reservation=reservation,
+            workers=p.workers,
         )
 
 
