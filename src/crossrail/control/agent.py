@@ -102,8 +102,9 @@ class Agent:
         self.watch.workspace = str(self.workspace_root) if self.workspace_root else None
         self.watch.start()
         if self.store.path is None and self.watch.agent_id is not None:
-            lease = LeaseConfig(self.config.lease_s)
+            lease = LeaseConfig(self.config.lease_s, look_s=self.config.poll_s)
             self.leadership = Leadership(self.store, self.clock, self.watch.agent_id, socket.gethostname(), lease)
+            self.leadership.renew_in_background()
         try:
             while not should_stop():
                 try:
