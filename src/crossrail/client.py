@@ -7,13 +7,14 @@ Every method returns a JSON-able object carrying `"apiVersion": "crossrail/v1"` 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from crossrail.control import workspace as ws_mod
 from crossrail.core import Clock, SystemClock
+from crossrail.core.access import Action, Actor
 from crossrail.core.api import API_VERSION, api_object
 from crossrail.errors import SpecError
 
@@ -61,11 +62,16 @@ class Client:
         cwd: Path | None = None,
         policy: str | os.PathLike[str] | None = None,
         server: str | None = None,
+        token: str | None = None,
+        audit_writes: bool = True,
     ) -> None:
+        """`audit_writes`: record this client's writes in the audit log under the OS user (the local CLI);
+        the API server passes False and audits each request under its token instead. `token` is for a server."""
         self.cwd = (cwd or Path.cwd()).resolve()
         self.workspace = ws_mod.find(home, self.cwd)
         self.clock = clock or SystemClock()
         self._policy_path = Path(policy) if policy else None
+        self.audit_writes = audit_writes
 
     # --- workspace -----------------------------------------------------------------------------
 
@@ -196,17 +202,63 @@ class Client:
                 problems.extend(exc.problems)
         if problems:
             raise SpecError(problems)
-        results = self.service.submit_many(docs, sets=sets, idempotency_keys=idempotency_keys, cwd=self.cwd)
+
+        def go() -> Any:
+            return self.service.submit_many(docs, sets=sets, idempotency_keys=idempotency_keys, cwd=self.cwd)
+
+        results = self._audited(Action.SUBMIT, ",".join(str(p) for p in paths), go)
         return _obj("SubmitResults", results=[self._submitted(r) for r in results])
 
     def submit_documents(
         self, docs: Sequence[Any], *, idempotency_keys: Sequence[str | None] | None = None
     ) -> dict[str, Any]:
-        results = self.service.submit_many(docs, idempotency_keys=idempotency_keys, cwd=self.cwd)
+        def go() -> Any:
+            return self.service.submit_many(docs, idempotency_keys=idempotency_keys, cwd=self.cwd)
+
+        results = self._audited(Action.SUBMIT, None, go)
         return _obj("SubmitResults", results=[self._submitted(r) for r in results])
 
     def resubmit(self, ref: str, *, resume: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
-        return self._submitted(self.service.resubmit(ref, resume=resume, idempotency_key=idempotency_key))
+        def go() -> Any:
+            return self.service.resubmit(ref, resume=resume, idempotency_key=idempotency_key)
+
+        return self._submitted(self._audited(Action.SUBMIT, ref, go, verb="resubmit"))
+
+    def _audited(self, action: Action, target: str | None, fn: Callable[[], Any], *, verb: str | None = None) -> Any:
+        """`fn()`, recorded in the audit log under the OS user when this client audits its writes."""
+        if not self.audit_writes:
+            return fn()
+        from crossrail.control.access import audit, local_actor
+        from crossrail.errors import CrossrailError
+
+        actor, what = local_actor(), verb or str(action)
+        try:
+            result = fn()
+        except CrossrailError as exc:
+            if "service" in self.__dict__:  # the store opened: a refusal of this write is recorded
+                audit(
+                    self.service.store,
+                    actor,
+                    what,
+                    now=self.clock.now(),
+                    result="failed",
+                    target=target,
+                    detail=str(exc),
+                )
+            raise
+        uids = [getattr(getattr(r, "run", r), "uid", None) for r in (result if isinstance(result, list) else [result])]
+        runs = [getattr(getattr(r, "run", r), "id", None) for r in (result if isinstance(result, list) else [result])]
+        ids = [r for r in runs if isinstance(r, str)]
+        audit(
+            self.service.store,
+            actor,
+            what,
+            now=self.clock.now(),
+            result="ok",
+            target=",".join(ids) if ids and action in (Action.SUBMIT, Action.CHANGE_RUN) else target,
+            run_uid=uids[0] if len(uids) == 1 and isinstance(uids[0], str) else None,
+        )
+        return result
 
     def _submitted(self, result: Any) -> dict[str, Any]:
         from crossrail.control.service import lineage_of, summary
@@ -232,15 +284,24 @@ class Client:
         return _obj("QueueList", **self.service.queue())
 
     def submit_text(
-        self, text: str, *, source: str, sets: Sequence[str] = (), idempotency_key: str | None = None
+        self,
+        text: str,
+        *,
+        source: str,
+        sets: Sequence[str] = (),
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
     ) -> dict[str, Any]:
-        """Submit the experiment written in `text` (YAML or JSON); its problems name `source`."""
+        """Submit the experiment written in `text` (YAML or JSON); its problems name `source`. With a token's
+        `actor` (the API), the run is the actor's team's (Service.submit_many)."""
         from crossrail.spec import parse_document
 
-        results = self.service.submit_many(
-            [parse_document(text, source)], sets=sets, idempotency_keys=[idempotency_key], cwd=self.cwd
-        )
-        return self._submitted(results[0])
+        def go() -> Any:
+            return self.service.submit_many(
+                [parse_document(text, source)], sets=sets, idempotency_keys=[idempotency_key], cwd=self.cwd, actor=actor
+            )
+
+        return self._submitted(self._audited(Action.SUBMIT, source, go)[0])
 
     def place_text(self, text: str, *, source: str, sets: Sequence[str] = ()) -> dict[str, Any]:
         """`place` for an experiment written in `text`."""
@@ -313,14 +374,20 @@ class Client:
             rows.append({**row, "alive": alive})
         return _obj("AgentList", agents=rows)
 
-    def cancel(self, ref: str) -> dict[str, Any]:
-        return self._changed(self.service.cancel(ref))
+    def cancel(self, ref: str, *, actor: Actor | None = None) -> dict[str, Any]:
+        return self._changed(
+            self._audited(Action.CHANGE_RUN, ref, lambda: self.service.cancel(ref, by=actor), verb="cancel")
+        )
 
-    def suspend(self, ref: str) -> dict[str, Any]:
-        return self._changed(self.service.suspend(ref))
+    def suspend(self, ref: str, *, actor: Actor | None = None) -> dict[str, Any]:
+        return self._changed(
+            self._audited(Action.CHANGE_RUN, ref, lambda: self.service.suspend(ref, by=actor), verb="suspend")
+        )
 
-    def resume(self, ref: str) -> dict[str, Any]:
-        return self._changed(self.service.resume(ref))
+    def resume(self, ref: str, *, actor: Actor | None = None) -> dict[str, Any]:
+        return self._changed(
+            self._audited(Action.CHANGE_RUN, ref, lambda: self.service.resume(ref, by=actor), verb="resume")
+        )
 
     def _changed(self, run: Any) -> dict[str, Any]:
         from crossrail.control.service import summary
@@ -447,22 +514,43 @@ class Client:
     def fleet_apply(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         from crossrail.control import fleetops
 
-        return _obj("FleetChange", changes=fleetops.apply(self.service, self.workspace, Path(path)))
+        changes = self._audited(
+            Action.FLEET_WRITE,
+            str(path),
+            lambda: fleetops.apply(self.service, self.workspace, Path(path)),
+            verb="fleet_apply",
+        )
+        return _obj("FleetChange", changes=changes)
 
     def drain(self, pool: str, *, drained: bool = True) -> dict[str, Any]:
         from crossrail.control import fleetops
 
-        return _obj("FleetChange", changes=fleetops.set_drained(self.service, self.workspace, pool, drained))
+        changes = self._audited(
+            Action.FLEET_WRITE,
+            pool,
+            lambda: fleetops.set_drained(self.service, self.workspace, pool, drained),
+            verb="drain" if drained else "undrain",
+        )
+        return _obj("FleetChange", changes=changes)
 
     def reserve(
         self, pool: str, *, chips: int, start: str, duration: str, team: str | None = None, name: str | None = None
     ) -> dict[str, Any]:
         from crossrail.control import fleetops
 
-        changes = fleetops.reserve(
-            self.service, self.workspace, pool=pool, chips=chips, start=start, duration=duration, team=team, name=name
-        )
-        return _obj("FleetChange", changes=changes)
+        def go() -> Any:
+            return fleetops.reserve(
+                self.service,
+                self.workspace,
+                pool=pool,
+                chips=chips,
+                start=start,
+                duration=duration,
+                team=team,
+                name=name,
+            )
+
+        return _obj("FleetChange", changes=self._audited(Action.FLEET_WRITE, pool, go, verb="reserve"))
 
     def reservations(self) -> dict[str, Any]:
         return _obj("ReservationList", reservations=self.fleet_show()["reservations"])
@@ -479,3 +567,82 @@ class Client:
         every = [v for vs in samples.values() for v in vs]
         body["totals"]["tokens_per_second_p50"] = percentile(every, 50) if every else None
         return _obj("Report", **body)
+
+    # --- tokens, identity and the audit log -------------------------------------------------------
+
+    def token_create(
+        self, *, team: str, role: str, user: str | None = None, expires: str | None = None, by: str | None = None
+    ) -> dict[str, Any]:
+        """A new token (its secret is in `token`, shown this once); `expires` like `30d`, none by default.
+        `by`: who made it (default: the OS user)."""
+        from crossrail.control import access
+        from crossrail.core import parse_duration
+        from crossrail.errors import UsageError
+
+        try:
+            expires_s = None if expires is None else parse_duration(expires)
+        except ValueError as exc:
+            raise UsageError(f"--expires: {exc}") from None
+
+        def go() -> dict[str, Any]:
+            return access.create_token(
+                self.service.store,
+                team=team,
+                role_name=role,
+                user=user,
+                expires_s=expires_s,
+                by=by or access.local_actor().who,
+                now=self.clock.now(),
+            )
+
+        row = self._audited(Action.TOKEN_ADMIN, f"team {team}", go, verb="token_create")
+        return _obj("Token", **self._token_view(row))
+
+    def tokens(self) -> dict[str, Any]:
+        return _obj("TokenList", tokens=[self._token_view(r) for r in self.service.store.tokens()])
+
+    def token_revoke(self, token_id: str) -> dict[str, Any]:
+        row = self._audited(
+            Action.TOKEN_ADMIN,
+            token_id,
+            lambda: self.service.store.revoke_token(token_id, self.clock.now()),
+            verb="token_revoke",
+        )
+        return _obj("Token", **self._token_view(row))
+
+    def token_rotate(self, token_id: str, *, by: str | None = None) -> dict[str, Any]:
+        from crossrail.control import access
+
+        def go() -> dict[str, Any]:
+            who = by or access.local_actor().who
+            return access.rotate_token(self.service.store, token_id, by=who, now=self.clock.now())
+
+        return _obj("Token", **self._token_view(self._audited(Action.TOKEN_ADMIN, token_id, go, verb="token_rotate")))
+
+    def _token_view(self, row: dict[str, Any]) -> dict[str, Any]:
+        from crossrail.control.access import token_state
+
+        view = {k: v for k, v in row.items() if k != "secret_sha256"}
+        return view | {"state": token_state(row, self.clock.now())}
+
+    def whoami(self, actor: Actor | None = None) -> dict[str, Any]:
+        """Who this client acts as: locally an admin under the OS user (a claimed $CROSSRAIL_USER apart)."""
+        from crossrail.control.access import local_actor
+
+        a = actor or local_actor()
+        return _obj(
+            "Identity", user=a.who, team=a.team, role=str(a.role), token=a.token_id, origin=a.origin, claimed=a.claimed
+        )
+
+    def audit(self, *, since: str | None = None, team: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        """The audit log, oldest first; `since` a duration back from now (`2h`) or epoch seconds."""
+        from crossrail.core import parse_duration
+        from crossrail.errors import UsageError
+
+        start = None
+        if since is not None:
+            try:
+                start = self.clock.now() - parse_duration(since)
+            except ValueError as exc:
+                raise UsageError(f"--since: {exc}") from None
+        return _obj("AuditLog", entries=self.service.store.audit(since=start, team=team, limit=limit))

@@ -14,6 +14,7 @@ from typing import Any
 
 from crossrail import errors
 from crossrail.client import Client
+from crossrail.core.access import Actor
 from crossrail.errors import CrossrailError, Problem, SpecError, StoreUnavailableError, UsageError
 
 TIMEOUT_S = 60.0
@@ -60,8 +61,10 @@ class RemoteClient(Client):
         *,
         server: str | None = None,
         policy: str | os.PathLike[str] | None = None,
+        token: str | None = None,
         **_: Any,
     ) -> None:
+        """`token` (else CROSSRAIL_TOKEN) goes with every request as `Authorization: Bearer ...`."""
         if policy is not None:
             raise UsageError(f"--policy {policy} lints against a workspace; a server lints with its own policy")
         url = server or os.environ.get("CROSSRAIL_SERVER") or ""
@@ -69,7 +72,9 @@ class RemoteClient(Client):
             raise UsageError(f"server {url!r} is not an http:// or https:// URL; pass e.g. http://127.0.0.1:8470")
         self.server = url.rstrip("/")
         self.cwd = Path.cwd().resolve()
-        self._http = _httpx().Client(base_url=self.server, timeout=TIMEOUT_S)
+        secret = token or os.environ.get("CROSSRAIL_TOKEN") or None
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        self._http = _httpx().Client(base_url=self.server, timeout=TIMEOUT_S, headers=headers)
 
     # --- transport -------------------------------------------------------------------------------
 
@@ -140,8 +145,15 @@ class RemoteClient(Client):
         }
 
     def submit_text(
-        self, text: str, *, source: str, sets: Sequence[str] = (), idempotency_key: str | None = None
+        self,
+        text: str,
+        *,
+        source: str,
+        sets: Sequence[str] = (),
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
     ) -> dict[str, Any]:
+        """The server takes the team from the token; `actor` is the server's own business and ignored here."""
         body = {"document": text, "source": source, "sets": list(sets), "idempotencyKey": idempotency_key}
         return self._call("POST", "/runs", json=body)  # type: ignore[no-any-return]
 
@@ -189,13 +201,13 @@ class RemoteClient(Client):
         params = {"run": ref, "after": after_seq, "limit": limit, "type": list(types) if types else None}
         return self._call("GET", "/events", params=params)  # type: ignore[no-any-return]
 
-    def cancel(self, ref: str) -> dict[str, Any]:
+    def cancel(self, ref: str, *, actor: Actor | None = None) -> dict[str, Any]:
         return self._call("POST", f"/runs/{ref}/cancel")  # type: ignore[no-any-return]
 
-    def suspend(self, ref: str) -> dict[str, Any]:
+    def suspend(self, ref: str, *, actor: Actor | None = None) -> dict[str, Any]:
         return self._call("POST", f"/runs/{ref}/suspend")  # type: ignore[no-any-return]
 
-    def resume(self, ref: str) -> dict[str, Any]:
+    def resume(self, ref: str, *, actor: Actor | None = None) -> dict[str, Any]:
         return self._call("POST", f"/runs/{ref}/resume")  # type: ignore[no-any-return]
 
     def logs(self, ref: str, attempt: int | None = None) -> dict[str, Any]:
@@ -245,6 +257,27 @@ class RemoteClient(Client):
 
     def report(self) -> dict[str, Any]:
         return self._call("GET", "/report")  # type: ignore[no-any-return]
+
+    def whoami(self, actor: Actor | None = None) -> dict[str, Any]:
+        return self._call("GET", "/whoami")  # type: ignore[no-any-return]
+
+    def audit(self, *, since: str | None = None, team: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        return self._call("GET", "/audit", params={"since": since, "team": team, "limit": limit})  # type: ignore[no-any-return]
+
+    def tokens(self) -> dict[str, Any]:
+        return self._call("GET", "/tokens")  # type: ignore[no-any-return]
+
+    def token_create(
+        self, *, team: str, role: str, user: str | None = None, expires: str | None = None, by: str | None = None
+    ) -> dict[str, Any]:
+        body = {"team": team, "role": role, "user": user, "expires": expires}
+        return self._call("POST", "/tokens", json=body)  # type: ignore[no-any-return]
+
+    def token_revoke(self, token_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/tokens/{token_id}/revoke")  # type: ignore[no-any-return]
+
+    def token_rotate(self, token_id: str, *, by: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/tokens/{token_id}/rotate")  # type: ignore[no-any-return]
 
 
 def _read(path: str | os.PathLike[str]) -> str:

@@ -5,6 +5,9 @@
     ├── SpecError                   a file or document is invalid; carries every Problem found (exit 1)
     ├── PlacementError              no pool of the fleet could ever hold a request (exit 1)
     │   └── InfeasibleError         ... said as the Problems of the document that asked (also a SpecError)
+    ├── AccessError                 who asked may not do what was asked
+    │   ├── UnauthenticatedError    no token, or one that is unknown, expired, revoked or rotated out (401)
+    │   └── ForbiddenError          the token's role or team does not allow it (403)
     ├── WorkspaceError              no workspace, or one that cannot be read or written
     │   └── AgentRunningError       another agent holds the workspace's lock
     ├── StoreError                  the state store failed or refused an operation
@@ -94,6 +97,18 @@ class PlacementError(CrossrailError):
 
 class InfeasibleError(SpecError, PlacementError):
     """No pool could ever hold an experiment, with its file, line and fix (and any other problems found)."""
+
+
+class AccessError(CrossrailError):
+    pass
+
+
+class UnauthenticatedError(AccessError):
+    pass
+
+
+class ForbiddenError(AccessError):
+    pass
 
 
 class WorkspaceError(CrossrailError):

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from crossrail.api import dashboard, errors, ingest, prom, routes
+from crossrail.api import auth, dashboard, errors, ingest, prom, routes
 from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
 
@@ -20,17 +20,24 @@ WARM = ("crossrail.spec", "crossrail.scheduling", "crossrail.control.lineage", "
 
 
 def create_app(
-    home: Path | None = None, *, agent: bool = False, agent_config: Any = None, clock: Clock | None = None
+    home: Path | None = None,
+    *,
+    agent: bool = False,
+    agent_config: Any = None,
+    clock: Clock | None = None,
+    require_auth: bool = False,
 ) -> FastAPI:
     """The app for the workspace at `home` (default: the nearest `.crossrail/` above the current directory).
 
     With `agent`, one reconcile agent runs in a thread of this process while the app is up (a single machine's
     deployment); otherwise agents run apart and the app only reads and writes the store. `clock` is the
-    requests' clock (the system's by default).
+    requests' clock (the system's by default). With `require_auth` every request but the health probe, the
+    ingest (its attempt's secret) and static files needs a bearer token (crossrail.api.auth); without it a
+    request with no token acts as an anonymous admin (a server on loopback), and one with a token as that token.
     """
     from crossrail.client import Client
 
-    c = Client(home, server="", clock=clock)
+    c = Client(home, server="", clock=clock, audit_writes=False)  # requests are audited under their tokens
     c.workspace.check()
 
     @asynccontextmanager
@@ -56,6 +63,7 @@ def create_app(
     app.state.home = home
     app.state.client = c
     app.state.write_lock = threading.Lock()
+    app.state.require_auth = require_auth
     app.state.stopping = False
     # Whoever runs the app may say it is shutting down before the lifespan ends (uvicorn waits for open
     # streams first): following streams end when this answers True (crossrail.cli.serve wires uvicorn's flag).
@@ -73,6 +81,8 @@ def create_app(
     app.include_router(ingest.router)
     app.include_router(prom.router)
     app.include_router(dashboard.router)
+    auth.check_routes(app)
+    app.add_middleware(auth.AuthMiddleware, fastapi_app=app)
     return app
 
 

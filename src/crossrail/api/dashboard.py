@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from crossrail.client import Client
+from crossrail.api.auth import TeamView, scoped
 from crossrail.core import format_duration
 from crossrail.errors import NotFoundError
 
@@ -46,9 +46,9 @@ def _page(request: Request, template: str, title: str, **context: Any) -> HTMLRe
     return HTMLResponse(html)
 
 
-def _client(request: Request) -> Client:
-    c: Client = request.app.state.client
-    return c
+def _client(request: Request) -> TeamView:
+    """The app's client as the request's actor may use it: other teams' runs hidden (docs/auth.md)."""
+    return scoped(request)
 
 
 @router.get("/", response_class=RedirectResponse)
@@ -71,7 +71,8 @@ def static(name: str) -> Response:
 
 @router.get("/ui/runs", response_class=HTMLResponse)
 def runs_page(request: Request) -> HTMLResponse:
-    return _page(request, "runs.html", "Runs", runs=runs_view(_client(request)))
+    c = _client(request)
+    return _page(request, "runs.html", "Runs", runs=c.visible(runs_view(c)))
 
 
 @router.get("/ui/runs/{ref}", response_class=HTMLResponse)
@@ -100,7 +101,7 @@ def fleet_page(request: Request) -> HTMLResponse:
     return _page(request, "fleet.html", "Fleet", fleet=c.fleet_show(), queues=c.queue()["queues"], agents=agents)
 
 
-def _age(ts: float | None, c: Client) -> float | None:
+def _age(ts: float | None, c: TeamView) -> float | None:
     return None if ts is None else max(0.0, c.clock.now() - float(ts))
 
 
@@ -112,7 +113,7 @@ def report_page(request: Request) -> HTMLResponse:
 # --- views -------------------------------------------------------------------------------------------
 
 
-def runs_view(c: Client, limit: int = 200) -> list[dict[str, Any]]:
+def runs_view(c: TeamView, limit: int = 200) -> list[dict[str, Any]]:
     """The newest runs with their pool, step, latest loss and last committed checkpoint."""
     from crossrail.control.service import summary
 
@@ -137,7 +138,7 @@ def runs_view(c: Client, limit: int = 200) -> list[dict[str, Any]]:
     return out
 
 
-def run_view(c: Client, ref: str) -> dict[str, Any]:
+def run_view(c: TeamView, ref: str) -> dict[str, Any]:
     """One run: attempts with their placements and moves, explained events, checkpoints, loss curve, log tail."""
     shown = c.show(ref)
     run_id = shown["run"]["id"]
@@ -153,7 +154,7 @@ def run_view(c: Client, ref: str) -> dict[str, Any]:
     logs = c.logs(run_id)["attempts"]
     for entry in logs:
         entry["tail"] = "\n".join((entry["log"] or "").splitlines()[-LOG_TAIL_LINES:])
-    derived = [r for r in c.service.store.list_runs() if r.parent_run == run_id]
+    derived = [r for r in c.service.store.list_runs() if r.parent_run == run_id and c.actor.sees_team(r.team)]
     return {
         "run": shown["run"],
         "lineage": shown["lineage"],
@@ -195,10 +196,11 @@ def loss_curve(samples: list[dict[str, Any]], width: int = 640, height: int = 22
     }
 
 
-def lineage_view(c: Client) -> dict[str, Any]:
-    """Datasets → runs → checkpoints → derived runs, and the edges from a checkpoint to the runs it started."""
+def lineage_view(c: TeamView) -> dict[str, Any]:
+    """Datasets → runs → checkpoints → derived runs, and the edges from a checkpoint to the runs it started
+    (of the runs the actor may see)."""
     store = c.service.store
-    runs = store.list_runs(newest_first=False)
+    runs = [r for r in store.list_runs(newest_first=False) if c.actor.sees_team(r.team)]
     checkpoints = {r.id: [k.as_dict() for k in store.checkpoints(r.id)] for r in runs}
     by_uri_ckpt = {k["uri"]: (rid, k) for rid, ks in checkpoints.items() for k in ks}
     edges = []

@@ -19,11 +19,13 @@ from crossrail.core.api import API_VERSION
 from crossrail.errors import (
     ConflictError,
     CrossrailError,
+    ForbiddenError,
     NotFoundError,
     PlacementError,
     Problem,
     SpecError,
     StoreUnavailableError,
+    UnauthenticatedError,
     UsageError,
     WorkspaceError,
 )
@@ -45,8 +47,10 @@ class Unauthorized(CrossrailError):
 
 
 def status_of(exc: CrossrailError) -> int:
-    if isinstance(exc, Unauthorized):
+    if isinstance(exc, Unauthorized | UnauthenticatedError):
         return 401
+    if isinstance(exc, ForbiddenError):
+        return 403
     return next((code for cls, code in STATUS if isinstance(exc, cls)), 400)
 
 
@@ -77,8 +81,9 @@ def install(app: FastAPI) -> None:
     """Answer every crossrail error and malformed request in the one shape."""
 
     @app.exception_handler(CrossrailError)
-    async def crossrail_error(_request: Request, exc: CrossrailError) -> JSONResponse:
+    async def crossrail_error(request: Request, exc: CrossrailError) -> JSONResponse:
         status = status_of(exc)
+        request.scope.setdefault("state", {})["refusal"] = str(exc)  # for the audit row (crossrail.api.auth)
         return JSONResponse(body(exc, status), status_code=status)
 
     @app.exception_handler(RequestValidationError)

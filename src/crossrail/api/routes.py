@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from crossrail.client import Client
+from crossrail.api.auth import TeamView, actor_of, note_run, scoped
 from crossrail.errors import UsageError
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
@@ -62,9 +62,9 @@ class ReserveBody(Body):
     name: str | None = None
 
 
-def client(request: Request) -> Client:
-    c: Client = request.app.state.client
-    return c
+def client(request: Request) -> TeamView:
+    """The app's client as the request's actor may use it (crossrail.api.auth.TeamView)."""
+    return scoped(request)
 
 
 def writing(request: Request) -> Any:
@@ -85,6 +85,7 @@ def submit(body: SubmitBody, request: Request, response: Response) -> dict[str, 
         result = client(request).submit_text(
             _text(body.document), source=body.source, sets=body.sets, idempotency_key=body.idempotency_key
         )
+    note_run(request, result)
     response.status_code = 201 if result["created"] else 200
     return result
 
@@ -131,6 +132,7 @@ def resubmit(ref: str, request: Request, response: Response, body: ResubmitBody 
     body = body or ResubmitBody()
     with writing(request):
         result = client(request).resubmit(ref, resume=body.resume, idempotency_key=body.idempotency_key)
+    note_run(request, result)
     response.status_code = 201 if result["created"] else 200
     return result
 
@@ -145,7 +147,7 @@ async def logs(ref: str, request: Request, attempt: int | None = None, follow: b
 
 
 async def _follow_logs(
-    request: Request, c: Client, first: dict[str, Any], attempt: int | None
+    request: Request, c: TeamView, first: dict[str, Any], attempt: int | None
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     sent: dict[int, int] = {}
     current = first
@@ -197,7 +199,7 @@ async def events(
 
 
 async def _follow_events(
-    request: Request, c: Client, page: dict[str, Any], after: int, *, run: str | None, types: list[str] | None
+    request: Request, c: TeamView, page: dict[str, Any], after: int, *, run: str | None, types: list[str] | None
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     while True:
         for e in page["events"]:
@@ -293,6 +295,51 @@ def reserve(body: ReserveBody, request: Request) -> dict[str, Any]:
         return client(request).reserve(
             body.pool, chips=body.chips, start=body.start, duration=body.duration, team=body.team, name=body.name
         )
+
+
+# ---- identity, tokens, audit ---------------------------------------------------------------------------
+
+
+class TokenBody(Body):
+    team: str
+    role: str
+    user: str | None = None
+    expires: str | None = Field(None, description="How long it is valid, e.g. 30d; never expires when left out.")
+
+
+@router.get("/whoami", summary="Who the request's token is: user, team, role")
+def whoami(request: Request) -> dict[str, Any]:
+    return client(request).whoami(actor_of(request))
+
+
+@router.get("/audit", summary="The audit log: every write and every refused request (admins)")
+def audit(
+    request: Request,
+    since: str | None = None,
+    team: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+) -> dict[str, Any]:
+    return client(request).audit(since=since, team=team, limit=limit)
+
+
+@router.get("/tokens", summary="Every token, without secrets (admins)")
+def tokens(request: Request) -> dict[str, Any]:
+    return client(request).tokens()
+
+
+@router.post("/tokens", summary="A new token; its secret is in the answer, this once (admins)", status_code=201)
+def token_create(body: TokenBody, request: Request) -> dict[str, Any]:
+    return client(request).token_create(team=body.team, role=body.role, user=body.user, expires=body.expires)
+
+
+@router.post("/tokens/{token_id}/revoke", summary="Refuse a token from now on (admins)")
+def token_revoke(token_id: str, request: Request) -> dict[str, Any]:
+    return client(request).token_revoke(token_id)
+
+
+@router.post("/tokens/{token_id}/rotate", summary="A new secret for a token; the old one is refused (admins)")
+def token_rotate(token_id: str, request: Request) -> dict[str, Any]:
+    return client(request).token_rotate(token_id)
 
 
 # ---- server-sent events --------------------------------------------------------------------------------

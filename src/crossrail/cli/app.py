@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from crossrail.cli import access as access_cli
 from crossrail.cli import serve as serve_cli
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, refuse_json
 from crossrail.cli.export import export_app
@@ -49,10 +50,16 @@ def _options(
             help="Talk to a `crossrail serve` at this URL for every run and fleet command (as $CROSSRAIL_SERVER).",
         ),
     ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", help="The API token a server command sends (as $CROSSRAIL_TOKEN).", show_default=False),
+    ] = None,
 ) -> None:
     """A control plane for training fleets that mix TPUs and GPUs."""
     if server is not None:  # `crossrail --server URL status` reads as `crossrail status --server URL`
         os.environ["CROSSRAIL_SERVER"] = server
+    if token is not None:  # `crossrail --token T status` sends it to whichever server the command talks to
+        os.environ["CROSSRAIL_TOKEN"] = token
 
 
 @app.command()
@@ -580,3 +587,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+app.add_typer(access_cli.token_app, name="token")
+app.command("whoami")(access_cli.whoami_command)
+app.command("audit")(access_cli.audit_command)

@@ -20,9 +20,15 @@ def serve_command(
     agent: Annotated[
         bool, typer.Option("--agent", help="Also run one reconcile agent in this process (a single machine).")
     ] = False,
+    require_auth: Annotated[
+        bool,
+        typer.Option("--require-auth", help="Require a bearer token on loopback too (always beyond loopback)."),
+    ] = False,
     home: Home = None,
 ) -> None:
-    """Serve the workspace's JSON API under /v1 (OpenAPI at /v1/openapi.json); agents run apart unless --agent."""
+    """Serve the workspace's JSON API under /v1 (OpenAPI at /v1/openapi.json); agents run apart unless --agent.
+
+    Listening beyond loopback, every request needs a token (`crossrail token create`); docs/auth.md."""
 
     def go() -> None:
         try:
@@ -33,8 +39,12 @@ def serve_command(
             raise UsageError(
                 f"serve needs the api extra ({exc.name} is missing): pip install 'crossrail[api]'"
             ) from None
-        app = create_app(Path(home) if home else None, agent=agent)
-        typer.echo(f"crossrail serve on http://{host}:{port}/v1 (Ctrl-C stops it)", err=True)
+        from crossrail.api.auth import is_loopback
+
+        auth = require_auth or not is_loopback(host)
+        app = create_app(Path(home) if home else None, agent=agent, require_auth=auth)
+        needs = "tokens required" if auth else "no token needed on loopback"
+        typer.echo(f"crossrail serve on http://{host}:{port}/v1, {needs} (Ctrl-C stops it)", err=True)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, ws="none", log_level="warning"))
         app.state.stop_requested = lambda: server.should_exit  # Ctrl-C ends the streams following events or logs
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops on Ctrl-C, then raises it again

@@ -6,7 +6,6 @@ and every write is one store transaction that records its events with it.
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import os
@@ -19,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from crossrail.control import budgets, lineage, parents, progress
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
+from crossrail.core.access import Actor
 from crossrail.core.events import TERMINAL_RUN_STATES
-from crossrail.errors import ConflictError, InfeasibleError, NotFoundError, Problem, SpecError
+from crossrail.errors import ConflictError, ForbiddenError, InfeasibleError, NotFoundError, Problem, SpecError
 from crossrail.store import NewRun, RunRecord, Store
 
 if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the commands that use them
@@ -126,8 +126,12 @@ class Service:
         sets: Sequence[str] = (),
         idempotency_keys: Sequence[str | None] | None = None,
         cwd: Path | None = None,
+        actor: Actor | None = None,
     ) -> list[SubmitResult]:
-        """Check every document, then create all runs in one transaction (all or none)."""
+        """Check every document, then create all runs in one transaction (all or none).
+
+        With a token's `actor`, each run is its team's: a document naming another team is refused (admins
+        excepted), one naming none gets the actor's team, and its queue must admit that team."""
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(docs)
         if len(keys) != len(docs):
             raise ValueError("one idempotency key (or None) per document")
@@ -139,7 +143,7 @@ class Service:
         prepared, problems, infeasible = [], [], False
         for doc, key in zip(docs, keys, strict=True):
             try:
-                prepared.append(self._prepare(doc, sets, key, cwd or Path.cwd(), now))
+                prepared.append(self._prepare(doc, sets, key, cwd or Path.cwd(), now, actor=actor))
             except SpecError as exc:
                 problems.extend(exc.problems)
                 infeasible = infeasible or isinstance(exc, InfeasibleError)
@@ -151,12 +155,18 @@ class Service:
             for (run, created), p in zip(runs, prepared, strict=True)
         ]
 
-    def _prepare(self, doc: Document, sets: Sequence[str], key: str | None, cwd: Path, now: float) -> _Prepared:
+    def _prepare(
+        self, doc: Document, sets: Sequence[str], key: str | None, cwd: Path, now: float, *, actor: Actor | None = None
+    ) -> _Prepared:
         from crossrail.spec import apply_overrides, check_experiment, experiment_digest
         from crossrail.spec.problems import locate
 
         doc = apply_overrides(doc, sets) if sets else doc
+        if actor is not None and actor.team is not None:
+            doc = self._as_team(doc, actor)
         exp = check_experiment(doc, self.policy)
+        if actor is not None and actor.team is not None:
+            self._check_queue_admits(exp, actor)
         pre = self.preflight(doc, exp, cwd)
         if pre.problems:
             raise pre.error()
@@ -198,6 +208,34 @@ class Service:
         )
         events = self._opening_events(new, now, resumed_from=None)
         return _Prepared(new=new, events=events, warnings=res.warnings)
+
+    @staticmethod
+    def _as_team(doc: Document, actor: Actor) -> Document:
+        """The document as the actor's team submits it: its team the actor's (ForbiddenError naming both if
+        it names another and the actor is no admin)."""
+        from crossrail.spec import apply_overrides
+
+        meta = doc.data.get("metadata") if isinstance(doc.data, dict) else None
+        named = meta.get("team") if isinstance(meta, dict) else None
+        if named is None:
+            return apply_overrides(doc, [f"metadata.team={actor.team}"])
+        if named != actor.team and not actor.admin:
+            raise ForbiddenError(
+                f"{doc.source}: metadata.team is {named!r} but the token of {actor.who} is team {actor.team!r}; "
+                f"submit as team {actor.team} (leave metadata.team out) or with a token of team {named}"
+            )
+        return doc
+
+    def _check_queue_admits(self, exp: Experiment, actor: Actor) -> None:
+        """A stage whose queues all name their teams takes only those teams' runs (admins excepted)."""
+        stage, team = exp.spec.stage, exp.metadata.team
+        of_stage = [q for q in self.fleet.spec.queues if q.stage is stage]
+        if actor.admin or not of_stage or self.fleet.queue_for(stage, team) is not None:
+            return
+        which = "; ".join(f"{q.name} admits {', '.join(q.teams)}" for q in of_stage)
+        raise ForbiddenError(
+            f"no {stage} queue admits team {team!r} ({which}); ask an admin to add the team to a queue's `teams`"
+        )
 
     def _opening_events(self, new: NewRun, now: float, resumed_from: str | None) -> list[Event]:
         return [
@@ -487,28 +525,28 @@ class Service:
         active = [a.number for a in self.store.attempts(run.id) if a.state in ("starting", "running")]
         return active[-1] if active else None
 
-    def cancel(self, ref: str, reason: str = "cancelled by user") -> RunRecord:
+    def cancel(self, ref: str, reason: str = "cancelled by user", *, by: Actor | None = None) -> RunRecord:
         run = self.get(ref)
         ev = Event(
             EventType.CANCELLED,
             self.clock.now(),
             run.id,
             self._current_attempt(run),
-            data={"reason": reason, "by": _user()},
+            data={"reason": reason, **_by(by)},
         )
         return self.store.transition(run.id, [str(s) for s in ACTIVE_STATES], RunState.CANCELLED, [ev])
 
-    def suspend(self, ref: str) -> RunRecord:
+    def suspend(self, ref: str, *, by: Actor | None = None) -> RunRecord:
         run = self.get(ref)
-        ev = Event(EventType.SUSPENDED, self.clock.now(), run.id, self._current_attempt(run), data={"by": _user()})
+        ev = Event(EventType.SUSPENDED, self.clock.now(), run.id, self._current_attempt(run), data=_by(by))
         allowed = [RunState.QUEUED, RunState.ADMITTED, RunState.RUNNING]
         return self.store.transition(run.id, [str(s) for s in allowed], RunState.SUSPENDED, [ev])
 
-    def resume(self, ref: str) -> RunRecord:
+    def resume(self, ref: str, *, by: Actor | None = None) -> RunRecord:
         run = self.get(ref)
         now = self.clock.now()
         events = [
-            Event(EventType.RESUMED, now, run.id, data={"by": _user()}),
+            Event(EventType.RESUMED, now, run.id, data=_by(by)),
             Event(
                 EventType.QUEUED,
                 now,
@@ -579,6 +617,7 @@ class Service:
                     "name": name,
                     "stage": str(q.stage) if q is not None else (runs[0].stage if runs else None),
                     "team": q.team if q is not None else None,
+                    "teams": list(q.teams) if q is not None else [],
                     "quota": dict(q.quota) if q is not None else {},
                     "pending": [
                         {
@@ -617,7 +656,6 @@ class Service:
         if run.parent_run is None or run.parent_checkpoint != "latest":
             return None
         parents = {} if parents is None else parents
-                    "teams": list(q.teams) if q is not None else [],
         parent = parents.get(run.parent_run)
         if parent is None:
             parent = parents[run.parent_run] = self.store.get_run(run.parent_run)
@@ -768,11 +806,11 @@ def _short(exc: BaseException) -> str:
     return (str(exc) or type(exc).__name__).splitlines()[0][:200]
 
 
-def _user() -> str:
-    try:
-        return os.environ.get("CROSSRAIL_USER") or getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+def _by(actor: Actor | None) -> dict[str, str]:
+    """Who an event says acted: the token's user, or locally the OS user (a claimed $CROSSRAIL_USER apart)."""
+    from crossrail.control.access import local_actor
+
+    return (actor or local_actor()).by()
 
 
 def _target(new: NewRun) -> Any:

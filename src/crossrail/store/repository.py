@@ -23,6 +23,7 @@ from crossrail.core.ids import is_uid, run_id
 from crossrail.errors import ConflictError, FencedError, NotFoundError, StoreDamagedError, StoreError
 from crossrail.store import health
 from crossrail.store import schema as t
+from crossrail.store.access import AccessRecords
 from crossrail.store.chain import ChainCheck, row_hash
 from crossrail.store.records import (
     CHECKPOINT_COMMITTED,
@@ -39,7 +40,7 @@ ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-class Store:
+class Store(AccessRecords):
     """State of one workspace (or one shared database): open with `Store.open(url)`."""
 
     def __init__(self, engine: Engine, *, path: Path | None = None, read_only: bool = False) -> None:

@@ -179,3 +179,41 @@ leader = Table(
     Column("renewed_at", Float),  # the holder's clock, for people; standbys time the lease on their own clock
     Column("lease_s", Float),
 )
+
+# API tokens (0009): only the sha256 of each secret is kept; a rotated token is revoked and names its successor.
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", String(16), primary_key=True),
+    Column("secret_sha256", String(64), nullable=False, unique=True),
+    Column("team", String(128), nullable=False),
+    Column("role", String(16), nullable=False),  # core.access.Role
+    Column("user", String(256), nullable=False),  # who acts with it: audit rows and events say this name
+    Column("created_at", Float, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("expires_at", Float),
+    Column("revoked_at", Float),
+    Column("rotated_to", String(16)),
+)
+
+# The audit log (0009): every write and every refused attempt, append-only like events.
+audit = Table(
+    "audit",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("ts", Float, nullable=False),
+    Column("who", String(256), nullable=False),
+    Column("claimed", String(256)),  # $CROSSRAIL_USER as the local CLI found it, beside the real user
+    Column("team", String(128)),
+    Column("role", String(16)),
+    Column("token_id", String(16)),
+    Column("action", String(64), nullable=False),
+    Column("target", String(256)),  # a run id, pool, token id ... as asked
+    Column("run_uid", String(26)),  # the target run's uid when the target is a run
+    Column("origin", String(256), nullable=False),  # client address, or local:<os user>
+    Column("result", String(16), nullable=False),  # ok | refused | failed
+    Column("status", Integer),  # the HTTP status answered (None locally)
+    Column("detail", Text),
+    Index("ix_audit_ts", "ts"),
+    Index("ix_audit_team_ts", "team", "ts"),
+)

@@ -1,0 +1,496 @@
+"""Who a request is and what it may do: bearer tokens, the route table, team scopes and the audit log.
+
+Every route of the app names its action in `ROUTES` (a route missing from it fails `create_app`), so no
+endpoint escapes the checks. `AuthMiddleware` authenticates each request (a bearer token, or the dashboard's
+cookie), refuses a role that lacks the route's action (403) or a missing or dead token (401) when the server
+requires auth, and writes the audit row of every write and every refusal. What a role may do to another
+team's runs, and what it may see of them, is `TeamView`'s: the client the endpoints call. docs/auth.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Match
+
+from crossrail.api import errors
+from crossrail.client import Client
+from crossrail.core.access import WRITES, Action, Actor, Role, allows
+from crossrail.errors import CrossrailError, ForbiddenError, UnauthenticatedError
+
+COOKIE = "crossrail_token"
+ANONYMOUS = "anonymous"
+
+ROUTES: dict[tuple[str, str], Action | None] = {
+    # None: open to anyone (probes, the attempt-secret ingest, static files, the login redirect)
+    ("GET", "/v1/health"): None,
+    ("POST", "/v1/ingest/{run}/{attempt}"): None,
+    ("GET", "/ui/static/{name}"): None,
+    ("GET", "/"): None,
+    ("GET", "/ui"): None,
+    ("GET", "/ui/"): None,
+    ("GET", "/v1/openapi.json"): Action.READ,
+    ("GET", "/v1/docs"): Action.READ,
+    ("GET", "/docs/oauth2-redirect"): Action.READ,
+    ("GET", "/metrics"): Action.READ,
+    ("POST", "/v1/runs"): Action.SUBMIT,
+    ("GET", "/v1/runs"): Action.READ,
+    ("GET", "/v1/runs/{ref}"): Action.READ,
+    ("POST", "/v1/runs/{ref}/cancel"): Action.CHANGE_RUN,
+    ("POST", "/v1/runs/{ref}/suspend"): Action.CHANGE_RUN,
+    ("POST", "/v1/runs/{ref}/resume"): Action.CHANGE_RUN,
+    ("POST", "/v1/runs/{ref}/resubmit"): Action.SUBMIT,
+    ("GET", "/v1/runs/{ref}/logs"): Action.READ,
+    ("GET", "/v1/status"): Action.READ,
+    ("GET", "/v1/queue"): Action.READ,
+    ("GET", "/v1/events"): Action.READ,
+    ("GET", "/v1/report"): Action.READ,
+    ("POST", "/v1/place"): Action.READ,
+    ("GET", "/v1/agents"): Action.READ,
+    ("GET", "/v1/runs/{ref}/checkpoints"): Action.READ,
+    ("GET", "/v1/runs/{ref}/checkpoints/{step}"): Action.READ,
+    ("POST", "/v1/runs/{ref}/checkpoints/verify"): Action.READ,
+    ("GET", "/v1/fleet"): Action.READ,
+    ("PUT", "/v1/fleet"): Action.FLEET_WRITE,
+    ("POST", "/v1/fleet/pools/{pool}/drain"): Action.FLEET_WRITE,
+    ("POST", "/v1/fleet/pools/{pool}/undrain"): Action.FLEET_WRITE,
+    ("GET", "/v1/fleet/reservations"): Action.READ,
+    ("POST", "/v1/fleet/reservations"): Action.FLEET_WRITE,
+    ("GET", "/v1/whoami"): Action.WHOAMI,
+    ("GET", "/v1/audit"): Action.AUDIT_READ,
+    ("GET", "/v1/tokens"): Action.TOKEN_ADMIN,
+    ("POST", "/v1/tokens"): Action.TOKEN_ADMIN,
+    ("POST", "/v1/tokens/{token_id}/revoke"): Action.TOKEN_ADMIN,
+    ("POST", "/v1/tokens/{token_id}/rotate"): Action.TOKEN_ADMIN,
+    ("GET", "/ui/runs"): Action.READ,
+    ("GET", "/ui/runs/{ref}"): Action.READ,
+    ("GET", "/ui/queues"): Action.READ,
+    ("GET", "/ui/lineage"): Action.READ,
+    ("GET", "/ui/fleet"): Action.READ,
+    ("GET", "/ui/report"): Action.READ,
+    ("GET", "/ui/report/figures/{name}.png"): Action.READ,
+}
+"""(method, path) -> the action a request needs; every route of the app is here (create_app checks)."""
+
+
+def routes_of(app: FastAPI) -> list[tuple[str, str]]:
+    """Every (method, path) the app answers, HEAD left out, through included routers too."""
+    return [(m, path) for path, methods in _flat(app.router.routes) for m in sorted(methods) if m != "HEAD"]
+
+
+def _flat(routes: Sequence[Any]) -> list[tuple[str, set[str]]]:
+    """(path, methods) of each route; FastAPI keeps an included router as one entry that lists its own."""
+    return [(path, methods) for path, methods, _ in _leaves(routes)]
+
+
+def _leaves(routes: Sequence[Any]) -> list[tuple[str, set[str], Any]]:
+    """(path, methods, the route that matches a scope) of every route, included routers' too."""
+    out: list[tuple[str, set[str], Any]] = []
+    for route in routes:
+        included = getattr(route, "effective_candidates", None)
+        if callable(included):
+            out += _leaves(included())
+            continue
+        original = getattr(route, "original_route", route)
+        matcher = getattr(route, "starlette_route", None) or original
+        out.append((str(getattr(route, "path", "")), set(getattr(original, "methods", None) or ()), matcher))
+    return out
+
+
+def check_routes(app: FastAPI) -> None:
+    """Every route names its action: a new endpoint without one stops the app from starting."""
+    missing = [f"{m} {p}" for m, p in routes_of(app) if (m, p) not in ROUTES]
+    if missing:
+        raise RuntimeError(f"routes without an action in crossrail.api.auth.ROUTES: {', '.join(missing)}")
+    app.state.route_leaves = _leaves(app.router.routes)
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+
+
+# --- the middleware ---------------------------------------------------------------------------------
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class AuthMiddleware:
+    """Authenticate, check the role's action, audit writes and refusals (pure ASGI: streams pass through)."""
+
+    def __init__(self, app: Any, fastapi_app: FastAPI) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method, (template, params) = scope["method"], self._route(scope)
+        params = _query_run(scope) | params  # GET /v1/events?run=R reads that run
+        action = ROUTES.get((method if method != "HEAD" else "GET", template), Action.READ)
+        origin = _origin(scope)
+        actor: Actor | None = None
+        try:
+            actor = await run_in_threadpool(self._actor, scope, origin, action is not None)
+            if action is not None and actor is not None and not allows(actor.role, action):
+                raise ForbiddenError(
+                    f"{actor.role} tokens may not {action.value.replace('_', ' ')} ({method} {scope['path']}); "
+                    f"{_who_may(action)} may"
+                )
+        except (UnauthenticatedError, ForbiddenError) as exc:
+            await run_in_threadpool(
+                self._audit, actor, origin, method, template, params, errors.status_of(exc), str(exc)
+            )
+            await _answer(send, exc)
+            return
+        scope.setdefault("state", {})["actor"] = actor
+        login = _query_token(scope)
+        audited: list[int] = []
+
+        async def audit(code: int) -> None:
+            """The audit row of a write or a refusal, written before its answer leaves (a client that has the
+            answer finds the row)."""
+            audited.append(code)
+            if code in (401, 403) or (action in WRITES and method != "GET"):
+                noted = scope.get("state", {})
+                detail = noted.get("refusal") if code >= 400 else None
+                where = params | noted.get("audit_target", {})
+                await run_in_threadpool(self._audit, actor, origin, method, template, where, code, detail)
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                await audit(int(message["status"]))
+                if login and actor is not None and actor.token_id is not None:  # the dashboard's ?token= once
+                    cookie = f"{COOKIE}={login}; Path=/; HttpOnly; SameSite=Strict"
+                    message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if not audited:  # it failed before answering
+                await audit(500)
+
+    def _route(self, scope: Scope) -> tuple[str, dict[str, Any]]:
+        """The template of the route the request goes to (`/v1/runs/{ref}`) and its path parameters."""
+        leaves = self.fastapi_app.state.route_leaves
+        for path, _, matcher in leaves:
+            match, child = matcher.matches(scope)
+            if match is Match.FULL:
+                return path, dict(child.get("path_params", {}))
+        partial = next((leaf for leaf in leaves if leaf[2].matches(scope)[0] is Match.PARTIAL), None)
+        return (
+            (partial[0], dict(partial[2].matches(scope)[1].get("path_params", {}))) if partial else (scope["path"], {})
+        )
+
+    def _actor(self, scope: Scope, origin: str, needed: bool) -> Actor | None:
+        """The request's actor: its token's; without one, anonymous (an admin) where auth is not required."""
+        if not needed:  # an open route reads nobody's token
+            return None
+        secret = _bearer(scope)
+        client: Client = self.fastapi_app.state.client
+        if secret:
+            from crossrail.control.access import authenticate
+
+            return authenticate(client.service.store, secret, origin=origin, now=client.clock.now())
+        if not self.fastapi_app.state.require_auth:
+            return Actor(who=ANONYMOUS, team=None, role=Role.ADMIN, origin=origin)
+        raise UnauthenticatedError(
+            "this server requires a token: pass --token, set CROSSRAIL_TOKEN or send `Authorization: Bearer ...`"
+            " (the dashboard takes ?token=... once); an admin makes one with `crossrail token create`"
+        )
+
+    def _audit(  # noqa: PLR0917 - called through run_in_threadpool, which passes positional arguments
+        self,
+        actor: Actor | None,
+        origin: str,
+        method: str,
+        template: str,
+        params: dict[str, Any],
+        status: int,
+        detail: str | None,
+    ) -> None:
+        from crossrail.control.access import audit
+
+        client: Client = self.fastapi_app.state.client
+        store, now = client.service.store, client.clock.now()
+        target, run_uid, team = _target(client, params)
+        result = "ok" if status < 400 else "refused" if status in (401, 403) else "failed"
+        action = f"{method} {template}"
+        if actor is None:
+            store.append_audit(
+                {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid, "team": team}
+                | {"origin": origin, "result": result, "status": status, "detail": detail}
+            )
+            return
+        audit(
+            store, actor, action, now=now, result=result, target=target, run_uid=run_uid, status=status, detail=detail
+        )
+
+
+def _who_may(action: Action) -> str:
+    from crossrail.core.access import ROLE_ACTIONS
+
+    return " and ".join(f"{r} tokens" for r, acts in ROLE_ACTIONS.items() if action in acts)
+
+
+def _target(client: Client, params: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """What a request's path names: a run (with its uid), a pool or a token; and the run's team."""
+    for key in ("ref", "run"):
+        if key in params:
+            found = client.service.store.find_run(str(params[key]))
+            if found is not None:
+                return found.id, found.uid, None
+            return str(params[key]), None, None
+    for key in ("pool", "token_id"):
+        if key in params:
+            return str(params[key]), None, None
+    return None, None, None
+
+
+def _query_run(scope: Scope) -> dict[str, str]:
+    from urllib.parse import parse_qs
+
+    run = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("run")
+    return {"run": run[0]} if run else {}
+
+
+def _origin(scope: Scope) -> str:
+    peer = scope.get("client")
+    return f"{peer[0]}:{peer[1]}" if peer else "unknown"
+
+
+def _bearer(scope: Scope) -> str | None:
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        path = str(scope.get("path", ""))
+        return None if path.startswith("/v1/ingest/") else auth[7:].strip()
+    login = _query_token(scope)
+    if login:
+        return login
+    for part in headers.get("cookie", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE and value:
+            return str(value)
+    return None
+
+
+def _query_token(scope: Scope) -> str | None:
+    """A dashboard page's `?token=`: taken once, then kept in a cookie."""
+    from urllib.parse import parse_qs
+
+    token = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
+    return token[0] if token and str(scope.get("path", "")).startswith("/ui") else None
+
+
+async def _answer(send: Send, exc: CrossrailError) -> None:
+    status = errors.status_of(exc)
+    body = json.dumps(errors.body(exc, status)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="crossrail"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def actor_of(request: Request) -> Actor:
+    actor: Actor | None = request.scope.get("state", {}).get("actor")
+    if actor is None:  # an open route: nothing of a team is read through it
+        return Actor(who=ANONYMOUS, team=None, role=Role.VIEWER, origin="unknown")
+    return actor
+
+
+# --- what a team may do to and see of others' runs ----------------------------------------------------
+
+_QUEUE_FIELDS = frozenset(
+    {"position", "stage", "team", "state", "priority", "chips", "queue", "created_at", "updated_at", "age_s"}
+    | {"waiting_s", "planned_pool", "estimated_start", "estimated_start_in_s"}
+)
+"""What a queue entry of another team's run keeps: its place and size, not what it is."""
+
+
+class TeamView:
+    """The client as one actor may use it: other teams' runs are refused (403 naming both teams) or hidden,
+    except for admins; queue entries of other teams keep only their position and size."""
+
+    def __init__(self, client: Client, actor: Actor) -> None:
+        self.client = client
+        self.actor = actor
+
+    @property
+    def service(self) -> Any:
+        return self.client.service
+
+    @property
+    def clock(self) -> Any:
+        return self.client.clock
+
+    # --- what carries no team's specs, logs or metrics: the fleet, aggregates, placement, identity, admin
+    # (fleet writes, tokens and the audit log are admins' by the route table)
+
+    def report(self) -> dict[str, Any]:
+        return self.client.report()
+
+    def place_text(self, text: str, **kw: Any) -> dict[str, Any]:
+        return self.client.place_text(text, **kw)
+
+    def agents(self) -> dict[str, Any]:
+        return self.client.agents()
+
+    def fleet_show(self) -> dict[str, Any]:
+        return self.client.fleet_show()
+
+    def fleet_apply(self, path: Any) -> dict[str, Any]:
+        return self.client.fleet_apply(path)
+
+    def drain(self, pool: str, *, drained: bool = True) -> dict[str, Any]:
+        return self.client.drain(pool, drained=drained)
+
+    def reservations(self) -> dict[str, Any]:
+        return self.client.reservations()
+
+    def reserve(self, pool: str, **kw: Any) -> dict[str, Any]:
+        return self.client.reserve(pool, **kw)
+
+    def whoami(self, actor: Actor) -> dict[str, Any]:
+        return self.client.whoami(actor)
+
+    def audit(self, **kw: Any) -> dict[str, Any]:
+        return self.client.audit(**kw)
+
+    def tokens(self) -> dict[str, Any]:
+        return self.client.tokens()
+
+    def token_revoke(self, token_id: str) -> dict[str, Any]:
+        return self.client.token_revoke(token_id)
+
+    # --- checks
+
+    def own(self, ref: str, what: str) -> Any:
+        """The run `ref` names, when the actor may `what` it; ForbiddenError naming both teams otherwise."""
+        run = self.client.service.get(ref)
+        if not self.actor.sees_team(run.team):
+            raise ForbiddenError(
+                f"run {run.id} belongs to team {run.team or '(none)'}; the token of {self.actor.who} is team "
+                f"{self.actor.team} and may not {what} it (only admins act across teams)"
+            )
+        return run
+
+    def _team_filter(self, team: str | None) -> str | None:
+        if self.actor.admin:
+            return team
+        if team is not None and team != self.actor.team:
+            raise ForbiddenError(
+                f"the request names team {team} but the token of {self.actor.who} is team {self.actor.team}; "
+                "leave the team out (it comes from the token) or use a token of that team"
+            )
+        return self.actor.team
+
+    # --- runs
+
+    def submit_text(self, text: str, **kw: Any) -> dict[str, Any]:
+        return self.client.submit_text(text, actor=self.actor, **kw)
+
+    def resubmit(self, ref: str, **kw: Any) -> dict[str, Any]:
+        self.own(ref, "resubmit")
+        return self.client.resubmit(ref, **kw)
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        self.own(ref, "cancel")
+        return self.client.cancel(ref, actor=self.actor)
+
+    def suspend(self, ref: str) -> dict[str, Any]:
+        self.own(ref, "suspend")
+        return self.client.suspend(ref, actor=self.actor)
+
+    def resume(self, ref: str) -> dict[str, Any]:
+        self.own(ref, "resume")
+        return self.client.resume(ref, actor=self.actor)
+
+    def token_create(self, **kw: Any) -> dict[str, Any]:
+        return self.client.token_create(by=self.actor.who, **kw)
+
+    def token_rotate(self, token_id: str) -> dict[str, Any]:
+        return self.client.token_rotate(token_id, by=self.actor.who)
+
+    def show(self, ref: str) -> dict[str, Any]:
+        self.own(ref, "read")
+        return self.client.show(ref)
+
+    def logs(self, ref: str, attempt: int | None = None) -> dict[str, Any]:
+        self.own(ref, "read the logs of")
+        return self.client.logs(ref, attempt)
+
+    def ckpt_ls(self, ref: str, **kw: Any) -> dict[str, Any]:
+        self.own(ref, "read the checkpoints of")
+        return self.client.ckpt_ls(ref, **kw)
+
+    def ckpt_show(self, ref: str, **kw: Any) -> dict[str, Any]:
+        self.own(ref, "read the checkpoints of")
+        return self.client.ckpt_show(ref, **kw)
+
+    def ckpt_verify(self, ref: str, **kw: Any) -> dict[str, Any]:
+        self.own(ref, "verify the checkpoints of")
+        return self.client.ckpt_verify(ref, **kw)
+
+    def runs(self, *, team: str | None = None, **kw: Any) -> dict[str, Any]:
+        return self.client.runs(team=self._team_filter(team), **kw)
+
+    def events(self, ref: str | None = None, **kw: Any) -> dict[str, Any]:
+        if ref is not None:
+            self.own(ref, "read the events of")
+        page = self.client.events(ref, **kw)
+        if self.actor.admin or ref is not None:
+            return page
+        teams = self._teams(e.get("run") for e in page["events"])
+        return page | {"events": [e for e in page["events"] if e.get("run") is None or self.sees(teams, e["run"])]}
+
+    def status(self) -> dict[str, Any]:
+        out = self.client.status()
+        if self.actor.admin:
+            return out
+        for key in ("active", "recently_failed"):
+            out[key] = [r for r in out.get(key, []) if self.actor.sees_team(r.get("team"))]
+        return out
+
+    def queue(self) -> dict[str, Any]:
+        out = self.client.queue()
+        if self.actor.admin:
+            return out
+        for q in out.get("queues", []):
+            q["pending"] = [p if self.actor.sees_team(p.get("team")) else _redacted(p) for p in q.get("pending", [])]
+        return out
+
+    def sees(self, teams: dict[str, str | None], run: str) -> bool:
+        return self.actor.sees_team(teams.get(run))
+
+    def _teams(self, runs: Any) -> dict[str, str | None]:
+        ids = {r for r in runs if r}
+        return {rid: rec.team for rid, rec in self.client.service.store.runs_by_id(ids).items()}
+
+    def visible(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows (run summaries) of runs this actor may see."""
+        return [r for r in rows if self.actor.sees_team(r.get("team"))]
+
+
+def _redacted(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k in _QUEUE_FIELDS} | {"hidden": True}
+
+
+def scoped(request: Request) -> TeamView:
+    return TeamView(request.app.state.client, actor_of(request))
+
+
+def note_run(request: Request, result: dict[str, Any]) -> None:
+    """Name the run a write made (submit, resubmit) in the audit row the middleware writes."""
+    run = result.get("run") or {}
+    if run.get("id"):
+        request.scope.setdefault("state", {})["audit_target"] = {"run": run["id"]}

@@ -1,0 +1,154 @@
+"""Tokens, actors and the audit log over a store: create, rotate, revoke, authenticate, record (docs/auth.md).
+
+A token is `crt_<id>_<secret>`: the id names it in lists and the audit log, the secret (32 random bytes) is
+shown once and kept only as its sha256. The local CLI acts as an admin under the OS user.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import hmac
+import os
+import secrets
+from typing import Any
+
+from crossrail.core import validate_name
+from crossrail.core.access import Action, Actor, Role, role
+from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
+from crossrail.store import Store
+
+PREFIX = "crt_"
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def local_actor() -> Actor:
+    """The local CLI's actor: an admin named by the OS, with `$CROSSRAIL_USER` kept apart as a claim."""
+    user = os_user()
+    claimed = os.environ.get("CROSSRAIL_USER") or None
+    return Actor(who=user, team=None, role=Role.ADMIN, origin=f"local:{user}", claimed=claimed)
+
+
+def _sha(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _new_row(
+    team: str, who_role: Role, user: str, *, by: str, now: float, expires_at: float | None
+) -> tuple[dict[str, Any], str]:
+    token_id = secrets.token_hex(6)
+    secret = f"{PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
+    row = {
+        "id": token_id,
+        "secret_sha256": _sha(secret),
+        "team": team,
+        "role": str(who_role),
+        "user": user,
+        "created_at": now,
+        "created_by": by,
+        "expires_at": expires_at,
+    }
+    return row, secret
+
+
+def create_token(
+    store: Store, *, team: str, role_name: str, user: str | None, expires_s: float | None, by: str, now: float
+) -> dict[str, Any]:
+    """A new token for `team` with `role_name`; the returned `token` is the only time its secret is seen."""
+    problems = []
+    bad_team = validate_name(team)
+    if bad_team is not None:
+        problems.append(f"--team {bad_team}")
+    try:
+        who_role = role(role_name)
+    except ValueError as exc:
+        problems.append(f"{exc}; pass --role viewer, submitter or admin")
+    if expires_s is not None and expires_s <= 0:
+        problems.append(f"--expires must be a positive duration (got {expires_s:g}s); write e.g. 30d")
+    if problems:
+        raise UsageError("; ".join(problems))
+    row, secret = _new_row(
+        team, who_role, user or f"{team}-{who_role}", by=by, now=now, expires_at=_expiry(now, expires_s)
+    )
+    store.add_token(row)
+    return _public(row) | {"token": secret}
+
+
+def rotate_token(store: Store, token_id: str, *, by: str, now: float) -> dict[str, Any]:
+    """A new secret for the token's team, role and user; the old one is refused from now on."""
+    old = next((r for r in store.tokens() if r["id"] == token_id), None)
+    if old is None:
+        raise NotFoundError(f"no token {token_id!r}; `crossrail token list` shows the tokens")
+    left = None if old["expires_at"] is None else old["expires_at"] - old["created_at"]
+    row, secret = _new_row(old["team"], Role(old["role"]), old["user"], by=by, now=now, expires_at=_expiry(now, left))
+    store.rotate_token(token_id, row, now)
+    return _public(row) | {"token": secret, "replaces": token_id}
+
+
+def _expiry(now: float, expires_s: float | None) -> float | None:
+    return None if expires_s is None else now + expires_s
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "secret_sha256"}
+
+
+def token_state(row: dict[str, Any], now: float) -> str:
+    if row.get("rotated_to"):
+        return "rotated"
+    if row.get("revoked_at") is not None:
+        return "revoked"
+    if row.get("expires_at") is not None and now >= row["expires_at"]:
+        return "expired"
+    return "active"
+
+
+def authenticate(store: Store, secret: str, *, origin: str, now: float) -> Actor:
+    """The actor a bearer secret stands for; UnauthenticatedError when it is unknown or no longer valid."""
+    row = store.token_by_hash(_sha(secret)) if secret.startswith(PREFIX) else None
+    if row is None or not hmac.compare_digest(row["secret_sha256"], _sha(secret)):
+        raise UnauthenticatedError("the bearer token is not a crossrail token of this server; ask an admin for one")
+    state = token_state(row, now)
+    if state != "active":
+        more = f" (replaced by token {row['rotated_to']})" if state == "rotated" else ""
+        raise UnauthenticatedError(f"token {row['id']} is {state}{more}; ask an admin for a new one")
+    return Actor(who=row["user"], team=row["team"], role=Role(row["role"]), origin=origin, token_id=row["id"])
+
+
+def audit(
+    store: Store,
+    actor: Actor,
+    action: Action | str,
+    *,
+    now: float,
+    result: str,
+    target: str | None = None,
+    run_uid: str | None = None,
+    status: int | None = None,
+    detail: str | None = None,
+    team: str | None = None,
+) -> None:
+    """One audit row: who (and what they claimed), their team and role, what, on what, from where, how it ended."""
+    store.append_audit(
+        {
+            "ts": now,
+            "who": actor.who,
+            "claimed": actor.claimed,
+            "team": team if team is not None else actor.team,
+            "role": str(actor.role),
+            "token_id": actor.token_id,
+            "action": str(action),
+            "target": target,
+            "run_uid": run_uid,
+            "origin": actor.origin,
+            "result": result,
+            "status": status,
+            "detail": None if detail is None else detail[:2000],
+        }
+    )

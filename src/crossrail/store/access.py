@@ -1,0 +1,96 @@
+"""The store's tokens and audit log (tables of migration 0009): the Store's methods over them.
+
+Tokens are kept as the sha256 of their secret; the audit log is append-only (store/append_only.py).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from crossrail.errors import ConflictError, NotFoundError
+from crossrail.store import schema as t
+
+AUDIT_FIELDS = tuple(c.name for c in t.audit.columns if c.name != "seq")
+
+
+class AccessRecords:
+    """Mixed into Store: token rows and audit rows, each write one transaction."""
+
+    if TYPE_CHECKING:
+
+        def _write(self) -> AbstractContextManager[Connection]: ...
+        def _read(self) -> AbstractContextManager[Connection]: ...
+
+    # --- tokens ---------------------------------------------------------------------------------
+
+    def add_token(self, row: dict[str, Any]) -> None:
+        with self._write() as conn:
+            conn.execute(insert(t.tokens).values(**row))
+
+    def rotate_token(self, token_id: str, new_row: dict[str, Any], now: float) -> None:
+        """Revoke `token_id` naming its successor and add the successor, in one transaction."""
+        with self._write() as conn:
+            old = self._live_token(conn, token_id, "rotate")
+            conn.execute(insert(t.tokens).values(**new_row))
+            conn.execute(
+                update(t.tokens).where(t.tokens.c.id == old["id"]).values(revoked_at=now, rotated_to=new_row["id"])
+            )
+
+    def revoke_token(self, token_id: str, now: float) -> dict[str, Any]:
+        with self._write() as conn:
+            old = self._live_token(conn, token_id, "revoke")
+            conn.execute(update(t.tokens).where(t.tokens.c.id == old["id"]).values(revoked_at=now))
+        return old | {"revoked_at": now}
+
+    @staticmethod
+    def _live_token(conn: Connection, token_id: str, verb: str) -> dict[str, Any]:
+        row = conn.execute(select(t.tokens).where(t.tokens.c.id == token_id)).first()
+        if row is None:
+            raise NotFoundError(f"no token {token_id!r}; `crossrail token list` shows the tokens")
+        found = dict(row._mapping)
+        if found["revoked_at"] is not None:
+            raise ConflictError(f"token {token_id} is already revoked; create a new one to {verb}")
+        return found
+
+    def token_by_hash(self, secret_sha256: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute(select(t.tokens).where(t.tokens.c.secret_sha256 == secret_sha256)).first()
+        return None if row is None else dict(row._mapping)
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Every token, oldest first, without its hash."""
+        cols = [c for c in t.tokens.columns if c.name != "secret_sha256"]
+        with self._read() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(*cols).order_by(t.tokens.c.created_at))]
+
+    # --- audit ----------------------------------------------------------------------------------
+
+    def append_audit(self, row: dict[str, Any]) -> int:
+        unknown = set(row) - set(AUDIT_FIELDS)
+        if unknown:
+            raise ValueError(f"audit rows have no field {sorted(unknown)}")
+        with self._write() as conn:
+            key = conn.execute(insert(t.audit).values(**row)).inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def audit(
+        self, *, since: float | None = None, team: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Audit rows oldest first, from `since` on, of `team` only when given (the newest `limit` of them)."""
+        q = select(t.audit).order_by(t.audit.c.seq.desc())
+        if since is not None:
+            q = q.where(t.audit.c.ts >= since)
+        if team is not None:
+            q = q.where(t.audit.c.team == team)
+        if limit is not None:
+            q = q.limit(limit)
+        with self._read() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)][::-1]
+
+    def audit_count(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(select(func.count()).select_from(t.audit)).scalar_one())

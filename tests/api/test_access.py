@@ -1,0 +1,433 @@
+"""Who may do what over HTTP: every route × every role × own team / other team / no or dead token.
+
+One server with `require_auth` over one workspace for the module. Team `foundation` owns one run, team
+`alignment` another; tokens of foundation act on both. On every refusal the store is unchanged and the audit
+log gained the attempt; every allowed write is audited too. The routes come from the app itself, so an
+endpoint added later without a case here fails `test_every_route_has_a_case`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.api.conftest import free_port
+
+from crossrail.api import create_app
+from crossrail.api.auth import ROUTES, routes_of
+from crossrail.client import Client
+from crossrail.core import ManualClock
+from crossrail.core.access import WRITES, Role
+
+CLOCK = ManualClock(1_800_000_000.0)
+OWN, OTHER = "foundation", "alignment"
+DEAD = ("no-token", "expired", "revoked", "rotated")
+ROLES = tuple(r.value for r in Role)
+
+
+@dataclass
+class World:
+    home: Path
+    url: str
+    http: httpx.Client
+    tokens: dict[str, str]  # role or dead kind -> secret (all of team foundation)
+    other_tokens: dict[str, str]  # role -> secret of team alignment
+    runs: dict[str, str]  # team -> a queued run of it, never changed by an allowed request
+    experiment: str
+
+
+_LOCAL: dict[Path, Client] = {}
+
+
+def _local(home: Path) -> Client:
+    """The workspace's local client (an admin under the OS user), one for the module."""
+    if home not in _LOCAL:
+        _LOCAL[home] = Client(home, server="", clock=CLOCK)
+    return _LOCAL[home]
+
+
+def _submit(home: Path, team: str, name: str) -> str:
+    c = _local(home)
+    exp = home / "experiments" / "pretrain-small.yaml"
+    sets = [f"metadata.team={team}", f"metadata.name={name}"]
+    return str(c.submit(exp, sets=sets)["run"]["id"])
+
+
+def _fleet_with_team_queues(home: Path) -> None:
+    """The pretraining stage's one queue admits two teams; alignment is not one of them."""
+    path = home / "fleet.yaml"
+    text = path.read_text()
+    old = "    - name: pretraining\n      stage: pretraining\n"
+    assert old in text
+    path.write_text(text.replace(old, old + "      teams: [foundation, evals]\n"))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    import uvicorn
+
+    root = tmp_path_factory.mktemp("access")
+    Client.init(root)
+    home = root / ".crossrail"
+    _fleet_with_team_queues(home)
+    c = _local(home)
+    tokens = {r: c.token_create(team=OWN, role=r, user=f"ada-{r}")["token"] for r in ROLES}
+    other = {r: c.token_create(team=OTHER, role=r, user=f"mallory-{r}")["token"] for r in ROLES}
+    tokens["expired"] = c.token_create(team=OWN, role="admin", expires="1h")["token"]
+    revoked = c.token_create(team=OWN, role="admin")
+    tokens["revoked"] = revoked["token"]
+    c.token_revoke(revoked["id"])
+    rotated = c.token_create(team=OWN, role="admin")
+    tokens["rotated"] = rotated["token"]
+    c.token_rotate(rotated["id"])
+    tokens["no-token"] = ""
+    runs = {team: _submit(home, team, f"held-{team}") for team in (OWN, OTHER)}
+    CLOCK.advance(2 * 3600)  # the 1h token is expired now
+    port = free_port()
+    app = create_app(home, clock=CLOCK, require_auth=True)
+    server = uvicorn.Server(uvicorn.Config(app, port=port, ws="none", log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the API server did not start"
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{port}"
+    experiment = (home / "experiments" / "pretrain-small.yaml").read_text()
+    with httpx.Client(base_url=url, timeout=30) as http:
+        yield World(home, url, http, tokens, other, runs, experiment)
+    server.should_exit = True
+    thread.join(30)
+    _LOCAL.pop(home).close()
+
+
+# --- what each request is, and what it needs ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """How to call one route; `target` says what makes it another team's: a run in the path (`run`), the
+    team named in the body or query (`team`), or nothing (`none`: the same request for every team)."""
+
+    method: str
+    path: str
+    target: str = "none"
+    fresh_run: str | None = None  # an allowed write needs its own run in this state (it changes it)
+    fresh_token: bool = False
+    ok: frozenset[int] = frozenset({200, 201})
+
+
+CASES: dict[tuple[str, str], Case] = {
+    ("GET", "/v1/health"): Case("GET", "/v1/health"),
+    ("POST", "/v1/ingest/{run}/{attempt}"): Case("POST", "/v1/ingest/{run}/1", ok=frozenset({401})),
+    ("GET", "/ui/static/{name}"): Case("GET", "/ui/static/style.css"),
+    ("GET", "/"): Case("GET", "/", ok=frozenset({307})),
+    ("GET", "/ui"): Case("GET", "/ui", ok=frozenset({307})),
+    ("GET", "/ui/"): Case("GET", "/ui/", ok=frozenset({307})),
+    ("GET", "/v1/openapi.json"): Case("GET", "/v1/openapi.json"),
+    ("GET", "/v1/docs"): Case("GET", "/v1/docs"),
+    ("GET", "/docs/oauth2-redirect"): Case("GET", "/docs/oauth2-redirect"),
+    ("GET", "/metrics"): Case("GET", "/metrics"),
+    ("POST", "/v1/runs"): Case("POST", "/v1/runs", target="team"),
+    ("GET", "/v1/runs"): Case("GET", "/v1/runs", target="team"),
+    ("GET", "/v1/runs/{ref}"): Case("GET", "/v1/runs/{run}", target="run"),
+    ("POST", "/v1/runs/{ref}/cancel"): Case("POST", "/v1/runs/{run}/cancel", target="run", fresh_run="queued"),
+    ("POST", "/v1/runs/{ref}/suspend"): Case("POST", "/v1/runs/{run}/suspend", target="run", fresh_run="queued"),
+    ("POST", "/v1/runs/{ref}/resume"): Case("POST", "/v1/runs/{run}/resume", target="run", fresh_run="suspended"),
+    ("POST", "/v1/runs/{ref}/resubmit"): Case("POST", "/v1/runs/{run}/resubmit", target="run"),
+    ("GET", "/v1/runs/{ref}/logs"): Case("GET", "/v1/runs/{run}/logs", target="run"),
+    ("GET", "/v1/status"): Case("GET", "/v1/status"),
+    ("GET", "/v1/queue"): Case("GET", "/v1/queue"),
+    ("GET", "/v1/events"): Case("GET", "/v1/events?run={run}", target="run"),
+    ("GET", "/v1/report"): Case("GET", "/v1/report"),
+    ("POST", "/v1/place"): Case("POST", "/v1/place"),
+    ("GET", "/v1/agents"): Case("GET", "/v1/agents"),
+    ("GET", "/v1/runs/{ref}/checkpoints"): Case("GET", "/v1/runs/{run}/checkpoints", target="run"),
+    # The held runs never ran: no checkpoint to show or verify, which only someone allowed to look learns.
+    ("GET", "/v1/runs/{ref}/checkpoints/{step}"): Case(
+        "GET", "/v1/runs/{run}/checkpoints/latest", target="run", ok=frozenset({404})
+    ),
+    ("POST", "/v1/runs/{ref}/checkpoints/verify"): Case(
+        "POST", "/v1/runs/{run}/checkpoints/verify", target="run", ok=frozenset({404})
+    ),
+    ("GET", "/v1/fleet"): Case("GET", "/v1/fleet"),
+    ("PUT", "/v1/fleet"): Case("PUT", "/v1/fleet"),
+    ("POST", "/v1/fleet/pools/{pool}/drain"): Case("POST", "/v1/fleet/pools/tpu-v5p/drain"),
+    ("POST", "/v1/fleet/pools/{pool}/undrain"): Case("POST", "/v1/fleet/pools/tpu-v5p/undrain"),
+    ("GET", "/v1/fleet/reservations"): Case("GET", "/v1/fleet/reservations"),
+    ("POST", "/v1/fleet/reservations"): Case("POST", "/v1/fleet/reservations"),
+    ("GET", "/v1/whoami"): Case("GET", "/v1/whoami"),
+    ("GET", "/v1/audit"): Case("GET", "/v1/audit?limit=5"),
+    ("GET", "/v1/tokens"): Case("GET", "/v1/tokens"),
+    ("POST", "/v1/tokens"): Case("POST", "/v1/tokens"),
+    ("POST", "/v1/tokens/{token_id}/revoke"): Case("POST", "/v1/tokens/{token}/revoke", fresh_token=True),
+    ("POST", "/v1/tokens/{token_id}/rotate"): Case("POST", "/v1/tokens/{token}/rotate", fresh_token=True),
+    ("GET", "/ui/runs"): Case("GET", "/ui/runs"),
+    ("GET", "/ui/runs/{ref}"): Case("GET", "/ui/runs/{run}", target="run"),
+    ("GET", "/ui/queues"): Case("GET", "/ui/queues"),
+    ("GET", "/ui/lineage"): Case("GET", "/ui/lineage"),
+    ("GET", "/ui/fleet"): Case("GET", "/ui/fleet"),
+    ("GET", "/ui/report"): Case("GET", "/ui/report"),
+    # A figure the report of a store where nothing ran does not draw: 404 to whoever may look.
+    ("GET", "/ui/report/figures/{name}.png"): Case("GET", "/ui/report/figures/nosuch.png", ok=frozenset({404})),
+}
+
+
+def _body(w: World, key: tuple[str, str], team: str) -> Any:
+    method, path = key
+    if path in ("/v1/runs", "/v1/place") and method == "POST":
+        name = f"m-{team[:5]}-{time.monotonic_ns() % 10**9}"
+        return {"document": w.experiment, "sets": [f"metadata.team={team}", f"metadata.name={name}"]}
+    if path == "/v1/fleet":
+        return {"document": (w.home / "fleet.yaml").read_text(), "source": "fleet.yaml"}
+    if path == "/v1/fleet/reservations":
+        return {"pool": "tpu-v5p", "chips": 4, "start": "now", "duration": "1m", "name": f"r{time.monotonic_ns()}"}
+    if path == "/v1/ingest/{run}/{attempt}":  # an API token is not the attempt's secret, whatever its role
+        return {"incarnation": 0, "records": []}
+    if path == "/v1/tokens":
+        return {"team": OWN, "role": "viewer"}
+    return None
+
+
+def _expected(case: Case, action_needed: Any, who: str, team: str) -> str:
+    """'ok', 401 or 403 by the stated rules (docs/auth.md)."""
+    if action_needed is None:
+        return "ok"
+    if who in DEAD:
+        return "401"
+    from crossrail.core.access import allows
+
+    if not allows(Role(who), action_needed):
+        return "403"
+    if team == OTHER and case.target != "none" and who != "admin":
+        return "403"
+    return "ok"
+
+
+def _fingerprint(w: World) -> tuple[Any, ...]:
+    """What a refused request must leave as it was: runs and their states, events, tokens, the fleet file."""
+    c = _local(w.home)
+    store = c.service.store
+    runs = tuple((r.id, r.state) for r in store.list_runs())
+    tokens = tuple((t["id"], t["revoked_at"]) for t in store.tokens())
+    return runs, store.last_seq(), tokens, hashlib.sha256((w.home / "fleet.yaml").read_bytes()).hexdigest()
+
+
+def _last_audit(w: World) -> dict[str, Any]:
+    c = _local(w.home)
+    return c.service.store.audit(limit=1)[-1]
+
+
+def _fresh_run(w: World, team: str, state: str) -> str:
+    rid = _submit(w.home, team, f"f-{team[:5]}-{time.monotonic_ns() % 10**9}")
+    if state == "suspended":
+        c = _local(w.home)
+        c.suspend(rid)
+    return rid
+
+
+def _matrix() -> list[Any]:
+    params = []
+    for key, case in CASES.items():
+        teams = (OWN, OTHER) if case.target != "none" else (OWN,)
+        for who in (*ROLES, *DEAD):
+            for team in teams:
+                params.append(pytest.param(key, who, team, id=f"{key[0]} {key[1]} as {who} on {team}"))
+    return params
+
+
+def test_every_route_has_a_case(world: World) -> None:
+    app = create_app(world.home, clock=CLOCK)
+    routes = set(routes_of(app))
+    assert routes <= set(CASES), (
+        f"routes without a case: {routes - set(CASES)}; cases without a route: {set(CASES) - routes}"
+    )
+    assert routes <= set(ROUTES)
+
+
+@pytest.mark.parametrize(("key", "who", "team"), _matrix())
+def test_access_matrix(world: World, key: tuple[str, str], who: str, team: str) -> None:
+    case = CASES[key]
+    expected = _expected(case, ROUTES[key], who, team)
+    run = world.runs[team]
+    if expected == "ok" and case.fresh_run:
+        run = _fresh_run(world, team, case.fresh_run)
+    token_id = "nosuch"
+    if case.fresh_token and expected == "ok":
+        c = _local(world.home)
+        token_id = c.token_create(team=OWN, role="viewer")["id"]
+    path = case.path.format(run=run, token=token_id)
+    if case.target == "team" and key == ("GET", "/v1/runs"):
+        path += f"?team={team}"
+    secret = world.tokens[who]
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    before, audited = _fingerprint(world), _audit_count(world)
+
+    response = world.http.request(
+        case.method, path, json=_body(world, key, team), headers=headers, follow_redirects=False
+    )
+
+    got = response.status_code
+    if expected == "ok":
+        assert got in case.ok, f"{case.method} {path} as {who} of {OWN} on {team}: {got} {response.text[:300]}"
+    else:
+        assert got == int(expected), f"{case.method} {path} as {who} on {team}: {got} {response.text[:300]}"
+        assert response.json()["kind"] == "Error"
+        assert _fingerprint(world) == before, "a refused request changed the store"
+        row = _last_audit(world)
+        assert _audit_count(world) == audited + 1
+        assert (row["action"], row["result"], row["status"]) == (f"{key[0]} {key[1]}", "refused", got)
+        assert row["who"] == ("anonymous" if who == "no-token" and got == 401 else row["who"])
+        if case.target == "run" and got == 403:
+            assert row["target"] == run
+        if got == 403 and team == OTHER and case.target != "none" and who != "viewer":
+            assert OWN in response.json()["message"]
+            assert OTHER in response.json()["message"]
+    if expected == "ok" and ROUTES[key] in WRITES and case.method != "GET":
+        row = _last_audit(world)
+        assert row["action"] == f"{key[0]} {key[1]}"
+        assert row["who"] == f"ada-{who}"
+        assert row["result"] == ("ok" if got < 400 else "failed")
+
+
+def _audit_count(w: World) -> int:
+    c = _local(w.home)
+    return c.service.store.audit_count()
+
+
+# --- visibility, submit into queues, the dashboard's login -------------------------------------------
+
+
+def _as(w: World, who: str, *, other: bool = False) -> dict[str, str]:
+    return {"Authorization": f"Bearer {(w.other_tokens if other else w.tokens)[who]}"}
+
+
+def test_a_teams_reads_hide_other_teams_runs_but_keep_their_place_in_the_queue(world: World) -> None:
+    h = _as(world, "viewer")
+    listed = world.http.get("/v1/runs", headers=h).json()["runs"]
+    assert listed
+    assert {r["team"] for r in listed} == {OWN}
+    events = world.http.get("/v1/events", headers=h).json()["events"]
+    assert world.runs[OTHER] not in {e["run"] for e in events}
+    assert world.runs[OWN] in {e["run"] for e in events}
+    pending = [p for q in world.http.get("/v1/queue", headers=h).json()["queues"] for p in q["pending"]]
+    theirs = [p for p in pending if p["team"] == OTHER]
+    assert theirs, "the other team's queued run keeps its place"
+    assert all(p["hidden"] and "id" not in p and "experiment" not in p and p["chips"] > 0 for p in theirs)
+    assert all("id" in p for p in pending if p["team"] == OWN)
+    page = world.http.get("/ui/runs", headers=h).text
+    assert world.runs[OWN] in page
+    assert world.runs[OTHER] not in page
+    assert world.runs[OTHER] not in world.http.get("/ui/queues", headers=h).text
+    assert world.runs[OTHER] not in world.http.get("/ui/lineage", headers=h).text
+    admin = world.http.get("/v1/runs", headers=_as(world, "admin")).json()["runs"]
+    assert {OWN, OTHER} <= {r["team"] for r in admin}
+
+
+def test_a_submitter_takes_its_team_from_the_token_and_only_queues_that_admit_it(world: World) -> None:
+    doc = world.experiment.replace("team: foundation", "team: alignment")  # the queue admits foundation, evals
+    unnamed = "\n".join(line for line in world.experiment.splitlines() if not line.strip().startswith("team:"))
+    made = world.http.post(
+        "/v1/runs", json={"document": unnamed, "sets": ["metadata.name=from-token"]}, headers=_as(world, "submitter")
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["run"]["team"] == OWN
+    before = _fingerprint(world)
+    refused = world.http.post(
+        "/v1/runs",
+        json={"document": doc, "sets": ["metadata.name=not-admitted"]},
+        headers=_as(world, "submitter", other=True),
+    )
+    assert refused.status_code == 403, refused.text
+    assert "no pretraining queue admits team 'alignment'" in refused.json()["message"]
+    assert _fingerprint(world) == before
+    row = _last_audit(world)
+    assert (row["who"], row["team"], row["result"]) == ("mallory-submitter", OTHER, "refused")
+
+
+def test_the_dashboard_takes_a_token_once_and_keeps_it_in_a_cookie(world: World) -> None:
+    with httpx.Client(base_url=world.url) as browser:
+        assert browser.get("/ui/runs").status_code == 401
+        first = browser.get("/ui/runs", params={"token": world.tokens["viewer"]})
+        assert first.status_code == 200
+        assert "HttpOnly" in first.headers["set-cookie"]
+        again = browser.get("/ui/queues")  # no token in the URL: the cookie carries it
+        assert again.status_code == 200
+        assert browser.get("/metrics").status_code == 200
+
+
+# --- who acted: the token says, never $CROSSRAIL_USER -------------------------------------------------
+
+
+def _cli(w: World, token: str, user: str, *args: str) -> Any:
+    import os
+    import subprocess
+
+    from tests.api.conftest import CROSSRAIL
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_TOKEN")}
+    env |= {"CROSSRAIL_USER": user, "COLUMNS": "200"}
+    command = [CROSSRAIL, "--server", w.url, "--token", token, *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_claiming_another_user_changes_nothing_of_who_acts(world: World) -> None:
+    ada_run = _fresh_run(world, OWN, "queued")
+    store = _local(world.home).service.store
+
+    as_ada = _cli(world, world.other_tokens["submitter"], "ada-submitter", "cancel", ada_run)
+    assert as_ada.returncode != 0
+    assert "belongs to team foundation" in as_ada.stderr
+    assert store.get_run(ada_run).state == "queued"
+    row = _last_audit(world)
+    assert (row["who"], row["team"], row["result"], row["target"]) == ("mallory-submitter", OTHER, "refused", ada_run)
+
+    by_ada = _cli(world, world.tokens["submitter"], "mallory", "cancel", ada_run)
+    assert by_ada.returncode == 0, by_ada.stderr
+    cancelled = store.events(run=ada_run, types=["cancelled"])[-1]
+    assert cancelled.data["by"] == "ada-submitter"
+    assert "claimed_by" not in cancelled.data
+    row = _last_audit(world)
+    assert (row["who"], row["claimed"], row["result"], row["run_uid"]) == (
+        "ada-submitter",
+        None,
+        "ok",
+        store.get_run(ada_run).uid,
+    )
+
+
+def test_the_local_cli_acts_as_the_os_user_and_keeps_a_claimed_user_apart(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crossrail.control.access import os_user
+
+    run = _fresh_run(world, OTHER, "queued")
+    monkeypatch.setenv("CROSSRAIL_USER", "ada")
+    shown = _local(world.home).suspend(run)
+    assert shown["run"]["state"] == "suspended"
+    store = _local(world.home).service.store
+    event = store.events(run=run, types=["suspended"])[-1]
+    assert (event.data["by"], event.data["claimed_by"]) == (os_user(), "ada")
+    row = _last_audit(world)
+    assert (row["who"], row["claimed"], row["role"], row["origin"]) == (os_user(), "ada", "admin", f"local:{os_user()}")
+    assert (row["action"], row["target"], row["result"], row["status"]) == ("suspend", run, "ok", None)
+
+
+def test_the_audit_log_refuses_to_be_rewritten(world: World) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    store = _local(world.home).service.store
+    before = store.audit_count()
+    assert before > 0
+    for statement in ("UPDATE audit SET who = 'nobody'", "DELETE FROM audit"):
+        with pytest.raises(DBAPIError, match="append-only"), store._engine.begin() as conn:
+            conn.execute(text(statement))
+    assert store.audit_count() == before
+    assert "nobody" not in {r["who"] for r in store.audit()}
