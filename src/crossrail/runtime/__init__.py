@@ -23,6 +23,7 @@ from crossrail.runtime.manifest import (
     InvalidCheckpoint,
     NewerFormat,
     TornCheckpoint,
+    data_position,
 )
 from crossrail.runtime.ownership import ForeignCheckpoint
 from crossrail.runtime.report import HeartbeatThread, Reporter, read_new
@@ -45,6 +46,7 @@ __all__ = [
     "SaveHandle",
     "TornCheckpoint",
     "check",
+    "data_position",
     "load",
     "read_bytes",
     "read_checkpoint",

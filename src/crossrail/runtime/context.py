@@ -65,6 +65,13 @@ class RuntimeContext:
     keep_last: int | None = None
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     run_uid: str | None = None  # None: a run from before uids, or a process started by hand
+    # Data-parallel workers, as torchrun (and crossrail's JAX launch) set them: RANK, WORLD_SIZE, LOCAL_RANK,
+    # TORCHELASTIC_RESTART_COUNT (how many times an elastic launch restarted its workers). One process: 0, 1.
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    restart_count: int = 0
+    coordinator: str | None = None  # host:port of JAX's coordinator service (CROSSRAIL_COORDINATOR)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeContext:
@@ -81,6 +88,7 @@ class RuntimeContext:
         run_uid = env.get("CROSSRAIL_RUN_UID", "").strip() or None
         if run_uid is not None and not is_uid(run_uid):
             problems.append(f"CROSSRAIL_RUN_UID: {run_uid!r} is not a run uid (26 characters, a lower-case ULID)")
+        world = _world(env, problems)
         if problems:
             raise ContextError(problems)
         assert attempt is not None  # CROSSRAIL_ATTEMPT is required, so a missing one is a problem above
@@ -98,7 +106,14 @@ class RuntimeContext:
             keep_last=keep_last,
             heartbeat_s=heartbeat_s if heartbeat_s is not None else DEFAULT_HEARTBEAT_S,
             run_uid=run_uid,
+            coordinator=env.get("CROSSRAIL_COORDINATOR", "").strip() or None,
+            **world,
         )
+
+    @property
+    def is_primary(self) -> bool:
+        """Rank 0: the one worker of a data-parallel run that writes checkpoints and reports."""
+        return self.rank == 0
 
     @property
     def lineage(self) -> dict[str, Any]:
@@ -161,6 +176,24 @@ class RuntimeContext:
             "hardware": {k: placement.get(k) for k in ("pool", "chip_type", "accelerator")},
             "framework": framework,
         }
+
+
+WORLD_VARS = {"rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK"}
+
+
+def _world(env: Mapping[str, str], problems: list[str]) -> dict[str, int]:
+    """rank, world size, local rank and restart count from torchrun's variables; absent: one process."""
+    found = {key: _int(env, name, problems) for key, name in WORLD_VARS.items()}
+    restarts = _int(env, "TORCHELASTIC_RESTART_COUNT", problems)
+    world = {key: value for key, value in found.items() if value is not None}
+    if restarts is not None:
+        world["restart_count"] = restarts
+    size, rank = world.get("world_size", 1), world.get("rank", 0)
+    if size < 1:
+        problems.append(f"WORLD_SIZE: must be >= 1 (got {size})")
+    elif rank >= size:
+        problems.append(f"RANK: must be < WORLD_SIZE ({size}) (got {rank})")
+    return world
 
 
 def _int(env: Mapping[str, str], name: str, problems: list[str]) -> int | None:

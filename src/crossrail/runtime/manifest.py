@@ -186,3 +186,23 @@ def is_plain_name(name: str) -> bool:
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def data_position(manifest: Mapping[str, Any]) -> tuple[int | None, int]:
+    """(global sample cursor, data-parallel degree) of a checkpoint, from `state.data`.
+
+    The cursor is the samples the run had drawn when it was written, all workers together: degree-free, so a
+    run written at degree N resumes at degree M from it. Manifests written before the cursor existed give
+    `position * batch` when they say both, else None; before the degree existed, 1.
+    """
+    state = manifest.get("state")
+    data = state.get("data") if isinstance(state, Mapping) else None
+    if not isinstance(data, Mapping):
+        return None, 1
+    given, degree, position, batch = (data.get(k) for k in ("samples", "degree", "position", "batch"))
+    samples: int | None = None
+    if isinstance(given, int) and _is_int(given):
+        samples = given
+    elif isinstance(position, int) and isinstance(batch, int) and _is_int(position) and _is_int(batch):
+        samples = position * batch
+    return samples, degree if isinstance(degree, int) and _is_int(degree) and degree > 0 else 1

@@ -65,6 +65,19 @@ class _FileSink:
         os.close(self._fd)
 
 
+class _QuietSink:
+    """Writes nothing: a data-parallel worker other than rank 0 reports through rank 0."""
+
+    def write(self, line: bytes, durable: bool) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class _ChunkSink:
     """Buffers records and writes them as numbered chunk objects, each whole and never rewritten."""
 
@@ -168,6 +181,7 @@ class Reporter:
     """Writes report records for one attempt; thread-safe, usable as a context manager.
 
     `Reporter(ctx)` reports where the RuntimeContext says; `Reporter(target, run=..., attempt=...)` anywhere.
+    Of a data-parallel run's workers only rank 0 reports: `Reporter(ctx)` of any other rank writes nothing.
     """
 
     def __init__(
@@ -181,6 +195,7 @@ class Reporter:
         flush_s: float = 5.0,
         secret: str | None = None,
     ) -> None:
+        quiet = isinstance(target, RuntimeContext) and not target.is_primary
         if isinstance(target, RuntimeContext):
             run, attempt, target = target.run, target.attempt, target.report
         if run is None or attempt is None:
@@ -190,8 +205,10 @@ class Reporter:
         self._clock = clock
         self._lock = threading.Lock()
         self._closed = False
-        self._sink: _FileSink | _ChunkSink | _HttpSink
-        if target.startswith(("http://", "https://")):
+        self._sink: _FileSink | _ChunkSink | _HttpSink | _QuietSink
+        if quiet:
+            self._sink = _QuietSink()
+        elif target.startswith(("http://", "https://")):
             secret = secret if secret is not None else os.environ.get(SECRET_ENV, "")
             if not secret:
                 raise CrossrailError(f"reporting to {target} needs the attempt's secret in {SECRET_ENV}")

@@ -16,6 +16,7 @@ import argparse
 import difflib
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field, fields
@@ -28,10 +29,11 @@ from crossrail.runtime import (
     HeartbeatThread,
     Reporter,
     RuntimeContext,
+    data_position,
     read_bytes,
     restore_from,
 )
-from crossrail.workloads import gpt_data
+from crossrail.workloads import gpt_data, parallel
 from crossrail.workloads.config import pick, read_config, section
 from crossrail.workloads.gpt_data import Corpus
 from crossrail.workloads.gpt_model import (
@@ -207,6 +209,7 @@ class Start:
     tensors: Arrays | None = None
     step: int | None = None  # None: a fresh optimizer at step 0
     uri: str | None = None
+    manifest: dict[str, Any] | None = None  # of the run's own checkpoint it resumes
 
 
 def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> Start:
@@ -221,7 +224,7 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
         ctx.claim(manifest, own.uri)
         model = model_of(manifest, own.uri, cfg)
         reporter.event("resumed", step=own.step, **{"from": own.uri})
-        return Start(model, tensors, own.step, own.uri)
+        return Start(model, tensors, own.step, own.uri, manifest)
     parent = ctx.parent_checkpoint
     if parent is None or parent == "latest":
         if cfg.task == "finetune":
@@ -258,6 +261,7 @@ def describe(engine: Engine, cfg: Settings, model: GPTConfig, peak: float | None
         "flops_per_token": train_flops_per_token(model),
         "peak_flops": peak,
         "peak_source": source,
+        "degree": getattr(engine, "world", 1),
     }
 
 
@@ -277,10 +281,30 @@ class Trainer(TrainingLoop):
         self.engine.load(tensors, start.step)
         self.saved_step = start.step  # the step of the newest checkpoint this run holds
         self.peak, source = (cfg.peak_flops, "given") if cfg.peak_flops else (self.engine.peak_flops(), "measured")
+        # The batch is global: every worker's share of it together; MFU is against the peak of every device.
         self.flops_per_step = train_flops_per_token(self.model) * cfg.batch * self.model.context
+        self.devices = getattr(self.engine, "world", 1)
         lineage = ctx.checkpoint_lineage(self.engine.framework, parent=start.uri)
         self.checkpointer = Checkpointer(ctx.checkpoint_dir, lineage=lineage, keep_last=ctx.keep_last)
         reporter.event("started", **describe(self.engine, cfg, self.model, self.peak, source))
+        if start.manifest is not None:
+            self._resumed_at(start.manifest, start.uri or "")
+
+    def _resumed_at(self, manifest: dict[str, Any], uri: str) -> None:
+        """The global batch stays what it was; a checkpoint of another degree is a resize, reported as one."""
+        samples, degree = data_position(manifest)
+        step = int(manifest["step"])
+        if samples is not None and samples != step * self.cfg.batch:
+            raise CrossrailError(
+                f"{PROG}: {uri} was trained with a global batch of {samples // max(step, 1)} (optim.batch) and this "
+                f"run asks for {self.cfg.batch}; a run keeps its global batch whatever its degree: set optim.batch "
+                f"back to {samples // max(step, 1)}"
+            )
+        if degree != self.ctx.world_size:
+            why = "the elastic launch restarted its workers" if self.ctx.restart_count else "resumed at another degree"
+            self.reporter.event(
+                "resized", degree_before=degree, degree_after=self.ctx.world_size, reason=why, part=None, step=step
+            )
 
     @property
     def step(self) -> int:
@@ -301,12 +325,19 @@ class Trainer(TrainingLoop):
             "loss": loss,
             "tokens_per_second": x.size / took,
             "step_time_s": took,
-            "mfu": self.flops_per_step / took / self.peak,
+            "mfu": self.flops_per_step / took / (self.peak * self.devices),
         }
         busy = self.engine.utilization()
         if busy is not None:
             metrics["accelerator_utilization"] = busy
         self.report_step(metrics)
+
+    def _stop_agreed(self) -> bool:
+        if self.ctx.world_size == 1:
+            return self.stop_signal is not None
+        if parallel.any_worker(self.cfg.framework, self.stop_signal is not None) and self.stop_signal is None:
+            self.stop_signal = signal.SIGTERM  # another worker was asked to stop: stop at the same step
+        return self.stop_signal is not None
 
     def state(self) -> dict[str, Any]:
         """What rebuilds this trainer besides the tensors: the model, optimizer scalars, data position."""
@@ -315,7 +346,13 @@ class Trainer(TrainingLoop):
             "model": self.model.state(),
             "optimizer": self.cfg.adamw.state(step),
             "rng": {"seed": self.cfg.seed, "batches": "numpy default_rng([seed, step])"},
-            "data": {"position": step, "batch": self.cfg.batch, "context": self.model.context},
+            "data": {
+                "position": step,
+                "samples": step * self.cfg.batch,  # the global sample cursor: degree-free
+                "batch": self.cfg.batch,
+                "context": self.model.context,
+                "degree": self.ctx.world_size,
+            },
             "task": self.cfg.task,
             "dtype": self.cfg.dtype,
         }
@@ -369,7 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         with Reporter(ctx) as reporter:
             if cfg.task in ("generate", "eval"):
                 return run_inference(ctx, cfg, corpus, reporter)
-            return Trainer(ctx, cfg, corpus, reporter).run()
+            parallel.join(cfg.framework, ctx)
+            try:
+                return Trainer(ctx, cfg, corpus, reporter).run()
+            finally:
+                parallel.leave(cfg.framework)
     except CrossrailError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -121,6 +121,45 @@ def _compiled(cfg: GPTConfig, adamw: AdamW, dtype: str) -> tuple[Step, Callable[
     return jax.jit(train, donate_argnums=(0, 1)), jax.jit(loss), jax.jit(logits)
 
 
+def _weighted_loss(
+    params: PyTree, x: jax.Array, y: jax.Array, w: jax.Array, *, cfg: GPTConfig, dtype: str
+) -> jax.Array:
+    """The mean loss over the rows whose weight is 1: rows padding a batch to the device count weigh 0."""
+    logits = forward(params, x, cfg=cfg, dtype=dtype)
+    losses: jax.Array = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(-1)
+    return (losses * w).sum() / w.sum()
+
+
+@functools.cache
+def _compiled_parallel(cfg: GPTConfig, adamw: AdamW, dtype: str, devices: tuple[Any, ...]) -> tuple[Step, Any, Any]:
+    """The jitted data-parallel train step over `devices`: parameters replicated, the batch split by rows;
+    XLA sums the gradients across devices (and processes) inside the step."""
+    mesh = jax.sharding.Mesh(np.array(devices), ("data",))
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())  # type: ignore[no-untyped-call]
+    by_rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))  # type: ignore[no-untyped-call]
+    tx = optimizer(adamw)
+    loss = functools.partial(_weighted_loss, cfg=cfg, dtype=dtype)
+
+    def train(params: PyTree, opt_state: PyTree, x: jax.Array, y: jax.Array, w: jax.Array) -> Any:
+        value, grads = jax.value_and_grad(loss)(params, x, y, w)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    step = jax.jit(
+        train,
+        in_shardings=(replicated, replicated, by_rows, by_rows, by_rows),
+        out_shardings=(replicated, replicated, replicated),
+        donate_argnums=(0, 1),
+    )
+    return step, replicated, by_rows
+
+
+def _local(tree: PyTree) -> PyTree:
+    """A replicated pytree as this process's copy: every process holds all of it, but jax.Array of many
+    processes cannot be read whole with np.asarray."""
+    return jax.tree_util.tree_map(lambda a: a.addressable_data(0) if isinstance(a, jax.Array) else a, tree)
+
+
 class JaxEngine:
     """The GPT and its optax AdamW on JAX's default device (a TPU, a GPU, else the CPU); always jitted."""
 
@@ -134,29 +173,54 @@ class JaxEngine:
         self.params = nest({n: jnp.zeros(s, jnp.float32) for n, s in shapes(cfg).items()})
         self.opt_state = self.tx.init(self.params)
         self._train, self._loss, self._logits = _compiled(cfg, adamw, dtype)
+        # Data-parallel over every device of every process when there is more than one (jax.distributed joined).
+        self.world = jax.device_count()
         self.step = 0
 
     def load(self, tensors: Mapping[str, npt.NDArray[Any]], step: int | None) -> None:
-        self.params = params_from_neutral(self.params, tensors)
+        self.params = params_from_neutral(_local(self.params), tensors)
         self.opt_state = self.tx.init(self.params)
         if step is not None:
             self.opt_state = adamw_from_neutral(self.opt_state, tensors, step)
         self.step = step or 0
+        if self.world > 1:
+            _, replicated, _ = _compiled_parallel(self.cfg, self.adamw, self.dtype, tuple(jax.devices()))
+            self.params, self.opt_state = (_global(tree, replicated) for tree in (self.params, self.opt_state))
 
     def tensors(self) -> Arrays:
-        moments, _ = adamw_to_neutral(self.opt_state)
-        return params_to_neutral(self.params) | moments
+        moments, _ = adamw_to_neutral(_local(self.opt_state))
+        return params_to_neutral(_local(self.params)) | moments
 
     def train_step(self, x: Tokens, y: Tokens) -> float:
+        """One AdamW step on the global batch `x`, `y`; the mean loss over all of it."""
+        if self.world > 1:
+            return self._parallel_step(x, y)
         self.params, self.opt_state, loss = self._train(self.params, self.opt_state, jnp.asarray(x), jnp.asarray(y))
         self.step += 1
         return float(loss)
 
+    def _parallel_step(self, x: Tokens, y: Tokens) -> float:
+        """Pad the batch to a multiple of the devices with rows of weight 0, give each process its rows."""
+        train, _, by_rows = _compiled_parallel(self.cfg, self.adamw, self.dtype, tuple(jax.devices()))
+        padded = -(-len(x) // self.world) * self.world
+        w = np.zeros(padded, np.float32)
+        w[: len(x)] = 1.0
+        x, y = (np.concatenate([a, np.zeros((padded - len(a), a.shape[1]), a.dtype)]) for a in (x, y))
+        mine = slice(
+            jax.process_index() * padded // jax.process_count(),
+            (jax.process_index() + 1) * padded // jax.process_count(),
+        )
+        put = jax.make_array_from_process_local_data
+        batch = [put(by_rows, a[mine], a.shape) for a in (x, y, w)]  # type: ignore[no-untyped-call]
+        self.params, self.opt_state, loss = train(self.params, self.opt_state, *batch)
+        self.step += 1
+        return float(loss.addressable_data(0))
+
     def loss(self, x: Tokens, y: Tokens) -> float:
-        return float(self._loss(self.params, jnp.asarray(x), jnp.asarray(y)))
+        return float(self._loss(_local(self.params), jnp.asarray(x), jnp.asarray(y)))
 
     def logits(self, x: Tokens) -> Logits:
-        return np.asarray(self._logits(self.params, jnp.asarray(x)), np.float32)
+        return np.asarray(self._logits(_local(self.params), jnp.asarray(x)), np.float32)
 
     def peak_flops(self) -> float:
         return measure_peak(self.dtype)
@@ -164,6 +228,16 @@ class JaxEngine:
     def utilization(self) -> float | None:
         """None: JAX has no portable busy counter for TPUs or GPUs, and a CPU has no accelerator."""
         return None
+
+
+def _global(tree: PyTree, replicated: jax.sharding.NamedSharding) -> PyTree:
+    """This process's copy of a pytree every process holds equal, as arrays replicated on every device."""
+
+    def put(a: Any) -> jax.Array:
+        host = np.asarray(a)
+        return jax.make_array_from_callback(host.shape, replicated, lambda index: host[index])
+
+    return jax.tree_util.tree_map(put, tree)
 
 
 def measure_peak(dtype: str, trials: int = 5) -> float:

@@ -14,11 +14,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from crossrail.runtime.torch_adapter import adamw_from_neutral, adamw_to_neutral, state_from_neutral, state_to_neutral
 from crossrail.workloads.gpt_model import LN_EPS, AdamW, Arrays, GPTConfig, Logits, Tokens
+from crossrail.workloads.parallel import rows
 
 PEAK_SIZE_CPU, PEAK_SIZE_ACCELERATOR = 1024, 4096
 
@@ -87,13 +90,23 @@ class TorchEngine:
     framework = "torch"
 
     def __init__(self, cfg: GPTConfig, adamw: AdamW, *, dtype: str = "fp32", compile: bool = False) -> None:
-        self.cfg, self.adamw, self.dtype = cfg, adamw, dtype
-        self._device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.cfg, self.adamw, self.dtype, self.compile = cfg, adamw, dtype, compile
+        # Data-parallel when this process joined a group (crossrail.workloads.parallel.join): one worker of many.
+        grouped = dist.is_available() and dist.is_initialized()
+        self.rank, self.world = (dist.get_rank(), dist.get_world_size()) if grouped else (0, 1)
+        cuda = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+        self._device = cuda or torch.device("cpu")
         self.device = str(self._device)
         self.model = GPT(cfg).to(self._device)
         self.optimizer = self._optimizer()
-        self._forward: Callable[[torch.Tensor], torch.Tensor] = torch.compile(self.model) if compile else self.model
+        self._forward: Callable[[torch.Tensor], torch.Tensor] = self._wrap(self.model)
         self.step = 0
+
+    def _wrap(self, model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The model as training calls it: in DistributedDataParallel across workers, compiled if asked."""
+        if self.world > 1:
+            model = DistributedDataParallel(model)  # broadcasts rank 0's weights: every worker starts equal
+        return torch.compile(model) if self.compile else model
 
     def _optimizer(self) -> torch.optim.AdamW:
         params = list(self.model.parameters())
@@ -116,6 +129,8 @@ class TorchEngine:
         if step is not None:
             adamw_from_neutral(self.model, self.optimizer, tensors, step)
         self.step = step or 0
+        if self.world > 1:
+            self._forward = self._wrap(self.model)
 
     def tensors(self) -> Arrays:
         moments, _ = adamw_to_neutral(self.model, self.optimizer)
@@ -127,13 +142,30 @@ class TorchEngine:
         return F.cross_entropy(logits.float().reshape(-1, self.cfg.vocab), y.reshape(-1))
 
     def train_step(self, x: Tokens, y: Tokens) -> float:
+        """One AdamW step on the global batch `x`, `y`; the mean loss over all of it.
+
+        Across workers each trains on its rows (parallel.rows) and DistributedDataParallel averages the
+        gradients; weighting each worker's mean by its share of rows makes that average the gradient of the
+        whole batch's mean, whatever the degree.
+        """
         self.model.train()
-        loss = self._loss(self._tokens(x), self._tokens(y))
+        if self.world == 1:
+            loss = self._loss(self._tokens(x), self._tokens(y))
+            self.optimizer.zero_grad(set_to_none=True)
+            torch.autograd.backward(loss)
+            self.optimizer.step()
+            self.step += 1
+            return float(loss.item())
+        part = rows(len(x), self.rank, self.world)
+        share = (part.stop - part.start) / len(x)
+        loss = self._loss(self._tokens(x[part]), self._tokens(y[part]))
         self.optimizer.zero_grad(set_to_none=True)
-        torch.autograd.backward(loss)
+        torch.autograd.backward(loss * (share * self.world))
         self.optimizer.step()
         self.step += 1
-        return float(loss.item())
+        total = (loss.detach() * share).reshape(1)
+        dist.all_reduce(total)
+        return float(total.item())
 
     @torch.no_grad()
     def loss(self, x: Tokens, y: Tokens) -> float:

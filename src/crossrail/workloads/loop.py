@@ -88,7 +88,7 @@ class TrainingLoop(ABC):
         cfg: LoopSettings = self.cfg
         begun, first = time.monotonic(), self.step
         last_checkpoint = begun
-        while self.step < cfg.steps and self.stop_signal is None:
+        while self.step < cfg.steps and not self._stop_agreed():
             self._step()
             if self._checkpoint_due(last_checkpoint):
                 self.checkpoint()
@@ -105,11 +105,16 @@ class TrainingLoop(ABC):
             self.reporter.metric("steps_per_hour", (self.step - first) / hours, self.step)
         return EXIT_OK
 
+    def _stop_agreed(self) -> bool:
+        """Whether to stop now; the workers of a data-parallel run agree, so none waits alone in a collective."""
+        return self.stop_signal is not None
+
     def report_step(self, metrics: dict[str, float]) -> None:
         """Report one step's metrics, and print a progress line to stdout when one is due (`crossrail logs`)."""
         self.reporter.metrics(metrics, self.step)
         steps: int = self.cfg.steps
-        if self.step == 1 or self.step % progress_every(steps) == 0 or self.step == steps:
+        due = self.step == 1 or self.step % progress_every(steps) == 0 or self.step == steps
+        if due and self.ctx.is_primary:  # one progress line per step, whatever the degree
             print(progress_line(self.step, steps, metrics), flush=True)
 
     def _checkpoint_due(self, last_checkpoint: float) -> bool:
@@ -120,6 +125,9 @@ class TrainingLoop(ABC):
 
     def checkpoint(self) -> None:
         began, step = time.perf_counter(), self.step
+        if not self.ctx.is_primary:  # every worker holds the same tensors; rank 0 writes them
+            self.saved_step = step
+            return
         uri = self.checkpointer.save(self.tensors(), step, self.state())
         self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
         self.reporter.checkpoint(step, uri, tokens=step * self.tokens_per_step())

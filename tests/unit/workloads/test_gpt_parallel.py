@@ -1,0 +1,149 @@
+"""Data-parallel GPT: the same global batch gives the same loss curve whatever the degree and the framework,
+and a checkpoint written at one degree resumes at another, in the other framework.
+
+Workers are started as torchrun would start them (RANK, WORLD_SIZE, MASTER_ADDR/PORT; CROSSRAIL_COORDINATOR for
+JAX), without its agents, to keep the test cheap; test_elastic.py runs the real elastic launch. Losses agree to
+TOLERANCE: every degree computes the same sums, only in another order (and JAX's kernels are not torch's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from crossrail.runtime import data_position, read_manifest
+
+from .builders import Launcher, gpt_launcher, losses, of_type, run_in_process
+
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+
+pytestmark = pytest.mark.slow
+
+K = 4  # steps each degree trains
+BATCH = 8  # the global batch: 8, 4, 2 rows a worker at degrees 1, 2, 4
+TOLERANCE = 1e-4  # relative, on each step's loss
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def launch_workers(launcher: Launcher, workers: int, *args: str, devices: int = 1) -> list[str]:
+    """`workers` processes of one data-parallel run, as torchrun would start them; their outputs, rank 0 first."""
+    master, coordinator = free_port(), free_port()
+    procs = []
+    for rank in range(workers):
+        env = launcher.env(1) | {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(workers),
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(master),
+            "CROSSRAIL_COORDINATOR": f"127.0.0.1:{coordinator}",
+        }
+        if devices > 1:
+            flags = [os.environ.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={devices}"]
+            env["XLA_FLAGS"] = " ".join(filter(None, flags))
+        command = launcher.command("--batch", str(BATCH), *args)
+        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=240)
+        assert proc.returncode == 0, out[-3000:]
+        outputs.append(out)
+    return outputs
+
+
+def curve(launcher: Launcher) -> list[float]:
+    found = losses(launcher.records(1))
+    return [found[s] for s in sorted(found)]
+
+
+def assert_same_curve(got: list[float], want: list[float]) -> None:
+    assert len(got) == len(want)
+    assert got == pytest.approx(want, rel=TOLERANCE)
+
+
+@pytest.fixture(scope="module")
+def torch_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Launcher]:
+    """The tiny GPT trained K steps in PyTorch at degrees 1 (in this process), 2 and 4."""
+    runs = {}
+    for degree in (1, 2, 4):
+        launcher = gpt_launcher(tmp_path_factory.mktemp(f"torch{degree}"))
+        if degree == 1:
+            assert run_in_process(launcher, "--steps", str(K), "--batch", str(BATCH), "--framework", "torch") == 0
+        else:
+            launch_workers(launcher, degree, "--steps", str(K), "--framework", "torch")
+        runs[degree] = launcher
+    return runs
+
+
+def test_pytorch_gives_the_same_loss_at_degrees_1_2_and_4(torch_runs: dict[int, Launcher]) -> None:
+    one = curve(torch_runs[1])
+    assert len(one) == K
+    assert one[-1] < one[0]
+    for degree in (2, 4):
+        assert_same_curve(curve(torch_runs[degree]), one)
+
+
+def test_only_rank_0_reports_and_checkpoints_with_the_global_sample_cursor(torch_runs: dict[int, Launcher]) -> None:
+    launcher = torch_runs[4]
+    records = launcher.records(1)
+    assert [r["step"] for r in of_type(records, "checkpoint")] == [K]  # one writer, not four
+    assert len(of_type(records, "event", "started")) == 1
+    manifest = read_manifest(of_type(records, "checkpoint")[0]["uri"])
+    assert data_position(manifest) == (K * BATCH, 4)
+
+
+def test_jax_gives_the_same_loss_at_degree_1_and_over_two_processes_of_two_devices(
+    torch_runs: dict[int, Launcher], tmp_path: Path
+) -> None:
+    one = gpt_launcher(tmp_path / "jax1")
+    assert run_in_process(one, "--steps", str(K), "--batch", str(BATCH), "--framework", "jax") == 0
+    four = gpt_launcher(tmp_path / "jax4")
+    launch_workers(four, 2, "--steps", str(K), "--framework", "jax", devices=2)
+
+    assert_same_curve(curve(one), curve(torch_runs[1]))
+    assert_same_curve(curve(four), curve(one))
+    started = of_type(four.records(1), "event", "started")
+    assert [e["data"]["degree"] for e in started] == [4]  # four devices, two in each process
+
+
+def test_a_pytorch_checkpoint_of_degree_4_resumes_in_jax_at_degree_2_and_loss_keeps_falling(
+    torch_runs: dict[int, Launcher], tmp_path: Path
+) -> None:
+    # The degree-1 PyTorch run carried on to 2K steps: what an uninterrupted run does after step K.
+    straight = gpt_launcher(tmp_path / "straight")
+    assert run_in_process(straight, "--steps", str(2 * K), "--batch", str(BATCH), "--framework", "torch") == 0
+    resumed = torch_runs[4]
+
+    launch_workers(resumed, 2, "--steps", str(2 * K), "--framework", "jax")
+
+    records = resumed.records(1)
+    after = {s: v for s, v in losses(records).items() if s > K}
+    assert sorted(after) == list(range(K + 1, 2 * K + 1))
+    want = curve(straight)[K:]
+    assert_same_curve([after[s] for s in sorted(after)], want)
+    assert after[2 * K] < losses(records)[K]
+    [resized] = of_type(records, "event", "resized")
+    assert resized["data"] == {
+        "degree_before": 4,
+        "degree_after": 2,
+        "reason": "resumed at another degree",
+        "part": None,
+        "step": K,
+    }
+    newest = of_type(records, "checkpoint")[-1]
+    manifest = read_manifest(newest["uri"])
+    assert manifest["lineage"]["framework"] == "jax"
+    assert data_position(manifest) == (2 * K * BATCH, 2)
+    assert json.loads(json.dumps(manifest["state"]["data"]))["batch"] == BATCH
