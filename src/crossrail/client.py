@@ -636,13 +636,27 @@ class Client:
 
     def audit(self, *, since: str | None = None, team: str | None = None, limit: int | None = None) -> dict[str, Any]:
         """The audit log, oldest first; `since` a duration back from now (`2h`) or epoch seconds."""
+        return _obj("AuditLog", entries=self.service.store.audit(since=self._since(since), team=team, limit=limit))
+
+    def usage(self, *, since: str | None = None, team: str | None = None) -> dict[str, Any]:
+        """Chip-hours and cost per team x stage x pool from the event log (crossrail.metrics.usage), over the
+        last `since` (a duration, e.g. 30d; all time by default), of `team` only when given, with team totals."""
+        from crossrail.control.budgets import USAGE_EVENTS
+        from crossrail.metrics.usage import by_team, usage
+
+        now, start = self.clock.now(), self._since(since)
+        rows = usage(self.service.store.events(types=[str(t) for t in USAGE_EVENTS]), now, start)
+        rows = [r for r in rows if team is None or r.team == team]
+        totals = [{"team": t, "chip_hours": h, "cost": c} for t, (h, c) in sorted(by_team(rows).items())]
+        return _obj("Usage", since=start, until=now, rows=[r.as_dict() for r in rows], teams=totals)
+
+    def _since(self, since: str | None) -> float | None:
         from crossrail.core import parse_duration
         from crossrail.errors import UsageError
 
-        start = None
-        if since is not None:
-            try:
-                start = self.clock.now() - parse_duration(since)
-            except ValueError as exc:
-                raise UsageError(f"--since: {exc}") from None
-        return _obj("AuditLog", entries=self.service.store.audit(since=start, team=team, limit=limit))
+        if since is None:
+            return None
+        try:
+            return self.clock.now() - parse_duration(since)
+        except ValueError as exc:
+            raise UsageError(f"--since: {exc}") from None

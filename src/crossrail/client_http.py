@@ -264,6 +264,9 @@ class RemoteClient(Client):
     def audit(self, *, since: str | None = None, team: str | None = None, limit: int | None = None) -> dict[str, Any]:
         return self._call("GET", "/audit", params={"since": since, "team": team, "limit": limit})  # type: ignore[no-any-return]
 
+    def usage(self, *, since: str | None = None, team: str | None = None) -> dict[str, Any]:
+        return self._call("GET", "/usage", params={"since": since, "team": team})  # type: ignore[no-any-return]
+
     def tokens(self) -> dict[str, Any]:
         return self._call("GET", "/tokens")  # type: ignore[no-any-return]
 

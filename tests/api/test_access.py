@@ -162,6 +162,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/v1/fleet/pools/{pool}/undrain"): Case("POST", "/v1/fleet/pools/tpu-v5p/undrain"),
     ("GET", "/v1/fleet/reservations"): Case("GET", "/v1/fleet/reservations"),
     ("POST", "/v1/fleet/reservations"): Case("POST", "/v1/fleet/reservations"),
+    ("GET", "/v1/usage"): Case("GET", "/v1/usage", target="team"),
     ("GET", "/v1/whoami"): Case("GET", "/v1/whoami"),
     ("GET", "/v1/audit"): Case("GET", "/v1/audit?limit=5"),
     ("GET", "/v1/tokens"): Case("GET", "/v1/tokens"),
@@ -263,7 +264,7 @@ def test_access_matrix(world: World, key: tuple[str, str], who: str, team: str) 
         c = _local(world.home)
         token_id = c.token_create(team=OWN, role="viewer")["id"]
     path = case.path.format(run=run, token=token_id)
-    if case.target == "team" and key == ("GET", "/v1/runs"):
+    if case.target == "team" and case.method == "GET":
         path += f"?team={team}"
     secret = world.tokens[who]
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
@@ -431,3 +432,27 @@ def test_the_audit_log_refuses_to_be_rewritten(world: World) -> None:
             conn.execute(text(statement))
     assert store.audit_count() == before
     assert "nobody" not in {r["who"] for r in store.audit()}
+
+
+def test_usage_is_kept_per_team_and_a_team_reads_its_own(world: World) -> None:
+    from crossrail.core import Event, EventType
+
+    store = _local(world.home).service.store
+    now = CLOCK.now()
+    for team, chips, hours in ((OWN, 4, 2.0), (OTHER, 8, 1.0)):
+        run = _fresh_run(world, team, "queued")
+        start = {"pool": "h100", "chips": chips, "cost_per_chip_hour": 3.0}
+        store.append_events(
+            [
+                Event(EventType.STARTED, now - hours * 3600, run, 1, data=start),
+                Event(EventType.SUCCEEDED, now, run, 1, data={}),
+            ]
+        )
+    every = world.http.get("/v1/usage", headers=_as(world, "admin")).json()
+    totals = {t["team"]: (t["chip_hours"], t["cost"]) for t in every["teams"]}
+    assert totals == {OWN: (8.0, 24.0), OTHER: (8.0, 24.0)}
+    own = world.http.get("/v1/usage", headers=_as(world, "viewer")).json()
+    assert [t["team"] for t in own["teams"]] == [OWN]
+    assert world.http.get(f"/v1/usage?team={OTHER}", headers=_as(world, "viewer")).status_code == 403
+    local = _local(world.home).usage(team=OTHER, since="1d")
+    assert [(r["team"], r["pool"], r["chip_hours"]) for r in local["rows"]] == [(OTHER, "h100", 8.0)]

@@ -60,6 +60,7 @@ ROUTES: dict[tuple[str, str], Action | None] = {
     ("POST", "/v1/fleet/pools/{pool}/undrain"): Action.FLEET_WRITE,
     ("GET", "/v1/fleet/reservations"): Action.READ,
     ("POST", "/v1/fleet/reservations"): Action.FLEET_WRITE,
+    ("GET", "/v1/usage"): Action.READ,
     ("GET", "/v1/whoami"): Action.WHOAMI,
     ("GET", "/v1/audit"): Action.AUDIT_READ,
     ("GET", "/v1/tokens"): Action.TOKEN_ADMIN,
@@ -440,6 +441,9 @@ class TeamView:
     def ckpt_verify(self, ref: str, **kw: Any) -> dict[str, Any]:
         self.own(ref, "verify the checkpoints of")
         return self.client.ckpt_verify(ref, **kw)
+
+    def usage(self, *, team: str | None = None, **kw: Any) -> dict[str, Any]:
+        return self.client.usage(team=self._team_filter(team), **kw)
 
     def runs(self, *, team: str | None = None, **kw: Any) -> dict[str, Any]:
         return self.client.runs(team=self._team_filter(team), **kw)

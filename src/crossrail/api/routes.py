@@ -307,6 +307,11 @@ class TokenBody(Body):
     expires: str | None = Field(None, description="How long it is valid, e.g. 30d; never expires when left out.")
 
 
+@router.get("/usage", summary="Chip-hours and cost per team, stage and pool (a non-admin: its own team)")
+def usage(request: Request, since: str | None = None, team: str | None = None) -> dict[str, Any]:
+    return client(request).usage(since=since, team=team)
+
+
 @router.get("/whoami", summary="Who the request's token is: user, team, role")
 def whoami(request: Request) -> dict[str, Any]:
     return client(request).whoami(actor_of(request))

@@ -125,3 +125,28 @@ def audit_command(  # noqa: PLR0917 - typer commands take each option as a param
             emit(c.audit(since=since, team=team, limit=limit), as_json, show)
 
     guard(go)
+
+
+def usage_command(
+    since: Annotated[str | None, typer.Option("--since", help="Only the last DURATION, e.g. 30d.")] = None,
+    team: Annotated[str | None, typer.Option("--team", help="Only this team.")] = None,
+    home: Home = None,
+    server: Server = None,
+    as_json: Json = False,
+) -> None:
+    """Chip-hours and cost per team (and per stage and pool), from the event log."""
+
+    def go() -> None:
+        def show(obj: dict[str, Any]) -> None:
+            rows = [{k: r[k] for k in ("team", "stage", "pool", "attempts")} | _money(r) for r in obj["rows"]]
+            table("usage by team, stage and pool", rows)
+            table("usage by team", [{"team": t["team"]} | _money(t) for t in obj["teams"]])
+
+        with client(home, server) as c:
+            emit(c.usage(since=since, team=team), as_json, show)
+
+    guard(go)
+
+
+def _money(row: dict[str, Any]) -> dict[str, str]:
+    return {"chip_hours": f"{row['chip_hours']:.2f}", "cost": f"{row['cost']:,.2f}"}

@@ -578,6 +578,10 @@ def reservations(home: Home = None, server: Server = None, as_json: Json = False
 
 
 app.command("serve")(serve_cli.serve_command)
+app.add_typer(access_cli.token_app, name="token")
+app.command("whoami")(access_cli.whoami_command)
+app.command("audit")(access_cli.audit_command)
+app.command("usage")(access_cli.usage_command)
 app.add_typer(export_app, name="export")
 
 
@@ -587,6 +591,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-app.add_typer(access_cli.token_app, name="token")
-app.command("whoami")(access_cli.whoami_command)
-app.command("audit")(access_cli.audit_command)

@@ -302,7 +302,7 @@ class FleetSpec(SpecModel):
     @property
     def teams(self) -> list[str]:
         """Every team the fleet names: in a queue, a reservation or a Kubernetes team namespace."""
-        named = [q.team for q in self.queues] + [r.team for r in self.reservations]
+        named = [t for q in self.queues for t in q.teams] + [r.team for r in self.reservations]
         return sorted({t for t in named if t} | set(self.kubernetes.team_namespaces))
 
     @model_validator(mode="after")

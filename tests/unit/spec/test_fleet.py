@@ -201,3 +201,8 @@ def test_two_queues_of_a_stage_may_not_both_list_a_team() -> None:
             "queue 'post-training-safety' repeats stage post_training with team safety (see queues[2])",
         )
     ]
+
+
+def test_a_team_a_queue_lists_may_have_a_budget() -> None:
+    text = edited(FLEET_YAML, *SHARED_TEAM_QUEUE) + "  budgets:\n    - {team: safety, amount: 100}\n"
+    assert parse_fleet(doc(text, "fleet.yaml")).spec.teams == ["alignment", "safety"]
