@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -62,6 +63,26 @@ class Staging:
         self.buffers = {}
 
 
+class ReadOnlyWhileStaged:
+    """The caller's arrays made read-only until their copy is done, so an early write raises, not tears the copy.
+
+    A write through another view of the same memory (a torch tensor the array shares memory with) is not
+    caught: the caller's side of the contract is to call `wait_staged()` before it changes the arrays.
+    """
+
+    def __init__(self, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
+        self.arrays = [a for a in arrays.values() if a.flags.writeable]
+        for a in self.arrays:
+            a.flags.writeable = False
+
+    def release(self) -> None:
+        for a in self.arrays:
+            # ValueError: its memory's owner was made read-only meanwhile; the caller's choice stands.
+            with contextlib.suppress(ValueError):
+                a.flags.writeable = True
+        self.arrays = []
+
+
 def _copy_tasks(buffer: npt.NDArray[Any], a: npt.NDArray[Any]) -> list[Callable[[], None]]:
     """The copy of `a` into `buffer` as tasks: byte ranges of a plain copy, or one task that converts."""
     if a.dtype != buffer.dtype or not a.flags.c_contiguous or a.nbytes <= COPY_CHUNK_BYTES:
@@ -74,15 +95,33 @@ def _copy_tasks(buffer: npt.NDArray[Any], a: npt.NDArray[Any]) -> list[Callable[
 class SaveHandle:
     """A save running in the background: `done()`, `wait()`, and `error` once it failed."""
 
-    def __init__(self, step: int, uri: str) -> None:
+    def __init__(self, step: int, uri: str, *, staged: bool = True) -> None:
         self.step = step
         self.uri = uri
         self._finished = threading.Event()
+        self._staged = threading.Event()
+        if staged:
+            self._staged.set()
         self._error: BaseException | None = None
         self.reported = False  # the error was raised to the caller once; later calls do not raise it again
 
     def done(self) -> bool:
         return self._finished.is_set()
+
+    def staged(self) -> bool:
+        """Whether the caller's arrays are no longer read: copied into the staging buffers, or the save ended."""
+        return self._staged.is_set()
+
+    def wait_staged(self, timeout: float | None = None) -> None:
+        """Block until `staged()`; the caller may then change its arrays. A failure is raised by `wait()`.
+
+        TimeoutError when `timeout` seconds pass first.
+        """
+        if not self._staged.wait(timeout):
+            raise TimeoutError(f"the tensors of step {self.step} are still being copied after {timeout} s")
+
+    def mark_staged(self) -> None:
+        self._staged.set()
 
     @property
     def error(self) -> BaseException | None:
@@ -109,6 +148,7 @@ class SaveHandle:
         return wrapped
 
     def finish(self) -> None:
+        self._staged.set()  # a save that failed before its copy ended no longer reads the arrays either
         self._finished.set()
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from crossrail.runtime.asyncsave import OnError, SaveHandle, Staging, run_in_background
+from crossrail.runtime.asyncsave import OnError, ReadOnlyWhileStaged, SaveHandle, Staging, run_in_background
 from crossrail.runtime.manifest import (
     FORMAT,
     MANIFEST_FILE,
@@ -34,6 +34,7 @@ OnSkip = Callable[[str, str], None]
 DEFAULT_SHARD_BYTES = 256 << 20
 DEFAULT_WRITERS = 4
 Step = int | Literal["latest"] | None
+StagingMode = Literal["caller", "background"]
 
 
 @dataclass(frozen=True)
@@ -118,26 +119,62 @@ class Checkpointer:
         state: Mapping[str, Any] | None = None,
         *,
         tokens: int | None = None,
+        staging: StagingMode = "caller",
     ) -> SaveHandle:
         """Copy the tensors into host staging buffers, then write and commit them in the background.
 
-        Blocks only for the copy, and first for a save still in flight (one at a time). The state is
-        snapshotted now, so the caller may change the arrays and the state as soon as this returns.
+        With `staging="caller"` this blocks for the copy, and first for a save still in flight (one at a
+        time); the caller may change the arrays as soon as it returns. With `staging="background"` the copy
+        is made in the background too: the arrays stay read-only until it is done, and the caller must call
+        `wait_staged()` before it changes them (a training loop: before its next optimizer step), which
+        lets the copy overlap the next forward and backward pass. The state is snapshotted now either way.
         """
+        if staging not in ("caller", "background"):
+            raise CheckpointError(f"staging must be 'caller' or 'background' (got {staging!r})")
         with self._lock:
             self._settle()
             head = self._head(step, state, tokens)
             check_tensors(tensors)
-            staged = self.staging.copy(tensors)
-            handle = SaveHandle(head["step"], self.store.child(step_dirname(head["step"])))
+            uri = self.store.child(step_dirname(head["step"]))
+            if staging == "caller":
+                staged = self.staging.copy(tensors)
+                handle = SaveHandle(head["step"], uri)
 
-            def work() -> None:
-                # Without the lock: whoever holds it waits for this thread (prune, the next save) to end.
-                self._write(staged, head)
-                self._retain()
+                def work() -> None:
+                    # Without the lock: whoever holds it waits for this thread (prune, the next save) to end.
+                    self._write(staged, head)
+                    self._retain()
 
-            self._inflight = (handle, run_in_background(handle, work, self.on_error))
+            else:
+                guard = ReadOnlyWhileStaged(tensors)
+                handle = SaveHandle(head["step"], uri, staged=False)
+
+                def work() -> None:
+                    try:
+                        copied = self.staging.copy(tensors)
+                    finally:
+                        guard.release()
+                        handle.mark_staged()
+                    self._write(copied, head)
+                    self._retain()
+
+            try:
+                self._inflight = (handle, run_in_background(handle, work, self.on_error))
+            except BaseException:
+                if staging == "background":
+                    guard.release()
+                raise
             return handle
+
+    def wait_staged(self) -> None:
+        """Block until the save in flight no longer reads the caller's arrays (see save_async's `staging`).
+
+        Returns at once when there is none, or when it was staged by the caller; its failure, if any, is
+        raised by the next save, save_async, wait or close, as always.
+        """
+        inflight = self._inflight
+        if inflight is not None:
+            inflight[0].wait_staged()
 
     def wait(self) -> str | None:
         """Wait for the save in flight; returns its URI (None when there was none) or raises its failure."""

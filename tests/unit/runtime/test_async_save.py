@@ -235,3 +235,97 @@ def test_a_failed_copy_is_raised_to_the_caller(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(asyncsave.np, "copyto", copyto)
     with pytest.raises(MemoryError, match="no room"):
         asyncsave.Staging(copiers=4).copy(big_tensors_of(1))
+
+
+def slow_copies(monkeypatch: pytest.MonkeyPatch, delay_s: float) -> threading.Event:
+    """Each staging copy waits `delay_s` first; returns an event set when a copy has begun."""
+    began = threading.Event()
+    real = asyncsave.np.copyto
+
+    def copyto(*args: Any, **kwargs: Any) -> None:
+        began.set()
+        time.sleep(delay_s)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(asyncsave.np, "copyto", copyto)
+    return began
+
+
+def test_a_background_staged_save_keeps_the_arrays_read_only_until_they_are_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tensors = big_tensors_of(1)
+    want = {name: a.copy() for name, a in tensors.items()}
+    began = slow_copies(monkeypatch, 0.3)
+    with Checkpointer(str(tmp_path)) as ckpt:
+        handle = ckpt.save_async(tensors, 1, staging="background")
+        assert began.wait(5)
+        assert not handle.staged()
+        with pytest.raises(ValueError, match="read-only"):
+            tensors["w"][0] = 0  # an optimizer step before wait_staged would tear the copy: refused
+        ckpt.wait_staged()
+        assert handle.staged()
+        assert all(a.flags.writeable for a in tensors.values())
+        for a in tensors.values():
+            a[...] = 0  # the next optimizer step, after the copy
+        handle.wait()
+    assert_bit_identical(Checkpointer(str(tmp_path)).restore(1)[0], want)
+
+
+def test_a_background_staged_save_does_not_block_the_caller_for_the_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow_copies(monkeypatch, 0.5)
+    ckpt = Checkpointer(str(tmp_path))
+    t0 = time.perf_counter()
+    handle = ckpt.save_async(big_tensors_of(1), 1, staging="background")
+    assert time.perf_counter() - t0 < 0.25
+    monkeypatch.undo()  # the copies under way stay slow
+    caller = ckpt.save_async(tensors_of(2), 2)  # the next save waits for the first to commit, then copies now
+    assert handle.done()
+    assert caller.staged()
+    ckpt.wait_staged()  # nothing to wait for: the caller staged it
+    ckpt.close()
+    assert [c.step for c in Checkpointer(str(tmp_path)).list()] == [1, 2]
+
+
+def test_two_background_saves_never_share_the_staging_buffers_while_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow_writes(monkeypatch, 0.3)  # the first is still writing from its buffers when the second is asked for
+    ckpt = Checkpointer(str(tmp_path))
+    first = ckpt.save_async(big_tensors_of(1), 1, staging="background")
+    first.wait_staged()
+    buffers = dict(ckpt.staging.buffers)
+    second = ckpt.save_async(big_tensors_of(2), 2, staging="background")
+    assert first.done()  # the second copies into the same buffers only after the first committed
+    second.wait()
+    assert all(ckpt.staging.buffers[name] is buffers[name] for name in buffers)  # reused, one save at a time
+    for step in (1, 2):
+        assert_bit_identical(Checkpointer(str(tmp_path)).restore(step)[0], big_tensors_of(step))
+
+
+def test_a_failed_background_copy_frees_the_arrays_and_is_raised_by_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(asyncsave, "COPY_CHUNK_BYTES", 64 << 10)
+
+    def copyto(*args: Any, **kwargs: Any) -> None:
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(asyncsave.np, "copyto", copyto)
+    tensors = big_tensors_of(1)
+    ckpt = Checkpointer(str(tmp_path))
+    handle = ckpt.save_async(tensors, 1, staging="background")
+    handle.wait_staged(5)
+    assert all(a.flags.writeable for a in tensors.values())
+    with pytest.raises(CheckpointError, match="no room"):
+        handle.wait()
+    assert ckpt.list() == []
+
+
+def test_an_unknown_staging_mode_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    with pytest.raises(CheckpointError, match="staging must be 'caller' or 'background'"):
+        ckpt.save_async(tensors_of(1), 1, staging="later")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

@@ -107,6 +107,21 @@ def test_a_large_state_is_split_into_shards_by_size_that_any_safetensors_reader_
     assert_bit_identical(ckpt.restore(5)[0], want)
 
 
+def test_large_tensors_are_restored_into_their_own_mappings_and_still_verified(tmp_path: Path) -> None:
+    want = big_tensors_of(1, mib=8)  # w, v: 8 MiB each, mapped; u: 2 MiB, an ordinary numpy array
+    ckpt = Checkpointer(str(tmp_path), shard_bytes=8 << 20)
+    ckpt.save(want, 1)
+    got = ckpt.restore(1)[0]
+    assert_bit_identical(got, want)
+    assert all(a.flags.writeable and a.flags.c_contiguous for a in got.values())
+    assert [n for n, a in got.items() if not a.flags.owndata] == ["w", "v"]
+    got["w"][...] = 0  # the caller's own memory: nothing of the checkpoint changes
+    assert_bit_identical(ckpt.restore(1)[0], want)
+    flip_a_data_byte(tmp_path, 1, "model-00001-of-00003.safetensors")
+    with pytest.raises(TornCheckpoint, match="tensor w: checksum mismatch"):
+        ckpt.restore(1)
+
+
 def test_the_files_do_not_depend_on_how_many_threads_wrote_them(tmp_path: Path) -> None:
     for writers in (1, 4):
         Checkpointer(str(tmp_path / str(writers)), shard_bytes=1 << 20, writers=writers, clock=lambda: 7.0).save(
