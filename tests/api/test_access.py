@@ -456,3 +456,21 @@ def test_usage_is_kept_per_team_and_a_team_reads_its_own(world: World) -> None:
     assert world.http.get(f"/v1/usage?team={OTHER}", headers=_as(world, "viewer")).status_code == 403
     local = _local(world.home).usage(team=OTHER, since="1d")
     assert [(r["team"], r["pool"], r["chip_hours"]) for r in local["rows"]] == [(OTHER, "h100", 8.0)]
+
+
+def test_rotating_keeps_the_expiry_and_refuses_the_old_secret_at_once(world: World) -> None:
+    from crossrail.errors import ConflictError
+
+    c = _local(world.home)
+    old = c.token_create(team=OWN, role="viewer", user="rot", expires="3h")
+    new = c.token_rotate(old["id"])
+    assert (new["team"], new["role"], new["user"], new["expires_at"]) == (OWN, "viewer", "rot", old["expires_at"])
+    assert world.http.get("/v1/whoami", headers={"Authorization": f"Bearer {new['token']}"}).json()["user"] == "rot"
+    refused = world.http.get("/v1/whoami", headers={"Authorization": f"Bearer {old['token']}"})
+    assert refused.status_code == 401
+    assert f"replaced by token {new['id']}" in refused.json()["message"]
+    with pytest.raises(ConflictError, match="already revoked"):
+        c.token_rotate(old["id"])
+    states = {t["id"]: t["state"] for t in c.tokens()["tokens"]}
+    assert (states[old["id"]], states[new["id"]]) == ("rotated", "active")
+    assert all("secret_sha256" not in t and "token" not in t for t in c.tokens()["tokens"])

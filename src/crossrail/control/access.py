@@ -15,7 +15,7 @@ from typing import Any
 
 from crossrail.core import validate_name
 from crossrail.core.access import Action, Actor, Role, role
-from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
+from crossrail.errors import ConflictError, NotFoundError, UnauthenticatedError, UsageError
 from crossrail.store import Store
 
 PREFIX = "crt_"
@@ -81,12 +81,15 @@ def create_token(
 
 
 def rotate_token(store: Store, token_id: str, *, by: str, now: float) -> dict[str, Any]:
-    """A new secret for the token's team, role and user; the old one is refused from now on."""
+    """A new secret for the token's team, role, user and expiry; the old one is refused from now on."""
     old = next((r for r in store.tokens() if r["id"] == token_id), None)
     if old is None:
         raise NotFoundError(f"no token {token_id!r}; `crossrail token list` shows the tokens")
-    left = None if old["expires_at"] is None else old["expires_at"] - old["created_at"]
-    row, secret = _new_row(old["team"], Role(old["role"]), old["user"], by=by, now=now, expires_at=_expiry(now, left))
+    if token_state(old, now) == "expired":
+        raise ConflictError(f"token {token_id} is expired; make a new one with `crossrail token create`")
+    row, secret = _new_row(
+        old["team"], Role(old["role"]), old["user"], by=by, now=now, expires_at=old["expires_at"]
+    )  # the same expiry: rotating does not extend a token's life
     store.rotate_token(token_id, row, now)
     return _public(row) | {"token": secret, "replaces": token_id}
 
