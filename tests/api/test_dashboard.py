@@ -136,3 +136,22 @@ def test_the_page_of_a_run_still_queued_says_it_has_no_attempt_loss_or_checkpoin
     assert "no attempt yet" in page
     assert "no loss reported yet" in page
     assert "step attempt state uri none" in page
+
+
+def test_the_metrics_page_shows_the_reports_figures_drawn_by_the_same_code_as_report_out(demo_server: str) -> None:
+    from crossrail.control.figures import SIZE_PX
+
+    html = get(f"{demo_server}/ui/report")
+    with urllib.request.urlopen(f"{demo_server}/ui/report/figures/queue-wait-cdf.png", timeout=30) as answer:
+        png = answer.read()
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"{demo_server}/ui/report/figures/compare.png", timeout=30).close()
+    missing.value.close()
+
+    assert '<img src="/ui/report/figures/queue-wait-cdf.png"' in html
+    assert '<img src="/ui/report/figures/cost-by-pool.png"' in html
+    assert "Not drawn: no before/after given" in text(html)
+    assert png.startswith(b"\x89PNG")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")  # the IHDR chunk
+    assert (width, height) == SIZE_PX
+    assert missing.value.code == 404

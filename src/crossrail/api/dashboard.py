@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from crossrail.api.auth import TeamView, scoped
 from crossrail.core import format_duration
-from crossrail.errors import NotFoundError
+from crossrail.errors import NotFoundError, UsageError
 
 WEB = Path(__file__).with_name("web")
 STATIC = {"style.css": "text/css", "refresh.js": "text/javascript"}
@@ -106,8 +106,45 @@ def _age(ts: float | None, c: TeamView) -> float | None:
 
 
 @router.get("/ui/report", response_class=HTMLResponse)
-def report_page(request: Request) -> HTMLResponse:
-    return _page(request, "report.html", "Metrics", report=_client(request).report())
+def report_page(request: Request, before: str | None = None, after: str | None = None) -> HTMLResponse:
+    from crossrail.control.report_doc import figures_html
+
+    doc = _report_doc(request, before, after)
+    query = f"?{request.url.query}" if request.url.query else ""
+    shown = "\n".join(figures_html(doc, "/ui/report/figures/", query))
+    return _page(request, "report.html", "Metrics", report=_client(request).report(), figures=shown)
+
+
+@router.get("/ui/report/figures/{name}.png")
+def report_figure(request: Request, name: str, before: str | None = None, after: str | None = None) -> Response:
+    """A figure of the report page, drawn by the same code as `crossrail report --out` (control/figures.py)."""
+    doc = _report_doc(request, before, after)
+    fig = next((f for f in doc.figures if f.name == name), None)
+    if fig is None or fig.png is None:
+        raise HTTPException(404, f"no figure {name!r}" if fig is None else f"{name} is not drawn: {fig.note}")
+    return Response(fig.png, media_type="image/png", headers={"Cache-Control": "no-store"})
+
+
+REPORT_CACHE_S = 30.0
+"""A page and its figures are drawn from one report, reused this long (drawing costs about a second)."""
+
+
+def _report_doc(request: Request, before: str | None, after: str | None) -> Any:
+    from crossrail.control import report_doc
+
+    c = _client(request)
+    now = c.clock.now()
+    key = (before, after)
+    cached = getattr(request.app.state, "report_doc", None)
+    if cached is not None and cached[0] == key and 0 <= now - cached[1].generated_at < REPORT_CACHE_S:
+        return cached[1]
+    service = c.service
+    try:
+        doc = report_doc.build(service.store, service.fleet, now, before=before, after=after)
+    except UsageError as exc:
+        raise HTTPException(400, str(exc)) from None
+    request.app.state.report_doc = (key, doc)
+    return doc
 
 
 # --- views -------------------------------------------------------------------------------------------

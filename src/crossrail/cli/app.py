@@ -275,14 +275,37 @@ app.command("resume")(_change("resume"))
 
 
 @app.command()
-def report(home: Home = None, server: Server = None, as_json: Json = False) -> None:
-    """Research-cycle metrics per stage and pool, from the event log."""
+def report(
+    home: Home = None,
+    server: Server = None,
+    as_json: Json = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write report.md, report.html and PNG figures to this directory.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="With --out: the cost table's window starts here (2026-11-01).")
+    ] = None,
+    before: Annotated[
+        str | None, typer.Option("--before", help="With --out: runs before (filters, as compare takes them).")
+    ] = None,
+    after: Annotated[
+        str | None, typer.Option("--after", help="With --out: runs after, for the compare figure.")
+    ] = None,
+) -> None:
+    """Research-cycle metrics per stage and pool, from the event log; with --out, a report with figures."""
 
     def go() -> None:
         from crossrail.cli import render
 
-        with client(home, server) as c:
-            emit(c.report(), as_json, render.report)
+        if out is None:
+            if since or before or after:
+                raise UsageError("--since, --before and --after shape the written report: add --out DIR")
+            with client(home, server) as c:
+                emit(c.report(), as_json, render.report)
+            return
+        from crossrail.cli.report_out import write_report
+
+        write_report(home, server, out, since=since, before=before, after=after, as_json=as_json)
 
     guard(go)
 

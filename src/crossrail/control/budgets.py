@@ -3,6 +3,8 @@ the `budget_exceeded` events it announces, and the hold `crossrail queue` shows.
 
 from __future__ import annotations
 
+from typing import Any
+
 from crossrail.core import Event, EventType
 from crossrail.core.periods import Period, period_bounds
 from crossrail.metrics.usage import by_team, usage
@@ -75,3 +77,29 @@ def _period_spend(book: BudgetBook, events: list[Event], now: float, *, running:
         for team in teams:
             out[team] = spent.get(team, (0.0, 0.0))[1]
     return out
+
+
+def status(store: Store, fleet: Fleet, now: float) -> list[dict[str, Any]]:
+    """Each budget of the fleet with what its team spent in the period holding `now`, and its state
+    (`ok`, `exceeded`, or `held` for a budget that holds)."""
+    book = BudgetBook.from_fleet(fleet)
+    if not book:
+        return []
+    spent = _period_spend(book, store.events(types=[str(t) for t in USAGE_EVENTS]), now, running=True)
+    rows = []
+    for b in book.budgets.values():
+        start, end = period_bounds(b.period, now)
+        over = spent[b.team] >= b.amount
+        rows.append(
+            {
+                "team": b.team,
+                "amount": b.amount,
+                "period": b.period,
+                "period_start": start,
+                "period_end": end,
+                "spent": spent[b.team],
+                "hold": b.hold,
+                "state": ("held" if b.hold else "exceeded") if over else "ok",
+            }
+        )
+    return rows

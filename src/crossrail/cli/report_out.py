@@ -1,0 +1,40 @@
+"""`crossrail report --out DIR`: build the report beside the workspace's store and write it (control/report_doc.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crossrail.cli.common import client
+from crossrail.cli.output import console, print_json
+from crossrail.errors import UsageError
+
+
+def write_report(
+    home: Path | None,
+    server: str | None,
+    out: Path,
+    *,
+    since: str | None,
+    before: str | None,
+    after: str | None,
+    as_json: bool,
+) -> None:
+    from crossrail.control import report_doc
+    from crossrail.metrics import parse_selection
+
+    start = parse_selection(f"since={since}", "--since").since if since else None
+    with client(home, server) as c:
+        if not hasattr(c, "service"):
+            raise UsageError("report --out reads the workspace's store; run it beside the workspace, without --server")
+        doc = report_doc.build(c.service.store, c.fleet, c.clock.now(), since=start, before=before, after=after)
+    written = report_doc.write(doc, out)
+    drawn = [f.name for f in doc.figures if f.png is not None]
+    missing = {f.name: f.note for f in doc.figures if f.png is None}
+    if as_json:
+        print_json({"kind": "ReportFiles", "files": [str(p) for p in written], "figures": drawn, "not_drawn": missing})
+        return
+    console.print(f"wrote {len(written)} files to {out}: {', '.join(p.name for p in written)}", markup=False)
+    if doc.verdict is not None:
+        console.print(f"[bold]{doc.verdict.sentence}[/]")
+    for name, why in missing.items():
+        console.print(f"not drawn: {name}: {why}", markup=False)

@@ -1,0 +1,200 @@
+"""`crossrail report --out DIR`: the workspace's research-cycle report as Markdown and HTML beside its PNG figures.
+
+The document holds the figures (control/figures.py), chip-hours and cost per team x stage x pool over a
+window (metrics/usage.py), each team budget's spend this period, and, with a before and after selection, the
+verdict of `crossrail compare`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crossrail.control import budgets
+from crossrail.control.facts import workspace_runs
+from crossrail.control.figures import Figure, figures
+from crossrail.metrics import RunFacts, Verdict, compare, parse_selection
+from crossrail.metrics.usage import Usage, usage
+from crossrail.spec import Fleet
+from crossrail.store import Store
+
+MARKDOWN, HTML = "report.md", "report.html"
+
+
+@dataclass(frozen=True)
+class ReportDoc:
+    fleet: str
+    generated_at: float
+    since: float | None
+    until: float
+    runs: int
+    figures: list[Figure]
+    usage: list[Usage]
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    verdict: Verdict | None = None
+    compared: str = ""
+
+
+def build(
+    store: Store,
+    fleet: Fleet,
+    now: float,
+    *,
+    since: float | None = None,
+    before: str | None = None,
+    after: str | None = None,
+) -> ReportDoc:
+    """The report of the store's runs as of `now`; `since` bounds the cost table's window, `before` and
+    `after` (selections as `crossrail compare` takes them) add the verdict and its figure."""
+    runs = workspace_runs(store, now)
+    verdict, compared = _verdict(runs, before, after)
+    return ReportDoc(
+        fleet=fleet.name,
+        generated_at=now,
+        since=since,
+        until=now,
+        runs=len(runs),
+        figures=figures(runs, verdict, compared),
+        usage=usage(store.events(types=[str(t) for t in budgets.USAGE_EVENTS]), now, since),
+        budgets=budgets.status(store, fleet, now),
+        verdict=verdict,
+        compared=compared,
+    )
+
+
+def _verdict(runs: Sequence[RunFacts], before: str | None, after: str | None) -> tuple[Verdict | None, str]:
+    if before is None and after is None:
+        return None, ""
+    from crossrail.errors import UsageError
+
+    if before is None or after is None:
+        raise UsageError("give both --before and --after (event filters, as `crossrail compare` takes them)")
+    picked = [parse_selection(text, flag).pick(runs) for text, flag in ((before, "--before"), (after, "--after"))]
+    compared = f"before {before} ({len(picked[0])} runs), after {after} ({len(picked[1])} runs)"
+    return compare(picked[0], picked[1]), compared
+
+
+def write(doc: ReportDoc, out: Path) -> list[Path]:
+    """Write the PNGs, report.md and report.html under `out` (made if missing); the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fig in doc.figures:
+        if fig.png is not None:
+            path = out / f"{fig.name}.png"
+            path.write_bytes(fig.png)
+            written.append(path)
+    for name, text in ((MARKDOWN, markdown(doc)), (HTML, to_html(doc))):
+        (out / name).write_text(text, encoding="utf-8")
+        written.append(out / name)
+    return written
+
+
+# --- Markdown ------------------------------------------------------------------------------------------
+
+
+def markdown(doc: ReportDoc) -> str:
+    lines = [f"# Research-cycle report: fleet {doc.fleet}", "", _heading_line(doc), ""]
+    if doc.verdict is not None:
+        lines += ["## Verdict", "", f"**{doc.verdict.sentence}**", "", doc.compared + ".", "", doc.verdict.method, ""]
+    lines += ["## Figures", ""]
+    for fig in doc.figures:
+        lines += [f"### {fig.title}", ""]
+        lines += [f"![{fig.title}]({fig.name}.png)", "", fig.note, ""] if fig.png else [f"_Not drawn: {fig.note}._", ""]
+    lines += ["## Chip-hours and cost by team, stage and pool", "", _window(doc), ""]
+    lines += _md_table(["team", "stage", "pool", "attempts", "chip-hours", "cost"], _usage_rows(doc.usage))
+    if doc.budgets:
+        lines += ["", "## Budgets", ""]
+        lines += _md_table(["team", "period", "spent", "budget", "state"], _budget_rows(doc.budgets))
+    return "\n".join(lines) + "\n"
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    if not rows:
+        return ["_None in this window._"]
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    return out + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+# --- HTML ----------------------------------------------------------------------------------------------
+
+
+def to_html(doc: ReportDoc, image_prefix: str = "") -> str:
+    """The same report as one HTML page; images are `<image_prefix><name>.png`."""
+    e = html.escape
+    parts = [f"<h1>Research-cycle report: fleet {e(doc.fleet)}</h1>", f"<p>{e(_heading_line(doc))}</p>"]
+    parts += figures_html(doc, image_prefix)
+    parts += [f"<h2>Chip-hours and cost by team, stage and pool</h2><p>{e(_window(doc))}</p>"]
+    parts.append(_html_table(["team", "stage", "pool", "attempts", "chip-hours", "cost"], _usage_rows(doc.usage)))
+    if doc.budgets:
+        parts += [
+            "<h2>Budgets</h2>",
+            _html_table(["team", "period", "spent", "budget", "state"], _budget_rows(doc.budgets)),
+        ]
+    body = "\n".join(parts)
+    style = "body{font-family:sans-serif;max-width:60rem;margin:2rem auto}td,th{padding:.2rem .6rem;text-align:left}"
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>crossrail report: {e(doc.fleet)}'
+        f"</title><style>{style}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def figures_html(doc: ReportDoc, image_prefix: str = "", image_query: str = "") -> list[str]:
+    """The verdict and the figures as HTML fragments (the dashboard's report page shows these too); each image
+    is `<image_prefix><name>.png<image_query>`."""
+    e = html.escape
+    parts = []
+    if doc.verdict is not None:
+        parts.append(f'<h2>Verdict</h2><p class="verdict"><strong>{e(doc.verdict.sentence)}</strong></p>')
+        parts.append(f"<p>{e(doc.compared)}. {e(doc.verdict.method)}</p>")
+    parts.append("<h2>Figures</h2>")
+    for fig in doc.figures:
+        parts.append(f"<h3>{e(fig.title)}</h3>")
+        if fig.png is not None:
+            src = e(f"{image_prefix}{fig.name}.png{image_query}")
+            parts.append(
+                f'<figure><img src="{src}" alt="{e(fig.title)}"><figcaption>{e(fig.note)}</figcaption></figure>'
+            )
+        else:
+            parts.append(f'<p class="missing">Not drawn: {e(fig.note)}.</p>')
+    return parts
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    if not rows:
+        return "<p>None in this window.</p>"
+    e = html.escape
+    top = "".join(f"<th>{e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# --- shared rows ---------------------------------------------------------------------------------------
+
+
+def _heading_line(doc: ReportDoc) -> str:
+    return f"{doc.runs} runs, as of {_date(doc.generated_at)}. Definitions: docs/metrics.md."
+
+
+def _window(doc: ReportDoc) -> str:
+    start = _date(doc.since) if doc.since is not None else "the first event"
+    return f"Attempts from {start} to {_date(doc.until)}, clipped to the window; running ones count up to its end."
+
+
+def _usage_rows(rows: Sequence[Usage]) -> list[list[str]]:
+    return [[u.team, u.stage, u.pool, str(u.attempts), f"{u.chip_hours:,.2f}", f"{u.cost:,.2f}"] for u in rows]
+
+
+def _budget_rows(rows: Sequence[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for b in rows:
+        period = f"{b['period']} from {_date(b['period_start'])}"
+        out.append([b["team"], period, f"{b['spent']:,.2f}", f"{b['amount']:,.2f}", b["state"]])
+    return out
+
+
+def _date(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,141 @@
+"""`crossrail report --out`: Markdown, HTML and PNG figures drawn from a simulated fleet's event log; the
+figures decode, have their stated size and are not blank. matplotlib is imported once, by the shared fixture."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from crossrail.cli import app
+from crossrail.client import Client
+from crossrail.control.figures import SIZE_PX, Figure, figures
+from crossrail.core import Event, ManualClock
+from crossrail.metrics import RunFacts, compare, fold_runs
+from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.failures import FailureSpec
+from crossrail.sim.simulation import Simulation
+from crossrail.sim.workload import SimJob
+from crossrail.spec import load_fleet
+
+FLEET = """\
+apiVersion: crossrail/v1
+kind: Fleet
+metadata: {name: report-fleet}
+spec:
+  pools:
+    - {name: tpu-a, accelerator: tpu, chip_type: tpu-v5p, chips: 8, chips_per_host: 4, cost_per_chip_hour: 4.0}
+    - {name: h100, accelerator: gpu, chip_type: h100, chips: 8, chips_per_host: 8, cost_per_chip_hour: 3.0}
+  queues:
+    - {name: pretraining, stage: pretraining, quota: {tpu-a: 8, h100: 8}}
+    - {name: eval, stage: eval, quota: {tpu-a: 8, h100: 8}}
+"""
+START = 1_767_225_600.0  # the workspace clock's 2026-01-01T00:00:00Z: the simulated log is moved there
+
+
+def simulated_events(tmp: Path) -> list[Event]:
+    """A day of work on two pools with host failures: queue waits, retries and lost work to draw."""
+    path = tmp / "fleet.yaml"
+    path.write_text(FLEET)
+    jobs = [
+        SimJob(f"job-{i}", "pretraining" if i % 3 else "eval", 4, work_s=1800.0 + 600 * (i % 4), submit_s=300.0 * i)
+        for i in range(30)
+    ]
+    failures = FailureSpec(host_mtbf_s=4 * 3600.0)
+    checkpoint = CheckpointSpec(cost_s=60.0)  # checkpoints cost time, so a failure loses the work since the last
+    sim = Simulation(load_fleet(path), jobs, failures=failures, checkpoint=checkpoint, seed=3, record_events=True)
+    sim.run()
+    assert sim.events is not None
+    return [Event(e.type, e.ts + START, e.run, e.attempt, e.data) for e in sim.events]
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> list[Event]:
+    return simulated_events(tmp_path_factory.mktemp("sim"))
+
+
+@pytest.fixture(scope="module")
+def runs(events: list[Event]) -> list[RunFacts]:
+    return fold_runs(events, now=max(e.ts for e in events))
+
+
+@pytest.fixture(scope="module")
+def drawn(runs: list[RunFacts]) -> dict[str, Figure]:
+    """Every figure, drawn once for the module (the first draw pays for importing matplotlib)."""
+    before = [r for r in runs if r.dimension("pool") == "h100"]
+    after = [r for r in runs if r.dimension("pool") == "tpu-a"]
+    verdict = compare(before, after, resamples=300)
+    return {f.name: f for f in figures(runs, verdict, "pool=h100 vs pool=tpu-a")}
+
+
+def pixels(png: bytes) -> Any:
+    from matplotlib.image import imread
+
+    return imread(io.BytesIO(png), format="png")
+
+
+@pytest.mark.parametrize("name", ["queue-wait-cdf", "cost-by-pool", "goodput-over-time", "compare"])
+def test_each_figure_decodes_at_its_size_and_is_not_blank(drawn: dict[str, Figure], name: str) -> None:
+    fig = drawn[name]
+    assert fig.png is not None, fig.note
+    image = pixels(fig.png)
+    height, width = image.shape[:2]
+    rgb = (image[..., :3] * 255).astype(np.uint32)
+    colours = np.unique(rgb[..., 0] << 16 | rgb[..., 1] << 8 | rgb[..., 2])
+
+    assert (width, height) == SIZE_PX
+    assert float(image[..., :3].std()) > 0.05
+    assert len(colours) > 20
+
+
+def test_figures_say_why_they_are_not_drawn_when_the_log_has_nothing_to_show() -> None:
+    waiting = fold_runs([Event("submitted", START, "r1", None, {"stage": "eval"})], now=START + 60)  # type: ignore[arg-type]
+
+    shown = figures(waiting)
+
+    assert [f.png for f in shown] == [None, None, None, None]
+    assert shown[0].note == "no run has started yet, so no queue wait is known"
+    assert shown[3].note.startswith("no before/after given: pass --before SEL --after SEL")
+
+
+def test_report_out_writes_markdown_html_and_the_figures_from_the_workspace_log(
+    checkout: Path, clock: ManualClock, events: list[Event]
+) -> None:
+    client = Client(cwd=checkout, clock=clock)
+    client.service.store.append_events(events)
+    client.close()
+    out = checkout / "report"
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "report",
+            "--home",
+            str(checkout / ".crossrail"),
+            "--out",
+            str(out),
+            "--before",
+            "pool=h100",
+            "--after",
+            "pool=tpu-a",
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
+
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert sorted(listed["figures"]) == ["compare", "cost-by-pool", "goodput-over-time", "queue-wait-cdf"]
+    markdown = (out / "report.md").read_text()
+    page = (out / "report.html").read_text()
+    for name in listed["figures"]:
+        assert pixels((out / f"{name}.png").read_bytes()).shape[:2] == SIZE_PX[::-1]
+        assert f"]({name}.png)" in markdown
+        assert f'<img src="{name}.png"' in page
+    assert "| - | eval | h100 |" in markdown  # the cost table: the simulated jobs name no team
+    assert "## Verdict" in markdown
