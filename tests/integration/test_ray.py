@@ -307,3 +307,31 @@ def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
         assert all(a.state == "unplaced" for a in store.attempts(run)[:-1])  # no retry was spent on them
     finally:
         ray_cluster.remove_node(node)
+
+
+def test_a_two_worker_run_is_one_placement_group_of_a_bundle_per_worker_with_ranks(
+    client: Client, experiments: Path, ray_cluster: Any
+) -> None:
+    code = (
+        "import os, time; e = os.environ; time.sleep(1.5); "
+        "print('rank', e['RANK'], 'of', e['WORLD_SIZE'], 'local', e['LOCAL_RANK'], 'via', e['MASTER_ADDR'])"
+    )
+    sets = [f'spec.command=[python, -c, "{code}"]', "spec.args=[]", "spec.resources={chips: 2, duration: 5m}"]
+    sets += ["spec.parallelism={data: 2}", "spec.accelerators={allow: [gpu]}"]
+    run = client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]
+    executor = ray_executor(client)
+    drive(client, lambda: [s.phase for s in executor.observe()] == ["running"])
+
+    from ray.util import placement_group_table
+
+    name = executor.group_name(run, 1)
+    (group,) = [g for g in placement_group_table().values() if g["name"] == name]
+    assert (group["state"], group["strategy"]) == ("CREATED", "PACK")
+    assert [b["h100"] for b in group["bundles"].values()] == [1.0, 1.0]  # one bundle per worker, chips/2 each
+    drive(client, succeeded(client, run))
+    hosts = executor.placement(run, 1)
+    assert len({h["node_id"] for h in hosts}) == 1  # PACK: both workers on the GPU-like node
+    assert all(h["labels"]["accelerator"] == GPU_LABELS["accelerator"] for h in hosts)
+    log = client.logs(run)["attempts"][-1]["log"]
+    assert "rank 0 of 2 local 0 via" in log
+    assert "rank 1 of 2 local 1 via" in log

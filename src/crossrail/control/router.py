@@ -63,6 +63,7 @@ def _ray(ctx: BackendContext) -> Executor:
                 label_selector=dict(p.node_labels if settings.label_selector is None else settings.label_selector),
                 namespace=settings.namespace,
                 placement_timeout_s=settings.placement_timeout_s,
+                placement_strategy=settings.placement_strategy,
             )
         return found
 

@@ -1,8 +1,12 @@
-"""The Ray executor: each attempt a placement group of one bundle per host, each host a detached Ray actor.
+"""The Ray executor: each attempt a placement group of one bundle per host (or per worker), each a detached Ray actor.
 
 crossrail admits; Ray places. An attempt asks Ray for one bundle per host, each holding the pool's chip
 resource (e.g. `{"tpu-v5p": 4}`) and extra resources, with the pool's node labels as bundle label selectors;
-several hosts are placed STRICT_SPREAD, so a gang lands whole on distinct nodes or not at all. While Ray has
+several hosts are placed STRICT_SPREAD, so a gang lands whole on distinct nodes or not at all. A
+data-parallel run of N workers (`spec.parallelism.data`, chips a multiple of N) is one placement group of N
+bundles of chips/N, placed as the pool's `placement_strategy` says (PACK by default), all or nothing; each
+worker gets torch's and crossrail's rendezvous variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT, CROSSRAIL_COORDINATOR), worker 0's node coordinating. While Ray has
 no room the attempt is `pending`; after the pool's placement timeout its placement group is removed and the
 attempt is `unplaced`, so the agent puts the run back in its queue: nothing is ever half-started in Ray.
 Once placed, each host runs the command as a subprocess of its Ray worker (crossrail.executors.ray_host).
@@ -16,6 +20,7 @@ namespace. Ray is imported lazily; without it a ray pool fails with one line nam
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import os
@@ -45,6 +50,7 @@ CALL_TIMEOUT_S = 10.0  # one status or stop call to an actor
 CONNECT_TIMEOUT_S = 5.0  # the first TCP connection to the cluster's address
 RECORD_WAIT_S = 10.0  # an attempt directory without request.json older than this was an interrupted launch
 DEFAULT_LOG_MAX_BYTES = 8 * 2**20  # output an actor keeps for the executor to fetch
+RENDEZVOUS_PORTS = (29500, 39500)  # worker 0's torch store port is in this range, JAX's coordinator the next
 
 
 @dataclass(frozen=True)
@@ -59,9 +65,14 @@ class RayPool:
     label_selector: dict[str, str] = field(default_factory=dict)
     namespace: str = "crossrail"
     placement_timeout_s: float = 60.0
+    placement_strategy: str = "PACK"
+    """How the bundles of a data-parallel run's workers are placed (Ray's PACK, SPREAD, STRICT_*)."""
 
-    def bundles(self, chips: int) -> list[dict[str, float]]:
-        """One bundle per host: its chips as the chip resource, plus the pool's extra resources."""
+    def bundles(self, chips: int, workers: int = 1) -> list[dict[str, float]]:
+        """One bundle per worker of chips/workers when the chips split evenly into workers that each fit a
+        host; else one bundle per host: its chips as the chip resource. Both with the pool's extra resources."""
+        if workers > 1 and chips % workers == 0 and chips // workers <= self.chips_per_host:
+            return [{self.chip_resource: float(chips // workers), **self.resources} for _ in range(workers)]
         hosts = max(1, math.ceil(chips / self.chips_per_host))
         per_host = [min(self.chips_per_host, chips - i * self.chips_per_host) for i in range(hosts)]
         return [{self.chip_resource: float(n), **self.resources} for n in per_host]
@@ -107,13 +118,16 @@ class RayExecutor(AttemptDirs):
             os.mkdir(directory)
         except FileExistsError:
             return self._known(directory)
-        bundles = pool.bundles(request.chips)
+        workers = data_parallel(request)
+        bundles = pool.bundles(request.chips, workers)
+        per_worker = workers > 1 and len(bundles) == workers
         name = self.group_name(request.run, request.attempt)
         record = {
             "request": asdict(request),
             "pool": asdict(pool),
             "bundles": bundles,
-            "strategy": "PACK" if len(bundles) == 1 else "STRICT_SPREAD",
+            "workers": workers if per_worker else 1,
+            "strategy": pool.placement_strategy if per_worker else "PACK" if len(bundles) == 1 else "STRICT_SPREAD",
             "placement_group": name,
             "actors": [f"{name}-h{i}" for i in range(len(bundles))],
             "launched_at": self._clock.now(),
@@ -246,6 +260,7 @@ class RayExecutor(AttemptDirs):
 
         actor_class = ray.remote(AttemptHost)
         hosts = len(record["bundles"])
+        ranks = _rendezvous(ray, group, record) if record.get("workers", 1) > 1 else [{}] * hosts
         handles = []
         for i, (name, bundle) in enumerate(zip(record["actors"], record["bundles"], strict=True)):
             strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
@@ -261,7 +276,8 @@ class RayExecutor(AttemptDirs):
                 "resources": custom,
                 "scheduling_strategy": strategy,
             }
-            handle = actor_class.options(**options).remote(record["request"], i, hosts, self.log_max_bytes)
+            request = {**record["request"], "env": {**record["request"]["env"], **ranks[i]}}
+            handle = actor_class.options(**options).remote(request, i, hosts, self.log_max_bytes)
             self._handles[name] = handle
             handles.append(handle)
         try:
@@ -402,6 +418,38 @@ class RayExecutor(AttemptDirs):
         return f"crossrail-{self.tag}-{run}-{attempt}"
 
     # --- directories -------------------------------------------------------------------------------
+
+
+def data_parallel(request: LaunchRequest) -> int:
+    """The attempt's data-parallel workers: the recorded `spec.parallelism.data`, at most its chips (else 1)."""
+    try:
+        spec = json.loads(request.env.get("CROSSRAIL_SPEC", "{}")).get("spec") or {}
+    except (json.JSONDecodeError, AttributeError):
+        return 1
+    data = (spec.get("parallelism") or {}).get("data")
+    return max(1, min(data, request.chips)) if isinstance(data, int) else 1
+
+
+def _rendezvous(ray: Any, group: Any, record: dict[str, Any]) -> list[dict[str, str]]:
+    """Each worker's rendezvous variables: its rank and local rank (among the workers on its node), and worker
+    0's node as the address of torch's store and JAX's coordinator, on ports derived from the group's name."""
+    from ray.util import placement_group_table
+
+    nodes = placement_group_table(group).get("bundles_to_node_id") or {}
+    address = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+    master = address.get(nodes.get(0), "127.0.0.1")
+    port = RENDEZVOUS_PORTS[0] + int(hashlib.sha256(record["placement_group"].encode()).hexdigest(), 16) % (
+        RENDEZVOUS_PORTS[1] - RENDEZVOUS_PORTS[0]
+    )
+    workers = len(record["bundles"])
+    seen: dict[Any, int] = {}  # node -> the last local rank given there
+    out = []
+    for rank in range(workers):
+        node = nodes.get(rank)
+        local = seen[node] = seen.get(node, -1) + 1
+        env = {"RANK": rank, "WORLD_SIZE": workers, "LOCAL_RANK": local, "MASTER_ADDR": master, "MASTER_PORT": port}
+        out.append({**{k: str(v) for k, v in env.items()}, "CROSSRAIL_COORDINATOR": f"{master}:{port + 1}"})
+    return out
 
 
 def _check_reachable(address: str) -> None:

@@ -52,7 +52,9 @@ Chips = Annotated[int, Field(strict=True, ge=0)]
 class RayPoolSpec(SpecModel):
     """Where a `backend: ray` pool's work runs: the Ray cluster's `address`, the custom resource one chip counts
     as (`chip_resource`, default the pool's chip_type), extra Ray resources each host of an attempt asks for,
-    and the node labels its work must land on (`label_selector`, default the pool's node_labels)."""
+    and the node labels its work must land on (`label_selector`, default the pool's node_labels).
+    `placement_strategy` is how Ray places the workers of a data-parallel run, one bundle each: `PACK`
+    (default: as few nodes as fit), `STRICT_SPREAD` (one node per worker), `SPREAD` or `STRICT_PACK`."""
 
     address: NonEmpty
     chip_resource: NonEmpty | None = None
@@ -60,6 +62,7 @@ class RayPoolSpec(SpecModel):
     label_selector: dict[str, str] | None = None
     namespace: Name = "crossrail"
     placement_timeout_s: Seconds = Field(default=60.0, alias="placement_timeout", gt=0)
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
 
 
 class Pool(SpecModel):
