@@ -466,6 +466,7 @@ def cross_checks(data: Any) -> Items:
     items += nested(("spec",), reservation_items(hosts, held))
     reservations = [as_dict(r) for r in as_list(spec.get("reservations"))]
     named = [q.get("team") for q in queues] + [r.get("team") for r in reservations]
+    named += [t for q in queues for t in as_list(q.get("teams"))]
     named += list(as_dict(as_dict(spec.get("kubernetes")).get("team_namespaces")))
     teams = sorted({t for t in named if isinstance(t, str) and t})
     budgeted = [as_dict(b).get("team") for b in as_list(spec.get("budgets"))]

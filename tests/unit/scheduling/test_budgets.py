@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -162,3 +163,22 @@ def fleet_text(budgets: list[dict[str, Any]]) -> str:
     doc = fleet(POOLS, QUEUES).model_dump(by_alias=True, mode="json", exclude_defaults=True)
     doc["spec"]["budgets"] = budgets
     return json.dumps(doc)
+
+
+def test_a_budget_may_name_a_team_that_only_a_queues_teams_list_names() -> None:
+    """Also when another problem makes the checks run on the unvalidated document."""
+    from crossrail.spec import parse_document
+    from crossrail.spec.validate import parse_fleet
+
+    doc = fleet(POOLS, QUEUES).model_dump(by_alias=True, mode="json", exclude_defaults=True)
+    doc["spec"]["queues"].append({"name": "shared", "stage": "eval", "teams": ["x", "y"]})
+    good = {**doc, "spec": {**doc["spec"], "budgets": [{"team": "y", "amount": 5}]}}
+    bad = {**doc, "spec": {**doc["spec"], "budgets": [{"team": "y", "amount": 5}, {"team": "a", "amount": 0}]}}
+
+    loaded = parse_fleet(parse_document(json.dumps(good), "fleet.yaml"))
+    with pytest.raises(SpecError) as err:
+        parse_fleet(parse_document(json.dumps(bad), "fleet.yaml"))
+
+    assert [b.team for b in loaded.spec.budgets] == ["y"]
+    assert "budgets[1].amount" in str(err.value)
+    assert "unknown team" not in str(err.value)
