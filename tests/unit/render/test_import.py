@@ -101,7 +101,7 @@ EXPLAINED_POD = [
     (r"^spec\.tolerations", "spec.template.spec.tolerations"),
     (r"^spec\.containers\[0\]\.resources\.", "spec.template.spec.containers[0].resources"),
     (r"^spec\.containers\[0\]\.env\[(TRAINING_BACKEND|CROSSRAIL_[A-Z_]+)\]$", "spec.template.spec.containers[0].env"),
-    (r"^spec\.containers\[0\]\.env\[JAX_[A-Z_]+\]$", "kind"),  # a multi-host JobSet's JAX coordinator
+    (r"^spec\.containers\[0\]\.env\[(JAX_[A-Z_]+|RANK|WORLD_SIZE)\]$", "kind"),  # a multi-host JobSet's JAX coordinator
     (r"^spec\.serviceAccountName$", "spec.template.spec.serviceAccountName"),
     (r"^spec\.terminationGracePeriodSeconds$", "spec.template.spec.terminationGracePeriodSeconds"),
 ]

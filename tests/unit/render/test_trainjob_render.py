@@ -140,10 +140,11 @@ def test_tpu_hosts_render_as_one_valid_jobset_with_the_jax_coordinator(matrix_fl
     assert env["JAX_NUM_PROCESSES"] == str(workers)
     index = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
     assert env["CROSSRAIL_HOST_INDEX"] == index
-    if slices == 1:
-        assert env["JAX_PROCESS_ID"] == index
+    if slices == 1:  # and under crossrail.runtime's names, which crossrail.workloads.parallel joins through
+        assert env["JAX_PROCESS_ID"] == env["RANK"] == index
+        assert (env["WORLD_SIZE"], env["CROSSRAIL_COORDINATOR"]) == (str(workers), env["JAX_COORDINATOR_ADDRESS"])
     else:  # slice x hosts per slice + host: the runtime computes it
-        assert "JAX_PROCESS_ID" not in env
+        assert not {"JAX_PROCESS_ID", "RANK", "WORLD_SIZE"} & env.keys()
         assert env["MEGASCALE_NUM_SLICES"] == str(slices)
 
 

@@ -269,6 +269,8 @@ def _env(work: Workload, pool: Pool, lay: Layout) -> dict[str, str]:
         "JAX_COORDINATOR_ADDRESS": f"{first}:{JAX_COORDINATOR_PORT}",
         "JAX_NUM_PROCESSES": str(lay.pods),
     }
+    if lay.slices == 1:  # crossrail.runtime's names for the same (RANK comes with JAX_PROCESS_ID, _slice_id)
+        env |= {"WORLD_SIZE": str(lay.pods), "CROSSRAIL_COORDINATOR": f"{first}:{JAX_COORDINATOR_PORT}"}
     if lay.slices > 1:  # JAX multi-slice over DCN
         env |= {"MEGASCALE_NUM_SLICES": str(lay.slices), "MEGASCALE_COORDINATOR_ADDRESS": first}
     return env
@@ -300,7 +302,7 @@ def _slice_id(lay: Layout) -> list[dict[str, Any]]:
     index = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
     out = [{"name": "CROSSRAIL_HOST_INDEX", "valueFrom": index}]
     if lay.slices == 1:
-        return [*out, {"name": "JAX_PROCESS_ID", "valueFrom": index}]
+        return [*out, {"name": "JAX_PROCESS_ID", "valueFrom": index}, {"name": "RANK", "valueFrom": index}]
     ref = {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}
     return [*out, {"name": "MEGASCALE_SLICE_ID", "valueFrom": ref}]
 
