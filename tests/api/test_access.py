@@ -474,3 +474,33 @@ def test_rotating_keeps_the_expiry_and_refuses_the_old_secret_at_once(world: Wor
     states = {t["id"]: t["state"] for t in c.tokens()["tokens"]}
     assert (states[old["id"]], states[new["id"]]) == ("rotated", "active")
     assert all("secret_sha256" not in t and "token" not in t for t in c.tokens()["tokens"])
+
+
+def test_serve_beyond_loopback_requires_a_token_without_being_asked(world: World) -> None:
+    import subprocess
+
+    from tests.api.conftest import CROSSRAIL
+
+    port = free_port()
+    command = [CROSSRAIL, "serve", "--host", "0.0.0.0", "--port", str(port), "--home", str(world.home)]
+    err = ""
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.poll() is None, "crossrail serve exited"
+                assert time.monotonic() < deadline, "crossrail serve did not start"
+                time.sleep(0.1)
+            assert httpx.get(f"{url}/v1/runs").status_code == 401
+            assert httpx.get(f"{url}/metrics").status_code == 401
+            assert httpx.get(f"{url}/v1/runs", headers=_as(world, "viewer")).status_code == 200
+        finally:
+            proc.terminate()
+            err = proc.communicate(timeout=30)[1]
+    assert "tokens required" in err

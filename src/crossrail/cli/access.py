@@ -117,8 +117,12 @@ def audit_command(  # noqa: PLR0917 - typer commands take each option as a param
 
     def go() -> None:
         def show(obj: dict[str, Any]) -> None:
-            keys = ("who", "team", "role", "action", "target", "origin", "result")
-            rows = [{"when": _when(e["ts"])} | {k: e.get(k) for k in keys} for e in obj["entries"]]
+            keys = ("team", "role", "action", "target", "origin", "result")
+            rows = [
+                {"when": _when(e["ts"]), "who": e["who"] + (f" (claims {e['claimed']})" if e.get("claimed") else "")}
+                | {k: e.get(k) for k in keys}
+                for e in obj["entries"]
+            ]
             table("audit", rows)
 
         with client(home, server) as c:
