@@ -14,6 +14,7 @@ all-reduced, inputs are fed, a step waits for its slowest worker. The per-chip r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -58,7 +59,13 @@ def fit(rates: Mapping[int, float]) -> Amdahl:
 
 def rate_at(rates: Mapping[int, float], chips: int) -> Rate | None:
     """The per-chip rate at `chips` from per-chip rates measured at each degree; None when none is measured."""
-    measured = {n: r for n, r in rates.items() if n > 0 and r > 0}
+    return _rate_at(tuple(sorted(rates.items())), chips)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rate_at(rates: tuple[tuple[int, float], ...], chips: int) -> Rate | None:
+    # Cached: placement asks for the same workload's rate once per pool and run of a queue.
+    measured = {n: r for n, r in rates if n > 0 and r > 0}
     if not measured:
         return None
     if chips in measured:
