@@ -63,7 +63,7 @@ def test_no_succeeded_runs_on_a_side_cannot_be_judged() -> None:
     sentence = compare([], [run(0, queue_s=0, run_s=1)]).sentence
     assert (
         sentence
-        == "cannot judge the research cycle: no succeeded runs before (n too small: 0 runs; need at least 2 a side)"
+        == "cannot judge the research cycle: no run before succeeded (n too small: 0 runs; need at least 2 a side)"
     )
     assert math.isclose(
         change("research_cycle_seconds", [run(0, queue_s=0, run_s=2)], [run(1, queue_s=0, run_s=1)]).change or 0, -0.5
