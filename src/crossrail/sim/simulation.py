@@ -211,6 +211,7 @@ class Simulation:
             runs_on=self.allow[job.name][1] if job.name in self.allow else None,
             prefer=job.prefer,
             avoid_pool=self.retries.avoid_pool(job.name),
+            workers=job.workers,
         )
 
     def demand_changed(self) -> None:

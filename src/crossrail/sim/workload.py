@@ -43,6 +43,8 @@ class SimJob:
     """The run time a user would declare (`resources.duration`); None: `work_s` at speed 1."""
     accelerators: tuple[str, ...] | None = None
     """Accelerator kinds (`tpu`, `gpu`) it may run on; None: any."""
+    workers: int = 1
+    """Data-parallel workers: one gang the scheduling core admits whole, spread over hosts in whole workers."""
 
     def runs_on(self, accelerator: str) -> bool:
         return self.accelerators is None or accelerator in self.accelerators

@@ -266,3 +266,16 @@ def test_no_policy_lets_a_queue_run_beyond_its_quota(policy: str) -> None:
     starts = sorted(r["first_start_s"] for r in result.to_json(runs=True)["runs"])
     assert starts == pytest.approx([0.0, HOUR, 2 * HOUR, 3 * HOUR], abs=0.05 * HOUR)
     assert result.makespan_s == pytest.approx(4 * HOUR, rel=0.05)
+
+
+def test_a_4_worker_job_starts_on_the_free_chips_of_two_hosts_a_plain_gang_and_a_5_worker_one_wait() -> None:
+    fleet = build_fleet([pool("h100-b", 16, per_host=8)])
+    holders = [SimJob("left", "experiment", 6, work_s=HOUR), SimJob("right", "experiment", 6, work_s=HOUR)]
+
+    def start(chips: int, workers: int) -> float | None:
+        job = SimJob("gang", "eval", chips, work_s=600.0, submit_s=1.0, workers=workers)
+        return Simulation(fleet, [*holders, job], quantum_s=0.0).run().record("gang").first_start_s
+
+    assert start(4, 4) == 1.0  # two workers on each host's two free GPUs
+    assert start(4, 1) == HOUR  # one host of 4 free GPUs: when a holder ends
+    assert start(5, 5) == HOUR  # four workers' room is not five: all or nothing
