@@ -183,9 +183,7 @@ def compare(
 def _sentence(cycle: Change, others: dict[str, Change]) -> str:
     if cycle.before is None or cycle.after is None or cycle.change is None:
         side = "before" if cycle.before is None else "after"
-        return (
-            f"cannot judge the research cycle: no succeeded runs {side} (n too small: 0 runs; need at least 2 a side)"
-        )
+        return f"cannot judge the research cycle: no run {side} succeeded (n too small: 0 runs; need at least 2 a side)"
     queue = others.get("experiment_queue_seconds")
     queue_rose = queue is not None and queue.significant and (queue.change or 0) > 0
     if cycle.significant:
