@@ -502,6 +502,10 @@ app.add_typer(policy_app, name="policy")
 policy_app.command("check")(verdict_cli.policy_check_command)
 app.command("metrics")(verdict_cli.metrics_command)
 
+from crossrail.cli import readiness as readiness_cli  # noqa: E402 (the readiness audit lives in its own module)
+
+app.command("readiness")(readiness_cli.readiness_command)
+
 fleet_app.command("render")(render_cli.fleet_render_command)
 
 
