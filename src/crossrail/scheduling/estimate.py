@@ -287,7 +287,7 @@ def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -
         rate, how = found
         if work.work_units is not None:
             return work.work_units / (rate * work.chips), _with("measured", how)
-        anchor = _anchor(work, [pool, *pools])
+        anchor = _anchor(work, pool, pools)
         if anchor is not None and work.reference_s is not None:
             anchor_pool, anchor_rate = anchor
             source = "relative_speed" if anchor_rate == rate else _with("measured ratio", how)
@@ -301,10 +301,30 @@ def _with(source: str, how: str) -> str:
     return f"{source}; {how}" if how else source
 
 
-def _anchor(work: Workload, pools: Iterable[PoolInfo]) -> tuple[PoolInfo, float] | None:
-    best: tuple[PoolInfo, float] | None = None
+Anchor = tuple[PoolInfo, float] | None
+_last_anchor: tuple[Workload, object, Anchor] | None = None
+"""The last (work, pools, anchor) found: placement asks `run_time_s` once per pool of a run with the same
+pools, so the anchor over them is found once per run (one tuple, rebound whole: safe across threads)."""
+
+
+def _anchor(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo]) -> Anchor:
+    """The measured pool of `pool` and `pools` with the highest throughput per chip (then speed, then name)."""
+    global _last_anchor  # noqa: PLW0603 (a one-entry memo; see above)
+    last = _last_anchor
+    if last is not None and last[0] is work and last[1] is pools:
+        best = last[2]
+    else:
+        best = _best_anchor(work, pools)
+        _last_anchor = (work, pools, best)
+    return _best_anchor(work, [pool], best)
+
+
+def _best_anchor(work: Workload, pools: Iterable[PoolInfo], best: Anchor = None) -> Anchor:
+    rates: dict[str, tuple[float, str] | None] = {}
     for pool in pools:
-        found = work.rate(pool.chip_type)
+        if pool.chip_type not in rates:
+            rates[pool.chip_type] = work.rate(pool.chip_type)
+        found = rates[pool.chip_type]
         if found is None:
             continue
         rate = found[0]
