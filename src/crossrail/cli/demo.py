@@ -4,7 +4,8 @@ In a fresh workspace it validates the examples, submits pretraining, post-traini
 run's checkpoint, an eval of the post-trained model and a few small experiments, and runs the agent in
 this process. Once the pretraining attempt has committed a checkpoint its training process is killed;
 the agent retries it on the other pool, where it resumes from that checkpoint. It ends with the
-research-cycle metrics per stage and pool, and leaves the workspace in place for `crossrail` commands.
+research-cycle metrics per stage and pool and two verdicts (its own runs, gpu against tpu; a simulated fleet
+before and after one pool grew), and leaves the workspace in place for `crossrail` commands.
 """
 
 from __future__ import annotations
@@ -67,7 +68,42 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
         report = client.report()
     _summarise(client, runs, killed, report, root)
     _simulate_policies()
+    _verdicts(root)
     return report
+
+
+def _verdicts(root: Path) -> list[str]:
+    """The research-cycle verdict twice: on this workspace's few runs (gpu vs tpu), and on a simulated fleet before
+    and after one pool grew. The first is honest about how little a handful of runs can say."""
+    from crossrail.control.facts import workspace_runs
+    from crossrail.metrics import Selection, compare
+    from crossrail.metrics.hypotheses import check_stage
+    from crossrail.sim import Simulation, SyntheticSpec, synthetic
+    from crossrail.sim.facts import run_facts
+    from crossrail.sim.fleets import pools_fleet
+
+    console.rule("verdicts: did the research cycle get shorter?")
+    with Client(cwd=root, server="") as c:
+        runs = workspace_runs(c.service.store, c.clock.now())
+        post = c.policy.for_stage("post_training")
+    on = {kind: Selection({"accelerator": kind}).pick(runs) for kind in ("tpu", "gpu")}
+    own = compare(on["tpu"], on["gpu"]).sentence
+    console.print(
+        f"this workspace's runs, before tpu ({len(on['tpu'])} runs), after gpu ({len(on['gpu'])} runs): {own}"
+    )
+    found = check_stage("post_training", post.preferred_accelerator, post.metrics, runs)
+    console.print(f"policy check ({found.status}): {found.sentence}")
+    # 150 post-training runs of about an hour over a day (90% busy), on the same fleet before and after h100 grew.
+    spec = SyntheticSpec(jobs=150, span_s=86_400, mix={"post_training": 1}, sizes=(4,), median_s=3600, sigma=0.2)
+    grown = []
+    for h100 in (20, 26):
+        fleet = pools_fleet(f"tpu-v5p:8:4:2.0,h100:{h100}:2:3.0")
+        sim = Simulation(fleet, synthetic(spec), seed=0, record_events=True)
+        result = sim.run()
+        grown.append(run_facts(sim.events or [], fleet, result.end_s))
+    simulated = compare(grown[0], grown[1]).sentence
+    console.print(f"simulated, the same fleet with h100 grown from 20 to 26 chips (150 runs each): {simulated}")
+    return [own, simulated]
 
 
 def _explain_placement(client: Client, path: Path) -> None:
