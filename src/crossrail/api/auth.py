@@ -222,12 +222,12 @@ class AuthMiddleware:
 
         client: Client = self.fastapi_app.state.client
         store, now = client.service.store, client.clock.now()
-        target, run_uid, team = _target(client, params)
+        target, run_uid = _target(client, params)
         result = "ok" if status < 400 else "refused" if status in (401, 403) else "failed"
         action = f"{method} {template}"
         if actor is None:
             store.append_audit(
-                {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid, "team": team}
+                {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid}
                 | {"origin": origin, "result": result, "status": status, "detail": detail}
             )
             return
@@ -242,18 +242,16 @@ def _who_may(action: Action) -> str:
     return " and ".join(f"{r} tokens" for r, acts in ROLE_ACTIONS.items() if action in acts)
 
 
-def _target(client: Client, params: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """What a request's path names: a run (with its uid), a pool or a token; and the run's team."""
+def _target(client: Client, params: dict[str, Any]) -> tuple[str | None, str | None]:
+    """What a request names: a run (its id and uid, when it exists), a pool or a token."""
     for key in ("ref", "run"):
         if key in params:
             found = client.service.store.find_run(str(params[key]))
-            if found is not None:
-                return found.id, found.uid, None
-            return str(params[key]), None, None
+            return (found.id, found.uid) if found is not None else (str(params[key]), None)
     for key in ("pool", "token_id"):
         if key in params:
-            return str(params[key]), None, None
-    return None, None, None
+            return str(params[key]), None
+    return None, None
 
 
 def _query_run(scope: Scope) -> dict[str, str]:
