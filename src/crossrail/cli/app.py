@@ -478,6 +478,10 @@ from crossrail.cli import store as store_cli  # noqa: E402 (store check, backup 
 
 app.add_typer(store_cli.store_app, name="store")
 
+from crossrail.cli.deploy import deploy_app  # noqa: E402 (deploy render lives in its own module)
+
+app.add_typer(deploy_app, name="deploy")
+
 from crossrail.cli import place as place_cli  # noqa: E402 (placement explanations live in their own module)
 
 app.command("place")(place_cli.place_command)

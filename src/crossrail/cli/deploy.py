@@ -1,0 +1,64 @@
+"""`crossrail deploy render`: manifests and units that run crossrail itself (docs/high-availability.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from crossrail.cli.common import Home, guard
+
+deploy_app = typer.Typer(help="Run crossrail itself: Kubernetes manifests and systemd units.", no_args_is_help=True)
+
+
+@deploy_app.command("render")
+def render_command(
+    *,
+    image: Annotated[str, typer.Option("--image", help="crossrail's image, with a tag or a digest (Kubernetes).")] = "",
+    target: Annotated[
+        Literal["kubernetes", "systemd"], typer.Option("--target", help="kubernetes (YAML) or systemd (units).")
+    ] = "kubernetes",
+    namespace: Annotated[str, typer.Option("--namespace", help="Namespace of every object.")] = "crossrail",
+    agents: Annotated[int, typer.Option("--agents", help="Agent replicas (>= 2: one leads, the rest stand by).")] = 3,
+    serve_replicas: Annotated[int, typer.Option("--serve-replicas", help="API server replicas.")] = 2,
+    store_secret: Annotated[
+        str, typer.Option("--store-secret", help="Secret whose key `url` holds the PostgreSQL URL.")
+    ] = "crossrail-store",
+    lease_seconds: Annotated[float, typer.Option("--lease-seconds", help="The leader's lease.")] = 15.0,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the files into this directory instead of printing them.")
+    ] = None,
+    home: Home = None,
+) -> None:
+    """Kubernetes: a ConfigMap with the workspace's fleet and policy, Deployments for serve and the agents with
+    /v1/health and /metrics probes, a Service and a PodDisruptionBudget. systemd: crossrail-serve.service and
+    crossrail-agent@.service."""
+
+    def go() -> None:
+        from crossrail.control import deploy, workspace
+
+        cfg = deploy.DeployConfig(
+            image=image,
+            namespace=namespace,
+            serve_replicas=serve_replicas,
+            agent_replicas=agents,
+            store_secret=store_secret,
+            lease_s=lease_seconds,
+        )
+        if target == "systemd":
+            files = deploy.systemd(cfg)
+        else:
+            ws = workspace.find(home).check()
+            objs = deploy.kubernetes(cfg, ws.fleet_path.read_text(), ws.policy_path.read_text())
+            files = {"crossrail.yaml": deploy.dump_yaml(objs)}
+        if out is None:
+            for name, text in files.items():
+                typer.echo(f"# {name}\n{text}" if len(files) > 1 else text.rstrip("\n"))
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text)
+            typer.echo(f"wrote {out / name}")
+
+    guard(go)
