@@ -43,7 +43,14 @@ def simulated_events(tmp: Path) -> list[Event]:
     path = tmp / "fleet.yaml"
     path.write_text(FLEET)
     jobs = [
-        SimJob(f"job-{i}", "pretraining" if i % 3 else "eval", 4, work_s=1800.0 + 600 * (i % 4), submit_s=300.0 * i)
+        SimJob(
+            f"job-{i}",
+            "pretraining" if i % 3 else "eval",
+            4,
+            work_s=1800.0 + 600 * (i % 4),
+            submit_s=300.0 * i,
+            team="foundation" if i % 2 else "alignment",
+        )
         for i in range(30)
     ]
     failures = FailureSpec(host_mtbf_s=4 * 3600.0)
@@ -137,5 +144,32 @@ def test_report_out_writes_markdown_html_and_the_figures_from_the_workspace_log(
         assert pixels((out / f"{name}.png").read_bytes()).shape[:2] == SIZE_PX[::-1]
         assert f"]({name}.png)" in markdown
         assert f'<img src="{name}.png"' in page
-    assert "| - | eval | h100 |" in markdown  # the cost table: the simulated jobs name no team
+    assert "| alignment | eval | h100 |" in markdown  # the cost table, by team, stage and pool
     assert "## Verdict" in markdown
+
+
+def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend(
+    checkout: Path, clock: ManualClock, events: list[Event]
+) -> None:
+    from crossrail.control import report_doc
+    from crossrail.metrics.usage import by_team
+
+    fleet_path = checkout / ".crossrail" / "fleet.yaml"
+    budgets = "  budgets:\n    - {team: foundation, amount: 10, period: month, hold: true}\n"
+    fleet_path.write_text(fleet_path.read_text() + budgets)
+    client = Client(cwd=checkout, clock=clock)
+    client.service.store.append_events(events)
+    clock.set(max(e.ts for e in events))
+    try:
+        doc = report_doc.build(client.service.store, client.fleet, clock.now(), since=START + 3600)
+    finally:
+        client.close()
+    markdown = report_doc.markdown(doc)
+
+    spent = by_team(doc.usage)["foundation"][1]
+    (budget,) = doc.budgets
+    assert spent > 10
+    assert (budget["team"], budget["state"]) == ("foundation", "held")
+    assert budget["spent"] > spent  # its month began before the report's window
+    assert f"| foundation | month from 2026-01-01 00:00 UTC | {budget['spent']:,.2f} | 10.00 | held |" in markdown
+    assert "Attempts from 2026-01-01 01:00 UTC to " in markdown
