@@ -504,3 +504,27 @@ def test_serve_beyond_loopback_requires_a_token_without_being_asked(world: World
             proc.terminate()
             err = proc.communicate(timeout=30)[1]
     assert "tokens required" in err
+
+
+def test_the_python_client_sends_its_token_and_raises_the_servers_refusals(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crossrail.errors import ForbiddenError, UnauthenticatedError
+
+    monkeypatch.delenv("CROSSRAIL_TOKEN", raising=False)
+    with Client(server=world.url, token=world.tokens["admin"]) as admin:
+        assert admin.whoami()["user"] == "ada-admin"
+        made = admin.token_create(team=OTHER, role="viewer", user="ops")
+        assert made["token"].startswith("crt_")
+        assert made["created_by"] == "ada-admin"
+        assert made["id"] in {t["id"] for t in admin.tokens()["tokens"]}
+        admin.token_revoke(made["id"])
+        assert admin.audit(limit=1)["entries"][-1]["action"] == "POST /v1/tokens/{token_id}/revoke"
+    monkeypatch.setenv("CROSSRAIL_TOKEN", world.tokens["viewer"])
+    with Client(server=world.url) as viewer:
+        assert viewer.whoami()["role"] == "viewer"
+        with pytest.raises(ForbiddenError, match="viewer tokens may not manage tokens"):
+            viewer.tokens()
+    monkeypatch.delenv("CROSSRAIL_TOKEN")
+    with Client(server=world.url) as nobody, pytest.raises(UnauthenticatedError, match="requires a token"):
+        nobody.queue()

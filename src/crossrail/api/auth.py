@@ -19,7 +19,7 @@ from starlette.routing import Match
 
 from crossrail.api import errors
 from crossrail.client import Client
-from crossrail.core.access import WRITES, Action, Actor, Role, allows
+from crossrail.core.access import DOING, WRITES, Action, Actor, Role, allows
 from crossrail.errors import CrossrailError, ForbiddenError, UnauthenticatedError
 
 COOKIE = "crossrail_token"
@@ -142,7 +142,7 @@ class AuthMiddleware:
             actor = await run_in_threadpool(self._actor, scope, origin, action is not None)
             if action is not None and actor is not None and not allows(actor.role, action):
                 raise ForbiddenError(
-                    f"{actor.role} tokens may not {action.value.replace('_', ' ')} ({method} {scope['path']}); "
+                    f"{actor.role} tokens may not {DOING[action]} ({method} {scope['path']}); "
                     f"{_who_may(action)} may"
                 )
         except (UnauthenticatedError, ForbiddenError) as exc:

@@ -28,6 +28,17 @@ class Action(StrEnum):
     WHOAMI = "whoami"
 
 
+DOING: dict[Action, str] = {
+    Action.READ: "read",
+    Action.SUBMIT: "submit runs",
+    Action.CHANGE_RUN: "cancel, suspend or resume runs",
+    Action.FLEET_WRITE: "change the fleet",
+    Action.AUDIT_READ: "read the audit log",
+    Action.TOKEN_ADMIN: "manage tokens",
+    Action.WHOAMI: "say who they are",
+}
+"""Each action as refusals say it: `viewer tokens may not manage tokens`."""
+
 ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
     Role.VIEWER: frozenset({Action.READ, Action.WHOAMI}),
     Role.SUBMITTER: frozenset({Action.READ, Action.WHOAMI, Action.SUBMIT, Action.CHANGE_RUN}),
