@@ -22,7 +22,10 @@ def write_report(
     from crossrail.control import report_doc
     from crossrail.metrics import parse_selection
 
-    start = parse_selection(f"since={since}", "--since").since if since else None
+    try:
+        start = parse_selection(f"since={since}").since if since else None
+    except UsageError:
+        raise UsageError(f"--since {since!r} is not a date; write 2026-11-01 or 2026-11-01T12:00 (UTC)") from None
     with client(home, server) as c:
         if not hasattr(c, "service"):
             raise UsageError("report --out reads the workspace's store; run it beside the workspace, without --server")

@@ -173,3 +173,25 @@ def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend
     assert budget["spent"] > spent  # its month began before the report's window
     assert f"| foundation | month from 2026-01-01 00:00 UTC | {budget['spent']:,.2f} | 10.00 | held |" in markdown
     assert "Attempts from 2026-01-01 01:00 UTC to " in markdown
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--since", "2026-11-01"], "--since, --before and --after shape the written report", id="no-out"),
+        pytest.param(["--out", "OUT", "--since", "yesterday"], "--since 'yesterday' is not a date", id="since"),
+        pytest.param(["--out", "OUT", "--before", "pool=h100"], "give both --before and --after", id="one-side"),
+        pytest.param(
+            ["--out", "OUT", "--before", "color=red", "--after", "pool=h100"], "unknown key 'color'", id="key"
+        ),
+    ],
+)
+def test_report_refuses_bad_options_and_writes_nothing(checkout: Path, args: list[str], message: str) -> None:
+    out = checkout / "out"
+    argv = ["report", "--home", str(checkout / ".crossrail"), *[str(out) if a == "OUT" else a for a in args]]
+
+    result = CliRunner().invoke(app, argv)
+
+    assert result.exit_code != 0
+    assert message in result.output
+    assert not out.exists()
