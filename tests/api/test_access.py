@@ -528,3 +528,23 @@ def test_the_python_client_sends_its_token_and_raises_the_servers_refusals(
     monkeypatch.delenv("CROSSRAIL_TOKEN")
     with Client(server=world.url) as nobody, pytest.raises(UnauthenticatedError, match="requires a token"):
         nobody.queue()
+
+
+def test_another_teams_idempotency_key_is_refused_without_naming_its_run(world: World) -> None:
+    theirs = {"document": world.experiment, "sets": ["metadata.team=alignment", "metadata.name=keyed"]}
+    first = world.http.post(
+        "/v1/runs", json=theirs | {"idempotencyKey": "k-shared"}, headers=_as(world, "admin", other=True)
+    )
+    assert first.status_code == 201, first.text
+    before = _fingerprint(world)
+    ours = {"document": world.experiment, "sets": ["metadata.name=keyed"], "idempotencyKey": "k-shared"}
+    refused = world.http.post("/v1/runs", json=ours, headers=_as(world, "submitter"))
+    assert refused.status_code == 403, refused.text
+    assert "taken by a run of team alignment" in refused.json()["message"]
+    assert first.json()["run"]["id"] not in refused.text
+    assert _fingerprint(world) == before
+    mine = world.http.post("/v1/runs", json=ours | {"idempotencyKey": "k-mine"}, headers=_as(world, "submitter"))
+    changed = {**ours, "idempotencyKey": "k-mine", "sets": [*ours["sets"], "spec.priority=high"]}
+    conflict = world.http.post("/v1/runs", json=changed, headers=_as(world, "submitter"))
+    assert conflict.status_code == 409  # one's own key keeps its conflict, naming one's own run
+    assert mine.json()["run"]["id"] in conflict.json()["message"]

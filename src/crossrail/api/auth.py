@@ -20,7 +20,7 @@ from starlette.routing import Match
 from crossrail.api import errors
 from crossrail.client import Client
 from crossrail.core.access import DOING, WRITES, Action, Actor, Role, allows
-from crossrail.errors import CrossrailError, ForbiddenError, UnauthenticatedError
+from crossrail.errors import ConflictError, CrossrailError, ForbiddenError, UnauthenticatedError
 
 COOKIE = "crossrail_token"
 ANONYMOUS = "anonymous"
@@ -396,7 +396,17 @@ class TeamView:
     # --- runs
 
     def submit_text(self, text: str, **kw: Any) -> dict[str, Any]:
-        return self.client.submit_text(text, actor=self.actor, **kw)
+        key = kw.get("idempotency_key")
+        try:
+            return self.client.submit_text(text, actor=self.actor, **kw)
+        except ConflictError:
+            taken, team = self.client.service.store.key_owner(key) if key else (False, None)
+            if taken and not self.actor.sees_team(team):  # the conflict would name another team's run
+                raise ForbiddenError(
+                    f"idempotency key {key!r} is taken by a run of team {team}; the token of {self.actor.who} "
+                    f"is team {self.actor.team}: submit with another key"
+                ) from None
+            raise
 
     def resubmit(self, ref: str, **kw: Any) -> dict[str, Any]:
         self.own(ref, "resubmit")

@@ -66,6 +66,12 @@ class AccessRecords:
         with self._read() as conn:
             return [dict(r._mapping) for r in conn.execute(select(*cols).order_by(t.tokens.c.created_at))]
 
+    def key_owner(self, idempotency_key: str) -> tuple[bool, str | None]:
+        """Whether a run holds `idempotency_key`, and that run's team."""
+        with self._read() as conn:
+            row = conn.execute(select(t.runs.c.team).where(t.runs.c.idempotency_key == idempotency_key)).first()
+        return (False, None) if row is None else (True, row[0])
+
     # --- audit ----------------------------------------------------------------------------------
 
     def append_audit(self, row: dict[str, Any]) -> int:
