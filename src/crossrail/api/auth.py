@@ -142,8 +142,7 @@ class AuthMiddleware:
             actor = await run_in_threadpool(self._actor, scope, origin, action is not None)
             if action is not None and actor is not None and not allows(actor.role, action):
                 raise ForbiddenError(
-                    f"{actor.role} tokens may not {DOING[action]} ({method} {scope['path']}); "
-                    f"{_who_may(action)} may"
+                    f"{actor.role} tokens may not {DOING[action]} ({method} {scope['path']}); {_who_may(action)} may"
                 )
         except (UnauthenticatedError, ForbiddenError) as exc:
             await run_in_threadpool(
