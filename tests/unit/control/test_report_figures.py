@@ -195,3 +195,21 @@ def test_report_refuses_bad_options_and_writes_nothing(checkout: Path, args: lis
     assert result.exit_code != 0
     assert message in result.output
     assert not out.exists()
+
+
+def test_runs_that_met_their_targets_add_the_cost_to_target_bars(drawn: dict[str, Figure]) -> None:
+    from tests.unit.metrics.stories import Story, tell
+
+    target = {"metric": "eval_loss", "op": "<=", "value": 2.0}
+    stories = []
+    for i, (pool, price) in enumerate([("tpu-a", 4.0), ("h100", 3.0), ("tpu-a", 4.0)]):
+        s = Story(f"post-{i}", stage="post_training", chips=4, target=target).wait(60).start(pool, price=price)
+        stories.append(s.wait(1800).metric("eval_loss", 1.9).wait(1800).succeed())
+    runs = fold_runs(tell(*stories), [x for s in stories for x in s.samples], now=max(s.now for s in stories))
+
+    with_target = next(f for f in figures(runs) if f.name == "cost-by-pool")
+
+    assert with_target.png is not None
+    assert "No run met a target yet" not in with_target.note
+    assert "No run met a target yet" in drawn["cost-by-pool"].note  # the simulated runs name no target
+    assert with_target.png != drawn["cost-by-pool"].png
