@@ -151,6 +151,10 @@ class Simulation:
             stuck = self._total() - self._counted()
             why = "; ".join(f"{run}: {reason}" for run, reason in list(self.blocked.items())[:3])
             notes.append(f"{stuck} jobs can never start on this fleet" + (f" ({why})" if why else ""))
+        if self.fleet.spec.budgets and not self.native:
+            notes.append(
+                f"the fleet's budgets were not applied: only fifo and priority apply them, not {self.policy_name}"
+            )
         return SimResult(
             self.policy_name, self.seed, report, stages, self.runs, wall_s, self.engine.steps, self.cycles, end,
             fleet=self.fleet.name, chips=chips, notes=notes, measured=self.measured,

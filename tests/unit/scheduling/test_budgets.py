@@ -182,3 +182,19 @@ def test_a_budget_may_name_a_team_that_only_a_queues_teams_list_names() -> None:
     assert [b.team for b in loaded.spec.budgets] == ["y"]
     assert "budgets[1].amount" in str(err.value)
     assert "unknown team" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("policy", "noted"),
+    [pytest.param("fifo", False, id="the-core-applies-them"), pytest.param("las", True, id="a-policy-that-does-not")],
+)
+def test_a_simulation_says_when_its_policy_does_not_apply_the_fleets_budgets(policy: str, noted: bool) -> None:
+    from crossrail.sim.simulation import Simulation
+    from crossrail.sim.workload import SimJob
+
+    budgets = [{"team": "a", "amount": 1.0, "period": "day", "hold": True}]
+    jobs = [SimJob(f"j{i}", "experiment", 8, work_s=600.0, team="a") for i in range(3)]
+
+    result = Simulation(fleet(POOLS, QUEUES, budgets=budgets), jobs, policy=policy).run()
+
+    assert any("budgets were not applied" in note for note in result.notes) is noted
