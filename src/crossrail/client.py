@@ -15,7 +15,7 @@ from typing import Any
 from crossrail.control import workspace as ws_mod
 from crossrail.core import Clock, SystemClock
 from crossrail.core.access import Action, Actor
-from crossrail.core.api import API_VERSION, api_object
+from crossrail.core.api import API_VERSION, QUEUE_PAGE, api_object
 from crossrail.errors import SpecError
 
 _obj = api_object
@@ -280,8 +280,10 @@ class Client:
     def show(self, ref: str) -> dict[str, Any]:
         return _obj("Run", **self.service.show(ref))
 
-    def queue(self) -> dict[str, Any]:
-        return _obj("QueueList", **self.service.queue())
+    def queue(self, *, limit: int = QUEUE_PAGE, offset: int = 0) -> dict[str, Any]:
+        """Pending runs per queue with estimated starts: `limit` runs of each queue from position `offset` + 1
+        (0: every one), with each queue's total."""
+        return _obj("QueueList", **self.service.queue(limit=limit, offset=offset))
 
     def submit_text(
         self,

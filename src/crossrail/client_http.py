@@ -15,6 +15,7 @@ from typing import Any
 from crossrail import errors
 from crossrail.client import Client
 from crossrail.core.access import Actor
+from crossrail.core.api import QUEUE_PAGE
 from crossrail.errors import CrossrailError, Problem, SpecError, StoreUnavailableError, UsageError
 
 TIMEOUT_S = 60.0
@@ -181,8 +182,8 @@ class RemoteClient(Client):
         params |= {"experiment": experiment, "limit": limit, "cursor": cursor}
         return self._call("GET", "/runs", params=params)  # type: ignore[no-any-return]
 
-    def queue(self) -> dict[str, Any]:
-        return self._call("GET", "/queue")  # type: ignore[no-any-return]
+    def queue(self, *, limit: int = QUEUE_PAGE, offset: int = 0) -> dict[str, Any]:
+        return self._call("GET", "/queue", params={"limit": limit, "offset": offset})  # type: ignore[no-any-return]
 
     def place(self, path: str | os.PathLike[str], *, sets: Sequence[str] = ()) -> dict[str, Any]:
         return self.place_text(_read(path), source=str(path), sets=sets)

@@ -111,6 +111,11 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> No
     assert bad.json()["problems"] == [p.as_dict() for p in local_error.value.problems]
     assert bad.json()["message"] == local_error.value.render()
 
+    for page in ({"limit": -1}, {"offset": -2}, {"limit": "all"}):
+        refused = httpx.get(f"{url}/v1/queue", params=page)
+        assert refused.status_code == 422
+        assert {p["path"] for p in refused.json()["problems"]} == set(page)
+
     shapeless = httpx.post(f"{url}/v1/runs", json={"documnet": "x", "sets": "not-a-list"})
     assert shapeless.status_code == 422
     paths = {p["path"] for p in shapeless.json()["problems"]}
@@ -129,6 +134,8 @@ def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, ur
         assert type(remote).__name__ == "RemoteClient"
         assert isinstance(remote, Client)
         assert remote.queue() == local.queue()
+        assert remote.queue(limit=1, offset=1) == local.queue(limit=1, offset=1)
+        assert remote.queue(limit=0) == local.queue(limit=0)
         assert remote.report() == local.report()
         assert remote.fleet_show() == local.fleet_show()
         with pytest.raises(NotFoundError, match="no-such-run"):

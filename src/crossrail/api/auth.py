@@ -472,8 +472,8 @@ class TeamView:
             out[key] = [r for r in out.get(key, []) if self.actor.sees_team(r.get("team"))]
         return out
 
-    def queue(self) -> dict[str, Any]:
-        out = self.client.queue()
+    def queue(self, **kw: Any) -> dict[str, Any]:
+        out = self.client.queue(**kw)
         if self.actor.admin:
             return out
         for q in out.get("queues", []):

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from crossrail.api.auth import TeamView, actor_of, note_run, scoped
+from crossrail.core.api import QUEUE_PAGE
 from crossrail.errors import UsageError
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
@@ -175,10 +176,15 @@ def status(request: Request) -> dict[str, Any]:
 
 
 @router.get("/queue", response_model=dict[str, Any], summary="Pending runs per queue, in order, with estimated starts")
-def queue(request: Request) -> JSONResponse:
+def queue(
+    request: Request,
+    *,
+    limit: Annotated[int, Query(ge=0, description="runs shown per queue; 0: every one")] = QUEUE_PAGE,
+    offset: Annotated[int, Query(ge=0, description="runs skipped at the head of each queue")] = 0,
+) -> JSONResponse:
     # Already plain JSON: sent as it is, since FastAPI's value-by-value re-encoding of a queue of 10,000 pending
     # runs costs as much as planning it.
-    return JSONResponse(client(request).queue())
+    return JSONResponse(client(request).queue(limit=limit, offset=offset))
 
 
 @router.get("/events", summary="The event log after a cursor; follow=1 streams new events as server-sent events")

@@ -18,6 +18,7 @@ from crossrail.cli import serve as serve_cli
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, refuse_json
 from crossrail.cli.export import export_app
 from crossrail.cli.output import console, emit
+from crossrail.core.api import QUEUE_PAGE
 from crossrail.errors import UsageError
 
 app = typer.Typer(
@@ -200,14 +201,20 @@ def show(run: RunRef, home: Home = None, server: Server = None, as_json: Json = 
 
 
 @app.command()
-def queue(home: Home = None, server: Server = None, as_json: Json = False) -> None:
-    """Pending runs per queue, in the order they will be considered."""
+def queue(
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Runs shown per queue; 0: every one.")] = QUEUE_PAGE,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Runs skipped at the head of each queue.")] = 0,
+    home: Home = None,
+    server: Server = None,
+    as_json: Json = False,
+) -> None:
+    """Pending runs per queue, in the order they will be considered, with estimated starts (a page per queue)."""
 
     def go() -> None:
         from crossrail.cli import render
 
         with client(home, server) as c:
-            emit(c.queue(), as_json, render.queues)
+            emit(c.queue(limit=limit, offset=offset), as_json, render.queues)
 
     guard(go)
 

@@ -188,6 +188,9 @@ def queues(obj: dict[str, Any]) -> None:
             )
         if q["pending"]:
             console.print(t)
+            after = q["pending"][-1]["position"]
+            if q["pending_total"] > after:
+                console.print(f"  ... {q['pending_total'] - after:,} more pending behind #{after} (--offset {after})")
         else:
             console.print(f"queue {q['name']} ({q['stage']}): empty")
 

@@ -19,9 +19,19 @@ from crossrail.control import budgets, lineage, parents, progress
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.access import Actor
+from crossrail.core.api import QUEUE_PAGE
 from crossrail.core.events import TERMINAL_RUN_STATES
-from crossrail.errors import ConflictError, ForbiddenError, InfeasibleError, NotFoundError, Problem, SpecError
+from crossrail.errors import (
+    ConflictError,
+    ForbiddenError,
+    InfeasibleError,
+    NotFoundError,
+    Problem,
+    SpecError,
+    UsageError,
+)
 from crossrail.store import NewRun, RunRecord, Store
+from crossrail.store.records import QueuedKey
 
 if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the commands that use them
     from crossrail.metrics import Report
@@ -594,13 +604,28 @@ class Service:
         final = [e for e in ends if e.type == EventType.CANCELLED or e.data.get("final", True)]
         return str(final[-1].data.get("reason")) if final and final[-1].data.get("reason") else None
 
-    def queue(self) -> dict[str, Any]:
+    def queue(self, *, limit: int = QUEUE_PAGE, offset: int = 0) -> dict[str, Any]:
+        """Pending runs per queue in admission order, with estimated starts: the `limit` runs from position
+        `offset` + 1 of each queue (every one with `limit=0`), and each queue's `pending_total`.
+
+        1. Order every queued run from one light read (queue, priority, time queued).
+        2. Plan only the runs ahead of the last one shown, in admission order, and the parents those shown
+           wait for: a run's estimated start depends on the runs ahead of it, never on those behind, so the
+           page is what planning the whole queue would say, at the cost of the page.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise UsageError(f"limit must be a whole number >= 0 (got {limit!r}); 0 lists every pending run")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise UsageError(f"offset must be a whole number >= 0 (got {offset!r})")
         now = self.clock.now()
-        pending = self.store.queued_runs()
-        by_queue: dict[str, list[RunRecord]] = {}
-        for run in pending:
-            by_queue.setdefault(run.queue, []).append(run)
+        order = {key.id: (_admission(key), key) for key in self.store.queued_keys()}
+        by_queue: dict[str, list[QueuedKey]] = {}
+        for _, key in sorted(order.values(), key=lambda item: item[0]):
+            by_queue.setdefault(key.queue, []).append(key)
+        shown = {name: runs[offset : offset + limit] if limit else runs[offset:] for name, runs in by_queue.items()}
+        pending = self._planned(order, [k for page in shown.values() for k in page], every=not limit and not offset)
         starts = self._estimated_starts(pending, now)
+        records = {r.id: r for r in pending}
         held = budgets.holds(self.store, self.fleet, now) if self.fleet.spec.budgets else {}
         for run in pending:
             if run.team in held:  # its team's budget holds it: no estimate of chips says when it starts
@@ -610,7 +635,7 @@ class Service:
         )
         out = []
         for name in names:
-            runs = sorted(by_queue.get(name, []), key=lambda r: (priority_rank(r.priority), r.updated_at, r.id))
+            runs = [records[k.id] for k in shown.get(name, [])]
             q = next((q for q in self.fleet.spec.queues if q.name == name), None)
             out.append(
                 {
@@ -619,9 +644,10 @@ class Service:
                     "team": q.team if q is not None else None,
                     "teams": list(q.teams) if q is not None else [],
                     "quota": dict(q.quota) if q is not None else {},
+                    "pending_total": len(by_queue.get(name, [])),
                     "pending": [
                         {
-                            "position": i + 1,
+                            "position": offset + i + 1,
                             **summary(r, now),
                             "waiting_s": round(now - r.updated_at, 3),
                             **starts.get(r.id, {}),
@@ -630,7 +656,21 @@ class Service:
                     ],
                 }
             )
-        return {"queues": out}
+        return {"queues": out, "limit": limit, "offset": offset}
+
+    def _planned(
+        self, order: dict[str, tuple[Admission, QueuedKey]], shown: list[QueuedKey], *, every: bool
+    ) -> list[RunRecord]:
+        """The queued runs to plan for showing `shown`: every one up to the last of them in admission order,
+        and each one's queued parent when it starts from that parent's latest checkpoint (`order`: every
+        queued run's admission order and key, by id)."""
+        if every:
+            return self.store.queued_runs()
+        last = [*shown, *(p for k in shown if (p := _queued_parent(k, order)) is not None)]
+        if not last:
+            return []
+        cut = max(order[k.id][0] for k in last)
+        return self.store.queued_runs(ids=[rid for rid, (at, _) in order.items() if at <= cut])
 
     def _estimated_starts(self, pending: list[RunRecord], now: float) -> dict[str, dict[str, Any]]:
         """Each pending run's planned pool and estimated start (control/placing.py); a run that starts from
@@ -817,3 +857,18 @@ def _target(new: NewRun) -> Any:
     """The run's `spec.target`, carried by its `submitted` event so metrics can tell when it was met."""
     spec = new.experiment_spec.get("spec")
     return spec.get("target") if isinstance(spec, dict) else None
+
+
+Admission = tuple[int, float, str]
+
+
+def _admission(key: QueuedKey) -> Admission:
+    """The order runs are considered in: priority, then time queued, then id (as scheduling.estimate orders them)."""
+    return (priority_rank(key.priority), key.updated_at, key.id)
+
+
+def _queued_parent(key: QueuedKey, order: dict[str, tuple[Admission, QueuedKey]]) -> QueuedKey | None:
+    """The queued parent whose latest checkpoint the run starts from, if any."""
+    if key.parent_checkpoint != "latest" or key.parent_run is None or key.parent_run not in order:
+        return None
+    return order[key.parent_run][1]

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 API_VERSION = "crossrail/v1"
+QUEUE_PAGE = 100
+"""Pending runs a queue listing shows per queue unless asked for another page (Kueue's pending-workloads view
+pages too): the CLI, the Python client and `GET /v1/queue` share it."""
 
 
 def api_object(kind: str, **fields: Any) -> dict[str, Any]:

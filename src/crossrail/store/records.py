@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from crossrail.core.attempts import EndReason
 from crossrail.core.ids import run_dir_name
@@ -41,6 +41,17 @@ class NewRun:
     image_digest: str | None = None
     uid: str | None = None
     """The run's globally unique id (core.ids.new_uid); None only for runs created before uids."""
+
+
+class QueuedKey(NamedTuple):
+    """What orders one queued run in its queue (Store.queued_keys)."""
+
+    id: str
+    queue: str
+    priority: str
+    updated_at: float
+    parent_run: str | None
+    parent_checkpoint: str | None
 
 
 class _Row:

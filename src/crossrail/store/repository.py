@@ -32,6 +32,7 @@ from crossrail.store.records import (
     AttemptRecord,
     CheckpointRecord,
     NewRun,
+    QueuedKey,
     RunRecord,
 )
 
@@ -289,19 +290,25 @@ class Store(AccessRecords):
         with self._read() as conn:
             return [RunRecord.from_row(r) for r in conn.execute(q)]
 
-    def queued_runs(self) -> list[RunRecord]:
-        """The queued runs, oldest first, as `list_runs(states=["queued"], newest_first=False)` returns them,
-        read for the queue view and placement: the spec is read once per spec digest and runs with the same
-        digest share it, so a queue of sweeps reads each distinct spec once. Read the shared specs; never
-        change them."""
+    def queued_runs(self, ids: Iterable[str] | None = None) -> list[RunRecord]:
+        """The queued runs (only those of `ids`, when given), oldest first, as `list_runs(states=["queued"],
+        newest_first=False)` returns them, read for the queue view and placement: the spec is read once per
+        spec digest and runs with the same digest share it, so a queue of sweeps reads each distinct spec
+        once. Read the shared specs; never change them."""
         names = [f.name for f in fields(RunRecord)]
         read = [n for n in names if n != "spec"]
         spec_at, id_at, digest_at = names.index("spec"), read.index("id"), read.index("spec_digest")
+        created_at = read.index("created_at")
         c = t.runs.c
         q = select(*(c[n] for n in read)).where(c.state == "queued")
-        q = q.order_by(c.created_at.asc(), c.id.asc())
         with self._read() as conn:
-            rows = [list(row) for row in conn.execute(q)]
+            if ids is None:
+                rows = [list(row) for row in conn.execute(q.order_by(c.created_at.asc(), c.id.asc()))]
+            else:
+                rows = [
+                    list(row) for chunk in _chunks(sorted(set(ids))) for row in conn.execute(q.where(c.id.in_(chunk)))
+                ]
+                rows.sort(key=lambda row: (row[created_at], row[id_at]))
             first: dict[str, str] = {}  # spec digest -> a run with that spec
             for row in rows:
                 first.setdefault(row[digest_at], row[id_at])
@@ -315,6 +322,15 @@ class Store(AccessRecords):
             row.insert(spec_at, specs[row[digest_at]])
             out.append(RunRecord(*row))
         return out
+
+    def queued_keys(self) -> list[QueuedKey]:
+        """What orders the queue, for every queued run: its id, queue, priority, when it was queued
+        (`updated_at`) and the parent it starts from; one light read, so the queue view plans only the runs
+        ahead of those it shows."""
+        c = t.runs.c
+        q = select(c.id, c.queue, c.priority, c.updated_at, c.parent_run, c.parent_checkpoint)
+        with self._read() as conn:
+            return [QueuedKey(*row) for row in conn.execute(q.where(c.state == "queued")).fetchall()]
 
     def runs_by_id(self, ids: Iterable[str]) -> dict[str, RunRecord]:
         out: dict[str, RunRecord] = {}

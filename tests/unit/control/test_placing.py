@@ -9,7 +9,8 @@ import pytest
 
 from crossrail.client import Client
 from crossrail.control.placing import Placer, QueuePlacement
-from crossrail.errors import SpecError
+from crossrail.core import ManualClock
+from crossrail.errors import SpecError, UsageError
 from crossrail.scheduling.plan import Plan
 from crossrail.store import AttemptRecord
 
@@ -243,3 +244,53 @@ def test_a_retry_is_placed_away_from_the_pool_its_last_attempt_failed_on(client:
         "retry moved off h100, where the previous attempt ended; no other gpu pool; best time to result: tpu-v5p"
     )
     assert service.store.last_attempts([run, "no-such-run"])[run].state == "failed"
+
+
+def test_a_page_of_the_queue_is_what_the_whole_queue_says_of_those_runs(
+    client: Client, experiments: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Post-training runs competing for two pools with priorities mixed, and a critical child of the newest
+    pretraining run, which waits for that parent far behind the page: every page's entries are the whole
+    queue's at the same positions, with each queue's total, and a page plans only the runs ahead of it."""
+    for _ in range(4):
+        client.submit(experiments / "pretrain-small.yaml")
+        clock.advance(1)
+    for i in range(7):
+        client.submit(experiments / "eval-smoke.yaml", sets=[*POST_TRAINING, f"spec.priority={('low', 'high')[i % 2]}"])
+        clock.advance(1)
+    child = client.submit(
+        experiments / "eval-smoke.yaml",
+        sets=[
+            *POST_TRAINING,
+            "spec.priority=critical",
+            "spec.parent.run=pretrain-small-4",
+            "spec.parent.checkpoint=latest",
+        ],
+    )["run"]["id"]
+    planned: list[int] = []
+    real = client.service.store.queued_runs
+    monkeypatch.setattr(client.service.store, "queued_runs", lambda ids=None: planned.append(len(r := real(ids))) or r)
+    whole = client.queue(limit=0)
+    assert [q["pending_total"] for q in whole["queues"] if q["pending"]] == [4, 8]
+
+    for limit, offset in [(1, 0), (2, 2), (3, 4), (100, 0), (2, 7), (5, 20)]:
+        page = client.queue(limit=limit, offset=offset)
+        assert (page["limit"], page["offset"]) == (limit, offset)
+        for got, want in zip(page["queues"], whole["queues"], strict=True):
+            assert got["pending_total"] == want["pending_total"]
+            assert got["pending"] == want["pending"][offset : offset + limit], (limit, offset, got["name"])
+    first = next(p for q in client.queue(limit=1)["queues"] for p in q["pending"] if p["id"] == child)
+    assert first["waiting_for_parent"]["run"] == "pretrain-small-4"
+    assert first["waiting_for_parent"]["estimated_start_in_s"] is not None
+    assert planned[0] == 12  # the whole queue, then each page only up to its last run (and that parent)
+    # The first page: the critical child, its parent pretrain-small-4 and every run ahead of that parent in
+    # admission order (the 4 pretraining runs, the 3 high-priority post-training runs); not the 4 low ones.
+    assert planned[1] == 8
+
+
+@pytest.mark.parametrize(
+    ("limit", "offset"), [(-1, 0), (2, -3), (True, 0)], ids=["negative-limit", "negative-offset", "bool-limit"]
+)
+def test_a_bad_page_of_the_queue_is_refused_by_name(client: Client, limit: int, offset: int) -> None:
+    with pytest.raises(UsageError, match=r"(limit|offset) must be a whole number >= 0"):
+        client.queue(limit=limit, offset=offset)
