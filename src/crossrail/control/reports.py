@@ -64,6 +64,11 @@ def translate(
         elif kind == "checkpoint":
             beat = max(beat or ts, ts)
             ckpts.append({"step": int(r["step"]), "uri": str(r["uri"]), "ts": ts})
+        elif kind == "event" and r.get("name") == "resized" and _is_resize(r.get("data")):
+            # The runtime's word for a degree change becomes the control plane's `resized` event (docs/events.md).
+            data = r["data"]
+            keys = ("degree_before", "degree_after", "reason", "part", "step")
+            events.append(Event(EventType.RESIZED, ts, att.run_id, att.number, {k: data.get(k) for k in keys}))
         elif kind == "event":
             events.append(
                 Event(
@@ -82,3 +87,11 @@ def translate(
                 )
             )
     return events, samples, ckpts, beat
+
+
+def _is_resize(data: Any) -> bool:
+    """A resize record names its old and new degree as whole numbers > 0; anything else stays `reported`."""
+    if not isinstance(data, dict):
+        return False
+    degrees = [data.get("degree_before"), data.get("degree_after")]
+    return all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in degrees)

@@ -9,13 +9,14 @@ the supervisor measured (None where none did); the injected clock stamps the exe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from contextlib import suppress
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,29 @@ LAUNCH_WAIT_S = 5.0  # how long launch() waits for the supervisor to claim the a
 START_TIMEOUT_S = 10.0  # an attempt no supervisor has claimed after this long never will be
 NEVER_STARTED = "never started: no supervisor claimed the attempt (the launch was interrupted)"
 VANISHED = "the supervisor vanished without recording an exit"
+
+
+def gang_command(request: LaunchRequest, python: str) -> list[str]:
+    """The command as given for one worker; for `spec.parallelism.data` N > 1, N elastic torchrun workers
+    under crossrail.executors.gang, resized within `resources.min_chips`..`max_chips` (clamped around N)."""
+    try:
+        doc = json.loads(request.env.get("CROSSRAIL_SPEC") or "{}")
+    except json.JSONDecodeError:
+        return request.command
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    workers = _whole((spec.get("parallelism") or {}).get("data")) or 1
+    if workers == 1:
+        return request.command
+    resources = spec.get("resources") or {}
+    least = min(_whole(resources.get("min_chips")) or workers, workers)
+    most = max(_whole(resources.get("max_chips")) or workers, workers)
+    gang = [python, "-m", "crossrail.executors.gang", f"--workers={workers}"]
+    return [*gang, f"--min-workers={least}", f"--max-workers={most}", "--", *request.command]
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class LocalExecutor(AttemptDirs):
@@ -86,6 +110,7 @@ class LocalExecutor(AttemptDirs):
             os.mkdir(directory)
         except FileExistsError:
             return self._known(directory)
+        request = replace(request, command=gang_command(request, self.python))
         record = {"request": asdict(request), "launched_at": self._clock.now(), "log_max_bytes": self.log_max_bytes}
         write_json_atomic(directory / REQUEST, record)
         self._start_supervisor(directory)

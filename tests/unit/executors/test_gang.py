@@ -1,0 +1,85 @@
+"""Data-parallel local attempts: the command the local executor runs, and the gang of elastic torchrun workers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crossrail.core.attempts import LaunchRequest
+from crossrail.executors.local import gang_command
+
+COMMAND = ["python", "-m", "crossrail.workloads.gpt"]
+
+
+def request(spec: dict[str, object] | None) -> LaunchRequest:
+    env = {} if spec is None else {"CROSSRAIL_SPEC": json.dumps({"spec": spec})}
+    return LaunchRequest("gpt-1", 1, "cpu", "cpu", "cpu", 4, COMMAND, env)
+
+
+@pytest.mark.parametrize(
+    ("spec", "flags"),
+    [
+        pytest.param(None, None, id="no-spec-one-worker"),
+        pytest.param({"parallelism": {"data": 1}}, None, id="degree-1"),
+        pytest.param({"parallelism": {"data": 4}}, ["--workers=4", "--min-workers=4", "--max-workers=4"], id="fixed"),
+        pytest.param(
+            {"parallelism": {"data": 4}, "resources": {"chips": 4, "min_chips": 2, "max_chips": 6}},
+            ["--workers=4", "--min-workers=2", "--max-workers=6"],
+            id="elastic-range-from-min-and-max-chips",
+        ),
+        pytest.param(
+            {"parallelism": {"data": 2}, "resources": {"chips": 8, "min_chips": 4}},
+            ["--workers=2", "--min-workers=2", "--max-workers=2"],
+            id="range-clamped-around-the-degree",
+        ),
+    ],
+)
+def test_a_degree_above_one_runs_the_command_under_the_gang(
+    spec: dict[str, object] | None, flags: list[str] | None
+) -> None:
+    got = gang_command(request(spec), "/py")
+    if flags is None:
+        assert got == COMMAND
+    else:
+        assert got == ["/py", "-m", "crossrail.executors.gang", *flags, "--", *COMMAND]
+
+
+WORKER = """
+import os, signal, sys, time
+rank = os.environ["RANK"]
+def stop(*_):
+    open(f"stopped-{rank}-of-{os.environ['WORLD_SIZE']}", "w").close()
+    sys.exit(75)
+signal.signal(signal.SIGTERM, stop)
+open(f"ready-{rank}", "w").close()
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+def test_a_stop_reaches_every_worker_and_the_gang_ends_75(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    gang = [sys.executable, "-m", "crossrail.executors.gang", "--workers=2", "--"]
+    log = tmp_path / "gang.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*gang, sys.executable, "-c", WORKER], cwd=tmp_path, stdout=out, stderr=out)
+        try:
+            deadline = time.monotonic() + 120
+            while len(list(tmp_path.glob("ready-*"))) < 2:
+                assert proc.poll() is None, log.read_text()[-2000:]
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 75
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0-of-2", "stopped-1-of-2"]
+    assert len(json.loads((tmp_path / "workers.json").read_text())["agents"]) == 2
