@@ -237,7 +237,7 @@ class _Fold:
             return
         if e.type is EventType.SUBMITTED:
             self._submitted(run, e)
-        elif e.type in (EventType.QUEUED, EventType.RETRIED, EventType.RESUMED):
+        elif e.type is EventType.QUEUED:  # after submission, a retry or a resume
             self._queued(run, e)
         elif e.type is EventType.PLACED:
             self.placement[run.id] = e.data
@@ -263,14 +263,13 @@ class _Fold:
             run.submitted_ts = e.ts
 
     def _queued(self, run: RunFacts, e: Event) -> None:
-        if e.type is EventType.QUEUED:
-            if run.stage == UNKNOWN_STAGE and not run.attempts:
-                run.stage = _text(e.data, "stage", run.stage)
-            if run.team == "-":
-                run.team = _text(e.data, "team", run.team)
-            if run.submitted_ts is None:
-                run.submitted_ts = e.ts
-            self.waiting.setdefault(run.id, e.ts)
+        if run.stage == UNKNOWN_STAGE and not run.attempts:
+            run.stage = _text(e.data, "stage", run.stage)
+        if run.team == "-":
+            run.team = _text(e.data, "team", run.team)
+        if run.submitted_ts is None:
+            run.submitted_ts = e.ts
+        self.waiting.setdefault(run.id, e.ts)  # a repeated `queued` does not restart the wait
 
     def _started(self, run: RunFacts, e: Event) -> None:
         number = e.attempt if e.attempt is not None else len(run.attempts) + 1
