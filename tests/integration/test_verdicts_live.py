@@ -80,3 +80,12 @@ def test_policy_check_and_compare_judge_real_runs_on_both_accelerators(
     assert checked.exit_code == 0, checked.output
     post = next(f for f in json.loads(checked.stdout)["findings"] if f["stage"] == "post_training")
     assert (post["status"], post["sentence"]) == (finding.status, finding.sentence)
+    to_target = CliRunner().invoke(app, ["metrics", "--to-target", "--json", "--home", str(checkout / ".crossrail")])
+    assert to_target.exit_code == 0, to_target.output
+    rows = json.loads(to_target.stdout)["rows"]
+    assert {(r["pool"], r["framework"], r["precision"], r["runs"]) for r in rows} == {
+        ("tpu-v5p", "numpy", "fp32", RUNS),
+        ("h100", "numpy", "fp32", RUNS),
+    }
+    assert all(r["cost_to_target"] > 0 and r["chip_hours_to_target"] > 0 for r in rows)
+    assert all(r["time_to_target_seconds"] > 0 for r in rows)
