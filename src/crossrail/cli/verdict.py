@@ -16,6 +16,7 @@ import typer
 
 from crossrail.cli.common import Home, Json, Policy, Server, client, guard
 from crossrail.cli.output import console, print_json
+from crossrail.core.api import api_object
 from crossrail.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
         runs_before, runs_after = loaded.runs(before, "--before"), loaded.runs(after, "--after")
         verdict = compare(runs_before, runs_after, resamples=resamples, seed=seed)
         if as_json:
-            print_json({"kind": "Verdict", "before": before, "after": after, **verdict.as_dict()})
+            print_json(api_object("Verdict", before=before, after=after, **verdict.as_dict()))
             return
         console.print(f"before: {before} ({len(runs_before)} runs)   after: {after} ({len(runs_after)} runs)")
         _changes([verdict.cycle, *verdict.explain])
@@ -81,7 +82,7 @@ def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as
         findings = check(rules, chosen, resamples=resamples, seed=seed)
         if as_json:
             method = describe_method(resamples, seed)
-            print_json({"kind": "PolicyCheck", "findings": [f.as_dict() for f in findings], "method": method})
+            print_json(api_object("PolicyCheck", findings=[f.as_dict() for f in findings], method=method))
             return
         for f in findings:
             console.print(f"[bold]{f.stage}[/] prefers {f.preferred}: [bold]{f.status}[/]")
@@ -130,7 +131,7 @@ def metrics_command(  # noqa: PLR0917 (a typer command takes each option as a pa
         runs = _Loader(home, server).runs(select, "--select")
         result = table(runs, dims, window_s=window_s, metrics=names)
         if as_json:
-            print_json({"kind": "MetricsTable", **result.as_dict()})
+            print_json(api_object("MetricsTable", **result.as_dict()))
             return
         _table(result)
 

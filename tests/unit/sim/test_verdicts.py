@@ -134,6 +134,7 @@ def test_compare_reads_simulation_results_from_the_command_line(tmp_path: Path) 
 
     assert out.exit_code == 0, out.output
     data: dict[str, Any] = json.loads(out.stdout)
+    assert (data["apiVersion"], data["kind"]) == ("crossrail/v1", "Verdict")
     assert data["verdict"].startswith("research cycle shorter by")
     assert data["research_cycle"]["n_before"] == 110
     assert data["research_cycle"]["ci95"][1] < 0
