@@ -43,7 +43,9 @@ def place_command(  # noqa: PLR0917 (a typer command takes each option as a para
 def hypothesis(c: Any, stage: str) -> dict[str, Any] | None:
     """What the workspace's runs say of the stage's preferred accelerator (`crossrail policy check`); None over
     a server, whose store is not read here."""
-    if not hasattr(c, "service"):
+    from crossrail.client_http import RemoteClient
+
+    if isinstance(c, RemoteClient):
         return None
     from crossrail.control.facts import workspace_runs
     from crossrail.metrics.hypotheses import check_stage

@@ -175,9 +175,14 @@ class _Loader:
         from crossrail.control.facts import workspace_runs
 
         if self._workspace is None:
+            from crossrail.client_http import RemoteClient
+
             with client(self.home, self.server) as c:
-                if not hasattr(c, "service"):
-                    raise UsageError("compare and policy check read the workspace's store; run them beside it")
+                if isinstance(c, RemoteClient):
+                    raise UsageError(
+                        "compare, policy check and metrics read the workspace's store: run them beside it, without"
+                        " --server, or on simulation results (sim:FILE)"
+                    )
                 self._workspace = workspace_runs(c.service.store, c.clock.now())
                 self._policy = c.policy
         return self._workspace

@@ -175,3 +175,12 @@ def test_metrics_groups_simulated_runs_by_chip_type_and_window_from_the_command_
     bad = runner.invoke(app, ["metrics", "--select", f"sim:{result}", "--metric", "tokens"])
     assert bad.exit_code == 2  # a usage error
     assert "unknown metric 'tokens'" in bad.output
+
+
+def test_workspace_selections_over_a_server_are_refused_with_what_to_do_instead() -> None:
+    out = runner.invoke(
+        app, ["compare", "--before", "stage=eval", "--after", "stage=eval", "--server", "http://127.0.0.1:9"]
+    )
+
+    assert out.exit_code == 2
+    assert "run them beside it, without --server, or on simulation results (sim:FILE)" in " ".join(out.output.split())
