@@ -25,6 +25,8 @@ USAGE_EVENTS = [
     EventType.CANCELLED,
     EventType.SUSPENDED,
 ]
+ATTEMPT_EVENTS = [str(t) for t in USAGE_EVENTS if t not in (EventType.SUBMITTED, EventType.QUEUED)]
+"""What a team's spend is read from, beside each started run's team: queued runs' events are never read."""
 
 
 def seed(store: Store, scheduler: Scheduler, now: float) -> None:
@@ -33,8 +35,7 @@ def seed(store: Store, scheduler: Scheduler, now: float) -> None:
     book = scheduler.budgets
     if not book:
         return
-    events = store.events(types=[str(t) for t in USAGE_EVENTS])
-    ended = _period_spend(book, events, now, running=False)
+    ended = _period_spend(book, store, now, running=False)
     for team, cost in ended.items():
         book.seed(team, cost, now)
     for e in store.events(types=[str(EventType.BUDGET_EXCEEDED)]):
@@ -56,7 +57,7 @@ def holds(store: Store, fleet: Fleet, now: float) -> dict[str, str]:
     book = BudgetBook.from_fleet(fleet)
     if not any(b.hold for b in book.budgets.values()):
         return {}
-    spent = _period_spend(book, store.events(types=[str(t) for t in USAGE_EVENTS]), now, running=True)
+    spent = _period_spend(book, store, now, running=True)
     out = {}
     for team in book.budgets:
         held = book.hold(team, spent, now)
@@ -65,15 +66,18 @@ def holds(store: Store, fleet: Fleet, now: float) -> dict[str, str]:
     return out
 
 
-def _period_spend(book: BudgetBook, events: list[Event], now: float, *, running: bool) -> dict[str, float]:
+def _period_spend(book: BudgetBook, store: Store, now: float, *, running: bool) -> dict[str, float]:
     """Each budgeted team's cost in its period holding `now`."""
+    events = store.events(types=ATTEMPT_EVENTS)
+    started = {e.run for e in events if e.type is EventType.STARTED and e.run is not None}
+    teams_of = dict(store.event_values([str(EventType.SUBMITTED)], "team", runs=started))
     out: dict[str, float] = {}
     periods: dict[Period, list[str]] = {}
     for team, budget in book.budgets.items():
         periods.setdefault(budget.period, []).append(team)
     for period, teams in periods.items():
         start, _ = period_bounds(period, now)
-        spent = by_team(usage(events, now, start, running=running))
+        spent = by_team(usage(events, now, start, running=running, teams_of=teams_of))
         for team in teams:
             out[team] = spent.get(team, (0.0, 0.0))[1]
     return out
@@ -85,7 +89,7 @@ def status(store: Store, fleet: Fleet, now: float) -> list[dict[str, Any]]:
     book = BudgetBook.from_fleet(fleet)
     if not book:
         return []
-    spent = _period_spend(book, store.events(types=[str(t) for t in USAGE_EVENTS]), now, running=True)
+    spent = _period_spend(book, store, now, running=True)
     rows = []
     for b in book.budgets.values():
         start, end = period_bounds(b.period, now)

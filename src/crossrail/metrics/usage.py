@@ -8,7 +8,7 @@ Its price is the `cost_per_chip_hour` its `started` (or `placed`) event carries,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +55,19 @@ class _Open:
     started: float
 
 
-def usage(events: Iterable[Event], until: float, since: float | None = None, *, running: bool = True) -> list[Usage]:
+def usage(
+    events: Iterable[Event],
+    until: float,
+    since: float | None = None,
+    *,
+    running: bool = True,
+    teams_of: Mapping[str, str | None] | None = None,
+) -> list[Usage]:
     """Usage per (team, stage, pool) of attempts inside [since, until], sorted; `running=False` leaves out
-    attempts with no end by `until` (a caller that counts those itself)."""
+    attempts with no end by `until` (a caller that counts those itself). `teams_of` gives runs' teams when
+    `events` leave out `submitted` and `queued` (a caller that reads only attempts' events)."""
     lo = -math.inf if since is None else since
-    teams: dict[str, str] = {}
+    teams: dict[str, str] = {run: team or NO_TEAM for run, team in (teams_of or {}).items()}
     stages: dict[str, str] = {}
     placed: dict[str, dict[str, Any]] = {}
     open_: dict[str, _Open] = {}

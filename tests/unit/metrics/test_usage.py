@@ -49,3 +49,11 @@ def test_events_after_until_are_not_read(until: float, expected: float) -> None:
     (row,) = usage(tell(run), until=until)
 
     assert row.chip_hours == expected
+
+
+def test_teams_can_come_from_beside_the_log_when_it_holds_only_the_attempts_events() -> None:
+    run = Story("a-1", team="nlp", chips=4).start(price=1.0).wait(HOUR).succeed()
+    attempts_only = [e for e in tell(run) if e.type not in ("submitted", "queued")]
+
+    assert by_team(usage(attempts_only, until=run.now)) == {"-": (4.0, 4.0)}
+    assert by_team(usage(attempts_only, until=run.now, teams_of={"a-1": "nlp"})) == {"nlp": (4.0, 4.0)}
