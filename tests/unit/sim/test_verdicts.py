@@ -184,3 +184,29 @@ def test_workspace_selections_over_a_server_are_refused_with_what_to_do_instead(
 
     assert out.exit_code == 2
     assert "run them beside it, without --server, or on simulation results (sim:FILE)" in " ".join(out.output.split())
+
+
+def test_policy_check_prints_each_stage_and_its_evidence_from_a_simulation_result(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "apiVersion: crossrail/v1\nkind: Fleet\nmetadata: {name: mixed}\nspec:\n  pools:\n"
+        "    - {name: tpu-a, accelerator: tpu, chip_type: tpu-v5p, chips: 16, chips_per_host: 4,"
+        " cost_per_chip_hour: 2.0, relative_speed: 1.0, backend: local}\n"
+        "    - {name: gpu-a, accelerator: gpu, chip_type: h100, chips: 16, chips_per_host: 4,"
+        " cost_per_chip_hour: 2.0, relative_speed: 0.6, backend: local}\n"
+        "  queues:\n    - {name: post-training, stage: post_training, quota: {tpu-a: 16, gpu-a: 16}}\n"
+    )
+    workload = "synthetic:jobs=60,span=1d,mix=post_training:1,sizes=4,median=2h,sigma=0.2,seed=1"
+    out = runner.invoke(app, ["simulate", "--fleet", str(fleet), "--workload", workload, "--json", "--records"])
+    assert out.exit_code == 0, out.output
+    result = tmp_path / "result.json"
+    result.write_text(out.stdout)
+
+    checked = runner.invoke(app, ["policy", "check", "--runs", f"sim:{result}"])
+
+    assert checked.exit_code == 0, checked.output
+    text = " ".join(checked.output.split())
+    assert "post_training prefers gpu: contradicted" in text
+    assert "consider preferring tpu" in text
+    assert "reinforcement_learning prefers mixed: no hypothesis" in text
+    assert "research_cycle_seconds" in text  # the evidence table
