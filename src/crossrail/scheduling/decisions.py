@@ -212,7 +212,12 @@ def decide_end(
         detail = f"{detail}; no retries left (spec.retries.max = {retries.max})"
     event = {"preempted": EventType.PREEMPTED, "unplaced": EventType.UNPLACED}.get(state, EventType.FAILED)
     this = Ended(0, pool, reason, now)
-    offer = next_offer([*history, this], retries) if retry else NextOffer()
+    if not retry:
+        offer = NextOffer()
+    elif reason in BACKS_OFF:
+        offer = next_offer([*history, this], retries)
+    else:  # no back-off: only this end matters (a run preempted every round need not copy its history)
+        offer = NextOffer(None, avoided_pool(this))
     return EndDecision(reason, detail, state, event, "queued" if retry else "failed", retryable, retry, offer, now)
 
 

@@ -89,7 +89,11 @@ class SimExecutor:
         att.base = att.start_work = att.committed
         restore = self.spec.restore_s if att.committed > 0 or att.number > 1 else 0.0
         att.record.restore_s += restore
-        self._pause(att, restore)
+        if restore > 0:
+            self._pause(att, restore)
+        else:  # nothing to restore: run now rather than through an event at this same instant
+            att.phase, att.stretch = RESTORE, None
+            self._run(att)
 
     def _pause(self, att: Attempt, seconds: float) -> None:
         att.phase, att.stretch = RESTORE, None
@@ -217,7 +221,10 @@ class SimExecutor:
             att.record.checkpoints += 1
             att.record.checkpoint_s += self.delta_s
             att.phase = STOPPING
-            self._set_timer(att, self.delta_s, lambda: self._stop(att, "preempted"))
+            if self.delta_s > 0:
+                self._set_timer(att, self.delta_s, lambda: self._stop(att, "preempted"))
+            else:  # a free checkpoint: stopped at once (a round boundary stops many runs each round)
+                self._stop(att, "preempted")
             return
         self._stop(att, "preempted")
 
