@@ -148,6 +148,14 @@ _PER_RUN: dict[str, PerRun] = {
     "target_met_rate": _target_met,
 }
 
+SAMPLE_NAMES = frozenset(
+    {
+        "tokens_per_second", "steps_per_hour", "samples_per_second", "checkpoint_write_seconds",
+        "accelerator_utilization", "mfu", "eval_pass_rate", "eval_loss", "learner_idle_seconds", "policy_lag_steps",
+    }
+)  # fmt: skip
+"""The reported metrics these computations read (besides each run's target metric)."""
+
 METRICS: dict[str, Metric] = {name: Metric(METRIC_NAMES[name], per_run) for name, per_run in _PER_RUN.items()}
 """The registry: metric name -> Metric, exactly the names of crossrail.core.metric_names.METRIC_NAMES."""
 

@@ -115,6 +115,7 @@ class RunFacts:
     samples: list[Sample] = field(default_factory=list)
     target: Target | None = None
     target_met_ts: float | None = None
+    _by_name: dict[str, list[float]] | None = field(default=None, repr=False, compare=False)
 
     # -- where it ran ------------------------------------------------------------------------------
 
@@ -159,7 +160,12 @@ class RunFacts:
     # -- reported samples --------------------------------------------------------------------------
 
     def values(self, name: str) -> list[float]:
-        return [s.value for s in self.samples if s.name == name]
+        """The run's reported values of `name`, in time order (indexed once; samples are not added later)."""
+        if self._by_name is None:
+            self._by_name = {}
+            for s in self.samples:
+                self._by_name.setdefault(s.name, []).append(s.value)
+        return self._by_name.get(name, [])
 
     def last_value(self, name: str) -> float | None:
         values = self.values(name)
