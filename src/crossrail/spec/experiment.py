@@ -130,6 +130,47 @@ def host_cores_items(data: int, oversubscribe: bool, host_cores: int) -> Items:
     return [(("data",), message, fix)]
 
 
+class Part(SpecModel):
+    """One part of a pipeline run (`spec.parts`): `replicas` copies of `chips` chips each, its own attempt group.
+
+    `parallelism` splits each replica into data-parallel workers as the run-level field does; `accelerator`
+    is a hint for where the part would rather run (the pipeline's own preference applies otherwise).
+    """
+
+    chips: PositiveInt
+    replicas: PositiveInt = 1
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    accelerator: Accelerator | None = None
+
+    @property
+    def total_chips(self) -> int:
+        return self.chips * self.replicas
+
+    @model_validator(mode="after")
+    def _workers_have_chips(self) -> Part:
+        raise_items(nested(("parallelism",), parallelism_items(self.parallelism.data, self.chips, None)))
+        return self
+
+
+def parts_items(parts: dict[str, tuple[int, int]], chips: int | None, elastic: bool, data: int | None) -> Items:
+    """A pipeline's parts add up to `resources.chips`; its size and parallelism are the parts' own."""
+    if not parts:
+        return []
+    items: Items = []
+    total = sum(c * r for c, r in parts.values())
+    if chips is not None and total != chips:
+        terms = " + ".join(f"{name} {c * r}" for name, (c, r) in parts.items())
+        message = f"must equal the sum of spec.parts' chips x replicas (got chips {chips}, parts {terms} = {total})"
+        items.append((("resources", "chips"), message, f"set resources.chips to {total} or resize the parts"))
+    if elastic:
+        message = "a run with parts is resized part by part; min_chips and max_chips do not apply"
+        items.append((("resources",), message, "remove resources.min_chips and resources.max_chips"))
+    if data is not None and data > 1:
+        message = f"a run with parts sets parallelism per part (got parallelism.data {data})"
+        items.append((("parallelism", "data"), message, "move parallelism under the part it belongs to"))
+    return items
+
+
 class AcceleratorPrefs(SpecModel):
     """Which accelerators a run prefers and accepts; overrides the placement policy's stage preference."""
 
@@ -225,6 +266,8 @@ class ExperimentSpec(SpecModel):
     checkpoint: CheckpointSpec
     resources: Resources
     parallelism: Parallelism = Field(default_factory=Parallelism)
+    parts: dict[Name, Part] = Field(default_factory=dict)
+    """Parts of a pipeline run (an RL run's sampler, reward and learner), placed as linked allocations."""
     accelerators: AcceleratorPrefs = Field(default_factory=AcceleratorPrefs)
     parent: ParentRef | None = None
     retries: Retries = Field(default_factory=Retries)
@@ -235,7 +278,11 @@ class ExperimentSpec(SpecModel):
     @model_validator(mode="after")
     def _workers_have_chips(self) -> ExperimentSpec:
         res = self.resources
-        raise_items(nested(("parallelism",), parallelism_items(self.parallelism.data, res.chips, res.max_chips)))
+        items = nested(("parallelism",), parallelism_items(self.parallelism.data, res.chips, res.max_chips))
+        sizes = {name: (p.chips, p.replicas) for name, p in self.parts.items()}
+        elastic = res.min_chips is not None or res.max_chips is not None
+        items += parts_items(sizes, res.chips, elastic, self.parallelism.data)
+        raise_items(items)
         return self
 
 
@@ -262,6 +309,11 @@ class Experiment(SpecModel):
         return self.spec.resources.chips
 
     @property
+    def parts(self) -> dict[str, Part]:
+        """The run's parts (empty for a single-part run)."""
+        return self.spec.parts
+
+    @property
     def data_parallel(self) -> int:
         """How many data-parallel worker processes the run starts with."""
         return self.spec.parallelism.data
@@ -277,6 +329,7 @@ def cross_checks(data: Any) -> Items:
     parallelism = as_dict(spec.get("parallelism"))
     data = as_int(parallelism.get("data"))
     items += nested(("spec", "parallelism"), parallelism_items(data if data and data > 0 else None, chips, most))
+    items += _parts_cross_checks(spec, chips, least is not None or most is not None, data)
     accelerators = as_dict(spec.get("accelerators"))
     prefer, allow = accelerators.get("prefer"), accelerators.get("allow")
     if isinstance(prefer, str) and isinstance(allow, list) and all(isinstance(a, str) for a in allow) and allow:
@@ -284,10 +337,25 @@ def cross_checks(data: Any) -> Items:
     return items
 
 
+def _parts_cross_checks(spec: dict[str, Any], chips: int | None, elastic: bool, data: int | None) -> Items:
+    """The parts' sum, checked when every part's chips and replicas are readable numbers."""
+    raw = as_dict(spec.get("parts"))
+    sizes: dict[str, tuple[int, int]] = {}
+    for name, part in raw.items():
+        fields = as_dict(part)
+        size, replicas = as_int(fields.get("chips")), as_int(fields.get("replicas", 1))
+        if size is None or replicas is None or size <= 0 or replicas <= 0:
+            return []  # the schema reports the part itself
+        sizes[str(name)] = (size, replicas)
+    return nested(("spec",), parts_items(sizes, chips, elastic, data))
+
+
 def experiment_digest(exp: Experiment) -> str:
     """`sha256:<hex>` of the experiment's canonical JSON: equal experiments have equal digests."""
     data = exp.model_dump(mode="json")
     if exp.spec.parallelism == Parallelism():
         del data["spec"]["parallelism"]  # digests of experiments from before parallelism stay as they were
+    if not exp.spec.parts:
+        del data["spec"]["parts"]  # likewise for runs without parts
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()

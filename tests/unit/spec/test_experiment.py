@@ -308,6 +308,7 @@ def _digest_without_parallelism(exp: Experiment) -> str:
 
     data = exp.model_dump(mode="json")
     del data["spec"]["parallelism"]
+    del data["spec"]["parts"]  # nor parts
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -350,3 +351,52 @@ def test_too_many_workers_is_reported_even_when_another_field_fails() -> None:
     text = edited(MINIMAL, "stage: eval", "stage: rl") + "  parallelism: {data: 3}\n"
 
     assert {path for path, _, _, _ in problems(text)} == {"spec.stage", "spec.parallelism.data"}
+
+
+PIPELINE = edited(MINIMAL, "{chips: 1}", "{chips: 17}") + (
+    "  parts:\n"
+    "    sampler: {chips: 4, replicas: 2, accelerator: tpu}\n"
+    "    reward: {chips: 1}\n"
+    "    learner: {chips: 8, parallelism: {data: 2}, accelerator: gpu}\n"
+)
+
+
+def test_parts_declare_a_pipeline_whose_chips_add_up() -> None:
+    exp = parse_experiment(doc(PIPELINE))
+
+    assert {name: (p.chips, p.replicas, p.total_chips) for name, p in exp.parts.items()} == {
+        "sampler": (4, 2, 8),
+        "reward": (1, 1, 1),
+        "learner": (8, 1, 8),
+    }
+    assert exp.parts["learner"].parallelism.data == 2
+    assert exp.parts["sampler"].accelerator == "tpu"
+    assert experiment_digest(exp) != experiment_digest(
+        parse_experiment(doc(edited(MINIMAL, "{chips: 1}", "{chips: 17}")))
+    )
+
+
+def test_parts_that_do_not_add_up_to_the_chips_name_the_sum_and_the_fix() -> None:
+    text = edited(PIPELINE, "{chips: 17}", "{chips: 16}")
+
+    assert problems(text) == [
+        (
+            "spec.resources.chips",
+            10,
+            "must equal the sum of spec.parts' chips x replicas "
+            "(got chips 16, parts sampler 8 + reward 1 + learner 8 = 17)",
+            "set resources.chips to 17 or resize the parts",
+        )
+    ]
+
+
+def test_parts_refuse_run_level_elasticity_and_parallelism() -> None:
+    text = edited(PIPELINE, "{chips: 17}", "{chips: 17, max_chips: 20}") + "  parallelism: {data: 2}\n"
+
+    assert {path for path, _, _, _ in problems(text)} == {"spec.resources", "spec.parallelism.data"}
+
+
+def test_a_part_with_more_workers_than_chips_is_refused_at_its_path() -> None:
+    text = edited(PIPELINE, "reward: {chips: 1}", "reward: {chips: 1, parallelism: {data: 2}}")
+
+    assert [path for path, _, _, _ in problems(text)] == ["spec.parts.reward.parallelism.data"]
