@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from crossrail.core import EventType
 from crossrail.core.metric_names import METRIC_NAMES
 from crossrail.errors import UsageError
 from crossrail.metrics import METRICS, RunFacts, Selection, compute, fold_runs, parse_selection, table
@@ -188,3 +189,11 @@ def test_a_bad_selection_names_what_is_wrong(text: str, says: str) -> None:
 def test_an_unknown_metric_or_dimension_is_refused() -> None:
     with pytest.raises(UsageError, match=r"unknown dimension 'colour'.*; unknown metric 'tokens'"):
         table([], by=("colour",), metrics=["tokens"])
+
+
+def test_the_gpt_trainers_started_report_names_framework_and_precision_too() -> None:
+    s = Story("pre-1").wait(5).start("tpu-a")
+    s.emit(EventType.REPORTED, attempt=1, name="started", data={"framework": "jax", "dtype": "bf16", "params": 10})
+    (run,) = facts(s.wait(60).succeed())
+
+    assert (run.dimension("framework"), run.dimension("precision")) == ("jax", "bf16")
