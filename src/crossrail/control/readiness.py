@@ -31,7 +31,8 @@ MIN_RUNS = 10
 number for the effect it sees); a rule of thumb, not a guarantee."""
 SHOWN = 3
 """Offending runs named per finding; the rest are counted."""
-THROUGHPUT = ("tokens_per_second", "steps_per_second", "samples_per_second")
+THROUGHPUT = ("tokens_per_second", "steps_per_hour", "samples_per_second")
+"""Reported samples that say how fast a run trained (metrics loads these among `SAMPLE_NAMES`)."""
 _VERSION_IN_URI = re.compile(r"/v[0-9]+(/|$)|[?&](versionId|generation)=")
 """A config URI that names its version: a `/v3/` path segment, or an object version (S3 versionId, GCS generation)."""
 
@@ -264,7 +265,8 @@ def metrics_check(facts: Sequence[RunFacts], fleet: Fleet) -> Check:
                      f"(most has {best}); `crossrail compare` says how many the effect it sees needs")  # fmt: skip
     succeeded = [f for runs in by_stage.values() for f in runs]
     reporting = [f for f in succeeded if any(f.values(name) for name in THROUGHPUT)]
-    evidence.append(_count("succeeded runs report throughput (tokens/steps/samples per second)", reporting, succeeded))
+    what = "succeeded runs report throughput (tokens or samples per second, or steps per hour)"
+    evidence.append(_count(what, reporting, succeeded))
     if len(reporting) < len(succeeded) or not succeeded:
         fixes.append(
             "report throughput from training code (the runtime reporter's metrics({'tokens_per_second': ...}, step))"
