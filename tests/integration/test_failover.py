@@ -153,6 +153,7 @@ def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_
         finally:
             agents.stop_all()
 
+        print(f"takeovers after SIGKILL and SIGSTOP: {[round(t, 2) for t in takeovers]}")
         assert max(takeovers) <= LEASE_S, (takeovers, agents.logs())
         for rid in runs:
             assert store.get_run(rid).state == "succeeded", (rid, agents.logs())

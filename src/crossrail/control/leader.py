@@ -28,7 +28,10 @@ class LeaseConfig:
     lease_s: float = DEFAULT_LEASE_S
     """How long a standby waits, from the last renewal it saw, before it takes the lease."""
     look_s: float = 0.0
-    """How often a standby looks at the lease: a renewal it sees may be that much older, so it waits that much less."""
+    """How often a standby means to look at the lease (its poll). A renewal it sees may be up to one look old, and
+    it notices the lapse up to one look late, so it waits two looks less than the lease: it leads within one lease
+    of the holder's last renewal. The look it counts is the longer of this and the last interval it measured
+    between two looks (a loaded host looks late), and two looks never count for more than a third of the lease."""
 
     def __post_init__(self) -> None:
         if not self.lease_s > 0:
@@ -39,9 +42,10 @@ class LeaseConfig:
         """The holder renews three times per lease (15 s -> every 5 s), so one late renewal costs nothing."""
         return self.lease_s / 3
 
-    def lapse_s(self, lease_s: float) -> float:
-        """How long the holder's lease (`lease_s`, as it declared it) must look unchanged before a standby takes it."""
-        return lease_s - min(self.look_s, lease_s / 3)
+    def lapse_s(self, lease_s: float, look_s: float = 0.0) -> float:
+        """How long the holder's lease (`lease_s`, as it declared it) must look unchanged before a standby that looks
+        every `look_s` (at least `self.look_s`) takes it."""
+        return lease_s - min(2 * max(self.look_s, look_s), lease_s / 3)
 
 
 class Leadership:
@@ -57,6 +61,7 @@ class Leadership:
         self._renewed_at = -float("inf")
         self._seen: tuple[int, str | None, int] | None = None
         self._seen_at = 0.0
+        self._looked_at: float | None = None
         self._lock = threading.Lock()
         self._lost: str | None = None
         self._background = False
@@ -107,7 +112,9 @@ class Leadership:
         seen = (lease.term, lease.agent_id, lease.renewals)
         if seen != self._seen:
             self._seen, self._seen_at = seen, now
-        lapse_s = self.config.lapse_s(lease.lease_s or self.config.lease_s)  # the holder's own lease decides
+        look_s = 0.0 if self._looked_at is None else now - self._looked_at
+        self._looked_at = now
+        lapse_s = self.config.lapse_s(lease.lease_s or self.config.lease_s, look_s)  # the holder's own lease decides
         if lease.agent_id is not None and now - self._seen_at < lapse_s:
             return False
         term = self.store.take_lease(self.agent_id, lease, lease_s=self.config.lease_s, now=now, host=self.host)
@@ -133,7 +140,7 @@ class Leadership:
         with self._lock:
             self.term, self._lost = None, None
         self.store.fence = None
-        self._seen = None
+        self._seen = self._looked_at = None
 
     def release(self) -> None:
         """A clean stop: hand the lease to nobody, so a standby takes it at once instead of after a lease."""

@@ -45,13 +45,16 @@ def test_a_standby_takes_over_only_after_a_whole_lease_without_renewal_and_the_o
     a, b = elect(a_store, clock, "a"), elect(b_store, clock, "b")
     assert a.step() is True  # nobody held it: taken at once
     assert (a.term, b.step()) == (1, False)
-    for _ in range(5):  # the leader renews every 5 s: the standby never sees a lapsed lease
-        clock.advance(5)
-        assert (a.step(), b.step()) == (True, False)
-    clock.advance(14.9)  # a stops renewing (paused, or cut off)
-    assert b.step() is False
-    clock.advance(0.2)
-    assert b.step() is True
+    for _ in range(5):  # the leader renews every 5 s; the standby looks every half second and never sees a lapse
+        for _ in range(10):
+            clock.advance(0.5)
+            assert b.step() is False
+        assert a.step() is True
+    waited = 0.0  # a stops renewing (paused, or cut off): b leads within the lease, less two of its looks
+    while not b.step():
+        clock.advance(0.5)
+        waited += 0.5
+    assert waited == 14.0
     assert (b.term, b_store.leader().agent_id) == (2, "b")
 
     before = a_store.last_seq()
