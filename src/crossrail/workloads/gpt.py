@@ -2,7 +2,7 @@
 
     python -m crossrail.workloads.gpt [--task pretrain|finetune|generate|eval] [--steps N]
         [--checkpoint-every-steps K] [--step-sleep S] [--lr LR] [--batch B] [--seed S] [--dtype fp32|bf16]
-        [--compile] [--peak-flops F] [--framework torch|jax] [--max-new-tokens N] [--output PATH]
+        [--compile | --no-compile] [--peak-flops F] [--framework torch|jax] [--max-new-tokens N] [--output PATH]
 
 TRAINING_BACKEND picks the framework (tpu: JAX; gpu, cpu: PyTorch); checkpoints hold neutral tensors, so either
 framework resumes what the other wrote. Everything else comes from the environment crossrail sets
@@ -87,8 +87,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, help="AdamW learning rate (default: optim.lr of the config, else 3e-3)")
     p.add_argument("--batch", type=int, help="sequences per step (default: optim.batch of the config, else 16)")
     p.add_argument("--seed", type=int, help="initialisation and data seed (default: seed of the config, else 0)")
-    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="compute dtype; params stay fp32")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (slow to compile on CPU)")
+    p.add_argument(
+        "--dtype", choices=("fp32", "bf16"), help="compute dtype; params stay fp32 (default: precision of the config)"
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        help="torch.compile the model, slow to compile on CPU (default: compile of the config, else off)",
+    )
     p.add_argument(
         "--peak-flops", type=float, help="peak FLOP/s for MFU (default: peak_flops of the config, else measured)"
     )
@@ -118,6 +124,12 @@ def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
             "generate.max_new_tokens", args.max_new_tokens, gen.get("max_new_tokens"), 32, int, problems=problems
         ),
     }
+    dtype = args.dtype or config.get("precision", "fp32")
+    if dtype not in ("fp32", "bf16"):
+        problems.append(f"precision: {dtype!r} is not fp32 or bf16")
+    compiled = args.compile if args.compile is not None else config.get("compile", False)
+    if not isinstance(compiled, bool):
+        problems.append(f"compile: {compiled!r} is not true or false")
     given = args.peak_flops if args.peak_flops is not None else config.get("peak_flops")
     peak = None if given is None else pick("peak_flops", given, None, None, float, problems=problems)
     positive = {
@@ -151,8 +163,8 @@ def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
         every_steps=every_steps,
         every_s=every_s,
         step_sleep_s=args.step_sleep,
-        dtype=args.dtype,
-        compile=args.compile,
+        dtype=dtype,
+        compile=compiled,
         peak_flops=peak,
         output=args.output,
         model_set=model_set,

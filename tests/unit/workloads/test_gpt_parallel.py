@@ -18,7 +18,7 @@ import pytest
 
 from crossrail.runtime import data_position, read_manifest
 
-from .builders import Launcher, gpt_launcher, losses, of_type, run_in_process
+from .builders import TINY_CONFIG, Launcher, gpt_launcher, losses, of_type, run_in_process
 
 pytest.importorskip("torch")
 pytest.importorskip("jax")
@@ -37,8 +37,8 @@ def free_port() -> int:
         return port
 
 
-def launch_workers(launcher: Launcher, workers: int, *args: str, devices: int = 1) -> list[str]:
-    """`workers` processes of one data-parallel run, as torchrun would start them; their outputs, rank 0 first."""
+def start_workers(launcher: Launcher, workers: int, *args: str, devices: int = 1) -> list[subprocess.Popen[str]]:
+    """`workers` processes of one data-parallel run, as torchrun would start them, rank 0 first."""
     master, coordinator = free_port(), free_port()
     procs = []
     for rank in range(workers):
@@ -55,12 +55,17 @@ def launch_workers(launcher: Launcher, workers: int, *args: str, devices: int = 
             env["XLA_FLAGS"] = " ".join(filter(None, flags))
         command = launcher.command("--batch", str(BATCH), *args)
         procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = []
+    return procs
+
+
+def finish(procs: list[subprocess.Popen[str]]) -> None:
     for proc in procs:
-        out, _ = proc.communicate(timeout=240)
+        out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out[-3000:]
-        outputs.append(out)
-    return outputs
+
+
+def launch_workers(launcher: Launcher, workers: int, *args: str, devices: int = 1) -> None:
+    finish(start_workers(launcher, workers, *args, devices=devices))
 
 
 def curve(launcher: Launcher) -> list[float]:
@@ -76,14 +81,12 @@ def assert_same_curve(got: list[float], want: list[float]) -> None:
 @pytest.fixture(scope="module")
 def torch_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Launcher]:
     """The tiny GPT trained K steps in PyTorch at degrees 1 (in this process), 2 and 4."""
-    runs = {}
-    for degree in (1, 2, 4):
-        launcher = gpt_launcher(tmp_path_factory.mktemp(f"torch{degree}"))
-        if degree == 1:
-            assert run_in_process(launcher, "--steps", str(K), "--batch", str(BATCH), "--framework", "torch") == 0
-        else:
-            launch_workers(launcher, degree, "--steps", str(K), "--framework", "torch")
-        runs[degree] = launcher
+    runs = {degree: gpt_launcher(tmp_path_factory.mktemp(f"torch{degree}")) for degree in (1, 2, 4)}
+    args = ("--steps", str(K), "--framework", "torch")
+    started = [start_workers(runs[degree], degree, *args) for degree in (2, 4)]  # side by side: they mostly wait
+    assert run_in_process(runs[1], *args, "--batch", str(BATCH)) == 0
+    for procs in started:
+        finish(procs)
     return runs
 
 
@@ -147,3 +150,13 @@ def test_a_pytorch_checkpoint_of_degree_4_resumes_in_jax_at_degree_2_and_loss_ke
     assert manifest["lineage"]["framework"] == "jax"
     assert data_position(manifest) == (2 * K * BATCH, 2)
     assert json.loads(json.dumps(manifest["state"]["data"]))["batch"] == BATCH
+
+
+@pytest.mark.filterwarnings("ignore:.*torch.jit.script_method.*:DeprecationWarning")  # inside torch.compile
+def test_compiled_pytorch_smoke_gives_the_same_loss(torch_runs: dict[int, Launcher], tmp_path: Path) -> None:
+    """The one torch.compile test: compilation is a switch of the config that leaves the numbers alone."""
+    compiled = gpt_launcher(tmp_path / "compiled", config=TINY_CONFIG + "compile: true\n")
+    assert run_in_process(compiled, "--steps", "2", "--batch", str(BATCH), "--framework", "torch") == 0
+
+    assert of_type(compiled.records(1), "event", "started")[0]["data"]["compile"] is True
+    assert_same_curve(curve(compiled), curve(torch_runs[1])[:2])
