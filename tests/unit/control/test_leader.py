@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crossrail.control.leader import Leadership, LeaseConfig
+from crossrail.control.progress import agent_liveness
 from crossrail.core import Event, EventType, ManualClock, SystemClock
 from crossrail.errors import FencedError, UsageError
 from crossrail.store import Store
@@ -115,3 +116,21 @@ def test_a_leader_busy_in_a_long_pass_keeps_its_lease_from_its_renewal_thread(st
     assert a_store.leader().renewals >= 6
     a.release()
     assert b.step() is True
+
+
+def test_status_names_the_leader_its_term_and_the_standbys(stores: tuple[Store, Store], clock: ManualClock) -> None:
+    a_store, b_store = stores
+    ids = [
+        s.register_agent(host=h, pid=p, workspace=None, now=clock.now())
+        for s, h, p in ((a_store, "ha", 1), (b_store, "hb", 2))
+    ]
+    a, b = elect(a_store, clock, ids[0]), elect(b_store, clock, ids[1])
+    assert (a.step(), b.step()) == (True, False)
+    live = agent_liveness(a_store, clock.now())
+    assert (live["alive"], live["term"], live["leader"]["host"]) == (True, 1, "ha")
+    assert [s["host"] for s in live["standbys"]] == ["hb"]
+    assert live["message"].endswith("; leader term 1, 1 standby")
+    a.release()
+    live = agent_liveness(a_store, clock.now())
+    assert (live["alive"], live["leader"]) == (False, None)
+    assert "no leader (last term 1), 2 standbys" in live["message"]
