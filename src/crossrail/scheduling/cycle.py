@@ -32,6 +32,7 @@ from crossrail.core.attempts import StopReason
 from crossrail.scheduling.admission import Fit, fit, why_not
 from crossrail.scheduling.budget import BudgetBook
 from crossrail.scheduling.cache import Cache
+from crossrail.scheduling.pipeline import fit_parts
 from crossrail.scheduling.placement import Placement, Ranked
 from crossrail.scheduling.preemption import Victim, could_preempt, victims
 from crossrail.scheduling.queue import QueueSet
@@ -222,6 +223,8 @@ class Cycle:
         return usable
 
     def try_admit(self, req: Request, snap: Snapshot) -> bool:
+        if req.parts:
+            return self.try_admit_parts(req, snap)
         ranked = self.usable(req)
         versions = tuple(self.cache.pool_version.get(p.name, 0) for p, _ in ranked)
         memo = self.memo.get(req.run)
@@ -250,12 +253,28 @@ class Cycle:
         self.memo[req.run] = Memo(self.cache.version, versions, until, reason)
         return False
 
+    def try_admit_parts(self, req: Request, snap: Snapshot) -> bool:
+        """A pipeline: all its parts fit (each on its own pool when it prefers `mixed`) or none is admitted.
+
+        It does not preempt: choosing victims for several linked gangs at once is not done yet.
+        """
+        fits, why = fit_parts(snap, req, self.usable, self.config.grace_s)
+        if not fits:
+            self.result.blocked[req.run] = why
+            self.contended.update(p.name for p, _ in self.usable(req))
+            return False
+        for part in fits:
+            placed = self.placement.reason(part.request, part.kind)
+            reason = f"part {part.part} of {req.run}, its parts admitted together; {placed}"
+            self.take(part.request, part.fit, reason, snap, part=part.part)
+        return True
+
     def why_blocked(self, req: Request, snap: Snapshot, ranked: Ranked) -> str:
         reasons = [why_not(snap, req, snap.pool(p.name), self.config.grace_s) for p, _ in ranked[:3]]
         shown = "; ".join(reasons)
         return shown if len(ranked) <= 3 else f"{shown}; and {len(ranked) - 3} more pools"
 
-    def take(self, req: Request, got: Fit, why: str, snap: Snapshot) -> None:
+    def take(self, req: Request, got: Fit, why: str, snap: Snapshot, *, part: str | None = None) -> None:
         alloc = Allocation(req, got.pool, got.chips, got.hosts, self.now, reservation=got.reservation)
         snap.take(alloc)
         self._admitted.append(alloc)
@@ -268,7 +287,7 @@ class Cycle:
             if borrowed:
                 cohort = snap.quota.cohort_of(req.queue)
                 reason += f", borrowing {borrowed} beyond queue {req.queue}'s quota from cohort {cohort}"
-        admission = Admission(req.run, got.pool, got.chips, reason, got.hosts, borrowed, got.reservation)
+        admission = Admission(req.run, got.pool, got.chips, reason, got.hosts, borrowed, got.reservation, part)
         self.result.admitted.append(admission)
 
     def preempt_for(self, req: Request, snap: Snapshot, ranked: Ranked) -> str | None:

@@ -23,6 +23,7 @@ __all__ += [
     "Decision",
     "Growth",
     "Hosts",
+    "PartRequest",
     "Pending",
     "Preemption",
     "Request",
@@ -60,6 +61,25 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class PartRequest:
+    """One part of a pipeline run (`spec.parts`): `chips` in all, over `workers` whole workers (replicas x
+    data-parallel degree), on an accelerator of its own when `prefer` is set (else the pipeline's)."""
+
+    name: str
+    chips: int
+    workers: int = 1
+    prefer: str | None = None
+
+
+PART_SEP = "/"
+"""Joins a run and a part into the key the part's allocation, attempts and decisions go by: `r-12/learner`."""
+
+
+def part_key(run: str, part: str) -> str:
+    return f"{run}{PART_SEP}{part}"
+
+
+@dataclass(frozen=True)
 class Request:
     """A run waiting for chips: how many, from which queue and team, and where it would rather run.
 
@@ -91,6 +111,8 @@ class Request:
     """Chip-seconds of service the run's earlier attempts received (`las` orders by it)."""
     workers: int = 1
     """Data-parallel workers (`spec.parallelism.data`): one gang, all admitted or none."""
+    parts: tuple[PartRequest, ...] = ()
+    """A pipeline's parts: linked allocations admitted together (all or none), each under `part_key(run, name)`."""
 
     low: int = field(init=False, repr=False, compare=False)
     """The fewest chips the run accepts."""
@@ -187,6 +209,8 @@ class Admission(Decision):
     hosts: Hosts = ()
     borrowed: int = 0
     reservation: str | None = None
+    part: str | None = None
+    """The part of a pipeline run this admits (then `run` is `part_key(pipeline, part)`); None: a whole run."""
 
 
 @dataclass(frozen=True)
