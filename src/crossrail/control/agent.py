@@ -109,6 +109,8 @@ class Agent:
             while not should_stop():
                 try:
                     if not self._lead():
+                        if until_idle and self._store_idle():  # the leader finished the work: nothing to stand by for
+                            return
                         time.sleep(self.config.poll_s)
                         continue
                     tick = self.reconcile()
@@ -140,6 +142,10 @@ class Agent:
         if not leading:
             self.watch.before_pass()
         return leading
+
+    def _store_idle(self) -> bool:
+        queued = any(state == "queued" and count for _stage, state, count, _chips in self.store.state_counts())
+        return not queued and not self.store.active_attempts()
 
     def _step_down(self, why: str) -> None:
         """A write was refused for a newer term: stand by, with nothing of the old term's plans kept."""
