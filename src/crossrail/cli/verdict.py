@@ -8,7 +8,6 @@ since=2026-11-01,until=2026-12-01,team=nlp`) or a simulation result written by `
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,7 +21,6 @@ from crossrail.errors import UsageError
 if TYPE_CHECKING:
     from crossrail.metrics import Change, RunFacts
 
-SIM = "sim:"
 Sel = Annotated[str, typer.Option(help="Event filters (stage=...,pool=...,since=...,until=...,team=...) or sim:FILE.")]
 Resamples = Annotated[int, typer.Option("--resamples", min=100, help="Bootstrap resamples.")]
 Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed: the same seed gives the same intervals.")]
@@ -70,6 +68,7 @@ def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as
     """Each stage's preferred accelerator as a hypothesis: do the runs support it, contradict it, or not tell yet?"""
 
     def go() -> None:
+        from crossrail.control.facts import SIM
         from crossrail.metrics.hypotheses import check, describe_method
         from crossrail.spec import default_policy, load_policy
 
@@ -158,12 +157,9 @@ class _Loader:
         self._policy: Any = None
 
     def runs(self, text: str, flag: str) -> list[RunFacts]:
-        from crossrail.metrics import parse_selection
+        from crossrail.control.facts import select_runs
 
-        if text.startswith(SIM):
-            path, _, filters = text[len(SIM) :].partition(",")
-            return parse_selection(filters, flag).pick(_sim_runs(Path(path), flag))
-        return parse_selection(text, flag).pick(self._read_workspace())
+        return select_runs(text, flag, self._read_workspace)
 
     def policy(self) -> Any:
         if self._policy is None:
@@ -186,19 +182,6 @@ class _Loader:
                 self._workspace = workspace_runs(c.service.store, c.clock.now())
                 self._policy = c.policy
         return self._workspace
-
-
-def _sim_runs(path: Path, flag: str) -> list[RunFacts]:
-    from crossrail.metrics import RunFacts
-
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{flag} {SIM}{path}: cannot read it ({exc})") from None
-    records = data.get("records") if isinstance(data, dict) else None
-    if not isinstance(records, list):
-        raise UsageError(f"{flag} {SIM}{path} has no per-run records; write it with `simulate --json --records`")
-    return [RunFacts.from_dict(r) for r in records]
 
 
 def _changes(changes: list[Change], *, indent: str = "", sides: tuple[str, str] = ("before", "after")) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.control import budgets
-from crossrail.control.facts import workspace_runs
+from crossrail.control.facts import select_runs, workspace_runs
 from crossrail.control.figures import Figure, figures
-from crossrail.metrics import RunFacts, Verdict, compare, parse_selection
+from crossrail.metrics import RunFacts, Verdict, compare
 from crossrail.metrics.usage import Usage, usage
 from crossrail.spec import Fleet
 from crossrail.store import Store
@@ -49,7 +49,7 @@ def build(
     after: str | None = None,
 ) -> ReportDoc:
     """The report of the store's runs as of `now`; `since` bounds the cost table's window, `before` and
-    `after` (selections as `crossrail compare` takes them) add the verdict and its figure."""
+    `after` (selections as `crossrail compare` takes them: filters or `sim:FILE`) add the verdict and its figure."""
     runs = workspace_runs(store, now)
     verdict, compared = _verdict(runs, before, after)
     return ReportDoc(
@@ -72,8 +72,8 @@ def _verdict(runs: Sequence[RunFacts], before: str | None, after: str | None) ->
     from crossrail.errors import UsageError
 
     if before is None or after is None:
-        raise UsageError("give both --before and --after (event filters, as `crossrail compare` takes them)")
-    picked = [parse_selection(text, flag).pick(runs) for text, flag in ((before, "--before"), (after, "--after"))]
+        raise UsageError("give both --before and --after (filters or sim:FILE, as `crossrail compare` takes them)")
+    picked = [select_runs(text, flag, lambda: runs) for text, flag in ((before, "--before"), (after, "--after"))]
     compared = f"before {before} ({len(picked[0])} runs), after {after} ({len(picked[1])} runs)"
     return compare(picked[0], picked[1]), compared
 

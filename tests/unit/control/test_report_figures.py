@@ -175,6 +175,29 @@ def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend
     assert "Attempts from 2026-01-01 01:00 UTC to " in markdown
 
 
+def test_report_compares_simulation_results_named_as_compare_takes_them(checkout: Path, runs: list[RunFacts]) -> None:
+    """`--before sim:FILE --after sim:FILE,filters`: the same selections, and the same verdict, as `compare`."""
+    for name, pool in (("before", "h100"), ("after", "tpu-a")):
+        records = [r.as_dict() for r in runs if r.dimension("pool") == pool]
+        (checkout / f"{name}.json").write_text(json.dumps({"records": records}))
+    sels = [f"sim:{checkout / 'before.json'}", f"sim:{checkout / 'after.json'},stage=pretraining"]
+    home, out = ["--home", str(checkout / ".crossrail")], checkout / "report"
+
+    written = CliRunner().invoke(
+        app, ["report", *home, "--out", str(out), "--before", sels[0], "--after", sels[1]], catch_exceptions=False
+    )
+    compared = CliRunner().invoke(app, ["compare", *home, "--before", sels[0], "--after", sels[1], "--json"])
+
+    assert written.exit_code == 0, written.output
+    assert compared.exit_code == 0, compared.output
+    sentence = json.loads(compared.output)["verdict"]
+    pretraining = [r for r in runs if r.dimension("pool") == "tpu-a" and r.stage == "pretraining"]
+    assert f"({len(pretraining)} runs)" in (out / "report.md").read_text()
+    assert sentence in written.output
+    assert sentence in (out / "report.md").read_text()
+    assert (out / "compare.png").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -183,6 +206,11 @@ def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend
         pytest.param(["--out", "OUT", "--before", "pool=h100"], "give both --before and --after", id="one-side"),
         pytest.param(
             ["--out", "OUT", "--before", "color=red", "--after", "pool=h100"], "unknown key 'color'", id="key"
+        ),
+        pytest.param(
+            ["--out", "OUT", "--before", "sim:missing.json", "--after", "pool=h100"],
+            "--before sim:missing.json",
+            id="sim-file",
         ),
     ],
 )
