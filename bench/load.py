@@ -5,9 +5,10 @@
 Starts its own PostgreSQL server (initdb and pg_ctl on 127.0.0.1, as the test fixtures do; as the `postgres`
 user when run as root), a workspace in a git checkout of its own, `crossrail serve` and `--agents` agents on
 that store (one leads, the rest stand by), then `--clients` processes that for `--seconds` each loop over:
-submit the workspace's eval experiment (a `--replay` share of them with one of 20 idempotency keys every client
-uses, so replays race across processes), show a run they submitted, and read the queue. Prints each
-operation's throughput and p50/p99 latency, then audits the store against every acknowledged answer:
+submit the workspace's small pretraining experiment as a short bigram run (a `--replay` share of them with
+one of 20 idempotency keys every client uses, so replays race across processes), show a run they submitted,
+and read the queue. Prints each operation's throughput and p50/p99 latency, then audits the store against
+every acknowledged answer:
 
 - lost: an acknowledged run that is not in the store, or whose stored idempotency key is another;
 - duplicated: a key that answered two different runs, or more runs stored than keys acknowledged.
@@ -43,6 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import make_checkout
 
 SHARED_KEYS = 20
+# What the agents run: the numpy bigram workload for a few steps, so the runs they admit load the host little.
+SETS = [
+    "spec.command=[python, -m, crossrail.workloads.bigram]",
+    "spec.args=[--steps, '20', --checkpoint-every-steps, '10']",
+    "spec.resources.chips=2",
+]
 
 
 def free_port() -> int:
@@ -80,7 +87,8 @@ def postgres() -> Iterator[str]:
 def start(root: Path, url: str, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "CROSSRAIL_HOME": str(root / ".crossrail"), "CROSSRAIL_STORE_URL": url}
     log = (root / f"{args[0]}-{time.monotonic_ns()}.log").open("ab")
-    return subprocess.Popen([sys.executable, "-m", "crossrail.cli", *args], env=env, stdout=log, stderr=log)
+    cmd = [sys.executable, "-m", "crossrail.cli", *args]
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=log, cwd=root)  # `commit: auto` reads the checkout
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
@@ -114,7 +122,7 @@ def worker(url: str, worker_id: int, seconds: float, replay: float, document: st
                     shared = rng.random() < replay
                     key = f"shared-{rng.randrange(SHARED_KEYS)}" if shared else f"c{worker_id}-{n}"
                     n += 1
-                    body = {"document": document, "source": "load.yaml", "sets": [], "idempotencyKey": key}
+                    body = {"document": document, "source": "load.yaml", "sets": SETS, "idempotencyKey": key}
                     r = http.post("/v1/runs", json=body)
                     if r.status_code < 300:
                         rid = r.json()["run"]["id"]
@@ -197,9 +205,8 @@ def main() -> None:
         make_checkout(root)
         Client.init(root)
         document = root / "load.yaml"
-        exp = (root / ".crossrail" / "experiments" / "eval-smoke.yaml").read_text()
-        alone = "".join(line for line in exp.splitlines(keepends=True) if not line.startswith("  parent:"))
-        document.write_text(alone.replace("name: eval-smoke", "name: load", 1))  # an eval of its own, no parent run
+        exp = (root / ".crossrail" / "experiments" / "pretrain-small.yaml").read_text()
+        document.write_text(exp.replace("name: pretrain-small", "name: load", 1))
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         procs = [start(root, store_url, "serve", "--port", str(port))]
