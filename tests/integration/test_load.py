@@ -82,7 +82,7 @@ def served(request: pytest.FixtureRequest, checkout: Path, monkeypatch: pytest.M
     cmd = [sys.executable, "-m", "crossrail.cli", "serve", "--port", str(port)]
     log = checkout / "serve.log"
     with log.open("ab") as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=err, stderr=err)
+        proc = subprocess.Popen(cmd, env=env, stdout=err, stderr=err, cwd=checkout)  # `commit: auto` reads this git
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
