@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -76,10 +75,18 @@ class ReadOnlyWhileStaged:
             a.flags.writeable = False
 
     def release(self) -> None:
-        for a in self.arrays:
-            # ValueError: its memory's owner was made read-only meanwhile; the caller's choice stands.
-            with contextlib.suppress(ValueError):
-                a.flags.writeable = True
+        """Writable again; a view whose base array is in the state too becomes so once its base has."""
+        pending = self.arrays
+        while pending:
+            refused = []
+            for a in pending:
+                try:
+                    a.flags.writeable = True
+                except ValueError:  # its base is still read-only: the next pass; or made so by the caller
+                    refused.append(a)
+            if len(refused) == len(pending):
+                break
+            pending = refused
         self.arrays = []
 
 

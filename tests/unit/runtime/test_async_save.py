@@ -289,6 +289,15 @@ def test_a_background_staged_save_does_not_block_the_caller_for_the_copy(
     assert [c.step for c in Checkpointer(str(tmp_path)).list()] == [1, 2]
 
 
+def test_a_view_staged_beside_its_base_is_writable_again_after_the_copy(tmp_path: Path) -> None:
+    base = np.arange(64, dtype=np.float32)
+    tensors = {"head": base[:8], "all": base, "tail": base[-8:]}  # views before and after their base
+    with Checkpointer(str(tmp_path)) as ckpt:
+        ckpt.save_async(tensors, 1, staging="background")
+        ckpt.wait_staged()
+        assert all(a.flags.writeable for a in tensors.values())
+
+
 def test_two_background_saves_never_share_the_staging_buffers_while_in_flight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
