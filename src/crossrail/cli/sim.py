@@ -171,7 +171,8 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
         outs: list[dict[str, Any]] = [r.to_json() for r in results]
         for sim, result, one in zip(sims, results, outs, strict=True):
             if records and sim.events is not None:
-                one["records"] = [r.as_dict() for r in run_facts(sim.events, fleet, result.end_s)]
+                facts = run_facts(sim.events, fleet, result.end_s, sim.executor.samples)
+                one["records"] = [r.as_dict() for r in facts]
         out = outs[0]
         if len(results) > 1:
             out["compare"] = outs[1:]

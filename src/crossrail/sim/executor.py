@@ -16,9 +16,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from crossrail.metrics import Sample
 from crossrail.sim.checkpointing import Cadence, CheckpointSpec, IntervalChooser, Stretch, StretchState, plan_recovery
 from crossrail.sim.engine import URGENT, Engine, Timer
 from crossrail.sim.failures import FailureModel
+from crossrail.sim.quality import QualityCurve
 from crossrail.sim.records import RunRecord
 from crossrail.sim.workload import SimJob
 
@@ -80,6 +82,8 @@ class SimExecutor:
         self.faults = 0
         self.exposure_chip_s = 0.0
         self._tau: dict[float, float] = {}
+        self.samples: list[Sample] = []
+        """The metric samples attempts reported: each evaluation of a job with a quality curve."""
 
     # --- running -------------------------------------------------------------------------------
 
@@ -159,8 +163,19 @@ class SimExecutor:
         att.record.checkpoints += st.checkpoints
         att.record.checkpoint_s += st.checkpoint_s
         att.committed = max(att.committed, self.kept(att, now))
-        att.base = min(att.base + st.computed_work_s, att.job.work_s)
+        reached = min(att.base + st.computed_work_s, att.job.work_s)
+        if att.job.quality is not None:
+            self._evaluated(att, att.job.quality, reached)
+        att.base = reached
         att.stretch = None
+
+    def _evaluated(self, att: Attempt, curve: QualityCurve, reached: float) -> None:
+        """The evaluations the stretch passed, each at the time its work reached that point."""
+        stretch = att.stretch
+        assert stretch is not None
+        for work_s, samples, loss in curve.evals(att.base, reached):
+            ts = att.run_at + stretch.finish_in_s(work_s - att.base)
+            self.samples.append(Sample(att.job.name, att.number, ts, curve.metric, loss, samples))
 
     def _observed_mtbf(self, att: Attempt) -> float | None:
         """Interruptions seen so far across the fleet, as an MTBF for a run of this size (None before any)."""

@@ -178,6 +178,8 @@ class Simulation:
         if self.stream is not None:
             self._register(job)
         data = {"stage": job.stage, "chips": job.chips, "queue": self.queue_of[job.name], "team": job.team}
+        if job.target is not None:
+            data["target"] = dict(job.target)
         self._emit(EventType.SUBMITTED, job.name, None, {**data, "priority": job.priority})
         self._enqueue(job)
         self._next_arrival()

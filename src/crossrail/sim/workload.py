@@ -17,6 +17,8 @@ import numpy as np
 
 from crossrail.core.priority import PRIORITIES
 from crossrail.errors import Problem, SpecError
+from crossrail.metrics import Target
+from crossrail.sim.quality import QualityCurve
 from crossrail.spec import Stage
 from crossrail.spec.loader import parse_value
 
@@ -45,6 +47,10 @@ class SimJob:
     """Accelerator kinds (`tpu`, `gpu`) it may run on; None: any."""
     workers: int = 1
     """Data-parallel workers: one gang the scheduling core admits whole, spread over hosts in whole workers."""
+    quality: QualityCurve | None = None
+    """The eval loss it reports as it trains (crossrail.sim.quality); None: it reports none."""
+    target: Mapping[str, Any] | None = None
+    """`spec.target` ({metric, op, value}): its `submitted` event carries it, and metrics find when it is met."""
 
     def runs_on(self, accelerator: str) -> bool:
         return self.accelerators is None or accelerator in self.accelerators
@@ -195,6 +201,12 @@ def jobs_from_rows(rows: Sequence[Any], source: str) -> list[SimJob]:
             fields = {"name": f"job-{i}", "stage": "experiment", **row}
             if isinstance(fields.get("accelerators"), list):
                 fields["accelerators"] = tuple(fields["accelerators"])
+            if isinstance(fields.get("quality"), dict):
+                fields["quality"] = QualityCurve.of(fields["quality"])
+            elif fields.get("quality") is not None:
+                raise ValueError("quality must be a mapping {l_inf, a, alpha, samples_per_s, eval_every}")
+            if fields.get("target") is not None and Target.of(fields["target"]) is None:
+                raise ValueError("target must be {metric: eval_loss, op: '<=', value: 2.1} (op: <=, <, >=, > or ==)")
             job = SimJob(**fields)
             if job.chips <= 0 or job.work_s <= 0 or job.submit_s < 0 or not math.isfinite(job.work_s):
                 raise ValueError("chips and work_s must be > 0 and submit_s >= 0")
