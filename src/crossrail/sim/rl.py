@@ -1,0 +1,290 @@
+"""A simulated RL pipeline: sampler, reward and learner parts on mixed pools, with the backlog controller.
+
+    result = RLSimulation(fleet, RLPipeline(...), RLRates(...), controller=True).run(600.0)
+
+The pipeline is one run with parts, admitted by the scheduling core exactly as the agent's is (linked
+allocations, each part on its own pool under `mixed`). Its stages then move samples as a fluid on the
+engine's virtual clock, every `tick_s`:
+
+- samplers produce `rate(chip type) x chips` samples/s, tagged with the learner's version; the lag bound
+  holds them back once `(version + max_policy_lag_steps + 1) x batch` samples exist, so every batch step
+  `b` uses samples made at version `b - max_policy_lag_steps` or later (0: synchronous);
+- the reward stage scores samples first in, first out, at its own rate;
+- the learner takes a batch when one is scored and trains for `batch / (rate x chips)` seconds, idle
+  otherwise.
+
+Every `window_s` the window's stage metrics go to `crossrail.scheduling.backlog.control` (when the
+controller is on); each resize goes through `Scheduler.resized` for the part's allocation, and only as far
+as its pool has free chips, and is recorded as a `resized` event with part, old and new size and reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from crossrail.core import Event, EventType
+from crossrail.errors import PlacementError
+from crossrail.scheduling import Request, Scheduler, SchedulerConfig
+from crossrail.scheduling.backlog import LEARNER, REWARD, SAMPLER, Bounds, Resize, StageMetrics, control
+from crossrail.scheduling.types import PartRequest, part_key
+from crossrail.sim.engine import Engine
+from crossrail.spec import Fleet
+
+__all__ = ["RLPart", "RLPipeline", "RLRates", "RLResult", "RLSimulation"]
+
+RUN = "rl"
+EPS = 1e-6
+"""Samples below this are rounding, not work."""
+
+
+@dataclass(frozen=True)
+class RLPart:
+    """A part's replicas of `chips` chips each, the range the controller may size it in, and a hint."""
+
+    chips: int
+    replicas: int
+    least: int = 1
+    most: int = 64
+    prefer: str | None = None
+
+
+@dataclass(frozen=True)
+class RLPipeline:
+    parts: dict[str, RLPart]
+    batch: int = 64
+    max_policy_lag_steps: int = 2
+    prefer: str = "mixed"
+
+
+@dataclass(frozen=True)
+class RLRates:
+    """Samples per second per chip of each stage, by chip type (a chip type not listed: rate 0)."""
+
+    sampler: dict[str, float]
+    reward: dict[str, float]
+    learner: dict[str, float]
+
+    def of(self, part: str, chip_type: str) -> float:
+        table = {SAMPLER: self.sampler, REWARD: self.reward, LEARNER: self.learner}[part]
+        return table.get(chip_type, 0.0)
+
+
+@dataclass
+class RLResult:
+    duration_s: float
+    learner_idle_fraction: float
+    samples_per_second: float
+    """Samples the learner trained on per second."""
+    max_policy_lag_steps: int
+    steps: int
+    pools: dict[str, str]
+    """part -> the pool it ran on."""
+    sizes: dict[str, int]
+    """part -> replicas at the end."""
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def resizes(self) -> list[Event]:
+        return [e for e in self.events if e.type == EventType.RESIZED]
+
+
+@dataclass
+class _Window:
+    produced: float = 0.0
+    scored: float = 0.0
+    trained: float = 0.0
+    idle_s: float = 0.0
+    held_s: float = 0.0
+    lag: int = 0
+
+
+class RLSimulation:
+    def __init__(
+        self,
+        fleet: Fleet,
+        pipeline: RLPipeline,
+        rates: RLRates,
+        *,
+        controller: bool = True,
+        window_s: float = 30.0,
+        tick_s: float = 0.1,
+    ) -> None:
+        self.fleet, self.pipeline, self.rates = fleet, pipeline, rates
+        self.controller, self.window_s, self.tick_s = controller, window_s, tick_s
+        self.engine = Engine()
+        self.sched = Scheduler.from_fleet(fleet, SchedulerConfig.from_fleet(fleet))
+        self.sizes = {name: p.replicas for name, p in pipeline.parts.items()}
+        self.pools: dict[str, str] = {}
+        self.events: list[Event] = []
+        self._seq = itertools.count(1)
+        self.version = 0
+        self.made = 0.0
+        self.to_score: deque[list[float]] = deque()
+        self.to_train: deque[list[float]] = deque()
+        self.step_left_s = 0.0
+        self.totals = _Window()
+        self.window = _Window()
+
+    # --- admission ---------------------------------------------------------------------------------
+
+    def admit(self) -> None:
+        """Admit the pipeline through the scheduling core: every part on its pool, or PlacementError."""
+        parts = tuple(
+            PartRequest(name, p.chips * p.replicas, p.replicas, p.prefer) for name, p in self.pipeline.parts.items()
+        )
+        chips = sum(p.chips for p in parts)
+        self.sched.submitted(Request(RUN, "rl", chips, prefer=self.pipeline.prefer, parts=parts))
+        result = self.sched.cycle(self.engine.now())
+        if not result.admitted:
+            raise PlacementError(f"the RL pipeline cannot start on this fleet: {result.blocked.get(RUN, 'no room')}")
+        for a in result.admitted:
+            assert a.part is not None  # a run with parts is admitted part by part
+            self.sched.started(a.run, a.pool, a.chips, self.engine.now())
+            self.pools[a.part] = a.pool
+            self._emit(EventType.STARTED, {"part": a.part, "pool": a.pool, "chips": a.chips, "reason": a.reason})
+        idle = [f"{part} on {pool}" for part, pool in self.pools.items() if self.rate(part) <= 0]
+        if idle:
+            raise PlacementError(
+                f"no {'/'.join(sorted(self.pools))} rate is given for the chip type of {', '.join(idle)}; "
+                "add it to the rates or keep the part off that pool with an accelerator hint"
+            )
+
+    def rate(self, part: str) -> float:
+        """Samples/s the part processes at its current size on its pool."""
+        if part not in self.pools:
+            return math.inf  # a pipeline without this stage: it never holds samples back
+        pool = self.fleet.pool(self.pools[part])
+        chips = self.sizes[part] * self.pipeline.parts[part].chips
+        return self.rates.of(part, pool.chip_type) * pool.relative_speed * chips
+
+    # --- running -----------------------------------------------------------------------------------
+
+    def run(self, duration_s: float) -> RLResult:
+        self.admit()
+        self.engine.after(self.tick_s, self._tick)
+        self.engine.after(self.window_s, self._control)
+        while self.engine.peek() <= duration_s:
+            self.engine.step()
+        t = self.totals
+        return RLResult(
+            duration_s,
+            t.idle_s / duration_s,
+            t.trained / duration_s,
+            t.lag,
+            self.version,
+            dict(self.pools),
+            dict(self.sizes),
+            self.events,
+        )
+
+    def _tick(self) -> None:
+        dt = self.tick_s
+        self._sample(dt)
+        self._score(dt)
+        self._train(dt)
+        self.engine.after(dt, self._tick)
+
+    def _sample(self, dt: float) -> None:
+        can = self.rate(SAMPLER) * dt
+        allowed = max((self.version + self.pipeline.max_policy_lag_steps + 1) * self.pipeline.batch - self.made, 0.0)
+        made = min(can, allowed)
+        if made < can:
+            self._add("held_s", dt * (1 - made / can))
+        if made > EPS:
+            self.made += made
+            self.to_score.append([float(self.version), made])
+            self._add("produced", made)
+
+    def _score(self, dt: float) -> None:
+        scored = _move(self.to_score, self.to_train, self.rate(REWARD) * dt)
+        self._add("scored", scored)
+
+    def _train(self, dt: float) -> None:
+        if self.step_left_s <= 0 and not self._take_batch():
+            self._add("idle_s", dt)
+            return
+        self.step_left_s -= dt
+        if self.step_left_s <= EPS:
+            self.step_left_s = 0.0
+            self.version += 1
+            self._add("trained", self.pipeline.batch)
+
+    def _take_batch(self) -> bool:
+        """Start a learner step on the oldest scored batch, when one is there."""
+        batch = self.pipeline.batch
+        if sum(amount for _, amount in self.to_train) < batch - EPS:
+            return False
+        taken: deque[list[float]] = deque()
+        _move(self.to_train, taken, batch)
+        lag = self.version - int(min(v for v, amount in taken if amount > EPS))
+        self.window.lag, self.totals.lag = max(self.window.lag, lag), max(self.totals.lag, lag)
+        self.step_left_s = batch / self.rate(LEARNER)
+        return True
+
+    def _add(self, name: str, amount: float) -> None:
+        for w in (self.window, self.totals):
+            setattr(w, name, getattr(w, name) + amount)
+
+    # --- the controller ----------------------------------------------------------------------------
+
+    def _control(self) -> None:
+        w, span = self.window, self.window_s
+        metrics = StageMetrics(
+            window_s=span,
+            sampler_samples_per_second=w.produced / span,
+            reward_samples_per_second=w.scored / span,
+            learner_samples_per_second=w.trained / span,
+            learner_idle_seconds=w.idle_s,
+            policy_lag_steps=w.lag,
+            sampler_held_seconds=w.held_s,
+        )
+        self.window = _Window()
+        if self.controller:
+            for resize in control(metrics, dict(self.sizes), self._bounds()):
+                self._resize(resize)
+        self.engine.after(span, self._control)
+
+    def _bounds(self) -> Bounds:
+        free = {p.name: p.free for p in self.sched.pool_status()}
+        parts = self.pipeline.parts
+        return Bounds(
+            max_policy_lag_steps=self.pipeline.max_policy_lag_steps,
+            replicas={name: (p.least, p.most) for name, p in parts.items()},
+            free={name: free[self.pools[name]] // parts[name].chips for name in self.pools},
+        )
+
+    def _resize(self, resize: Resize) -> None:
+        """Apply one resize through the scheduler and record it."""
+        chips = resize.new * self.pipeline.parts[resize.part].chips
+        self.sched.resized(part_key(RUN, resize.part), chips, self.engine.now())
+        self.sizes[resize.part] = resize.new
+        data = {
+            "part": resize.part,
+            "degree_before": resize.old,
+            "degree_after": resize.new,
+            "chips": chips,
+            "reason": resize.reason,
+        }
+        self._emit(EventType.RESIZED, data)
+
+    def _emit(self, kind: EventType, data: dict[str, object]) -> None:
+        self.events.append(Event(kind, self.engine.now(), RUN, 1, dict(data), next(self._seq)))
+
+
+def _move(source: deque[list[float]], target: deque[list[float]], amount: float) -> float:
+    """Move up to `amount` samples first in, first out, keeping each chunk's policy version; how many moved."""
+    moved = 0.0
+    while source and moved < amount - EPS:
+        chunk = source[0]
+        take = min(chunk[1], amount - moved)
+        target.append([chunk[0], take])
+        chunk[1] -= take
+        moved += take
+        if chunk[1] <= EPS:  # a sliver left by rounding belongs to this move, not to a later batch
+            moved += chunk[1]
+            target[-1][1] += chunk[1]
+            source.popleft()
+    return moved
