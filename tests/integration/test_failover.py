@@ -163,10 +163,14 @@ def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_
             assert all(n == 1 for n in started.values()), (rid, started)
             assert [ck.step for ck in store.checkpoints(rid)][-1] == 60
         with agents.engine.connect() as conn:
-            launch_terms = [r[0] for r in conn.exec_driver_sql("SELECT launch_term FROM attempts")]
+            launches = list(conn.exec_driver_sql("SELECT run_id, number, launch_term, created_at FROM attempts"))
         agents.engine.dispose()
-        assert None not in launch_terms  # every attempt was launched after a fenced write of its leader's term
-        elected = [(e.data["term"], e.data["agent"]) for e in store.events(types=["leader_elected"])]
+        elections = store.events(types=["leader_elected"])
+        ended = {e.data["term"] - 1: e.ts for e in elections}  # when each term was replaced
+        for rid, number, term, created_at in launches:
+            assert term is not None, (rid, number)  # launched only after a fenced write of its leader's term
+            assert created_at <= ended.get(term, float("inf")), (rid, number, term)  # ... while that term led
+        elected = [(e.data["term"], e.data["agent"]) for e in elections]
         terms = [t for t, _ in elected]
         assert terms == list(range(1, len(terms) + 1)), elected  # one leader per term, none skipped
         assert len(terms) >= 12  # the first, ten after kills, one after the pause (clean stops hand on too)
