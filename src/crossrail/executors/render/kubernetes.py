@@ -142,7 +142,9 @@ def _jobset(meta: dict[str, Any], pod: dict[str, Any], lay: Layout) -> dict[str,
     }
 
 
-def _pod(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str, str]) -> dict[str, Any]:
+def _pod(
+    work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str, str], *, job: str = REPLICATED_JOB
+) -> dict[str, Any]:
     selectors = gke_selectors(fleet, pool)
     if lay.topology is not None:
         selectors[GKE_TPU_TOPOLOGY] = lay.topology
@@ -151,7 +153,7 @@ def _pod(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str
         "name": CONTAINER,
         "image": work.image,
         "command": list(work.command),
-        "env": [_env_var(work, k, v) for k, v in sorted(_env(work, pool, lay).items())] + _slice_id(lay),
+        "env": [_env_var(work, k, v) for k, v in sorted(_env(work, pool, lay, job).items())] + _slice_id(lay),
     }
     if work.args:
         container["args"] = list(work.args)
@@ -257,12 +259,12 @@ def _mount(volume: KubernetesVolume) -> dict[str, Any]:
     return {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
 
 
-def _env(work: Workload, pool: Pool, lay: Layout) -> dict[str, str]:
+def _env(work: Workload, pool: Pool, lay: Layout, job: str = REPLICATED_JOB) -> dict[str, str]:
     env = {**work.env, "TRAINING_BACKEND": str(pool.accelerator)}
     if not lay.multi_host:
         return env
     # Slice 0's first host coordinates, by its name under the JobSet's headless service (named after it).
-    first = f"{work.object_name}-{REPLICATED_JOB}-0-0.{work.object_name}"
+    first = f"{work.object_name}-{job}-0-0.{work.object_name}"
     env |= {
         "CROSSRAIL_SLICES": str(lay.slices),
         "CROSSRAIL_HOSTS_PER_SLICE": str(lay.hosts_per_slice),

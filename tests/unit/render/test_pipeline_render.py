@@ -1,0 +1,83 @@
+"""A run with parts renders as one JobSet with a replicated job per part, each on its own pool, valid strictly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from crossrail.errors import SpecError
+from crossrail.executors.render.pipeline import render_pipeline
+from crossrail.executors.render.workload import from_experiment
+from crossrail.spec import Experiment, Fleet, parse_document, parse_experiment
+
+from .builders import IMAGE
+from .conftest import assert_valid
+
+RL = f"""
+apiVersion: crossrail/v1
+kind: Experiment
+metadata: {{name: rl-add, owner: ada@example.com}}
+spec:
+  stage: reinforcement_learning
+  image: {IMAGE}
+  command: [python, -m, crossrail.workloads.rl]
+  dataset: {{uri: gs://acme-data/add/, version: v1}}
+  checkpoint: {{dir: gs://acme-models/checkpoints/rl-add, every: 10m}}
+  resources: {{chips: 25}}
+  parts:
+    sampler: {{chips: 4, replicas: 2, accelerator: tpu}}
+    reward: {{chips: 1}}
+    learner: {{chips: 16, accelerator: tpu}}
+"""
+
+
+def rl() -> Experiment:
+    return parse_experiment(parse_document(RL, "rl.yaml"))
+
+
+def render(fleet: Fleet, pools: dict[str, str]) -> dict[str, Any]:
+    exp = rl()
+    work = from_experiment(exp, source="rl.yaml", run="rl-add-1", attempt=1)
+    return render_pipeline(work, fleet, exp.parts, {part: fleet.pool(name) for part, name in pools.items()})
+
+
+def test_each_part_is_a_replicated_job_on_its_pool_and_the_jobset_validates(matrix_fleet: Fleet) -> None:
+    obj = render(matrix_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
+
+    assert_valid(obj)
+    assert obj["kind"] == "JobSet"
+    assert obj["spec"]["suspend"] is True
+    assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "rl"
+    jobs = {j["name"]: j for j in obj["spec"]["replicatedJobs"]}
+    assert {n: j["replicas"] for n, j in jobs.items()} == {"sampler": 2, "reward": 1, "learner": 1}
+    pods = {n: j["template"]["spec"]["template"] for n, j in jobs.items()}
+    assert {n: p["metadata"]["labels"]["crossrail.dev/pool"] for n, p in pods.items()} == {
+        "sampler": "v6e",
+        "reward": "cpu",
+        "learner": "v5p",
+    }
+    assert pods["sampler"]["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "2x2"
+    assert pods["reward"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+    learner = jobs["learner"]["template"]["spec"]
+    assert (learner["parallelism"], learner["completions"]) == (4, 4)  # a 2x2x4 slice of 4-chip hosts
+    env = {e["name"]: e.get("value") for e in pods["learner"]["spec"]["containers"][0]["env"]}
+    assert env["CROSSRAIL_PART"] == "learner"
+    assert env["CROSSRAIL_COORDINATOR"] == "rl-add-1-a1-learner-0-0.rl-add-1-a1:8476"
+    assert pods["learner"]["spec"]["containers"][0]["args"][-2:] == ["--part", "learner"]
+
+
+def test_a_part_on_a_pool_that_is_not_on_kubernetes_is_refused_by_part(matrix_fleet: Fleet) -> None:
+    with pytest.raises(SpecError) as caught:
+        render(matrix_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "ray-h100"})
+
+    [problem] = caught.value.problems
+    assert problem.path == "spec.parts.learner"
+    assert "ray-h100, which has backend: ray" in problem.message
+
+
+def test_a_part_without_a_pool_is_named(matrix_fleet: Fleet) -> None:
+    with pytest.raises(SpecError) as caught:
+        render(matrix_fleet, {"sampler": "v6e", "learner": "v5p"})
+
+    assert [p.path for p in caught.value.problems] == ["spec.parts.reward"]
