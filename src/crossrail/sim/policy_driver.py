@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from crossrail.scheduling.policies import ROUND_S, JobView, Policy, PoolView, level_of
+from crossrail.scheduling.policies.ledger import Ledgered, RoundLedger
 from crossrail.scheduling.pool import NO_PINS
 from crossrail.sim.engine import LATE, Timer
 from crossrail.sim.executor import Attempt
@@ -34,12 +35,18 @@ class PolicyDriver:
         self.plan: dict[str, str] = {}
         self.attained: dict[str, dict[str, float]] = {}
         self._round: Timer | None = None
+        self._began = 0.0
+        """When the current round began."""
         self._woken: Timer | None = None
         pools = sim.fleet.pools
         self.by_cost = sorted(pools, key=lambda p: (p.cost_per_chip_hour / p.relative_speed, p.name))
         self.speeds: dict[str, float] = {}
         for p in pools:
             self.speeds[p.chip_type] = max(self.speeds.get(p.chip_type, 0.0), p.relative_speed)
+        self.ledger: RoundLedger | None = policy.ledger(self.round_s) if isinstance(policy, Ledgered) else None
+        """Gavel's round state, told of arrivals, ends and time run as they happen (no views per round)."""
+        self.credited: dict[str, float] = {}
+        """Run -> until when its running attempt's time has been credited to the ledger."""
 
     # --- views -----------------------------------------------------------------------------------
 
@@ -86,10 +93,28 @@ class PolicyDriver:
             for p in self.sim.fleet.pools
         ]
 
-    def ended(self, att: Attempt, now: float) -> None:
+    def joined(self, run: str) -> None:
+        """A job arrived (a retry of one already known is not an arrival)."""
+        if self.ledger is not None:
+            self.ledger.join(self._view(run, None, self.sim.engine.now()))
+
+    def ended(self, att: Attempt, now: float, finished: bool) -> None:
         chip_type = self.sim.pools[att.pool].chip_type
         mine = self.attained.setdefault(att.job.name, {})
         mine[chip_type] = mine.get(chip_type, 0.0) + att.chips * (now - att.started_at)
+        if self.ledger is not None:
+            self._credit(att, now)
+            del self.credited[att.job.name]
+            if finished:
+                self.ledger.leave(att.job.name)
+
+    def _credit(self, att: Attempt, now: float) -> None:
+        """The ledger learns the time `att` ran since it was last told."""
+        assert self.ledger is not None
+        run = att.job.name
+        since = max(att.started_at, self.credited.get(run, att.started_at))
+        self.ledger.ran(run, self.sim.pools[att.pool].chip_type, now - since)
+        self.credited[run] = now
 
     # --- ordering policies -----------------------------------------------------------------------
 
@@ -133,15 +158,26 @@ class PolicyDriver:
     def _look(self) -> None:
         self._woken = None
         self.start_planned()
-        if self._round is None and (self.sim.waiting or self.sim.executor.live):
-            self._round = self.sim.engine.after(0.0, self.next_round, LATE)
+        sim = self.sim
+        if self._round is not None and not sim.executor.live and not self.plan and sim.engine.now() > self._began:
+            # As in Gavel's simulator, a round ends when the last job running in it ends its time slice.
+            self._round.cancel()
+            self._round = None
+        if self._round is None and (sim.waiting or sim.executor.live):
+            self._round = sim.engine.after(0.0, self.next_round, LATE)
 
     def next_round(self) -> None:
         sim = self.sim
         self._round = None
         sim.cycles += 1
-        now = sim.engine.now()
-        plan = self.policy.allocate(self.views(running=True), self.pool_views(), now, self.round_s)
+        now = self._began = sim.engine.now()
+        if self.ledger is not None:
+            for att in sim.executor.live.values():
+                self._credit(att, now)
+            running = {run: att.pool for run, att in sim.executor.live.items()}
+            plan = self.ledger.plan(now, self.pool_views(), running)
+        else:
+            plan = self.policy.allocate(self.views(running=True), self.pool_views(), now, self.round_s)
         for run, att in list(sim.executor.live.items()):
             if plan.get(run) != att.pool and att.pool in self.sliced:
                 sim.executor.preempt(run, math.inf)

@@ -181,6 +181,8 @@ class Simulation:
         if job.target is not None:
             data["target"] = dict(job.target)
         self._emit(EventType.SUBMITTED, job.name, None, {**data, "priority": job.priority})
+        if self.driver is not None:
+            self.driver.joined(job.name)
         self._enqueue(job)
         self._next_arrival()
 
@@ -302,7 +304,7 @@ class Simulation:
         useful = rec.useful_chip_s - self.useful_before.pop(run, 0.0)
         data: dict[str, Any] = {"pool": att.pool, "useful_chip_s": useful}
         if self.driver is not None:
-            self.driver.ended(att, now)
+            self.driver.ended(att, now, finished=how == "succeeded")
         if how == "succeeded":
             self._emit(EventType.SUCCEEDED, run, att.number, data)
             rec.outcome, rec.end_s = "succeeded", now

@@ -9,34 +9,32 @@ linear program solved with HiGHS through `scipy.optimize.linprog`:
      leaves idle still do work.
 
 Jobs alike (same gang, same rates) share one row with a count, so the program grows with the kinds of
-job, not their number; a solution stands for up to RESOLVE_S while only those counts change.
+job, not their number.
 
-Agnostic: share(m) = sum_p X[m, p] (time, every chip alike). Hetero: share(m) is the job's effective
+Agnostic: share(m) = chips(m) * sum_p X[m, p] (chip-time, every chip alike, as Gavel's LAS), spread
+symmetrically over the pools. Hetero: share(m) is the job's effective
 throughput sum_p rate(m, p) * X[m, p] normalised by a reference: by default its rate on its fastest chip
 type (the fraction of its best speed it gets), or with `normalise="equal_share"` the throughput it would
 get from an equal share of every chip in the fleet (Gavel's X^equal).
 
-Each round turns X into placements with Gavel's priorities: priority(m, t) = X[m, t] / (fraction of
-the job's time in the system it has run on chip type t); the highest priorities take their chip type
-first, and chips left over go to the jobs that received least, so no chip idles while a job waits.
+Each round turns X into placements with Gavel's round mechanics (`ledger.RoundLedger`: when X is
+recomputed, priorities X / share of the time run since, deficits, chip types taken in turn).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from crossrail.scheduling.policies.assign import Room, fill, pick
+from crossrail.scheduling.policies.assign import Room, fill
 from crossrail.scheduling.policies.base import JobView, PoolView, SortKey, rate, runnable, worth_s
+from crossrail.scheduling.policies.ledger import RoundLedger
 
 Shares = dict[str, dict[str, float]]
 """run -> pool -> fraction of time."""
 
 NORMALISATIONS = ("equal_share", "best")
-RESOLVE_S = 1920.0
-"""How long a solved allocation stands while only the counts of its job classes change (Gavel's
-`minimum_time_between_allocation_resets`)."""
 CLASS_MEMO = 100_000
 """Runs whose job class a policy remembers (forgotten all at once beyond this: runs that ended pile up)."""
 LEXICOGRAPHIC = 1e-4
@@ -108,43 +106,12 @@ def class_shares(
     solved = linprog(np.array(objective), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if not solved.success:
         raise ArithmeticError(f"max-min fairness LP failed: {solved.message}")
-    x = solved.x
+    x = solved.x if hetero else _spread(solved.x, cells, jobs, counts, pools)
     shares: dict[int, dict[str, float]] = {}
     for i, (m, p) in enumerate(cells):
         if x[i] > 1e-9:
             shares.setdefault(m, {})[pools[p].name] = float(x[i])
     return shares
-
-
-def round_priorities(
-    jobs: Sequence[JobView], pools: Sequence[PoolView], shares: Shares, now: float, hetero: bool
-) -> list[tuple[float, float, str, str]]:
-    """(-priority, -share, run, chip type or "") for every job with a share, highest priority first.
-
-    Agnostic policies pool every chip into one type ("") and count time in plain chip-seconds; so do hetero
-    ones for a job without rates, or whose service is not split by chip type.
-    """
-    entries = []
-    chip_type_of = {p.name: p.chip_type for p in pools}
-    for job in jobs:
-        share = shares.get(job.run)
-        if not share:
-            continue
-        typed = hetero and bool(job.throughput) and (bool(job.attained_by_type) or job.attained_s == 0)
-        by_type: dict[str, float] = {}
-        if typed:
-            for pool, x in share.items():
-                kind = chip_type_of[pool]
-                by_type[kind] = by_type.get(kind, 0.0) + x
-        else:
-            by_type[""] = sum(share.values())
-        elapsed = max(now - job.submitted_at, 0.0) * job.chips
-        for chip_type, x in sorted(by_type.items()):
-            got = job.attained_by_type.get(chip_type, 0.0) if typed else job.attained_s
-            received = got / elapsed if elapsed > 0 else 0.0
-            priority = x / received if received > 0 else math.inf
-            entries.append((-priority, -x, job.run, chip_type))
-    return sorted(entries)
 
 
 @dataclass
@@ -162,9 +129,7 @@ class MaxMinFairness:
     _fleet: tuple[object, ...] = field(default=(), repr=False)
     _class_of: dict[str, tuple[object, ...]] = field(default_factory=dict, repr=False)
     """Run -> its job class on `_fleet` (a run's rates do not change)."""
-    _last: tuple[dict[tuple[object, ...], dict[str, float]], tuple[object, ...], float] | None = field(
-        default=None, repr=False
-    )
+    _ledger: RoundLedger | None = field(default=None, repr=False)
 
     def key(self, job: JobView) -> SortKey:
         """Outside rounds: least service per chip first (hetero: service at its worth)."""
@@ -178,13 +143,8 @@ class MaxMinFairness:
         placed = fill(pending, Room(pools, free=True), hetero=True)
         return [(job, placed.get(job.run)) for job in pending]
 
-    def shares(self, jobs: Sequence[JobView], pools: Sequence[PoolView], now: float | None = None) -> Shares:
-        """The LP allocation per job class, solved once per distinct mix of job classes and pools.
-
-        Given `now`, a solution stands for up to `RESOLVE_S` while only the counts of the classes it
-        solved change (as Gavel recomputes its allocation at most every 32 minutes): each job keeps its
-        class's share, and the rounds' leftover filling absorbs the difference.
-        """
+    def shares(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> Shares:
+        """The LP allocation per job class, solved once per distinct mix of job classes and pools."""
         ordered = sorted(pools, key=lambda p: p.name)
         fleet = tuple((p.name, p.chip_type, p.capacity) for p in ordered)
         if fleet != self._fleet or len(self._class_of) > CLASS_MEMO:
@@ -196,61 +156,69 @@ class MaxMinFairness:
                 key = self._class_of[job.run] = job_class(job, ordered, self.hetero)
             classes.setdefault(key, []).append(job)
         keys = sorted(classes, key=repr)
-        last = self._last
-        if (
-            now is not None
-            and last is not None
-            and last[1] == fleet
-            and now - last[2] < RESOLVE_S
-            and all(k in last[0] for k in keys)
-        ):
-            by_class = last[0]
-        else:
-            memo_key = (tuple((k, len(classes[k])) for k in keys), fleet)
-            found = self._memo.get(memo_key)
-            if found is None:
-                if len(self._memo) >= 256:
-                    self._memo.clear()
-                reps, counts = [classes[k][0] for k in keys], [len(classes[k]) for k in keys]
-                solved = class_shares(reps, counts, ordered, self.hetero, self.normalise)
-                found = self._memo[memo_key] = {keys[i]: share for i, share in solved.items()}
-            by_class = found
-            if now is not None:
-                self._last = (found, fleet, now)
-        return {job.run: by_class[k] for k in keys if k in by_class for job in classes[k]}
+        memo_key = (tuple((k, len(classes[k])) for k in keys), fleet)
+        found = self._memo.get(memo_key)
+        if found is None:
+            if len(self._memo) >= 256:
+                self._memo.clear()
+            reps, counts = [classes[k][0] for k in keys], [len(classes[k]) for k in keys]
+            solved = class_shares(reps, counts, ordered, self.hetero, self.normalise)
+            found = self._memo[memo_key] = {keys[i]: share for i, share in solved.items()}
+        return {job.run: found[k] for k in keys if k in found for job in classes[k]}
+
+    def ledger(self, round_s: float) -> RoundLedger:
+        """The policy's round state (one per policy: a simulation or an agent drives one policy)."""
+        if self._ledger is None:
+            self._ledger = RoundLedger(self.shares, round_s, shuffle=not self.hetero)
+        return self._ledger
 
     def allocate(
         self, jobs: Sequence[JobView], pools: Sequence[PoolView], now: float, round_s: float
     ) -> dict[str, str]:
-        shares = self.shares(jobs, pools, now)
-        room, by_run = Room(pools), {j.run: j for j in jobs}
-        placed: dict[str, str] = {}
-        for _, _, run, chip_type in round_priorities(jobs, pools, shares, now, self.hetero):
-            job = by_run[run]
-            if run in placed:
-                continue
-            typed = [p for p in room.pools if not chip_type or p.chip_type == chip_type]
-            pool = pick(job, _Within(room, typed), self.hetero)
-            if pool is not None:
-                room.take(job, pool)
-                placed[run] = pool.name
-        rest = sorted((j for j in jobs if j.run not in placed), key=self.key)
-        placed.update(fill(rest, room, self.hetero))
-        return placed
+        """The next round from views of every candidate job (the ledger credits the service each gained)."""
+        ledger = self.ledger(round_s)
+        ledger.sync(jobs, pools)
+        return ledger.plan(now, pools, {j.run: j.pool for j in jobs if j.pool is not None})
 
 
-class _Within(Room):
-    """A view of `room` limited to some pools (the chips left stay shared with it)."""
+def _spread(
+    x: Any, cells: list[tuple[int, int]], jobs: Sequence[JobView], counts: Sequence[int], pools: Sequence[PoolView]
+) -> Any:
+    """Agnostic X with every pool alike: each job that can run on every pool has its total share spread over
+    them in proportion to the chips the other jobs leave there.
 
-    def __init__(self, room: Room, pools: Sequence[PoolView]) -> None:
-        self.pools = list(pools)
-        self.left = room.left
-        self.largest = room.largest
+    Every pool is worth the same to an agnostic job, so the optimum is a whole face of the LP and a simplex
+    solver returns an arbitrary vertex of it, pinning some jobs to one chip type and others to another.
+    Gavel solves the same program with an interior-point method, whose answer is the symmetric point;
+    spreading keeps the floor and every job's total, and fits the chips (the totals fitted before).
+    """
+    import numpy as np
+
+    xs = np.array(x, dtype=float)
+    n_pools = len(pools)
+    everywhere = {m for m in range(len(jobs)) if sum(1 for c in cells if c[0] == m) == n_pools}
+    left = np.array([float(p.capacity) for p in pools])
+    totals: dict[int, float] = {}
+    for i, (m, p) in enumerate(cells):
+        if m in everywhere:
+            totals[m] = totals.get(m, 0.0) + xs[i]
+        else:
+            left[p] -= jobs[m].chips * counts[m] * xs[i]
+    left = np.clip(left, 0.0, None)
+    if not totals or left.sum() <= 0:
+        return xs
+    for i, (m, p) in enumerate(cells):
+        if m in everywhere:
+            xs[i] = totals[m] * left[p] / left.sum()
+    return xs
 
 
 def _weight(job: JobView, pool: PoolView, ref: float, hetero: bool) -> float:
-    """What one unit of X on `pool` is worth to the job: agnostic, time (every chip alike); hetero, its
-    rate there over its reference."""
-    if not hetero or ref <= 0:
+    """What one unit of X on `pool` is worth to the job: agnostic, chip-time (Gavel's LAS multiplies X by
+    the job's scale factor, so a gang of k gets 1/k of the time a single-chip job gets); hetero, its rate
+    there over its reference."""
+    if not hetero or not job.throughput:  # without rates a hetero form weighs as its agnostic one
+        return float(job.chips)
+    if ref <= 0:
         return 1.0
     return rate(job, pool.chip_type) / ref
