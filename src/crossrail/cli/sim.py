@@ -185,10 +185,27 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
 
 
 def plan_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
-    workload: Workload,
-    pools: Annotated[str, typer.Option("--pools", help="Pool shapes and prices: name:chips:per_host:price,...")],
-    grid: Annotated[str, typer.Option("--grid", help="Chips to try per pool: 'h100:0/256/512;tpu:512/1024'.")],
-    target: Annotated[list[str], typer.Option("--target", help="STAGE=DURATION queue-time target (repeat).")],
+    workload: Annotated[
+        str | None, typer.Option("--workload", help="FILE, gavel:TRACE, philly:CSV or synthetic:jobs=N,...")
+    ] = None,
+    pools: Annotated[
+        str | None, typer.Option("--pools", help="Pool shapes and prices: name:chips:per_host:price,...")
+    ] = None,
+    grid: Annotated[
+        str | None, typer.Option("--grid", help="Chips to try per pool: 'h100:0/256/512;tpu:512/1024'.")
+    ] = None,
+    target: Annotated[
+        list[str] | None, typer.Option("--target", help="STAGE=DURATION queue-time target (repeat).")
+    ] = None,
+    rl: Annotated[
+        list[str] | None,
+        typer.Option("--rl", help="Size RL pipelines instead: PART=CHIP_TYPE:CHIPS:RATE for sampler, reward, learner."),
+    ] = None,
+    rl_fleet: Annotated[
+        str | None, typer.Option("--rl-fleet", help="With --rl: chips per chip type, e.g. tpu-v5e=4096,h100=1024.")
+    ] = None,
+    lag: Annotated[int, typer.Option("--lag", help="With --rl: bound on policy lag in steps (0: synchronous).")] = 2,
+    most: Annotated[int, typer.Option("--most", help="With --rl: the most sampler replicas per learner tried.")] = 16,
     percentile: Annotated[int, typer.Option("--percentile", help="Queue-time percentile judged: 50 or 95.")] = 95,
     move: Annotated[list[str] | None, typer.Option("--move", help="What-if: STAGE=tpu|gpu (repeat).")] = None,
     ckpt_intervals: Annotated[
@@ -210,6 +227,13 @@ def plan_command(  # noqa: PLR0917 (a typer command takes each option as a param
         from crossrail.sim import plan
         from crossrail.sim.workload import parse_workload
 
+        if rl:
+            _plan_rl(rl, rl_fleet, lag, most, as_json)
+            return
+        given = {"--workload": workload, "--pools": pools, "--grid": grid, "--target": target}
+        missing = [flag for flag, value in given.items() if not value]
+        if missing or workload is None or pools is None or grid is None or target is None:
+            raise UsageError(f"plan needs {', '.join(missing)} (or --rl ... --rl-fleet ... to size RL pipelines)")
         if percentile not in (50, 95):
             raise UsageError(f"--percentile must be 50 or 95 (got {percentile})")
         template = plan.template_pools(pools)
@@ -223,6 +247,52 @@ def plan_command(  # noqa: PLR0917 (a typer command takes each option as a param
         _print_plan(outcomes, percentile, as_json)
 
     guard(go)
+
+
+def _plan_rl(stages_given: list[str], fleet_chips: str | None, lag: int, most: int, as_json: bool) -> None:
+    """`plan --rl`: every sampler:learner ratio's steady state on the fleet, and the one to use."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from crossrail.sim.rl_plan import parse_fleet_chips, parse_stages, plan_ratios, recommend
+
+    if fleet_chips is None:
+        raise UsageError("--rl needs --rl-fleet CHIP_TYPE=CHIPS,... (the chips the pipelines may hold)")
+    if lag < 0 or most < 1:
+        raise UsageError(f"--lag must be >= 0 and --most >= 1 (got {lag} and {most})")
+    rows = plan_ratios(parse_stages(stages_given), parse_fleet_chips(fleet_chips), lag, most)
+    best = recommend(rows)
+    if as_json:
+        data = [
+            {"samplers_per_learner": r.samplers, "reward_workers": r.reward_workers, "pipelines": r.pipelines,
+             "samples_per_second": r.samples_per_second, "learner_idle": r.learner_idle, "chips": r.chips,
+             "samples_per_chip_second": r.samples_per_chip_second}
+            for r in rows
+        ]  # fmt: skip
+        print_json({"max_policy_lag_steps": lag, "best": best.samplers if best else None, "ratios": data})
+    else:
+        console = Console(highlight=False)
+        mode = "synchronous" if lag == 0 else f"policy lag <= {lag}"
+        t = Table(title=f"RL pipelines per sampler:learner ratio ({mode})")
+        for col in ("samplers:learner", "reward", "pipelines", "samples/s", "learner idle", "samples/s/chip", "chips"):
+            t.add_column(col)
+        for r in rows:
+            chips = ", ".join(f"{k} {v}" for k, v in r.chips.items())
+            t.add_row(
+                f"{r.samplers}:1", str(r.reward_workers), str(r.pipelines), f"{r.samples_per_second:,.1f}",
+                f"{r.learner_idle:.0%}", f"{r.samples_per_chip_second:.3f}", chips,
+            )  # fmt: skip
+        console.print(t)
+        if best is not None:
+            console.print(
+                f"recommended: {best.samplers} sampler replicas and {best.reward_workers} reward workers per learner, "
+                f"{best.pipelines} pipelines: {best.samples_per_second:,.0f} samples/s, learner idle "
+                f"{best.learner_idle:.0%}"
+            )
+    if best is None:
+        if not as_json:
+            Console(highlight=False).print("no ratio fits one pipeline on this fleet; give it more chips")
+        raise typer.Exit(1)
 
 
 def _sweep(plan: Any, cands: Any, template: Any, jobs: Any, goals: Any, *rest: Any) -> Any:
