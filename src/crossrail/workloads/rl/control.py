@@ -28,12 +28,26 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from crossrail.errors import CrossrailError
 
 FORMAT = "crossrail-rl-control/v1"
 FILENAME = "control.json"
+
+
+class Sizes(Protocol):
+    @property
+    def samplers(self) -> int: ...
+    @property
+    def reward_workers(self) -> int: ...
+    @property
+    def max_policy_lag_steps(self) -> int: ...
+
+
+class HasRoot(Protocol):
+    @property
+    def root(self) -> Path: ...
 
 
 @dataclass(frozen=True)
@@ -121,3 +135,11 @@ def write_control(rendezvous: str | Path, control: Control) -> None:
         out.flush()
         os.fsync(out.fileno())
     os.replace(aside, path)
+
+
+def first_control(settings: Sizes, rdv: HasRoot) -> Control:
+    """The control file as it stands, or the settings' sizes written as generation 0 when there is none."""
+    if not (rdv.root / "control.json").exists():
+        control = Control(settings.samplers, settings.reward_workers, settings.max_policy_lag_steps)
+        write_control(rdv.root, control)
+    return read_control(rdv.root)
