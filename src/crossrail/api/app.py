@@ -87,8 +87,9 @@ def create_app(
 
 
 def _agents(c: Any) -> dict[str, Any]:
-    """The leader and its standbys for /v1/health; a store that cannot be read now is said, not raised: the server
-    itself is up (a liveness probe must not restart it for its database's outage)."""
+    """The leader and its standbys for /v1/health, which answers without a token: agent ids and hosts, no pids. A
+    store that cannot be read now is said, not raised: the server itself is up (a liveness probe must not restart
+    it for its database's outage)."""
     from crossrail.control.progress import agent_liveness
     from crossrail.errors import StoreError
 
@@ -96,8 +97,13 @@ def _agents(c: Any) -> dict[str, Any]:
         live = agent_liveness(c.service.store, c.clock.now())
     except StoreError as exc:
         return {"error": str(exc)}
-    keys = ("alive", "agent", "leader", "term", "standbys", "message")
-    return {k: live.get(k) for k in keys}
+    leader = live.get("leader")
+    return {
+        "alive": live["alive"],
+        "term": live.get("term"),
+        "leader": None if leader is None else {k: leader[k] for k in ("id", "host", "term")},
+        "standbys": [{k: a[k] for k in ("id", "host")} for a in live.get("standbys", [])],
+    }
 
 
 def _start_agent(app: FastAPI, home: Path | None, config: Any) -> threading.Thread:
