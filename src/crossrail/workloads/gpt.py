@@ -3,6 +3,7 @@
     python -m crossrail.workloads.gpt [--task pretrain|finetune|generate|eval] [--steps N]
         [--checkpoint-every-steps K] [--step-sleep S] [--lr LR] [--batch B] [--seed S] [--dtype fp32|bf16]
         [--compile | --no-compile] [--peak-flops F] [--framework torch|jax] [--max-new-tokens N] [--output PATH]
+        [--eval-every N]
 
 TRAINING_BACKEND picks the framework (tpu: JAX; gpu, cpu: PyTorch); checkpoints hold neutral tensors, so either
 framework resumes what the other wrote. Everything else comes from the environment crossrail sets
@@ -72,9 +73,12 @@ class Settings:
     step_sleep_s: float
     dtype: str
     compile: bool
+    micro_batch: int | None
     peak_flops: float | None
     max_new_tokens: int
     output: str
+    eval_every: int | None = None
+    """Training: report eval_loss and eval_pass_rate on the held-out split every this many steps (None: never)."""
     model_set: dict[str, int] = field(default_factory=dict)  # the model keys the config names
 
 
@@ -105,6 +109,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--output", default="generations.jsonl", help="generate: JSON-lines file written in the working directory"
     )
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        help="training: report eval_loss on the held-out tenth of the dataset every N steps (default: eval_every "
+        "of the config, else never)",
+    )
     return p.parse_args(argv)
 
 
@@ -124,12 +134,20 @@ def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
             "generate.max_new_tokens", args.max_new_tokens, gen.get("max_new_tokens"), 32, int, problems=problems
         ),
     }
+    micro = optim.get("micro_batch")
+    micro_batch = None if micro is None else pick("optim.micro_batch", None, micro, None, int, problems=problems)
+    if micro_batch is not None and micro_batch <= 0:
+        problems.append(f"optim.micro_batch must be > 0 (got {micro_batch})")
     dtype = args.dtype or config.get("precision", "fp32")
     if dtype not in ("fp32", "bf16"):
         problems.append(f"precision: {dtype!r} is not fp32 or bf16")
     compiled = args.compile if args.compile is not None else config.get("compile", False)
     if not isinstance(compiled, bool):
         problems.append(f"compile: {compiled!r} is not true or false")
+    asked = args.eval_every if args.eval_every is not None else config.get("eval_every")
+    eval_every = None if asked is None else pick("eval_every", asked, None, None, int, problems=problems)
+    if eval_every is not None and eval_every < 1:
+        problems.append(f"eval_every must be >= 1 step (got {eval_every}); leave it out to evaluate never")
     given = args.peak_flops if args.peak_flops is not None else config.get("peak_flops")
     peak = None if given is None else pick("peak_flops", given, None, None, float, problems=problems)
     positive = {
@@ -165,8 +183,10 @@ def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
         step_sleep_s=args.step_sleep,
         dtype=dtype,
         compile=compiled,
+        micro_batch=micro_batch,
         peak_flops=peak,
         output=args.output,
+        eval_every=eval_every,
         model_set=model_set,
         **chosen,
     )
@@ -192,10 +212,15 @@ def build_engine(cfg: Settings, model: GPTConfig) -> Engine:
         if cfg.framework == "jax":
             from crossrail.workloads.gpt_jax import JaxEngine
 
+            if cfg.micro_batch is not None:
+                raise CrossrailError(
+                    f"{PROG}: optim.micro_batch (gradient accumulation) is a PyTorch setting; the JAX step takes a "
+                    "worker's rows in one pass: drop it or run --framework torch"
+                )
             return JaxEngine(model, cfg.adamw, dtype=cfg.dtype, compile=cfg.compile)
         from crossrail.workloads.gpt_torch import TorchEngine
 
-        return TorchEngine(model, cfg.adamw, dtype=cfg.dtype, compile=cfg.compile)
+        return TorchEngine(model, cfg.adamw, dtype=cfg.dtype, compile=cfg.compile, micro_batch=cfg.micro_batch)
     except ImportError as exc:
         extra = cfg.framework
         raise CrossrailError(f"{PROG}: the {extra} engine needs {exc.name}; install crossrail[{extra}]") from exc
@@ -285,6 +310,9 @@ class Trainer(TrainingLoop):
         self.stop_signal: int | None = None
         start = starting_point(ctx, cfg, reporter)
         self.model = start.model
+        self.heldout: Corpus | None = None
+        if cfg.eval_every is not None:  # the last tenth is never trained on: eval_loss measures generalisation
+            corpus, self.heldout = gpt_data.split_heldout(corpus, self.model.context, PROG)
         if len(corpus.text) <= self.model.context:
             raise CrossrailError(f"{PROG}: the dataset has {len(corpus.text)} bytes; it needs more than model.context")
         self.text = corpus.text
@@ -343,6 +371,20 @@ class Trainer(TrainingLoop):
         if busy is not None:
             metrics["accelerator_utilization"] = busy
         self.report_step(metrics)
+        if self.heldout is not None and self.cfg.eval_every and self.engine.step % self.cfg.eval_every == 0:
+            self._evaluate()
+
+    def _evaluate(self) -> None:
+        """eval_loss and eval_pass_rate on the held-out split, as `--task eval` scores them; rank 0 reports.
+
+        Every worker evaluates (its tensors equal rank 0's after the step), so none reaches the next step's
+        collective while another is still evaluating a forward pass of its own.
+        """
+        assert self.heldout is not None
+        scores = evaluate(self.engine, self.heldout, context=self.model.context, batch=self.cfg.batch)
+        if self.ctx.is_primary:
+            step = self.engine.step
+            self.reporter.metrics({"eval_loss": scores.loss, "eval_pass_rate": scores.pass_rate}, step)
 
     def _stop_agreed(self) -> bool:
         if self.ctx.world_size == 1:

@@ -89,8 +89,18 @@ class TorchEngine:
 
     framework = "torch"
 
-    def __init__(self, cfg: GPTConfig, adamw: AdamW, *, dtype: str = "fp32", compile: bool = False) -> None:
-        self.cfg, self.adamw, self.dtype, self.compile = cfg, adamw, dtype, compile
+    def __init__(
+        self,
+        cfg: GPTConfig,
+        adamw: AdamW,
+        *,
+        dtype: str = "fp32",
+        compile: bool = False,
+        micro_batch: int | None = None,
+    ) -> None:
+        """`micro_batch`: at most this many rows in one forward and backward pass; a worker's rows beyond it are
+        taken in several passes whose gradients add up (gradient accumulation), the update unchanged."""
+        self.cfg, self.adamw, self.dtype, self.compile, self.micro_batch = cfg, adamw, dtype, compile, micro_batch
         # Data-parallel when this process joined a group (crossrail.workloads.parallel.join): one worker of many.
         grouped = dist.is_available() and dist.is_initialized()
         self.rank, self.world = (dist.get_rank(), dist.get_world_size()) if grouped else (0, 1)
@@ -104,8 +114,8 @@ class TorchEngine:
 
     def _wrap(self, model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
         """The model as training calls it: in DistributedDataParallel across workers, compiled if asked."""
-        if self.world > 1:
-            model = DistributedDataParallel(model)  # broadcasts rank 0's weights: every worker starts equal
+        self._ddp = DistributedDataParallel(model) if self.world > 1 else None  # broadcasts rank 0's weights
+        model = self._ddp or model
         return torch.compile(model) if self.compile else model
 
     def _optimizer(self) -> torch.optim.AdamW:
@@ -149,7 +159,7 @@ class TorchEngine:
         whole batch's mean, whatever the degree.
         """
         self.model.train()
-        if self.world == 1:
+        if self.world == 1 and (self.micro_batch is None or self.micro_batch >= len(x)):
             loss = self._loss(self._tokens(x), self._tokens(y))
             self.optimizer.zero_grad(set_to_none=True)
             torch.autograd.backward(loss)
@@ -157,14 +167,22 @@ class TorchEngine:
             self.step += 1
             return float(loss.item())
         part = rows(len(x), self.rank, self.world)
-        share = (part.stop - part.start) / len(x)
-        loss = self._loss(self._tokens(x[part]), self._tokens(y[part]))
+        chunk = self.micro_batch or (part.stop - part.start)
         self.optimizer.zero_grad(set_to_none=True)
-        torch.autograd.backward(loss * (share * self.world))
+        total = torch.zeros(1, device=self._device)
+        for start in range(part.start, part.stop, chunk):
+            piece = slice(start, min(start + chunk, part.stop))
+            share = (piece.stop - piece.start) / len(x)
+            last = piece.stop == part.stop
+            # DistributedDataParallel averages over workers once, after the last pass (no_sync before it).
+            with self._ddp.no_sync() if self._ddp is not None and not last else contextlib.nullcontext():
+                loss = self._loss(self._tokens(x[piece]), self._tokens(y[piece]))
+                torch.autograd.backward(loss * (share * self.world))
+            total += loss.detach() * share
         self.optimizer.step()
         self.step += 1
-        total = (loss.detach() * share).reshape(1)
-        dist.all_reduce(total)
+        if self.world > 1:
+            dist.all_reduce(total)
         return float(total.item())
 
     @torch.no_grad()

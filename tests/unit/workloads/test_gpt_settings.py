@@ -32,3 +32,22 @@ def test_a_garbled_switch_is_named_with_what_it_takes(tmp_path: Path) -> None:
         settings(tmp_path, "compile: sometimes\nprecision: fp8\n")
     assert "precision: 'fp8' is not fp32 or bf16" in str(err.value)
     assert "compile: 'sometimes' is not true or false" in str(err.value)
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_over_micro_batches_leaves_the_loss_curve_as_it_was(tmp_path: Path) -> None:
+    from .builders import TINY_CONFIG, gpt_launcher, losses, run_in_process
+
+    whole = gpt_launcher(tmp_path / "whole")
+    assert run_in_process(whole, "--steps", "3", "--batch", "8", "--framework", "torch") == 0
+    micro = gpt_launcher(tmp_path / "micro", config=TINY_CONFIG.replace("batch: 4}", "batch: 4, micro_batch: 3}"))
+    assert run_in_process(micro, "--steps", "3", "--batch", "8", "--framework", "torch") == 0  # passes of 3, 3, 2
+
+    want = losses(whole.records(1))
+    assert losses(micro.records(1)) == pytest.approx(want, rel=1e-5)
+
+
+def test_micro_batches_are_refused_for_jax_which_takes_its_rows_in_one_pass(tmp_path: Path) -> None:
+    cfg = settings(tmp_path, "optim: {micro_batch: 2}\n", "--framework", "jax")
+    with pytest.raises(CrossrailError, match=r"optim\.micro_batch .* is a PyTorch setting"):
+        gpt.build_engine(cfg, cfg.model)
