@@ -4,7 +4,8 @@
         [--rendezvous DIR] [--task reversal|addition] [--verifier digits|exact] [--steps N] ...
 
 Without --part the process is the parent of a whole pipeline (crossrail.workloads.rl.supervisor); with it,
-one stage, for an executor that runs each part as its own process (the replica defaults to RANK). Stages meet
+one stage, for an executor that runs each part as its own process. The part defaults to CROSSRAIL_PART, the
+replica to CROSSRAIL_PART_REPLICA, else RANK, else 0. Stages meet
 in the rendezvous directory, `<CROSSRAIL_CHECKPOINT_DIR>/rl` unless named. Exit codes: 0 done, 75 stopped by
 SIGTERM with everything committed, 2 bad input.
 """
@@ -12,6 +13,7 @@ SIGTERM with everything committed, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -26,7 +28,8 @@ EXIT_BAD_INPUT = 2
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="RL with a verifiable reward on the reference GPT.")
-    p.add_argument("--part", choices=PARTS, help="run only this stage (default: the whole pipeline)")
+    part = os.environ.get("CROSSRAIL_PART") or None
+    p.add_argument("--part", choices=PARTS, default=part, help="run only this stage (default: the whole pipeline)")
     p.add_argument("--replica", type=int, help="this stage's replica index (default RANK, else 0)")
     p.add_argument("--stages", choices=("process", "ray"), default="process", help="how the parent runs stages")
     p.add_argument("--rendezvous", help="the directory stages share (default <checkpoint dir>/rl)")
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                 return _pipeline(args, settings, rdv, reporter)
             from crossrail.workloads.rl.stages import Stage, run_stage
 
-            replica = ctx.rank if args.replica is None else args.replica
+            given = os.environ.get("CROSSRAIL_PART_REPLICA", "")
+            replica = args.replica if args.replica is not None else int(given) if given.isdigit() else ctx.rank
             return run_stage(Stage(settings, ctx, rdv, reporter, args.part, replica))
         finally:
             beats.stop()

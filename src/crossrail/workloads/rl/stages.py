@@ -69,7 +69,8 @@ class Stage:
         self.incarnation = len(pid.read_text().split()) if pid.exists() else 0  # replicas before this one
         with pid.open("a") as out:  # the last line is the live process
             out.write(f"{os.getpid()}\n")
-        signal.signal(signal.SIGTERM, self._on_signal)
+        with contextlib.suppress(ValueError):  # not the main thread (a Ray actor's): its supervisor kills it
+            signal.signal(signal.SIGTERM, self._on_signal)
         with contextlib.suppress(CrossrailError):  # another stage wrote generation 0 first
             first_control(self.settings, self.rdv)
 

@@ -9,10 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 from tests.unit.workloads.builders import of_type
+from tests.unit.workloads.rl.builders import final_state, live_pid, metric, rendezvous, rl_launcher, wait_for_step
 
 from crossrail.workloads.rl.control import read_control, write_control
-
-from .builders import final_state, live_pid, metric, rendezvous, rl_launcher, wait_for_step
 
 
 def test_crashed_stages_are_replaced_and_a_crashed_learner_resumes_counting_nothing_twice(tmp_path: Path) -> None:
