@@ -266,7 +266,7 @@ class Cycle:
         for part in fits:
             placed = self.placement.reason(part.request, part.kind)
             reason = f"part {part.part} of {req.run}, its parts admitted together; {placed}"
-            self.take(part.request, part.fit, reason, snap, part=part.part)
+            self.take(part.request, part.fit, reason, snap)
         return True
 
     def why_blocked(self, req: Request, snap: Snapshot, ranked: Ranked) -> str:
@@ -274,7 +274,7 @@ class Cycle:
         shown = "; ".join(reasons)
         return shown if len(ranked) <= 3 else f"{shown}; and {len(ranked) - 3} more pools"
 
-    def take(self, req: Request, got: Fit, why: str, snap: Snapshot, *, part: str | None = None) -> None:
+    def take(self, req: Request, got: Fit, why: str, snap: Snapshot) -> None:
         alloc = Allocation(req, got.pool, got.chips, got.hosts, self.now, reservation=got.reservation)
         snap.take(alloc)
         self._admitted.append(alloc)
@@ -287,7 +287,7 @@ class Cycle:
             if borrowed:
                 cohort = snap.quota.cohort_of(req.queue)
                 reason += f", borrowing {borrowed} beyond queue {req.queue}'s quota from cohort {cohort}"
-        admission = Admission(req.run, got.pool, got.chips, reason, got.hosts, borrowed, got.reservation, part)
+        admission = Admission(req.run, got.pool, got.chips, reason, got.hosts, borrowed, got.reservation, req.part)
         self.result.admitted.append(admission)
 
     def preempt_for(self, req: Request, snap: Snapshot, ranked: Ranked) -> str | None:

@@ -43,9 +43,11 @@ def part_request(pipeline: Request, part: PartRequest) -> Request:
         max_chips=None,
         workers=part.workers,
         prefer=prefer,
+        runs_on=part.runs_on if part.runs_on is not None else pipeline.runs_on,
         prefer_source=f" by part {part.name}'s accelerator hint" if part.prefer else pipeline.prefer_source,
         pool=None,
         parts=(),
+        part=part.name,
     )
 
 
@@ -96,7 +98,7 @@ def _first_fit(snap: Snapshot, req: Request, pools: Ranked, grace_s: float) -> t
 
 def _blocked(snap: Snapshot, req: Request, part: PartRequest, pools: Ranked, grace_s: float) -> str:
     if not pools:
-        return f"part {part.name}: no pool of the fleet has an accelerator it allows"
+        return f"part {part.name}: no pool of the fleet may run it (none has an accelerator it allows and runs it)"
     reasons = "; ".join(why_not(snap, req, snap.pool(p.name), grace_s) for p, _ in pools[:3])
     return (
         f"part {part.name} ({part.chips} chips) has no room: {reasons}; a pipeline's parts start together or not at all"

@@ -69,6 +69,8 @@ class PartRequest:
     chips: int
     workers: int = 1
     prefer: str | None = None
+    runs_on: tuple[str, ...] | None = None
+    """The only pools whose chips can run this part (a zero rate elsewhere); None: the pipeline's."""
 
 
 PART_SEP = "/"
@@ -113,6 +115,8 @@ class Request:
     """Data-parallel workers (`spec.parallelism.data`): one gang, all admitted or none."""
     parts: tuple[PartRequest, ...] = ()
     """A pipeline's parts: linked allocations admitted together (all or none), each under `part_key(run, name)`."""
+    part: str | None = None
+    """The part of a pipeline this request is for (`run` is then `part_key(pipeline, part)`), e.g. a retry."""
 
     low: int = field(init=False, repr=False, compare=False)
     """The fewest chips the run accepts."""

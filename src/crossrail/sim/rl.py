@@ -13,6 +13,10 @@ engine's virtual clock, every `tick_s`:
 - the learner takes a batch when one is scored and trains for `batch / (rate x chips)` seconds, idle
   otherwise.
 
+A part may crash (`crashes`: part -> time): its end is decided by the agent's end decision, and only
+that part is offered again (`scheduling.pipeline.retry_part`, away from the pool it was lost on) after
+`restart_s`, while the others keep running; a part runs only on pools whose chip type has a rate for it.
+
 Every `window_s` the window's stage metrics go to `crossrail.scheduling.backlog.control` (when the
 controller is on); each resize goes through `Scheduler.resized` for the part's allocation, and only as far
 as its pool has free chips, and is recorded as a `resized` event with part, old and new size and reason.
@@ -20,6 +24,7 @@ as its pool has free chips, and is recorded as a `resized` event with part, old 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import deque
@@ -29,8 +34,10 @@ from crossrail.core import Event, EventType
 from crossrail.errors import PlacementError
 from crossrail.scheduling import Request, Scheduler, SchedulerConfig
 from crossrail.scheduling.backlog import LEARNER, REWARD, SAMPLER, Bounds, Resize, StageMetrics, control
-from crossrail.scheduling.types import PartRequest, part_key
+from crossrail.scheduling.pipeline import retry_part
+from crossrail.scheduling.types import Admission, PartRequest, part_key
 from crossrail.sim.engine import Engine
+from crossrail.sim.retries import SimRetries
 from crossrail.spec import Fleet
 
 __all__ = ["RLPart", "RLPipeline", "RLRates", "RLResult", "RLSimulation"]
@@ -111,9 +118,17 @@ class RLSimulation:
         controller: bool = True,
         window_s: float = 30.0,
         tick_s: float = 0.1,
+        crashes: dict[str, float] | None = None,
+        restart_s: float = 30.0,
     ) -> None:
         self.fleet, self.pipeline, self.rates = fleet, pipeline, rates
         self.controller, self.window_s, self.tick_s = controller, window_s, tick_s
+        self.crashes, self.restart_s = crashes or {}, restart_s
+        self.retries = SimRetries()
+        """Each part's ends, decided as the agent decides them (crossrail.scheduling.decisions)."""
+        self.attempts = dict.fromkeys(pipeline.parts, 1)
+        self.down: set[str] = set()
+        """Parts whose attempt crashed and whose retry has not started."""
         self.engine = Engine()
         self.sched = Scheduler.from_fleet(fleet, SchedulerConfig.from_fleet(fleet))
         self.sizes = {name: p.replicas for name, p in pipeline.parts.items()}
@@ -130,30 +145,68 @@ class RLSimulation:
 
     # --- admission ---------------------------------------------------------------------------------
 
-    def admit(self) -> None:
-        """Admit the pipeline through the scheduling core: every part on its pool, or PlacementError."""
+    def request(self) -> Request:
+        """The pipeline's request at its parts' current sizes, each part only on pools it has a rate on."""
         parts = tuple(
-            PartRequest(name, p.chips * p.replicas, p.replicas, p.prefer) for name, p in self.pipeline.parts.items()
+            PartRequest(name, p.chips * self.sizes[name], self.sizes[name], p.prefer, self._runs_on(name))
+            for name, p in self.pipeline.parts.items()
         )
         chips = sum(p.chips for p in parts)
-        self.sched.submitted(Request(RUN, "rl", chips, prefer=self.pipeline.prefer, parts=parts))
+        return Request(RUN, "rl", chips, prefer=self.pipeline.prefer, parts=parts)
+
+    def _runs_on(self, part: str) -> tuple[str, ...]:
+        return tuple(p.name for p in self.fleet.pools if self.rates.of(part, p.chip_type) > 0)
+
+    def admit(self) -> None:
+        """Admit the pipeline through the scheduling core: every part on its pool, or PlacementError."""
+        self.sched.submitted(self.request())
         result = self.sched.cycle(self.engine.now())
         if not result.admitted:
             raise PlacementError(f"the RL pipeline cannot start on this fleet: {result.blocked.get(RUN, 'no room')}")
-        for a in result.admitted:
+        self._started(result.admitted)
+
+    def _started(self, admitted: list[Admission]) -> None:
+        for a in admitted:
             assert a.part is not None  # a run with parts is admitted part by part
             self.sched.started(a.run, a.pool, a.chips, self.engine.now())
             self.pools[a.part] = a.pool
-            self._emit(EventType.STARTED, {"part": a.part, "pool": a.pool, "chips": a.chips, "reason": a.reason})
-        idle = [f"{part} on {pool}" for part, pool in self.pools.items() if self.rate(part) <= 0]
-        if idle:
-            raise PlacementError(
-                f"no {'/'.join(sorted(self.pools))} rate is given for the chip type of {', '.join(idle)}; "
-                "add it to the rates or keep the part off that pool with an accelerator hint"
-            )
+            self.down.discard(a.part)
+            data = {"part": a.part, "pool": a.pool, "chips": a.chips, "reason": a.reason}
+            self._emit(EventType.STARTED, data, self.attempts[a.part])
+
+    # --- a part crashes and is retried alone -------------------------------------------------------
+
+    def _crash(self, part: str) -> None:
+        """The part's attempt is lost: the shared end decision says whether and when it goes again."""
+        now, key, pool = self.engine.now(), part_key(RUN, part), self.pools[part]
+        self.sched.finished(key, now)
+        self.down.add(part)
+        if part == LEARNER:
+            self.step_left_s = 0.0  # the batch in training is lost with it; the learner resumes from its last step
+        number = self.attempts[part]
+        decision = self.retries.ended(key, number, pool, "interrupted", now)
+        assert decision.event is not None  # the simulator neither cancels nor suspends
+        self._emit(decision.event, {"part": part, **decision.data(pool)}, number)
+        if decision.retry:
+            self._emit(EventType.RETRIED, {"part": part, "next_attempt": number + 1, "reason": decision.detail})
+            self.engine.after(decision.backoff_s + self.restart_s, functools.partial(self._retry, part))
+
+    def _retry(self, part: str) -> None:
+        """Offer only `part` again, away from the pool it was lost on; the other parts keep running."""
+        now = self.engine.now()
+        avoid = self.retries.avoid_pool(part_key(RUN, part))
+        self.sched.submitted(retry_part(self.request(), part, queued_at=now, avoid_pool=avoid))
+        result = self.sched.cycle(now)
+        if result.admitted:
+            self.attempts[part] += 1
+            self._started(result.admitted)
+        else:
+            self.engine.after(self.window_s, functools.partial(self._retry, part))
 
     def rate(self, part: str) -> float:
         """Samples/s the part processes at its current size on its pool."""
+        if part in self.down:
+            return 0.0
         if part not in self.pools:
             return math.inf  # a pipeline without this stage: it never holds samples back
         pool = self.fleet.pool(self.pools[part])
@@ -164,6 +217,8 @@ class RLSimulation:
 
     def run(self, duration_s: float) -> RLResult:
         self.admit()
+        for part, at in self.crashes.items():
+            self.engine.schedule(at, functools.partial(self._crash, part))
         self.engine.after(self.tick_s, self._tick)
         self.engine.after(self.window_s, self._control)
         while self.engine.peek() <= duration_s:
@@ -203,7 +258,7 @@ class RLSimulation:
         self._add("scored", scored)
 
     def _train(self, dt: float) -> None:
-        if self.step_left_s <= 0 and not self._take_batch():
+        if LEARNER in self.down or (self.step_left_s <= 0 and not self._take_batch()):
             self._add("idle_s", dt)
             return
         self.step_left_s -= dt
@@ -242,7 +297,7 @@ class RLSimulation:
             sampler_held_seconds=w.held_s,
         )
         self.window = _Window()
-        if self.controller:
+        if self.controller and not self.down:  # a window with a part down says nothing about its size
             for resize in control(metrics, dict(self.sizes), self._bounds()):
                 self._resize(resize)
         self.engine.after(span, self._control)
@@ -268,10 +323,10 @@ class RLSimulation:
             "chips": chips,
             "reason": resize.reason,
         }
-        self._emit(EventType.RESIZED, data)
+        self._emit(EventType.RESIZED, data, self.attempts[resize.part])
 
-    def _emit(self, kind: EventType, data: dict[str, object]) -> None:
-        self.events.append(Event(kind, self.engine.now(), RUN, 1, dict(data), next(self._seq)))
+    def _emit(self, kind: EventType, data: dict[str, object], attempt: int | None = None) -> None:
+        self.events.append(Event(kind, self.engine.now(), RUN, attempt, dict(data), next(self._seq)))
 
 
 def _move(source: deque[list[float]], target: deque[list[float]], amount: float) -> float:

@@ -78,6 +78,7 @@ def test_a_failed_part_is_retried_alone_while_the_others_keep_their_chips() -> N
     again = sched.cycle(T0 + 61)
 
     assert set(admitted(again)) == {"rl/sampler"}
+    assert [a.part for a in again.admitted] == ["sampler"]
     assert admitted(again)["rl/sampler"][0] != failed_on
     held = {p.name: p.free for p in sched.pool_status()}
     assert sum(held.values()) == 36 - 17

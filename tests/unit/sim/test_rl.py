@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from crossrail.core import Event, EventType
@@ -12,9 +14,14 @@ from crossrail.sim.rl import RLPart, RLPipeline, RLRates, RLSimulation
 from crossrail.spec import Fleet, Part
 
 
-def rl_fleet(tpu_chips: int = 32) -> Fleet:
+def rl_fleet(tpu_chips: int = 32, spare_tpu: int = 0) -> Fleet:
     pools = [
         {"name": "tpu", "accelerator": "tpu", "chip_type": "tpu-v5e", "chips": tpu_chips, "chips_per_host": 4},
+        *(
+            [{"name": "tpu-b", "accelerator": "tpu", "chip_type": "tpu-v5e", "chips": spare_tpu, "chips_per_host": 4}]
+            if spare_tpu
+            else []
+        ),
         {"name": "h100", "accelerator": "gpu", "chip_type": "h100", "chips": 16, "chips_per_host": 8},
         {"name": "cpu", "accelerator": "cpu", "chip_type": "epyc", "chips": 8, "chips_per_host": 8},
     ]
@@ -95,9 +102,43 @@ def test_the_simulator_admits_the_parts_as_the_core_does_for_the_spec() -> None:
 def test_a_part_on_a_chip_type_without_a_rate_is_refused_by_name() -> None:
     rates = RLRates(sampler={}, reward=RATES.reward, learner=RATES.learner)
 
-    with pytest.raises(PlacementError, match="sampler on tpu"):
+    with pytest.raises(PlacementError, match="part sampler: no pool of the fleet may run it"):
         RLSimulation(rl_fleet(), one_sampler(), rates).run(30.0)
 
 
 def _started(events: list[Event]) -> list[tuple[str, str, int]]:
     return [(e.data["part"], e.data["pool"], e.data["chips"]) for e in events if e.type == EventType.STARTED]
+
+
+def test_a_crashed_sampler_is_retried_alone_on_another_pool_while_the_learner_keeps_training() -> None:
+    sim = RLSimulation(rl_fleet(spare_tpu=16), one_sampler(), RATES, crashes={"sampler": 100.0}, restart_s=20.0)
+    result = sim.run(300.0)
+
+    lost = [e for e in result.events if e.data.get("part") == "sampler" and e.type != EventType.RESIZED]
+    assert [(e.type, e.attempt) for e in lost] == [
+        (EventType.STARTED, 1),
+        (EventType.FAILED, 1),
+        (EventType.RETRIED, None),
+        (EventType.STARTED, 2),
+    ]
+    assert lost[-1].data["pool"] == "tpu-b"  # away from the pool it was lost on
+    assert lost[-1].ts == pytest.approx(120.0)
+    assert sim.attempts == {"sampler": 2, "reward": 1, "learner": 1}  # nothing else restarted
+    assert {p.name: p.free for p in sim.sched.pool_status()}["tpu"] == 32  # its old chips are free
+    learner_starts = [e for e in result.events if e.type == EventType.STARTED and e.data["part"] == "learner"]
+    assert len(learner_starts) == 1
+    assert result.max_policy_lag_steps <= 2
+
+
+def test_the_learner_trains_on_the_backlog_while_the_sampler_is_down() -> None:
+    overfed = replace(one_sampler(), parts={**one_sampler().parts, "sampler": RLPart(chips=4, replicas=8)})
+
+    def crashed(until_s: float) -> RLSimulation:
+        sim = RLSimulation(rl_fleet(), overfed, RATES, controller=False, crashes={"sampler": 50.0}, restart_s=100.0)
+        sim.run(until_s)
+        return sim
+
+    before, after = crashed(49.9), crashed(100.0)
+
+    assert after.down == {"sampler"}
+    assert 2 <= after.version - before.version <= 3  # the backlog the lag bound allowed: at most lag + 1 batches
