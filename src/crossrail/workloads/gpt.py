@@ -329,6 +329,19 @@ class Trainer(TrainingLoop):
         reporter.event("started", **describe(self.engine, cfg, self.model, self.peak, source))
         if start.manifest is not None:
             self._resumed_at(start.manifest, start.uri or "")
+        else:
+            self._started_at_degree()
+
+    def _started_at_degree(self) -> None:
+        """A run that starts with no checkpoint of its own at another degree than it asked for (an elastic
+        launch that lost a worker before the first checkpoint) reports the resize too."""
+        spec = self.ctx.spec.get("spec")
+        parallelism = spec.get("parallelism") if isinstance(spec, dict) else None
+        asked = parallelism.get("data") if isinstance(parallelism, dict) else None
+        if isinstance(asked, int) and asked != self.ctx.world_size:
+            why = "the elastic launch restarted its workers" if self.ctx.restart_count else "started at another degree"
+            data = {"degree_before": asked, "degree_after": self.ctx.world_size, "reason": why, "part": None}
+            self.reporter.event("resized", **data, step=self.engine.step)
 
     def _resumed_at(self, manifest: dict[str, Any], uri: str) -> None:
         """The global batch stays what it was; a checkpoint of another degree is a resize, reported as one."""

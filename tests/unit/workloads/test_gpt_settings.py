@@ -51,3 +51,26 @@ def test_micro_batches_are_refused_for_jax_which_takes_its_rows_in_one_pass(tmp_
     cfg = settings(tmp_path, "optim: {micro_batch: 2}\n", "--framework", "jax")
     with pytest.raises(CrossrailError, match=r"optim\.micro_batch .* is a PyTorch setting"):
         gpt.build_engine(cfg, cfg.model)
+
+
+def test_an_elastic_restart_before_any_checkpoint_reports_the_resize(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from .builders import gpt_launcher, of_type, run_in_process
+
+    launcher = gpt_launcher(tmp_path / "run")
+    launcher.spec = json.dumps({**json.loads(launcher.spec), "spec": {"parallelism": {"data": 2}}})
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")  # a second round, of one worker where two were asked
+
+    assert run_in_process(launcher, "--steps", "1", "--framework", "torch") == 0
+
+    [resized] = of_type(launcher.records(1), "event", "resized")
+    assert resized["data"] == {
+        "degree_before": 2,
+        "degree_after": 1,
+        "reason": "the elastic launch restarted its workers",
+        "part": None,
+        "step": 0,
+    }
