@@ -107,7 +107,7 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60)
 
 def worker(url: str, worker_id: int, seconds: float, replay: float, document: str) -> None:
     """One client process: mixed traffic until `seconds` pass; one JSON line per request on stdout:
-    [op, latency ms, HTTP status (0: no answer), idempotency key, run id]."""
+    [op, latency ms, HTTP status (0: no answer), idempotency key, run id, the error class when no answer]."""
     rng = random.Random(worker_id)
     mine: list[str] = []
     n = 0
@@ -115,7 +115,7 @@ def worker(url: str, worker_id: int, seconds: float, replay: float, document: st
     with httpx.Client(base_url=url, timeout=30) as http:
         while time.monotonic() < deadline:
             op = rng.choices(["submit", "show", "queue"], weights=[2, 2, 1])[0] if mine else "submit"
-            key, rid = None, ""
+            key, rid, error = None, "", ""
             began = time.perf_counter()
             try:
                 if op == "submit":
@@ -132,10 +132,10 @@ def worker(url: str, worker_id: int, seconds: float, replay: float, document: st
                 else:
                     r = http.get("/v1/queue")
                 status = r.status_code
-            except httpx.HTTPError:
-                status = 0
+            except httpx.HTTPError as exc:
+                status, error = 0, type(exc).__name__
             ms = (time.perf_counter() - began) * 1000
-            print(json.dumps([op, round(ms, 3), status, key, rid]), flush=True)
+            print(json.dumps([op, round(ms, 3), status, key, rid, error]), flush=True)
 
 
 def traffic(url: str, args: argparse.Namespace, document: Path) -> list[list[Any]]:
@@ -154,7 +154,7 @@ def traffic(url: str, args: argparse.Namespace, document: Path) -> list[list[Any
 def audit(root: Path, store_url: str, answers: list[list[Any]]) -> tuple[int, int]:
     """(lost, duplicated) between the acknowledged submissions and the store."""
     acknowledged: dict[str, set[str]] = defaultdict(set)
-    for op, _ms, status, key, rid in answers:
+    for op, _ms, status, key, rid, _error in answers:
         if op == "submit" and 200 <= status < 300:
             acknowledged[key].add(rid)
     os.environ["CROSSRAIL_STORE_URL"] = store_url
@@ -174,7 +174,7 @@ def report(answers: list[list[Any]], seconds: float, lost: int, duplicated: int)
     ms = sorted(a[1] for a in answers)
     errors = sum(1 for a in answers if not 200 <= a[2] < 300)
     if errors:
-        by_status = Counter(f"{a[0]} {a[2] or 'no answer'}" for a in answers if not 200 <= a[2] < 300)
+        by_status = Counter(f"{a[0]} {a[2] or a[5]}" for a in answers if not 200 <= a[2] < 300)
         print("errors: " + ", ".join(f"{what}: {n}" for what, n in by_status.most_common()))
     p50, p99 = statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.99))]
     print(
@@ -215,7 +215,8 @@ def main() -> None:
             procs += [start(root, store_url, "agent", "--poll", "0.2") for _ in range(args.agents)]
             answers = traffic(url, args, document)
             health = httpx.get(f"{url}/v1/health", timeout=10).json().get("agents", {})
-            print(f"agents: {health.get('message')}")
+            leader = (health.get("leader") or {}).get("id")
+            print(f"agents: leader {leader} (term {health.get('term')}), {len(health.get('standbys', []))} standing by")
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
