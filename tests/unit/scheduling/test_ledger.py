@@ -103,3 +103,19 @@ def test_a_ledger_told_of_every_event_plans_as_one_rebuilt_from_views_every_roun
         assert ends == {run: rec.end_s for run, rec in rebuilt.runs.items()}, policy
         assert fed.avg_jct_s is not None
         assert fed.avg_jct_s > 0
+
+
+def test_views_without_a_split_by_chip_type_credit_what_grew_where_the_job_runs() -> None:
+    """The agent's views carry total service and the pool a run is on: only the growth counts, there."""
+    policy = get_policy("max_min_fairness")
+    running, waiting = job("a", attained_s=1000.0, pool="v100"), job("b", attained_s=500.0)
+    policy.allocate([running, waiting], [V100], 100.0, ROUND)
+    book = policy.ledger(ROUND)  # type: ignore[attr-defined]
+    before = book.time[book.slot["a"], 0], book.time[book.slot["b"], 0]
+    grown = JobView(**{**running.__dict__, "attained_s": 1000.0 + ROUND})
+    policy.allocate([grown, waiting], [V100], 100.0 + ROUND, ROUND)
+    assert book.time[book.slot["a"], 0] - before[0] == ROUND
+    assert book.time[book.slot["b"], 0] == before[1]
+    started = JobView(**{**waiting.__dict__, "attained_s": 500.0 + ROUND, "pool": "v100"})
+    policy.allocate([grown, started], [V100], 100.0 + 2 * ROUND, ROUND)
+    assert book.time[book.slot["b"], 0] - before[1] == ROUND  # not its 500 s from before it was seen

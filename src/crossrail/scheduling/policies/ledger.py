@@ -33,6 +33,8 @@ RESOLVE_S = 1920.0
 UNRUN = 1e9
 """A job that has not run on a chip type since the recomputation: X times this (Gavel's stand-in for inf)."""
 
+ANY_TYPE = "*"
+"""`seen`'s key for service a view does not split by chip type."""
 Solve = Callable[[Sequence[JobView], Sequence[PoolView]], dict[str, dict[str, float]]]
 """The allocation for some jobs on some pools: run -> pool -> fraction of time."""
 
@@ -112,12 +114,15 @@ class RoundLedger:
         chip_type = {p.name: p.chip_type for p in pools}
         for job in sorted(jobs, key=lambda j: (j.submitted_at, j.run)):
             self.join(job)
-            got = dict(job.attained_by_type)
-            if not got and job.attained_s > 0:
-                got = {chip_type.get(job.pool or "", ""): job.attained_s}
-            before = self.seen.get(job.run, {})
-            for kind, chip_s in got.items():
-                self.ran(job.run, kind, (chip_s - before.get(kind, 0.0)) / max(job.chips, 1))
+            before, chips = self.seen.get(job.run, {}), max(job.chips, 1)
+            if job.attained_by_type:
+                got = dict(job.attained_by_type)
+                for kind, chip_s in got.items():
+                    self.ran(job.run, kind, (chip_s - before.get(kind, 0.0)) / chips)
+            else:  # service without a split by chip type: what grew counts where the job runs now
+                got = {ANY_TYPE: job.attained_s}
+                if job.pool in chip_type:
+                    self.ran(job.run, chip_type[job.pool], (job.attained_s - before.get(ANY_TYPE, 0.0)) / chips)
             self.seen[job.run] = got
 
     # --- the round -------------------------------------------------------------------------------
