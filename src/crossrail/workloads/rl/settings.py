@@ -126,5 +126,9 @@ class Rendezvous:
     def finished(self) -> Path:
         return self.root / "finished"
 
+    @property
+    def stats(self) -> Path:
+        return self.root / "stats"
+
     def pid_file(self, part: str, replica: int) -> Path:
         return self.root / "pids" / f"{part}-{replica}.pid"

@@ -30,6 +30,7 @@ from crossrail.workloads.rl import policy
 from crossrail.workloads.rl.control import Control, first_control, read_control
 from crossrail.workloads.rl.queues import FileQueue
 from crossrail.workloads.rl.settings import PARTS, Rendezvous, Settings
+from crossrail.workloads.rl.stats import StageStats
 from crossrail.workloads.rl.task import Task, draw, task_named, verifier_named
 
 POLL_S = 0.01
@@ -71,6 +72,7 @@ class Stage:
             out.write(f"{os.getpid()}\n")
         with contextlib.suppress(ValueError):  # not the main thread (a Ray actor's): its supervisor kills it
             signal.signal(signal.SIGTERM, self._on_signal)
+        self.stats = StageStats(self.rdv.stats, self.part, self.replica, self.incarnation, self.clock)
         with contextlib.suppress(CrossrailError):  # another stage wrote generation 0 first
             first_control(self.settings, self.rdv)
 
@@ -115,7 +117,9 @@ def run_sampler(stage: Stage) -> None:
         version = _newest_policy(ckpt, engine, version)
         if version < 0 or _enough_ahead(stage, version, control.max_policy_lag_steps):
             time.sleep(POLL_S)
+            stage.stats.add(held_s=POLL_S if version >= 0 else 0)
             continue
+        began = time.perf_counter()
         key = (1, stage.replica, stage.incarnation, made)
         records = draw(train, s.prompts_per_batch, s.seed, key)
         rows = [r for r in records for _ in range(s.group)]
@@ -134,6 +138,7 @@ def run_sampler(stage: Stage) -> None:
             }
             stage.samples.put(version, f"{incarnation}.{made}", item)
             made += 1
+        stage.stats.add(samples=len(rows), busy_s=time.perf_counter() - began)
 
 
 def _newest_policy(ckpt: Checkpointer, engine: TorchEngine, have: int) -> int:
@@ -168,6 +173,7 @@ def run_reward(stage: Stage) -> None:
         if not claimed:
             time.sleep(POLL_S)
             continue
+        began = time.perf_counter()
         for name, item in claimed:
             problem = Record(item["prompt"], item["target"])
             texts = [
@@ -178,6 +184,7 @@ def run_reward(stage: Stage) -> None:
             version, item_id = int(item.pop("version")), str(item.pop("id"))
             stage.scored.put(version, item_id, item)
             stage.samples.done(name)
+            stage.stats.add(samples=len(texts), busy_s=time.perf_counter() - began)
 
 
 # --- learner ------------------------------------------------------------------------------------------------
@@ -220,6 +227,8 @@ class Learner:
                 loss, rewards = self._update(batch)
                 self._publish(batch)
                 now = time.perf_counter()
+                busy = now - last - batch.idle_s
+                self.stage.stats.add(samples=len(rewards), busy_s=busy, idle_s=batch.idle_s, lag=max(batch.lags))
                 self._report(batch, loss, rewards, now - last)
                 last = now
         except Stopped:
