@@ -61,6 +61,10 @@ def test_each_part_is_a_replicated_job_on_its_pool_and_the_jobset_validates(matr
     assert pods["reward"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
     learner = jobs["learner"]["template"]["spec"]
     assert (learner["parallelism"], learner["completions"]) == (4, 4)  # a 2x2x4 slice of 4-chip hosts
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in pods["sampler"]["spec"]["containers"][0]["env"]}
+    assert env["CROSSRAIL_PART_REPLICA"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}
+    }
     env = {e["name"]: e.get("value") for e in pods["learner"]["spec"]["containers"][0]["env"]}
     assert env["CROSSRAIL_PART"] == "learner"
     assert env["CROSSRAIL_COORDINATOR"] == "rl-add-1-a1-learner-0-0.rl-add-1-a1:8476"

@@ -4,7 +4,8 @@ Each part's replicated job has `replicas` Jobs (one per replica) of as many pods
 take hosts on the part's pool; its pods select that pool's nodes, so the parts run on different pools.
 Kueue admits a JobSet as one Workload with a pod set per replicated job: all parts or none, each pod set
 on its own flavor. Every pod knows its part (`CROSSRAIL_PART`, `--part NAME` after the run's arguments,
-the `crossrail.dev/part` label), as `python -m crossrail.workloads.rl --part NAME` expects.
+the `crossrail.dev/part` label) and its replica (`CROSSRAIL_PART_REPLICA`, the JobSet's job index), as
+`python -m crossrail.workloads.rl --part NAME` expects.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from typing import Any
 
 from crossrail.errors import Problem, SpecError
 from crossrail.executors.render.hardware import layout
-from crossrail.executors.render.kubernetes import JOBSET_API, MAX_NAME, _pod, render_kubernetes
+from crossrail.executors.render.kubernetes import JOB_INDEX_LABEL, JOBSET_API, MAX_NAME, _pod, render_kubernetes
 from crossrail.executors.render.kueue import VERSION_ANNOTATIONS
 from crossrail.executors.render.workload import LABEL_PREFIX, Workload
 from crossrail.spec import Fleet, Part, Pool
 
 PART_ENV = "CROSSRAIL_PART"
+REPLICA_ENV = "CROSSRAIL_PART_REPLICA"
 PART_LABEL = f"{LABEL_PREFIX}part"
 
 
@@ -69,6 +71,8 @@ def _replicated_job(work: Workload, fleet: Fleet, name: str, part: Part, pool: P
         raise SpecError([Problem(f"run {work.run}", f"spec.parts.{name}", message, None, fix)])
     labels = {**work.labels, **work.crossrail_labels(), f"{LABEL_PREFIX}pool": pool.name, PART_LABEL: name}
     pod = _pod(_part_work(work, name, part), fleet, pool, lay, labels, job=name)
+    index = {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}  # which replica of the part
+    pod["spec"]["containers"][0]["env"].append({"name": REPLICA_ENV, "valueFrom": index})
     job = {
         "parallelism": lay.pods,
         "completions": lay.pods,
