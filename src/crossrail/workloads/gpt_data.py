@@ -79,6 +79,32 @@ def _is_prompt_object(line: bytes) -> dict[str, object] | None:
     return value if isinstance(value, dict) and isinstance(value.get("prompt"), str) else None
 
 
+HELDOUT_FRACTION = 0.1
+"""The share of a dataset a training run with eval_every holds out: its last records, else its last bytes."""
+
+
+def split_heldout(corpus: Corpus, context: int, prog: str) -> tuple[Corpus, Corpus]:
+    """(what to train on, the held-out split): the last tenth of the records, else of the bytes.
+
+    Plain text keeps at least one eval window (`context + 1` bytes) out; records keep at least one record out.
+    """
+    if corpus.records:
+        if len(corpus.records) < 2:
+            raise CrossrailError(f"{prog}: eval_every holds out records for eval, and the dataset has only one")
+        held = max(1, round(len(corpus.records) * HELDOUT_FRACTION))
+        train, heldout = corpus.records[:-held], corpus.records[-held:]
+        text = "".join(r.text() for r in train).encode()
+        held_text = "".join(r.text() for r in heldout).encode()
+        return Corpus(np.frombuffer(text, np.uint8), train), Corpus(np.frombuffer(held_text, np.uint8), heldout)
+    held = max(context + 1, round(len(corpus.text) * HELDOUT_FRACTION))
+    if len(corpus.text) - held <= context:
+        raise CrossrailError(
+            f"{prog}: the dataset has {len(corpus.text)} bytes; with eval_every it needs more than {held + context} "
+            f"(a held-out tenth of at least model.context + 1 bytes, and more than model.context to train on)"
+        )
+    return Corpus(corpus.text[:-held]), Corpus(corpus.text[-held:])
+
+
 def encode(text: bytes) -> Tokens:
     return np.frombuffer(text, np.uint8).astype(np.int32)
 
