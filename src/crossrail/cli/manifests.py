@@ -64,7 +64,12 @@ def _yaml(objects: list[dict[str, Any]]) -> str:
 
 def render_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
     file: Annotated[Path, typer.Argument(help="Experiment file.")],
-    pool: Annotated[str, typer.Option("--pool", help="The pool of the fleet to render for.")],
+    pool: Annotated[
+        str,
+        typer.Option(
+            "--pool", help="The pool of the fleet to render for; for a run with parts, PART=POOL,... (or one for all)."
+        ),
+    ],
     target: Annotated[Target, typer.Option("--target", help="What to render.")] = Target.KUBERNETES,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write into this directory.")] = None,
     run: Annotated[str | None, typer.Option("--run", help="Run id (default: <experiment>-1).")] = None,
@@ -92,6 +97,12 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
 
         fleet = _fleet(fleet_file, home)
         exp = load_experiment(file)
+        if exp.parts:
+            _render_parts(
+                exp, file, fleet, pool, target, output=output, run=run, attempt=attempt, image_digest=image_digest,
+                allow_unpinned=allow_unpinned,
+            )  # fmt: skip
+            return
         try:
             chosen = fleet.pool(pool)
         except KeyError as exc:
@@ -117,6 +128,48 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
             _summary("rendered", [{"file": str(path), "kind": kind, "pool": pool, "layout": shape}])
 
     guard(go)
+
+
+def _render_parts(exp: Any, file: Path, fleet: Fleet, pools: str, target: Target, **options: Any) -> None:
+    """A run with parts: one JobSet with a replicated job per part, each part on its pool of `--pool`."""
+    from crossrail.executors.render.kubernetes import header
+    from crossrail.executors.render.pipeline import render_pipeline
+    from crossrail.executors.render.workload import from_experiment
+
+    output: Path | None = options.pop("output")
+    if target is not Target.KUBERNETES:
+        message = f"a run with parts renders only for kubernetes (one JobSet), not {target.value}"
+        raise SpecError([_problem(str(file), "spec.parts", message)])
+    given = (
+        dict(p.split("=", 1) for p in pools.split(",") if "=" in p) if "=" in pools else dict.fromkeys(exp.parts, pools)
+    )
+    problems = [
+        _problem(str(file), "--pool", f"no pool named for part {name}; add {name}=POOL")
+        for name in exp.parts
+        if name not in given
+    ]
+    problems += [
+        _problem(str(file), "--pool", f"{name} is not a part of the run; its parts are {', '.join(exp.parts)}")
+        for name in given
+        if name not in exp.parts
+    ]
+    chosen = {}
+    for name, pool_name in given.items():
+        try:
+            chosen[name] = fleet.pool(pool_name)
+        except KeyError as exc:
+            problems.append(_problem(f"fleet {fleet.name}", "--pool", str(exc.args[0])))
+    if problems:
+        raise SpecError(problems)
+    work = from_experiment(exp, source=str(file), **options)
+    text = header() + _yaml([render_pipeline(work, fleet, exp.parts, chosen)])
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / f"{work.object_name}.yaml"
+    path.write_text(text)
+    _summary("rendered", [{"file": str(path), "kind": "JobSet", "pool": f"{n}={p.name}"} for n, p in chosen.items()])
 
 
 def _problem(source: str, path: str, message: str) -> Any:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
+from crossrail.cli import app
 from crossrail.errors import SpecError
 from crossrail.executors.render.pipeline import render_pipeline
 from crossrail.executors.render.workload import from_experiment
 from crossrail.spec import Experiment, Fleet, parse_document, parse_experiment
 
 from .builders import IMAGE
-from .conftest import assert_valid
+from .conftest import MATRIX_FLEET, assert_valid
+
+runner = CliRunner()
 
 RL = f"""
 apiVersion: crossrail/v1
@@ -85,3 +91,26 @@ def test_a_part_without_a_pool_is_named(matrix_fleet: Fleet) -> None:
         render(matrix_fleet, {"sampler": "v6e", "learner": "v5p"})
 
     assert [p.path for p in caught.value.problems] == ["spec.parts.reward"]
+
+
+def test_render_writes_the_jobset_of_a_run_with_parts_on_the_pools_named(tmp_path: Path) -> None:
+    exp, fleet = tmp_path / "rl.yaml", tmp_path / "fleet.yaml"
+    exp.write_text(RL)
+    fleet.write_text(MATRIX_FLEET)
+    base = ["render", str(exp), "--fleet", str(fleet)]
+
+    out = runner.invoke(app, [*base, "--pool", "sampler=v6e,reward=cpu,learner=v5p"])
+
+    assert out.exit_code == 0, out.output
+    [obj] = list(yaml.safe_load_all(out.stdout))
+    assert_valid(obj)
+    assert [j["name"] for j in obj["spec"]["replicatedJobs"]] == ["sampler", "reward", "learner"]
+
+    missing = runner.invoke(app, [*base, "--pool", "sampler=v6e,learner=v5p,critic=cpu"])
+    assert missing.exit_code != 0
+    assert "no pool named for part reward; add reward=POOL" in missing.output
+    assert "critic is not a part of the run; its parts are sampler, reward, learner" in missing.output
+
+    slurm = runner.invoke(app, [*base, "--pool", "v5p", "--target", "slurm"])
+    assert slurm.exit_code != 0
+    assert "a run with parts renders only for kubernetes (one JobSet), not slurm" in slurm.output
