@@ -9,12 +9,17 @@ jax.distributed at CROSSRAIL_COORDINATOR, with gloo collectives on the CPU.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
 import numpy as np
 
 from crossrail.errors import CrossrailError
 from crossrail.runtime import RuntimeContext
 
 PROG = "crossrail.workloads.gpt"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def rows(batch: int, rank: int, world: int) -> slice:
@@ -32,10 +37,25 @@ def join(framework: str, ctx: RuntimeContext) -> None:
     """Join this process to the run's other workers; nothing to do for a single worker."""
     if ctx.world_size == 1:
         return
+    _die_with_parent()
     if framework == "jax":
         _join_jax(ctx)
     else:
         _join_torch(ctx)
+
+
+def _die_with_parent() -> None:
+    """End this worker when the process that started it (its torchrun agent) ends: torchrun starts workers in
+    sessions of their own, so an agent's death would otherwise leave its worker training unsupervised."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the request was made
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _join_torch(ctx: RuntimeContext) -> None:
