@@ -623,9 +623,20 @@ class Service:
         for _, key in sorted(order.values(), key=lambda item: item[0]):
             by_queue.setdefault(key.queue, []).append(key)
         shown = {name: runs[offset : offset + limit] if limit else runs[offset:] for name, runs in by_queue.items()}
-        pending = self._planned(order, [k for page in shown.values() for k in page], every=not limit and not offset)
-        starts = self._estimated_starts(pending, now)
+        asked, pending = self._planned(
+            order, [k for page in shown.values() for k in page], every=not limit and not offset
+        )
+        # One view: a run admitted or cancelled between the two reads is gone from the second, so it is left
+        # out of its queue (page, positions and total) rather than shown queued; one queued since the first
+        # read waits for the next view.
+        pending = [r for r in pending if r.id in order]
         records = {r.id: r for r in pending}
+        gone = asked - records.keys()
+        if gone:
+            by_queue = {name: [k for k in runs if k.id not in gone] for name, runs in by_queue.items()}
+            shown = {name: [k for k in page if k.id not in gone] for name, page in shown.items()}
+        position = {k.id: i + 1 for runs in by_queue.values() for i, k in enumerate(runs)}
+        starts = self._estimated_starts(pending, now)
         held = budgets.holds(self.store, self.fleet, now) if self.fleet.spec.budgets else {}
         for run in pending:
             if run.team in held:  # its team's budget holds it: no estimate of chips says when it starts
@@ -647,12 +658,12 @@ class Service:
                     "pending_total": len(by_queue.get(name, [])),
                     "pending": [
                         {
-                            "position": offset + i + 1,
+                            "position": position[r.id],
                             **summary(r, now),
                             "waiting_s": round(now - r.updated_at, 3),
                             **starts.get(r.id, {}),
                         }
-                        for i, r in enumerate(runs)
+                        for r in runs
                     ],
                 }
             )
@@ -660,17 +671,19 @@ class Service:
 
     def _planned(
         self, order: dict[str, tuple[Admission, QueuedKey]], shown: list[QueuedKey], *, every: bool
-    ) -> list[RunRecord]:
-        """The queued runs to plan for showing `shown`: every one up to the last of them in admission order,
-        and each one's queued parent when it starts from that parent's latest checkpoint (`order`: every
-        queued run's admission order and key, by id)."""
+    ) -> tuple[set[str], list[RunRecord]]:
+        """The ids of `order` asked for and the queued runs among them to plan for showing `shown`: every one
+        up to the last of them in admission order, and each one's queued parent when it starts from that
+        parent's latest checkpoint (`order`: every queued run's admission order and key, by id). An id asked
+        for and not returned left the queue since `order` was read."""
         if every:
-            return self.store.queued_runs()
+            return set(order), self.store.queued_runs()
         last = [*shown, *(p for k in shown if (p := _queued_parent(k, order)) is not None)]
         if not last:
-            return []
+            return set(), []
         cut = max(order[k.id][0] for k in last)
-        return self.store.queued_runs(ids=[rid for rid, (at, _) in order.items() if at <= cut])
+        asked = {rid for rid, (at, _) in order.items() if at <= cut}
+        return asked, self.store.queued_runs(ids=asked)
 
     def _estimated_starts(self, pending: list[RunRecord], now: float) -> dict[str, dict[str, Any]]:
         """Each pending run's planned pool and estimated start (control/placing.py); a run that starts from

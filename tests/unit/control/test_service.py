@@ -250,6 +250,29 @@ def test_queue_orders_by_priority_then_wait(client: Client, experiments: Path, c
     assert [p["waiting_s"] for p in eval_q["pending"]] == [10.0, 20.0, 0.0]
 
 
+@pytest.mark.parametrize("limit", [0, 2])
+def test_a_run_leaving_the_queue_between_its_two_reads_is_left_out_of_the_view(
+    client: Client, experiments: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    for _ in range(3):
+        client.submit(experiments / "eval-smoke.yaml")
+        clock.advance(1)
+    store = client.service.store
+    first_read = store.queued_keys
+
+    def then_one_leaves() -> list[Any]:  # the first read, then a state change before the second read
+        keys = first_read()
+        client.cancel("eval-smoke-1")
+        return keys
+
+    monkeypatch.setattr(store, "queued_keys", then_one_leaves)
+    eval_q = next(q for q in client.queue(limit=limit)["queues"] if q["name"] == "eval")
+    assert [(p["id"], p["position"]) for p in eval_q["pending"]] == [("eval-smoke-2", 1), ("eval-smoke-3", 2)][
+        : limit - 1 if limit else None
+    ]
+    assert eval_q["pending_total"] == 2
+
+
 def test_queue_reads_each_parent_once_however_many_children_wait_for_it(client: Client, experiments: Path) -> None:
     statements: list[str] = []  # what queue() asks the store's database
     event.listen(client.service.store._engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
