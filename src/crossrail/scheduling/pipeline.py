@@ -44,7 +44,7 @@ def part_request(pipeline: Request, part: PartRequest) -> Request:
         workers=part.workers,
         prefer=prefer,
         runs_on=part.runs_on if part.runs_on is not None else pipeline.runs_on,
-        prefer_source=f" by part {part.name}'s accelerator hint" if part.prefer else pipeline.prefer_source,
+        prefer_source=f" by part {part.name}" if part.prefer else pipeline.prefer_source,
         pool=None,
         parts=(),
         part=part.name,
@@ -106,10 +106,8 @@ def _blocked(snap: Snapshot, req: Request, part: PartRequest, pools: Ranked, gra
 
 
 def parts_of(parts: Mapping[str, Part]) -> tuple[PartRequest, ...]:
-    """The scheduling view of an experiment's `spec.parts`: each part's chips, workers and accelerator hint."""
+    """The scheduling view of an experiment's `spec.parts`: each part's chips, workers and preferred accelerator."""
     return tuple(
-        PartRequest(
-            name, p.total_chips, p.replicas * p.parallelism.data, p.accelerator.value if p.accelerator else None
-        )
+        PartRequest(name, p.total_chips, p.replicas * p.parallelism.data, p.prefer.value if p.prefer else None)
         for name, p in parts.items()
     )

@@ -133,14 +133,14 @@ def host_cores_items(data: int, oversubscribe: bool, host_cores: int) -> Items:
 class Part(SpecModel):
     """One part of a pipeline run (`spec.parts`): `replicas` copies of `chips` chips each, its own attempt group.
 
-    `parallelism` splits each replica into data-parallel workers as the run-level field does; `accelerator`
-    is a hint for where the part would rather run (the pipeline's own preference applies otherwise).
+    `parallelism` splits each replica into data-parallel workers as the run-level field does; `prefer` is
+    the accelerator the part would rather run on (the run's own preference applies otherwise).
     """
 
     chips: PositiveInt
     replicas: PositiveInt = 1
     parallelism: Parallelism = Field(default_factory=Parallelism)
-    accelerator: Accelerator | None = None
+    prefer: Accelerator | None = None
 
     @property
     def total_chips(self) -> int:

@@ -13,10 +13,10 @@ from crossrail.cli import app
 from crossrail.errors import SpecError
 from crossrail.executors.render.pipeline import render_pipeline
 from crossrail.executors.render.workload import from_experiment
-from crossrail.spec import Experiment, Fleet, parse_document, parse_experiment
+from crossrail.spec import Experiment, Fleet, load_experiment, parse_document, parse_experiment
 
 from .builders import IMAGE
-from .conftest import MATRIX_FLEET, assert_valid
+from .conftest import MATRIX_FLEET, ROOT, assert_valid
 
 runner = CliRunner()
 
@@ -32,9 +32,9 @@ spec:
   checkpoint: {{dir: gs://acme-models/checkpoints/rl-add, every: 10m}}
   resources: {{chips: 25}}
   parts:
-    sampler: {{chips: 4, replicas: 2, accelerator: tpu}}
+    sampler: {{chips: 4, replicas: 2, prefer: tpu}}
     reward: {{chips: 1}}
-    learner: {{chips: 16, accelerator: tpu}}
+    learner: {{chips: 16, prefer: tpu}}
 """
 
 
@@ -114,3 +114,18 @@ def test_render_writes_the_jobset_of_a_run_with_parts_on_the_pools_named(tmp_pat
     slurm = runner.invoke(app, [*base, "--pool", "v5p", "--target", "slurm"])
     assert slurm.exit_code != 0
     assert "a run with parts renders only for kubernetes (one JobSet), not slurm" in slurm.output
+
+
+def test_the_rl_pipeline_example_renders_for_the_example_fleet(gke_fleet: Fleet) -> None:
+    exp = load_experiment(ROOT / "examples" / "rl-pipeline.yaml")
+    work = from_experiment(exp, source="rl-pipeline.yaml", run="rl-add-001-1", attempt=1)
+    pools = {"sampler": "tpu-v5p-pool", "reward": "h100-pool", "learner": "h100-pool"}
+
+    obj = render_pipeline(work, gke_fleet, exp.parts, {part: gke_fleet.pool(name) for part, name in pools.items()})
+
+    assert_valid(obj)
+    assert {j["name"]: j["replicas"] for j in obj["spec"]["replicatedJobs"]} == {
+        "sampler": 2,
+        "reward": 1,
+        "learner": 1,
+    }

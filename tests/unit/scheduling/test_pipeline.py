@@ -43,7 +43,7 @@ def test_a_pipeline_that_prefers_one_accelerator_may_share_a_pool() -> None:
     assert {pool for pool, _ in admitted(sched.cycle(T0)).values()} == {"h100"}
 
 
-def test_accelerator_hints_send_each_part_to_its_kind_of_pool() -> None:
+def test_preferred_accelerators_send_each_part_to_its_kind_of_pool() -> None:
     parts = (PartRequest("sampler", 8, 2, prefer="tpu"), PartRequest("learner", 8, prefer="gpu"))
     sched = scheduler([gpu("h100", chips=16), tpu("tpu", chips=16)], [])
     sched.submitted(pipeline(parts=parts))
@@ -91,7 +91,7 @@ def test_retrying_a_part_the_run_lacks_names_its_parts() -> None:
 
 def test_the_spec_parts_become_part_requests_with_workers_and_hints() -> None:
     parts = {
-        "sampler": Part.model_validate({"chips": 4, "replicas": 2, "accelerator": "tpu"}),
+        "sampler": Part.model_validate({"chips": 4, "replicas": 2, "prefer": "tpu"}),
         "learner": Part.model_validate({"chips": 8, "parallelism": {"data": 2}}),
     }
 

@@ -86,9 +86,9 @@ def test_growth_is_held_to_the_chips_the_samplers_pool_has_free() -> None:
 
 def test_the_simulator_admits_the_parts_as_the_core_does_for_the_spec() -> None:
     spec = {
-        "sampler": Part.model_validate({"chips": 4, "accelerator": "tpu"}),
-        "reward": Part.model_validate({"chips": 1, "accelerator": "cpu"}),
-        "learner": Part.model_validate({"chips": 8, "accelerator": "gpu"}),
+        "sampler": Part.model_validate({"chips": 4, "prefer": "tpu"}),
+        "reward": Part.model_validate({"chips": 1, "prefer": "cpu"}),
+        "learner": Part.model_validate({"chips": 8, "prefer": "gpu"}),
     }
     core = Scheduler.from_fleet(rl_fleet())
     core.submitted(Request("rl", "rl", 13, prefer="mixed", parts=parts_of(spec)))

@@ -355,9 +355,9 @@ def test_too_many_workers_is_reported_even_when_another_field_fails() -> None:
 
 PIPELINE = edited(MINIMAL, "{chips: 1}", "{chips: 17}") + (
     "  parts:\n"
-    "    sampler: {chips: 4, replicas: 2, accelerator: tpu}\n"
+    "    sampler: {chips: 4, replicas: 2, prefer: tpu}\n"
     "    reward: {chips: 1}\n"
-    "    learner: {chips: 8, parallelism: {data: 2}, accelerator: gpu}\n"
+    "    learner: {chips: 8, parallelism: {data: 2}, prefer: gpu}\n"
 )
 
 
@@ -370,7 +370,7 @@ def test_parts_declare_a_pipeline_whose_chips_add_up() -> None:
         "learner": (8, 1, 8),
     }
     assert exp.parts["learner"].parallelism.data == 2
-    assert exp.parts["sampler"].accelerator == "tpu"
+    assert exp.parts["sampler"].prefer == "tpu"
     assert experiment_digest(exp) != experiment_digest(
         parse_experiment(doc(edited(MINIMAL, "{chips: 1}", "{chips: 17}")))
     )
