@@ -214,7 +214,7 @@ def test_the_quick_demo_trains_kills_retries_elsewhere_and_reports(tmp_path: Pat
 def test_the_shipped_examples_are_valid_under_the_strict_article_policy() -> None:
     root = Path(__file__).resolve().parents[2]
     files = sorted(str(p) for p in (root / "examples").glob("*.yaml"))
-    assert len(files) == 3
+    assert len(files) == 4  # the article's experiment, policy and fleet, and an RL pipeline with parts
     proc = subprocess.run(
         [*CLI, "validate", "--policy", str(root / "examples" / "policy.yaml"), *files, "--json"],
         cwd=root,
