@@ -77,3 +77,18 @@ def test_a_dataset_too_small_to_hold_out_a_window_says_so(tmp_path: Path, capsys
     assert run_in_process(run, "--steps", "5") == 2
 
     assert "with eval_every it needs more than" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_every_data_parallel_worker_evaluates_and_rank_0_alone_reports(tmp_path: Path) -> None:
+    from .test_gpt_parallel import BATCH, TOLERANCE, finish, start_workers
+
+    runs = {degree: gpt_launcher(tmp_path / f"degree{degree}") for degree in (1, 2)}
+    args = ("--steps", "4", "--framework", "torch", "--eval-every", "2")
+    started = start_workers(runs[2], 2, *args)
+    assert run_in_process(runs[1], *args, "--batch", str(BATCH)) == 0
+    finish(started)  # no worker waited alone in a collective while another evaluated
+
+    reported = {d: of_type(runs[d].records(1), "metric", "eval_loss") for d in runs}
+    assert [r["step"] for r in reported[2]] == [r["step"] for r in reported[1]] == [2, 4]  # once a step: rank 0's
+    assert [r["value"] for r in reported[2]] == pytest.approx([r["value"] for r in reported[1]], rel=TOLERANCE)
