@@ -119,3 +119,28 @@ def test_a_job_without_a_curve_reports_nothing() -> None:
     sim.run()
 
     assert sim.executor.samples == []
+
+
+def test_work_rolled_back_by_an_interruption_is_evaluated_again_and_the_target_met_on_the_retry() -> None:
+    fleet = fleet_of(FLEET.replace("16, chips_per_host: 8", "4, chips_per_host: 4"))
+    checkpoint = CheckpointSpec(cost_s=60.0, interval="fixed", interval_s=500.0)
+    sim = Simulation(fleet, jobs_from_rows([job("gpu-0", "gpu")], "jobs"), checkpoint=checkpoint, record_events=True)
+    sim.engine.schedule(1000.0, lambda: sim.executor.interrupt("gpu-0"))  # 940 work-seconds done, 500 committed
+    result = sim.run()
+    assert sim.events is not None
+
+    (run,) = run_facts(sim.events, fleet, result.end_s, sim.executor.samples)
+
+    by_attempt: dict[int | None, list[int | None]] = {}
+    for s in run.samples:
+        by_attempt.setdefault(s.attempt, []).append(s.step)
+    assert by_attempt[1] == [10_000 * k for k in range(1, 10)]  # up to 900 work-seconds
+    assert by_attempt[2] == [10_000 * k for k in range(6, 37)]  # from the checkpoint at 500: 600 onwards again
+    again = [s.value for s in run.samples if s.step == 60_000]
+    assert len(again) == 2
+    assert again[0] == again[1]
+    assert run.target_met_ts is not None
+    assert run.target_met_ts > run.attempts[1].started_ts  # met on the second attempt, its cost counts both
+    assert run.cost_to_target == pytest.approx(
+        4 * 3.0 * (run.attempts[0].seconds(run.target_met_ts) + run.target_met_ts - run.attempts[1].started_ts) / 3600
+    )
