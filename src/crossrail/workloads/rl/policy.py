@@ -1,7 +1,8 @@
 """The policy's numerics in PyTorch: a warm-start step, sampling groups of completions, and the GRPO update.
 
 Prompts of one task have one width, so a batch is a [rows, prompt + new] tensor without padding; completions
-end at their first newline, and every position after it is masked out of the loss.
+end at their first newline, and every position after it is masked out of the loss. Tensors move to the
+model's device (CUDA where the engine found one); sampling draws on the CPU so a seed means the same there.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class Completions:
         return [bytes(row[m].tolist()) for row, m in zip(self.tokens, self.mask, strict=True)]
 
 
+def _device(model: GPT) -> torch.device:
+    return next(model.parameters()).device
+
+
 def encode(records: list[Record]) -> torch.Tensor:
     return torch.tensor([list(r.prefix()) for r in records], dtype=torch.int64)
 
@@ -43,26 +48,27 @@ def answers(records: list[Record]) -> list[bytes]:
 def sample(model: GPT, prompts: torch.Tensor, new: int, temperature: float, generator: torch.Generator) -> Completions:
     """Sample `new` tokens after each prompt row at `temperature`; rows stop counting after their newline."""
     model.eval()
-    seq = prompts
+    seq = prompts.to(_device(model))
     tokens, logps = [], []
     for _ in range(new):
         logits = model(seq)[:, -1].float() / temperature
         logp = F.log_softmax(logits, dim=-1)
-        nxt = torch.multinomial(logp.exp(), 1, generator=generator)
+        nxt = torch.multinomial(logp.exp().cpu(), 1, generator=generator).to(seq.device)
         tokens.append(nxt[:, 0])
         logps.append(logp.gather(1, nxt)[:, 0])
         seq = torch.cat([seq, nxt], dim=1)
     out = torch.stack(tokens, 1)
     ended = (out == NEWLINE).long().cumsum(1)
     mask = (ended == 0) | ((ended == 1) & (out == NEWLINE))
-    return Completions(out.numpy(), torch.stack(logps, 1).numpy(), mask.numpy())
+    return Completions(out.cpu().numpy(), torch.stack(logps, 1).cpu().numpy(), mask.cpu().numpy())
 
 
 def token_logp(model: GPT, prompts: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
     """Log-probabilities [rows, new] of the `new` tokens after the prompts under `model` (with gradients)."""
-    seq = torch.cat([prompts, new], dim=1)
+    device = _device(model)
+    seq = torch.cat([prompts.to(device), new.to(device)], dim=1)
     logits = model(seq[:, :-1])[:, prompts.shape[1] - 1 :].float()
-    return F.log_softmax(logits, dim=-1).gather(2, new[..., None])[..., 0]
+    return F.log_softmax(logits, dim=-1).gather(2, new.to(device)[..., None])[..., 0]
 
 
 def warm_step(model: GPT, optimizer: torch.optim.Optimizer, records: list[Record], new: int) -> float:
@@ -73,6 +79,7 @@ def warm_step(model: GPT, optimizer: torch.optim.Optimizer, records: list[Record
     for row, answer in enumerate(answers(records)):
         targets[row, : len(answer)] = torch.tensor(list(answer))
         mask[row, : len(answer)] = True
+    mask = mask.to(_device(model))
     loss = -(token_logp(model, encode(records), targets) * mask).sum() / mask.sum()
     optimizer.zero_grad(set_to_none=True)
     loss.backward()  # type: ignore[no-untyped-call]
@@ -99,10 +106,11 @@ def grpo_step(
 ) -> float:
     """One clipped policy-gradient step (PPO's ratio against the sampling policy, GRPO's advantages)."""
     model.train()
+    device = _device(model)
     new = torch.from_numpy(done.tokens)
-    mask = torch.from_numpy(done.mask).float()
-    ratio = (token_logp(model, prompts, new) - torch.from_numpy(done.logp)).exp()
-    a = torch.from_numpy(adv)[:, None]
+    mask = torch.from_numpy(done.mask).float().to(device)
+    ratio = (token_logp(model, prompts, new) - torch.from_numpy(done.logp).to(device)).exp()
+    a = torch.from_numpy(adv).to(device)[:, None]
     gain = torch.minimum(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a)
     loss = -(gain * mask).sum() / mask.sum()
     optimizer.zero_grad(set_to_none=True)
