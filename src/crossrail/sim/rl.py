@@ -171,7 +171,15 @@ class RLSimulation:
             self.sched.started(a.run, a.pool, a.chips, self.engine.now())
             self.pools[a.part] = a.pool
             self.down.discard(a.part)
-            data = {"part": a.part, "pool": a.pool, "chips": a.chips, "reason": a.reason}
+            pool = self.fleet.pool(a.pool)  # each part's hardware, as the agent's placed event records a run's
+            data = {
+                "part": a.part,
+                "pool": a.pool,
+                "accelerator": str(pool.accelerator),
+                "chip_type": pool.chip_type,
+                "chips": a.chips,
+                "reason": a.reason,
+            }
             self._emit(EventType.STARTED, data, self.attempts[a.part])
 
     # --- a part crashes and is retried alone -------------------------------------------------------

@@ -74,7 +74,12 @@ def test_parts_land_on_different_pools_by_their_hints() -> None:
     result = RLSimulation(rl_fleet(), one_sampler(), RATES, controller=False).run(30.0)
 
     assert result.pools == {"sampler": "tpu", "reward": "cpu", "learner": "h100"}
-    assert [e.data["part"] for e in result.events if e.type == EventType.STARTED] == ["learner", "sampler", "reward"]
+    started = [e.data for e in result.events if e.type == EventType.STARTED]
+    assert [(d["part"], d["accelerator"], d["chip_type"]) for d in started] == [
+        ("learner", "gpu", "h100"),
+        ("sampler", "tpu", "tpu-v5e"),
+        ("reward", "cpu", "epyc"),
+    ]
 
 
 def test_growth_is_held_to_the_chips_the_samplers_pool_has_free() -> None:
