@@ -275,3 +275,43 @@ def test_agent_metrics_port_refuses_a_port_in_use_and_says_which(checkout: Path)
         )
     assert proc.returncode == 1
     assert f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in proc.stderr
+
+
+def _scrape(url: str, token: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_agent_metrics_beyond_loopback_need_a_readers_token_as_serve_does(checkout: Path) -> None:
+    from crossrail.api.prom import serve_metrics
+    from crossrail.control.deploy import AGENT_HEALTH
+
+    with Client(cwd=checkout) as c:
+        c.submit(checkout / ".crossrail" / "experiments" / "eval-smoke.yaml")
+        viewer = c.token_create(team="foundation", role="viewer")
+        revoked = c.token_create(team="foundation", role="admin")
+        c.token_revoke(revoked["id"])
+        wide, local = free_port(), free_port()
+        servers = [serve_metrics(c, "0.0.0.0", wide), serve_metrics(c, "127.0.0.1", local)]
+        try:
+            url = f"http://127.0.0.1:{wide}/metrics"
+            status, body = _scrape(url)
+            assert status == 401
+            assert "requires a token" in json.loads(body)["message"]
+            assert _scrape(url, revoked["token"])[0] == 401
+            assert _scrape(url, "crossrail_not-a-token")[0] == 401
+            status, body = _scrape(url, viewer["token"])
+            assert status == 200
+            assert 'crossrail_pending_runs{queue="eval"} 1.0' in body
+            assert _scrape(f"http://127.0.0.1:{local}/metrics") == (200, _scrape(url, viewer["token"])[1])
+            assert _scrape(f"http://127.0.0.1:{wide}{AGENT_HEALTH}") == (200, "ok\n")  # probes need no token
+        finally:
+            for server in servers:
+                server.shutdown()
+                server.server_close()
+        refused = [e for e in c.audit()["entries"] if e["action"] == "GET /metrics"]
+    assert [(e["result"], e["status"]) for e in refused] == [("refused", 401)] * 3

@@ -140,10 +140,8 @@ class AuthMiddleware:
         actor: Actor | None = None
         try:
             actor = await run_in_threadpool(self._actor, scope, origin, action is not None)
-            if action is not None and actor is not None and not allows(actor.role, action):
-                raise ForbiddenError(
-                    f"{actor.role} tokens may not {DOING[action]} ({method} {scope['path']}); {_who_may(action)} may"
-                )
+            if action is not None and actor is not None:
+                check_action(actor, action, method, scope["path"])
         except (UnauthenticatedError, ForbiddenError) as exc:
             await run_in_threadpool(
                 self._audit, actor, origin, method, template, params, errors.status_of(exc), str(exc)
@@ -194,18 +192,8 @@ class AuthMiddleware:
         """The request's actor: its token's; without one, anonymous (an admin) where auth is not required."""
         if not needed:  # an open route reads nobody's token
             return None
-        secret = _bearer(scope)
         client: Client = self.fastapi_app.state.client
-        if secret:
-            from crossrail.control.access import authenticate
-
-            return authenticate(client.service.store, secret, origin=origin, now=client.clock.now())
-        if not self.fastapi_app.state.require_auth:
-            return Actor(who=ANONYMOUS, team=None, role=Role.ADMIN, origin=origin)
-        raise UnauthenticatedError(
-            "this server requires a token: pass --token, set CROSSRAIL_TOKEN or send `Authorization: Bearer ...`"
-            " (the dashboard takes ?token=... once); an admin makes one with `crossrail token create`"
-        )
+        return request_actor(client, _bearer(scope), origin, require_auth=self.fastapi_app.state.require_auth)
 
     def _audit(  # noqa: PLR0917 - called through run_in_threadpool, which passes positional arguments
         self,
@@ -217,22 +205,53 @@ class AuthMiddleware:
         status: int,
         detail: str | None,
     ) -> None:
-        from crossrail.control.access import audit
+        audit_request(self.fastapi_app.state.client, actor, origin, f"{method} {template}", params, status, detail)
 
-        client: Client = self.fastapi_app.state.client
-        store, now = client.service.store, client.clock.now()
-        target, run_uid = _target(client, params)
-        result = "ok" if status < 400 else "refused" if status in (401, 403) else "failed"
-        action = f"{method} {template}"
-        if actor is None:
-            store.append_audit(
-                {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid}
-                | {"origin": origin, "result": result, "status": status, "detail": detail}
-            )
-            return
-        audit(
-            store, actor, action, now=now, result=result, target=target, run_uid=run_uid, status=status, detail=detail
+
+def request_actor(client: Client, secret: str | None, origin: str, *, require_auth: bool) -> Actor:
+    """The actor of a request carrying bearer `secret` (None: none): the token's; without one, anonymous (an
+    admin) where auth is not required; UnauthenticatedError otherwise or for a dead token. The one rule of the
+    API, the dashboard and an agent's /metrics."""
+    if secret:
+        from crossrail.control.access import authenticate
+
+        return authenticate(client.service.store, secret, origin=origin, now=client.clock.now())
+    if not require_auth:
+        return Actor(who=ANONYMOUS, team=None, role=Role.ADMIN, origin=origin)
+    raise UnauthenticatedError(
+        "this server requires a token: pass --token, set CROSSRAIL_TOKEN or send `Authorization: Bearer ...`"
+        " (the dashboard takes ?token=... once); an admin makes one with `crossrail token create`"
+    )
+
+
+def check_action(actor: Actor, action: Action, method: str, path: str) -> None:
+    """ForbiddenError, naming who may, when `actor`'s role lacks `action`."""
+    if not allows(actor.role, action):
+        raise ForbiddenError(f"{actor.role} tokens may not {DOING[action]} ({method} {path}); {_who_may(action)} may")
+
+
+def audit_request(  # noqa: PLR0917 - one row's fields
+    client: Client,
+    actor: Actor | None,
+    origin: str,
+    action: str,
+    params: dict[str, Any],
+    status: int,
+    detail: str | None,
+) -> None:
+    """The audit row of a request (`action`: "METHOD /route/{template}") that ended with `status`."""
+    from crossrail.control.access import audit
+
+    store, now = client.service.store, client.clock.now()
+    target, run_uid = _target(client, params)
+    result = "ok" if status < 400 else "refused" if status in (401, 403) else "failed"
+    if actor is None:
+        store.append_audit(
+            {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid}
+            | {"origin": origin, "result": result, "status": status, "detail": detail}
         )
+        return
+    audit(store, actor, action, now=now, result=result, target=target, run_uid=run_uid, status=status, detail=detail)
 
 
 def _who_may(action: Action) -> str:

@@ -411,23 +411,24 @@ def _stop_between_passes() -> Iterator[threading.Event]:
 
 
 def _serve_metrics(c: Any, host: str, port: int) -> None:
-    """Serve the workspace's Prometheus metrics from a thread of this process (docs/metrics.md#prometheus)."""
+    """Serve the workspace's Prometheus metrics from a thread of this process (docs/metrics.md#prometheus);
+    beyond loopback a scrape needs a token, as `crossrail serve` does (docs/auth.md)."""
     from crossrail.errors import WorkspaceError
 
     try:
-        from prometheus_client import start_http_server
-
-        from crossrail.control.prometheus import registry_for
+        from crossrail.api.prom import serve_metrics
     except ImportError as exc:
         raise WorkspaceError(
-            f"--metrics-port needs prometheus-client ({exc}); install the extra: pip install 'crossrail[api]'"
+            f"--metrics-port needs the api extra ({exc}); install it: pip install 'crossrail[api]'"
         ) from None
-    registry = registry_for(c.service.store, c.clock, [q.name for q in c.fleet.spec.queues])
+    from crossrail.api.auth import is_loopback
+
     try:
-        start_http_server(port, addr=host, registry=registry)
+        serve_metrics(c, host, port)
     except OSError as exc:
         raise WorkspaceError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror})") from None
-    console.print(f"Prometheus metrics on http://{host}:{port}/metrics")
+    needs = "" if is_loopback(host) else ", a bearer token required (crossrail token create)"
+    console.print(f"Prometheus metrics on http://{host}:{port}/metrics{needs}")
 
 
 @app.command()

@@ -15,6 +15,8 @@ _IMAGE = re.compile(r"^[^\s:@]+(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 HOME = "/var/lib/crossrail/.crossrail"
 """The workspace inside a pod: an emptyDir, with fleet.yaml and policy.yaml mounted from a ConfigMap."""
 LABELS = {"app.kubernetes.io/name": "crossrail", "app.kubernetes.io/part-of": "crossrail"}
+AGENT_HEALTH = "/healthz"
+"""The path of an agent's metrics port open to probes (/metrics needs a token beyond loopback)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def kubernetes(cfg: DeployConfig, fleet_yaml: str, policy_yaml: str) -> list[dic
     ]
     metrics = _port("metrics", cfg.metrics_port)
     agents = _deployment(
-        cfg, "agent", replicas=cfg.agent_replicas, args=agent_args, port=metrics, probe="/metrics", via="metrics"
+        cfg, "agent", replicas=cfg.agent_replicas, args=agent_args, port=metrics, probe=AGENT_HEALTH, via="metrics"
     )
     budget = {
         "apiVersion": "policy/v1",

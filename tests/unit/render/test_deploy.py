@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.deploy import DeployConfig, kubernetes, systemd
+from crossrail.control.deploy import AGENT_HEALTH, DeployConfig, kubernetes, systemd
 from crossrail.errors import UsageError
 
 from .conftest import assert_valid
@@ -54,6 +54,8 @@ def test_kubernetes_objects_validate_and_run_two_or_more_agents_beside_serve_wit
     assert serve_container["readinessProbe"]["httpGet"]["path"] == "/v1/health"
     (agent_container,) = agents["spec"]["template"]["spec"]["containers"]
     assert parse_cli(agent_container["args"]).params["lease_seconds"] == 15.0
+    # the agent's metrics need a token beyond loopback; its probes take the open health path
+    assert agent_container["livenessProbe"]["httpGet"]["path"] == AGENT_HEALTH
     service = objs["Service", "crossrail"]
     labels = serve["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
