@@ -5,8 +5,9 @@ A pure function over one window of metrics, for the simulator and the live contr
 per stage, learner idle seconds, policy lag, time the lag bound held the samplers) and sizes the sampler
 and reward parts so the learner has data and the policy lag stays within its bound:
 
-1. Lag over the bound, or samples waiting while the learner never idles: the samplers outrun the
-   learner; shrink them to what the learner consumes.
+1. Lag over the bound, or the lag bound holding the samplers back most of the window while the learner
+   has work: the samplers outrun the learner; shrink them from what they could make (their rate over
+   the time they were not held back) to what the learner consumes.
 2. The learner idle more than `idle_target` (it idles only waiting for data): the stage feeding it is
    short. The reward stage when it scored fewer samples than the samplers made (its backlog grew),
    else the samplers; grow that
@@ -79,7 +80,7 @@ def control(metrics: StageMetrics, sizes: dict[str, int], bounds: Bounds) -> lis
     demand = _learner_capacity(metrics)
     if metrics.policy_lag_steps > bounds.max_policy_lag_steps or _samplers_outrun(metrics, idle, bounds):
         why = _outrun_reason(metrics, idle, bounds)
-        return _to_rate(SAMPLER, metrics.sampler_samples_per_second, demand, sizes, bounds, why=why)
+        return _to_rate(SAMPLER, _sampler_capacity(metrics), demand, sizes, bounds, why=why)
     if idle <= bounds.idle_target:
         return []
     scored_less = metrics.reward_samples_per_second < metrics.sampler_samples_per_second * (1 - bounds.slack)
@@ -103,6 +104,14 @@ def _learner_capacity(metrics: StageMetrics) -> float:
     if busy <= 0:
         return math.inf
     return metrics.learner_samples_per_second * metrics.window_s / busy
+
+
+def _sampler_capacity(metrics: StageMetrics) -> float:
+    """Samples/s the samplers would make if the lag bound never held them back."""
+    free = metrics.window_s - metrics.sampler_held_seconds
+    if free <= 0:
+        return math.inf
+    return metrics.sampler_samples_per_second * metrics.window_s / free
 
 
 def _samplers_outrun(metrics: StageMetrics, idle: float, bounds: Bounds) -> bool:

@@ -59,22 +59,29 @@ def test_when_the_samplers_cannot_grow_the_learner_gives_back_its_chips() -> Non
 
 
 @pytest.mark.parametrize(
-    ("fields", "reason"),
+    ("fields", "new", "reason"),
     [
-        pytest.param({"policy_lag_steps": 3.0}, "policy lag 3 steps is over the bound 2", id="lag-over-bound"),
         pytest.param(
-            {"sampler_held_seconds": 20.0, "learner_idle_seconds": 0.0},
+            {"sampler_samples_per_second": 128.0, "policy_lag_steps": 3.0},
+            4,
+            "policy lag 3 steps is over the bound 2",
+            id="lag-over-bound",
+        ),
+        pytest.param(
+            # made 64/s while held back 20 of 30 s: they could make 192/s, three times what the learner takes
+            {"sampler_samples_per_second": 64.0, "sampler_held_seconds": 20.0},
+            3,
             "samplers held back by the lag bound 67% of the window while the learner idled 0%",
             id="held-back-by-the-bound",
         ),
     ],
 )
-def test_samplers_that_outrun_the_learner_shrink_to_its_rate(fields: dict[str, float], reason: str) -> None:
-    busy = {"sampler_samples_per_second": 128.0, "learner_samples_per_second": 64.0, "learner_idle_seconds": 0.0}
+def test_samplers_that_outrun_the_learner_shrink_to_its_rate(fields: dict[str, float], new: int, reason: str) -> None:
+    busy = {"learner_samples_per_second": 64.0, "learner_idle_seconds": 0.0}
 
     [resize] = control(metrics(**{**busy, **fields}), {"sampler": 8, "reward": 1, "learner": 1}, BOUNDS)
 
-    assert (resize.part, resize.old, resize.new) == ("sampler", 8, 4)
+    assert (resize.part, resize.old, resize.new) == ("sampler", 8, new)
     assert resize.reason.startswith(reason)
 
 

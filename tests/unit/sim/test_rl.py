@@ -147,3 +147,16 @@ def test_the_learner_trains_on_the_backlog_while_the_sampler_is_down() -> None:
 
     assert after.down == {"sampler"}
     assert 2 <= after.version - before.version <= 3  # the backlog the lag bound allowed: at most lag + 1 batches
+
+
+def test_from_too_many_samplers_the_controller_gives_chips_back_and_keeps_the_learner_fed() -> None:
+    pipeline = one_sampler()
+    overfed = replace(pipeline, parts={**pipeline.parts, "sampler": RLPart(chips=4, replicas=8, prefer="tpu")})
+    sim = RLSimulation(rl_fleet(), overfed, RATES)
+
+    result = sim.run(600.0)
+
+    assert result.sizes["sampler"] == 4
+    assert result.learner_idle_fraction < 0.05
+    assert result.resizes[0].data["reason"].startswith("samplers held back by the lag bound")
+    assert {p.name: p.free for p in sim.sched.pool_status()}["tpu"] == 16  # 16 of its 32 chips given back
