@@ -244,6 +244,7 @@ class Client:
                     result="failed",
                     target=target,
                     detail=str(exc),
+                    team=self._audit_team(action, target, None),
                 )
             raise
         uids = [getattr(getattr(r, "run", r), "uid", None) for r in (result if isinstance(result, list) else [result])]
@@ -257,8 +258,30 @@ class Client:
             result="ok",
             target=",".join(ids) if ids and action in (Action.SUBMIT, Action.CHANGE_RUN) else target,
             run_uid=uids[0] if len(uids) == 1 and isinstance(uids[0], str) else None,
+            team=self._audit_team(action, target, result),
         )
         return result
+
+    def _audit_team(self, action: Action, target: str | None, result: Any) -> str:
+        """The team a local write's audit row names: the team of the run(s) it wrote (or, when it failed, of the
+        run it named), the team of the token it made or changed; `local` when the write belongs to no one team
+        (the fleet, several teams' runs, a file that did not parse)."""
+        from crossrail.control.access import LOCAL_TEAM
+
+        found: set[str | None] = set()
+        if action in (Action.SUBMIT, Action.CHANGE_RUN):
+            if result is not None:
+                found = {
+                    getattr(getattr(r, "run", r), "team", None)
+                    for r in (result if isinstance(result, list) else [result])
+                }
+            elif target is not None and "service" in self.__dict__:
+                run = self.service.store.find_run(target)
+                found = {run.team} if run is not None else set()
+        elif action is Action.TOKEN_ADMIN and isinstance(result, dict):
+            found = {result.get("team")}
+        (team,) = found if len(found) == 1 else (None,)
+        return team if isinstance(team, str) and team else LOCAL_TEAM
 
     def _submitted(self, result: Any) -> dict[str, Any]:
         from crossrail.control.service import lineage_of, summary

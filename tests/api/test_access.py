@@ -418,6 +418,27 @@ def test_the_local_cli_acts_as_the_os_user_and_keeps_a_claimed_user_apart(
     row = _last_audit(world)
     assert (row["who"], row["claimed"], row["role"], row["origin"]) == (os_user(), "ada", "admin", f"local:{os_user()}")
     assert (row["action"], row["target"], row["result"], row["status"]) == ("suspend", run, "ok", None)
+    assert row["team"] == OTHER  # the run's team
+
+
+def test_a_local_writes_audit_row_names_the_team_it_wrote_for_or_local(world: World) -> None:
+    from crossrail.control.access import LOCAL_TEAM
+    from crossrail.errors import CrossrailError, NotFoundError
+
+    c = _local(world.home)
+    _submit(world.home, OTHER, "audited")
+    assert (_last_audit(world)["action"], _last_audit(world)["team"]) == ("submit", OTHER)
+    with pytest.raises(NotFoundError):
+        c.cancel("no-such-run")
+    assert (_last_audit(world)["result"], _last_audit(world)["team"]) == ("failed", LOCAL_TEAM)
+    made = c.token_create(team=OTHER, role="viewer")
+    assert (_last_audit(world)["action"], _last_audit(world)["team"]) == ("token_create", OTHER)
+    c.token_revoke(made["id"])
+    assert (_last_audit(world)["action"], _last_audit(world)["team"]) == ("token_revoke", OTHER)
+    with pytest.raises(CrossrailError):
+        c.drain("no-such-pool")  # a fleet write belongs to no one team
+    row = _last_audit(world)
+    assert (row["target"], row["team"], row["role"]) == ("no-such-pool", LOCAL_TEAM, "admin")
 
 
 def test_the_audit_log_refuses_to_be_rewritten(world: World) -> None:

@@ -28,6 +28,10 @@ def os_user() -> str:
         return "unknown"
 
 
+LOCAL_TEAM = "local"
+"""The team of an audit row of a local CLI write that belongs to no one team (its role is admin)."""
+
+
 def local_actor() -> Actor:
     """The local CLI's actor: an admin named by the OS, with `$CROSSRAIL_USER` kept apart as a claim."""
     user = os_user()
