@@ -44,7 +44,7 @@ class StageMetrics:
     policy_lag_steps: float
     """The largest policy lag of a sample the learner used in the window."""
     sampler_held_seconds: float = 0.0
-    """Seconds the samplers waited because the lag bound held them back."""
+    """Seconds the samplers waited because the lag bound held them back, summed over sampler replicas."""
 
     @property
     def learner_idle_fraction(self) -> float:
@@ -78,9 +78,10 @@ def control(metrics: StageMetrics, sizes: dict[str, int], bounds: Bounds) -> lis
     """The resizes this window calls for (empty: keep every size)."""
     idle = metrics.learner_idle_fraction
     demand = _learner_capacity(metrics)
-    if metrics.policy_lag_steps > bounds.max_policy_lag_steps or _samplers_outrun(metrics, idle, bounds):
-        why = _outrun_reason(metrics, idle, bounds)
-        return _to_rate(SAMPLER, _sampler_capacity(metrics), demand, sizes, bounds, why=why)
+    held = _held_fraction(metrics, sizes.get(SAMPLER, 1))
+    if metrics.policy_lag_steps > bounds.max_policy_lag_steps or (idle <= bounds.idle_target and held > 0.5):
+        why = _outrun_reason(metrics, idle, held, bounds)
+        return _to_rate(SAMPLER, _sampler_capacity(metrics, held), demand, sizes, bounds, why=why)
     if idle <= bounds.idle_target:
         return []
     scored_less = metrics.reward_samples_per_second < metrics.sampler_samples_per_second * (1 - bounds.slack)
@@ -106,24 +107,23 @@ def _learner_capacity(metrics: StageMetrics) -> float:
     return metrics.learner_samples_per_second * metrics.window_s / busy
 
 
-def _sampler_capacity(metrics: StageMetrics) -> float:
+def _held_fraction(metrics: StageMetrics, replicas: int) -> float:
+    """The share of the window the lag bound held the samplers back (their held seconds over replicas)."""
+    if metrics.window_s <= 0 or replicas <= 0:
+        return 0.0
+    return min(metrics.sampler_held_seconds / (metrics.window_s * replicas), 1.0)
+
+
+def _sampler_capacity(metrics: StageMetrics, held: float) -> float:
     """Samples/s the samplers would make if the lag bound never held them back."""
-    free = metrics.window_s - metrics.sampler_held_seconds
-    if free <= 0:
+    if held >= 1.0:
         return math.inf
-    return metrics.sampler_samples_per_second * metrics.window_s / free
+    return metrics.sampler_samples_per_second / (1.0 - held)
 
 
-def _samplers_outrun(metrics: StageMetrics, idle: float, bounds: Bounds) -> bool:
-    """The lag bound held the samplers back for most of the window while the learner had work."""
-    held = metrics.sampler_held_seconds / metrics.window_s if metrics.window_s > 0 else 0.0
-    return idle <= bounds.idle_target and held > 0.5
-
-
-def _outrun_reason(metrics: StageMetrics, idle: float, bounds: Bounds) -> str:
+def _outrun_reason(metrics: StageMetrics, idle: float, held: float, bounds: Bounds) -> str:
     if metrics.policy_lag_steps > bounds.max_policy_lag_steps:
         return f"policy lag {metrics.policy_lag_steps:.0f} steps is over the bound {bounds.max_policy_lag_steps}"
-    held = metrics.sampler_held_seconds / metrics.window_s
     return f"samplers held back by the lag bound {held:.0%} of the window while the learner idled {idle:.0%}"
 
 

@@ -255,7 +255,7 @@ class RLSimulation:
         allowed = max((self.version + self.pipeline.max_policy_lag_steps + 1) * self.pipeline.batch - self.made, 0.0)
         made = min(can, allowed)
         if made < can:
-            self._add("held_s", dt * (1 - made / can))
+            self._add("held_s", dt * (1 - made / can) * self.sizes[SAMPLER])  # replica-seconds
         if made > EPS:
             self.made += made
             self.to_score.append([float(self.version), made])

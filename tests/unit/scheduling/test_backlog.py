@@ -68,8 +68,9 @@ def test_when_the_samplers_cannot_grow_the_learner_gives_back_its_chips() -> Non
             id="lag-over-bound",
         ),
         pytest.param(
-            # made 64/s while held back 20 of 30 s: they could make 192/s, three times what the learner takes
-            {"sampler_samples_per_second": 64.0, "sampler_held_seconds": 20.0},
+            # 8 replicas made 64/s while each was held back 20 of 30 s: they could make 192/s, three times
+            # what the learner takes
+            {"sampler_samples_per_second": 64.0, "sampler_held_seconds": 8 * 20.0},
             3,
             "samplers held back by the lag bound 67% of the window while the learner idled 0%",
             id="held-back-by-the-bound",
