@@ -129,6 +129,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/ui/static/{name}"): Case("GET", "/ui/static/style.css"),
     ("GET", "/"): Case("GET", "/", ok=frozenset({307})),
     ("GET", "/ui"): Case("GET", "/ui", ok=frozenset({307})),
+    # No form: the sign-in form again, 401, whoever asks (test_a_browser_signs_in_through_the_form).
+    ("POST", "/ui/login"): Case("POST", "/ui/login", ok=frozenset({401})),
     ("GET", "/ui/"): Case("GET", "/ui/", ok=frozenset({307})),
     ("GET", "/v1/openapi.json"): Case("GET", "/v1/openapi.json"),
     ("GET", "/v1/docs"): Case("GET", "/v1/docs"),
@@ -279,7 +281,10 @@ def test_access_matrix(world: World, key: tuple[str, str], who: str, team: str) 
         assert got in case.ok, f"{case.method} {path} as {who} of {OWN} on {team}: {got} {response.text[:300]}"
     else:
         assert got == int(expected), f"{case.method} {path} as {who} on {team}: {got} {response.text[:300]}"
-        assert response.json()["kind"] == "Error"
+        if got == 401 and path.startswith("/ui/"):  # a dashboard page: the sign-in form
+            assert 'action="/ui/login"' in response.text
+        else:
+            assert response.json()["kind"] == "Error"
         assert _fingerprint(world) == before, "a refused request changed the store"
         row = _last_audit(world)
         assert _audit_count(world) == audited + 1
@@ -361,6 +366,31 @@ def test_the_dashboard_takes_a_token_once_and_keeps_it_in_a_cookie(world: World)
         again = browser.get("/ui/queues")  # no token in the URL: the cookie carries it
         assert again.status_code == 200
         assert browser.get("/metrics").status_code == 200
+
+
+def test_a_browser_signs_in_through_the_form_and_stays_on_this_site(world: World) -> None:
+    viewer = world.tokens["viewer"]
+    with httpx.Client(base_url=world.url) as browser:
+        form = browser.get("/ui/queues", params={"stage": "eval"})
+        assert form.status_code == 401
+        assert form.headers["content-type"].startswith("text/html")
+        assert 'action="/ui/login"' in form.text
+        assert 'name="next" value="/ui/queues?stage=eval"' in form.text
+        dead = browser.post("/ui/login", data={"token": world.tokens["revoked"], "next": "/ui/queues"})
+        assert (dead.status_code, "set-cookie" in dead.headers) == (401, False)
+        assert "revoked" in dead.text
+        row = _last_audit(world)
+        assert (row["action"], row["result"], row["status"]) == ("POST /ui/login", "refused", 401)
+        assert "revoked" in row["detail"]
+        signed = browser.post("/ui/login", data={"token": viewer, "next": "/ui/queues?stage=eval"})
+        assert signed.status_code == 303
+        assert signed.headers["location"] == "/ui/queues?stage=eval"
+        assert "HttpOnly" in signed.headers["set-cookie"]
+        assert browser.get("/ui/fleet").status_code == 200  # the cookie carries the token
+        away = browser.post("/ui/login", data={"token": viewer, "next": "//elsewhere.example/ui/runs"})
+        assert (away.status_code, away.headers["location"]) == (303, "/ui/runs")
+    with httpx.Client(base_url=world.url) as api:  # the API answers JSON, never the form
+        assert api.get("/v1/runs").json()["kind"] == "Error"
 
 
 # --- who acted: the token says, never $CROSSRAIL_USER -------------------------------------------------

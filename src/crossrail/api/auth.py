@@ -32,6 +32,7 @@ ROUTES: dict[tuple[str, str], Action | None] = {
     ("GET", "/ui/static/{name}"): None,
     ("GET", "/"): None,
     ("GET", "/ui"): None,
+    ("POST", "/ui/login"): None,
     ("GET", "/ui/"): None,
     ("GET", "/v1/openapi.json"): Action.READ,
     ("GET", "/v1/docs"): Action.READ,
@@ -146,6 +147,9 @@ class AuthMiddleware:
             await run_in_threadpool(
                 self._audit, actor, origin, method, template, params, errors.status_of(exc), str(exc)
             )
+            if isinstance(exc, UnauthenticatedError) and method in ("GET", "HEAD") and scope["path"].startswith("/ui/"):
+                await _login_form(scope, receive, send, exc)  # a browser: the sign-in form, not JSON
+                return
             await _answer(send, exc)
             return
         scope.setdefault("state", {})["actor"] = actor
@@ -166,7 +170,7 @@ class AuthMiddleware:
             if message["type"] == "http.response.start":
                 await audit(int(message["status"]))
                 if login and actor is not None and actor.token_id is not None:  # the dashboard's ?token= once
-                    cookie = f"{COOKIE}={login}; Path=/; HttpOnly; SameSite=Strict"
+                    cookie = login_cookie(login)
                     message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]
             await send(message)
 
@@ -316,6 +320,25 @@ async def _answer(send: Send, exc: CrossrailError) -> None:
         headers.append((b"www-authenticate", b'Bearer realm="crossrail"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def login_cookie(secret: str) -> str:
+    """The Set-Cookie value that keeps a dashboard token: the browser sends it back, scripts cannot read it."""
+    return f"{COOKIE}={secret}; Path=/; HttpOnly; SameSite=Strict"
+
+
+async def _login_form(scope: Scope, receive: Receive, send: Send, exc: UnauthenticatedError) -> None:
+    """Answer a dashboard page that needs a token with the sign-in form (401), back to this page after; a token
+    that was sent and is dead is named."""
+    from urllib.parse import parse_qsl, urlencode
+
+    from crossrail.api.dashboard import login_page
+
+    query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
+    here = str(scope["path"]) + (f"?{urlencode(query)}" if query else "")
+    page = login_page(here, str(exc) if _bearer(scope) else None)
+    page.headers.append("www-authenticate", 'Bearer realm="crossrail"')
+    await page(scope, receive, send)
 
 
 def actor_of(request: Request) -> Actor:

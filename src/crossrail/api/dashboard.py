@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from crossrail.api.auth import TeamView, scoped
+from crossrail.api.auth import TeamView, login_cookie, request_actor, scoped
 from crossrail.core import format_duration
-from crossrail.errors import NotFoundError, UsageError
+from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
 
 WEB = Path(__file__).with_name("web")
 STATIC = {"style.css": "text/css", "refresh.js": "text/javascript"}
@@ -60,6 +60,41 @@ def home() -> RedirectResponse:
 @router.get("/ui/", response_class=RedirectResponse)
 def ui_home() -> RedirectResponse:
     return RedirectResponse("/ui/runs")
+
+
+def login_page(next_path: str, message: str | None = None, status: int = 401) -> HTMLResponse:
+    """The sign-in form a browser gets for a page it may not see yet: its token, posted to `/ui/login`, goes
+    into the dashboard's cookie and the browser back to `next_path`."""
+    html = _ENV.get_template("login.html").render(
+        pages=[], title="Sign in", path="/ui/login", next=_page_after_login(next_path), message=message
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+def _page_after_login(path: str) -> str:
+    """A dashboard page of this server to go to after signing in (never another site's)."""
+    return path if path.startswith("/ui/") and not path.startswith("/ui/login") and "//" not in path else "/ui/runs"
+
+
+@router.post("/ui/login")
+async def login(request: Request) -> Response:
+    """The sign-in form's post: a valid token goes into the dashboard's HttpOnly cookie (as `?token=` does);
+    a missing or dead one gets the form again, saying why (401, audited)."""
+    from urllib.parse import parse_qs
+
+    from starlette.concurrency import run_in_threadpool
+
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    secret, after = form.get("token", [""])[0].strip(), form.get("next", ["/ui/runs"])[0]
+    origin = f"{request.client.host}:{request.client.port}" if request.client else "unknown"
+    try:
+        await run_in_threadpool(request_actor, request.app.state.client, secret or None, origin, require_auth=True)
+    except UnauthenticatedError as exc:
+        request.scope.setdefault("state", {})["refusal"] = str(exc)
+        return login_page(after, str(exc) if secret else "Paste a token to sign in.")
+    answer = RedirectResponse(_page_after_login(after), status_code=303)
+    answer.headers.append("set-cookie", login_cookie(secret))
+    return answer
 
 
 @router.get("/ui/static/{name}")
