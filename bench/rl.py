@@ -2,8 +2,10 @@
 
 Two comparisons, each run as `python -m crossrail.workloads.rl` (all stages in one attempt, real processes):
 
-1. From a mis-sized start (one sampler for the learner, each sampler generating one group of 8 completions
-   per batch, too slow alone to feed it), the backlog controller off vs on. With it on, this
+1. From a mis-sized start (one sampler for the learner, each sampler taking `--sample-sleep` seconds per
+   batch beyond its CPU time, as if on an accelerator of its own, so one alone cannot feed the learner: on two
+   shared CPUs, more sampler processes would only divide the same CPUs), the backlog controller off vs on.
+   With it on, this
    bench is the control loop: every `--window` seconds it reads the stages' running totals (the pipeline's
    `stats/` files), turns them into `crossrail.scheduling.backlog.StageMetrics`, asks
    `crossrail.scheduling.backlog.control` for resizes and writes them to control.json, which the pipeline
@@ -172,7 +174,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60, help="learner steps per run (default 60)")
     p.add_argument("--skip", type=int, default=3, help="first steps left out of the rates (default 3)")
     p.add_argument("--window", type=float, default=3.0, help="controller window, seconds (default 3)")
-    p.add_argument("--max-samplers", type=int, default=4, help="the most samplers the controller may run")
+    p.add_argument("--max-samplers", type=int, default=6, help="the most samplers the controller may run (default 6)")
+    p.add_argument("--sample-sleep", type=float, default=0.4, help="a sampler's seconds per batch (default 0.4)")
     args = p.parse_args()
     print(f"load average at start: {load()}  cpus {os.cpu_count()}", flush=True)
 

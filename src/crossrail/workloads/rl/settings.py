@@ -31,6 +31,7 @@ class Settings:
     eval_every: int = 20
     threads: int = 1  # torch threads per stage process
     pin: bool = False  # pin each stage process to one CPU
+    sample_sleep_s: float = 0.0  # a sampler's pause after each batch: its own accelerator's time, where CPUs are shared
     samplers: int = 1  # the first control.json's sizes
     reward_workers: int = 1
     max_policy_lag_steps: int = 2
@@ -61,6 +62,8 @@ class Settings:
             "--max-policy-lag-steps": self.max_policy_lag_steps + 1,
         }
         found += [f"{k}: out of range (got {v})" for k, v in positive.items() if v <= 0]
+        if self.sample_sleep_s < 0 or self.clip <= 0:
+            found.append(f"--sample-sleep-s and --clip: out of range (got {self.sample_sleep_s}, {self.clip})")
         if self.group < 2:
             found.append(f"--group must be >= 2: GRPO compares completions of one prompt (got {self.group})")
         return found
@@ -86,6 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ("samplers", int),
         ("reward-workers", int),
         ("max-policy-lag-steps", int),
+        ("sample-sleep-s", float),
     ):
         default = getattr(d, name.replace("-", "_"))
         p.add_argument(f"--{name}", type=kind, default=default, help=f"default {default}")

@@ -138,6 +138,7 @@ def run_sampler(stage: Stage) -> None:
             }
             stage.samples.put(version, f"{incarnation}.{made}", item)
             made += 1
+        time.sleep(s.sample_sleep_s)
         stage.stats.add(samples=len(rows), busy_s=time.perf_counter() - began)
 
 
