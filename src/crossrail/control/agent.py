@@ -30,9 +30,12 @@ from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import EndReason, Event, EventType, format_duration, parse_duration
 from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
+from crossrail.scheduling.backlog import LEARNER
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
+from crossrail.scheduling.pipeline import parts_of, retry_part
 from crossrail.scheduling.plan import Plan
-from crossrail.scheduling.types import Decision, Pending
+from crossrail.scheduling.types import PART_SEP, Admission, Decision, Pending, part_key
+from crossrail.spec import Part
 from crossrail.store import AttemptRecord, RunRecord
 
 __all__ = ["Agent", "AgentConfig", "Tick", "agent_lock", "agent_running"]
@@ -188,7 +191,7 @@ class Agent:
         run = self.store.get_run(att.run_id)
         att = self._ingest(att)
         if status is None and att.state == "starting":
-            if run.state in ("cancelled", "suspended"):
+            if _halted(run, att):
                 status = AttemptStatus(
                     att.run_id,
                     att.number,
@@ -202,7 +205,7 @@ class Agent:
         if status is None:
             status = AttemptStatus(att.run_id, att.number, "lost", detail="the executor has no record of it")
         if status.phase == "pending":  # the engine is still placing it: nothing runs, nothing to watch yet
-            if run.state in ("cancelled", "suspended"):
+            if _halted(run, att):
                 self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
                 return 0
             self._engine_queued.append((run, att))  # weighed for a move once every attempt has been seen
@@ -252,7 +255,7 @@ class Agent:
         now = self.clock.now()
         if att.state == "starting":
             self._started(run, att, status.started_at or now)
-        if run.state in ("cancelled", "suspended"):
+        if _halted(run, att):  # cancelled or suspended; or a part of a pipeline that ended: stopped with grace
             self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
             return 0
         if self.executor.capabilities.sees_processes:
@@ -305,6 +308,8 @@ class Agent:
             "chips": att.chips,
             "cost_per_chip_hour": att.cost_per_chip_hour,
         }
+        if att.part is not None:
+            data["part"] = att.part
         self.store.mark_started(run.id, att.number, ts, [Event(EventType.STARTED, ts, run.id, att.number, data)])
 
     def _end(
@@ -318,9 +323,13 @@ class Agent:
         """
         retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
         reason, detail = why or decisions.end_reason(status, run.state, retries.exit_codes)
+        if att.part is not None and run.state in ("succeeded", "failed") and reason is not EndReason.SUCCEEDED:
+            reason, detail = EndReason.CANCELLED, f"stopped by crossrail: its pipeline run {run.state}"
         now = status.ended_at or self.clock.now()
-        earlier = history(a for a in self.store.attempts(run.id) if a.number != att.number)
-        decision = decisions.decide_end(reason, detail, pool=att.pool, retries=retries, history=earlier, now=now)
+        # A part's retries and back-off count that part's attempts only (a part is retried alone).
+        mine = (a for a in self.store.attempts(run.id) if a.number != att.number and a.part == att.part)
+        decision = decisions.decide_end(reason, detail, pool=att.pool, retries=retries, history=history(mine), now=now)
+        run_state = decision.run_state if att.part is None else _pipeline_state(run, att.part, decision)
         changed = self.store.end_attempt(
             run.id,
             att.number,
@@ -331,7 +340,7 @@ class Agent:
             stopped_by=status.stopped_by,
             end_reason=reason,
             reason=decision.detail,
-            run_state=decision.run_state,
+            run_state=run_state,
             events=_end_events(run, att, status, decision),
         )
         self.executor.forget(run.id, att.number)
@@ -389,7 +398,7 @@ class Agent:
         active = self.store.active_attempts()
         by_id = self.store.runs_by_id(a.run_id for a in active)
         pending = [
-            Request.from_pending(p, team=r.team, duration_s=_duration_s(r))
+            _with_parts(Request.from_pending(p, team=r.team, duration_s=_duration_s(r)), r)
             for r in queued
             if (p := self._pending(r, now)) is not None
         ]
@@ -401,19 +410,56 @@ class Agent:
             req = Request(
                 r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r), workers=_workers(r)
             )
+            if a.part is not None:  # a part holds chips under its own key, as the cycle admitted it
+                req = dataclasses.replace(
+                    req, run=part_key(r.id, a.part), workers=_part_workers(r, a.part), part=a.part
+                )
             checkpointed = ckpts[-1].committed_at if ckpts else None
             running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
         scheduler = self._scheduler()
-        pending = self._placed(scheduler, pending, queued, active, now)
+        pending = self._placed(scheduler, pending, queued, active, now) + self._part_retries(active, now)
         scheduler.sync(pending, running, now)
         result = scheduler.cycle(now)
         budgets.record(self.store, result, now)
-        self.placing.record(self._plan, (a.run for a in result.admitted), now)
-        attempt = {a.run_id: a.number for a in active}
+        self.placing.record(self._plan, (_pipeline_of(a) for a in result.admitted), now)
+        attempt = {a.run_id if a.part is None else part_key(a.run_id, a.part): a.number for a in active}
         for victim in result.preempted:  # stopped with grace; the attempt ends `preempted` and is requeued
-            self.executor.stop(victim.run, attempt[victim.run], victim.grace_s, victim.stop)
+            run_id, _, _part = victim.run.partition(PART_SEP)
+            self.executor.stop(run_id, attempt[victim.run], victim.grace_s, victim.stop)
         runs = {r.id: r for r in queued}
-        return sum(self._admit(runs[a.run], a, now) for a in result.admitted)
+        admitted = sum(self._admit(runs[d.run], d, now) for d in result.admitted if d.part is None)
+        parts: dict[str, list[Admission]] = {}
+        for d in result.admitted:
+            if d.part is not None:
+                parts.setdefault(_pipeline_of(d), []).append(d)
+        for rid, admissions in parts.items():  # a pipeline's parts together; or one part's retry
+            admitted += self._admit_parts(runs.get(rid) or self.store.get_run(rid), admissions, now)
+        return admitted
+
+    def _part_retries(self, active: list[AttemptRecord], now: float) -> list[Request]:
+        """The parts of running pipelines to offer again: each part whose last attempt ended and was not the
+        pipeline's end, once its own back-off is over, away from the pool it was lost on (retry_part)."""
+        busy = {(a.run_id, a.part) for a in active if a.part is not None}
+        out = []
+        for run in self.store.list_runs(states=["admitted", "running"], newest_first=False):
+            declared = (run.spec.get("spec") or {}).get("parts") or {}
+            if not declared:
+                continue
+            attempts = self.store.attempts(run.id)
+            retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
+            pipeline = _with_parts(Request(run.id, run.queue, run.chips, priority=run.priority, team=run.team), run)
+            prefer, source = preference(self.service.policy, run.stage, run.spec.get("spec", {}))
+            pipeline = dataclasses.replace(pipeline, prefer=prefer, prefer_source=source)
+            for name in declared:
+                mine = [a for a in attempts if a.part == name]
+                if (run.id, name) in busy or not mine or mine[-1].state == "succeeded":
+                    continue
+                offer = decisions.next_offer(history(mine), retries)
+                if offer.waiting(now):
+                    continue
+                queued_at = mine[-1].ended_at or now
+                out.append(retry_part(pipeline, name, queued_at=queued_at, avoid_pool=offer.avoid_pool))
+        return out
 
     def _placed(
         self, scheduler: Scheduler, pending: list[Request], queued: list[RunRecord], active: Any, now: float
@@ -454,6 +500,35 @@ class Agent:
             workers=_workers(run),
         )
 
+    def _admit_parts(self, run: RunRecord, admissions: list[Admission], now: float) -> int:
+        """One attempt per admitted part (its replicas in it, as the JobSet runs a part as one replicated job),
+        recorded together, then each launched with its part; 1 when recorded."""
+        parent = parents.resolve(self.store, run, now)
+        if parent is False:
+            return 0
+        number = len(self.store.attempts(run.id))
+        atts, events = [], []
+        for d in admissions:
+            number += 1
+            pool = self.service.fleet.pool(d.pool)
+            report = report_uri(run, number, str(pool.backend), self.reports_dir, server=self.config.report_url)
+            att = new_attempt(run, number, pool, d.chips, report=report, now=now, parent_checkpoint=parent)
+            atts.append(dataclasses.replace(att, part=d.part))
+            placed = {"part": d.part, **_placement(pool, d)}
+            admitted = {"part": d.part, "pool": pool.name, "chips": d.chips}
+            events += [
+                Event(EventType.PLACED, now, run.id, number, placed),
+                Event(EventType.ADMITTED, now, run.id, number, admitted),
+            ]
+        if not self.store.admit_parts(run.id, atts, events):
+            return 0
+        run = self.store.get_run(run.id)
+        for att in atts:
+            if "://" not in (att.report_uri or ""):
+                Path(att.report_uri or "").parent.mkdir(parents=True, exist_ok=True)
+            self._launch(run, att)
+        return 1
+
     def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
         parent = parents.resolve(self.store, run, now)
         if parent is False:
@@ -462,14 +537,7 @@ class Agent:
         number = len(self.store.attempts(run.id)) + 1
         report = report_uri(run, number, str(pool.backend), self.reports_dir, server=self.config.report_url)
         att = new_attempt(run, number, pool, d.chips, report=report, now=now, parent_checkpoint=parent)
-        placed = {
-            "pool": pool.name,
-            "accelerator": str(pool.accelerator),
-            "chip_type": pool.chip_type,
-            "chips": d.chips,
-            "cost_per_chip_hour": pool.cost_per_chip_hour,
-            "reason": d.reason,
-        }
+        placed = _placement(pool, d)
         choice = self._plan.choices.get(run.id)
         if choice is not None and choice.pool == pool.name:
             placed["explanation"] = choice.as_dict()
@@ -492,6 +560,37 @@ class Agent:
         return fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"pools": pools})})
 
 
+def _placement(pool: Any, d: Decision) -> dict[str, Any]:
+    """A `placed` event's hardware and reason (lineage reads each attempt's, a part's among them)."""
+    return {
+        "pool": pool.name,
+        "accelerator": str(pool.accelerator),
+        "chip_type": pool.chip_type,
+        "chips": d.chips,
+        "cost_per_chip_hour": pool.cost_per_chip_hour,
+        "reason": d.reason,
+    }
+
+
+def _parts(run: RunRecord) -> dict[str, Part]:
+    return {name: Part.model_validate(p) for name, p in ((run.spec.get("spec") or {}).get("parts") or {}).items()}
+
+
+def _with_parts(req: Request, run: RunRecord) -> Request:
+    """A pipeline run's request carries its parts (scheduling.pipeline.parts_of, as the simulator's does)."""
+    parts = _parts(run)
+    return dataclasses.replace(req, parts=parts_of(parts)) if parts else req
+
+
+def _part_workers(run: RunRecord, part: str) -> int:
+    return next((p.workers for p in parts_of(_parts(run)) if p.name == part), 1)
+
+
+def _pipeline_of(a: Admission) -> str:
+    """The run an admission is for: the pipeline of a part's admission."""
+    return a.run if a.part is None else a.run.removesuffix(PART_SEP + a.part)
+
+
 def _workers(run: RunRecord) -> int:
     """The run's data-parallel workers (`spec.parallelism.data`, default 1): one gang in the scheduling core."""
     data = ((run.spec.get("spec") or {}).get("parallelism") or {}).get("data")
@@ -504,21 +603,39 @@ def _duration_s(run: RunRecord) -> float | None:
 
 
 def _stop_reason(state: str) -> StopReason:
-    return "cancelled" if state == "cancelled" else "suspended"
+    """Why an attempt of a run in `state` is stopped: suspended, else cancelled (a part of an ended pipeline)."""
+    return "suspended" if state == "suspended" else "cancelled"
+
+
+def _halted(run: RunRecord, att: AttemptRecord) -> bool:
+    """Whether `att` must stop: its run was cancelled or suspended, or it is a part of a pipeline that ended."""
+    ended = att.part is not None and run.state in ("succeeded", "failed")
+    return ended or run.state in ("cancelled", "suspended")
+
+
+def _pipeline_state(run: RunRecord, part: str, d: EndDecision) -> str | None:
+    """The pipeline run's next state when its part `part` ends as `d` decided: it succeeds with its learner
+    (with its only part, when it has no learner), fails with a part that is not retried, and otherwise keeps
+    running while the part is offered again alone (`_part_retries`)."""
+    if d.run_state == "succeeded":
+        parts = (run.spec.get("spec") or {}).get("parts") or {}
+        return "succeeded" if part == LEARNER or (LEARNER not in parts and len(parts) == 1) else None
+    return "failed" if d.run_state == "failed" else None
 
 
 def _end_events(run: RunRecord, att: AttemptRecord, status: AttemptStatus, d: EndDecision) -> list[Event]:
     """The events that record decision `d` for attempt `att`: its end, then the run's retry and queueing."""
     if d.event is None:  # cancelled or suspended: the command recorded the run's state
         return []
-    data = d.data(att.pool)
+    part = {} if att.part is None else {"part": att.part}
+    data = part | d.data(att.pool)
     if d.event in (EventType.FAILED, EventType.PREEMPTED):
         data |= {"exit_code": status.exit_code, "signal": status.signal}
     events = [Event(d.event, d.ended_at, run.id, att.number, data)]
     queued = {"queue": run.queue, "stage": run.stage, "team": run.team, "priority": run.priority}
     if d.retry and d.event is not EventType.UNPLACED:
-        retried = {"next_attempt": att.number + 1, "reason": d.detail, "cause": str(d.reason)}
+        retried = part | {"next_attempt": att.number + 1, "reason": d.detail, "cause": str(d.reason)}
         events.append(Event(EventType.RETRIED, d.ended_at, run.id, None, retried))
-    if d.retry:
+    if d.retry and att.part is None:  # a part is offered again alone; its run stays where it is
         events.append(Event(EventType.QUEUED, d.ended_at, run.id, None, queued))
     return events

@@ -9,6 +9,7 @@ from typing import Any
 
 from crossrail.control.executor import LaunchRequest
 from crossrail.core import EndReason
+from crossrail.executors.render.pipeline import PART_ENV
 from crossrail.scheduling.decisions import Ended
 from crossrail.spec import Pool
 from crossrail.store import AttemptRecord, RunRecord
@@ -68,6 +69,13 @@ def launch_request(
     if report_secret:
         env["CROSSRAIL_REPORT_SECRET"] = report_secret
     command = [str(c) for c in spec.get("command", [])] + [str(a) for a in spec.get("args", [])]
+    if att.part is not None:  # one part of a pipeline: its stage, as the JobSet's pods run it (render/pipeline.py)
+        part = (spec.get("parts") or {}).get(att.part) or {}
+        resolved["part"] = att.part
+        resolved["spec"] = {**spec, "parallelism": part.get("parallelism") or {}}  # the part's workers, not the run's
+        env["CROSSRAIL_SPEC"] = json.dumps(resolved, sort_keys=True)
+        env |= {PART_ENV: att.part, "CROSSRAIL_PART_REPLICAS": str(part.get("replicas") or 1)}
+        command += ["--part", att.part]
     return LaunchRequest(
         run=run.id,
         attempt=att.number,

@@ -22,7 +22,11 @@ def feasible_pools(exp: Experiment, fleet: Fleet) -> list[PoolFit]:
 
 
 def require_feasible(exp: Experiment, fleet: Fleet) -> list[PoolFit]:
-    """The pools that could hold `exp`; a PlacementError naming every pool's reason when none can."""
+    """The pools that could hold `exp`; a PlacementError naming every pool's reason when none can.
+
+    A pipeline (`spec.parts`) is held part by part: each part needs a pool that could hold it alone."""
+    if exp.spec.parts:
+        return _require_parts(exp, fleet)
     fits = feasible_pools(exp, fleet)
     if not any(f.fits for f in fits):
         res = exp.spec.resources
@@ -34,6 +38,28 @@ def require_feasible(exp: Experiment, fleet: Fleet) -> list[PoolFit]:
             + "\nchange spec.resources or spec.accelerators, or add a pool to the fleet"
         )
     return [f for f in fits if f.fits]
+
+
+def _require_parts(exp: Experiment, fleet: Fleet) -> list[PoolFit]:
+    """Each part fits some pool on its own (the cycle places the parts as linked allocations)."""
+    held: dict[str, PoolFit] = {}
+    for name, part in exp.spec.parts.items():
+        alone = exp.spec.model_copy(
+            update={
+                "resources": exp.spec.resources.model_copy(
+                    update={"chips": part.total_chips, "min_chips": None, "max_chips": None}
+                ),
+                "parallelism": part.parallelism.model_copy(update={"data": part.replicas * part.parallelism.data}),
+                "parts": {},
+            }
+        )
+        try:
+            fits = require_feasible(exp.model_copy(update={"spec": alone}), fleet)
+        except PlacementError as exc:
+            said = str(exc).replace(f"hold {exp.metadata.name} (", f"hold part {name} of {exp.metadata.name} (", 1)
+            raise PlacementError(said.replace("spec.resources", f"spec.parts.{name}", 1)) from None
+        held |= {f.pool: f for f in fits}
+    return list(held.values())
 
 
 def _fit(exp: Experiment, fleet: Fleet, pool: Pool) -> PoolFit:

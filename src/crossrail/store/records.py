@@ -134,6 +134,8 @@ class AttemptRecord(_Row):
     """The parent checkpoint URI this attempt was launched from (a `latest` parent resolved at launch)."""
     end_reason: EndReason | None = None
     """Why it ended, as data (None while it runs); the sentence for people is `reason`."""
+    part: str | None = None
+    """The part of a pipeline run (`spec.parts`) this attempt runs; None for an ordinary run's attempt."""
 
     @classmethod
     def from_row(cls, row: Any) -> Self:

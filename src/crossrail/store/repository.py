@@ -36,7 +36,7 @@ from crossrail.store.records import (
     RunRecord,
 )
 
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -594,6 +594,35 @@ class Store(AccessRecords):
             conn.execute(insert(t.attempts).values(**attempt.as_dict()))
             _append(conn, events)
             return attempt
+
+    def admit_parts(self, rid: str, attempts: Sequence[AttemptRecord], events: Sequence[Event]) -> bool:
+        """Create the attempts of parts of pipeline run `rid` (each names its `part`) in one transaction.
+
+        A queued run moves to admitted with all of them (its parts start together); a part's retry is
+        admitted while the run is admitted or running and the part has no active attempt. False, writing
+        nothing, otherwise (the run was cancelled or ended meanwhile, or the part runs already).
+        """
+        parts = [a.part for a in attempts]
+        if not attempts or None in parts or any(a.run_id != rid for a in attempts):
+            raise ValueError(f"admit_parts takes attempts of run {rid}, each naming its part (got parts {parts})")
+        now = attempts[0].created_at
+        with self._write() as conn:
+            moved = conn.execute(
+                update(t.runs)
+                .where(t.runs.c.id == rid, t.runs.c.state == "queued")
+                .values(state="admitted", updated_at=now)
+            ).rowcount
+            if not moved:
+                state = conn.execute(select(t.runs.c.state).where(t.runs.c.id == rid)).scalar()
+                a = t.attempts.c
+                busy = conn.execute(
+                    select(func.count()).where(a.run_id == rid, a.part.in_(parts), a.state.in_(ACTIVE_ATTEMPT_STATES))
+                ).scalar()
+                if state not in ("admitted", "running") or busy:
+                    return False
+            conn.execute(insert(t.attempts), [a.as_dict() for a in attempts])
+            _append(conn, events)
+            return True
 
     def mark_started(self, rid: str, number: int, ts: float, events: Sequence[Event]) -> bool:
         """starting -> running for the attempt, admitted -> running for its run; False if already done."""

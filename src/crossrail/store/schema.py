@@ -98,6 +98,7 @@ attempts = Table(
     Column("parent_checkpoint", String(2048)),  # the parent checkpoint URI resolved when it launched
     Column("end_reason", String(16)),  # core.EndReason: why it ended (0008)
     Column("launch_term", Integer),  # the leader term whose fenced write allowed its launch (0010)
+    Column("part", String(64)),  # the part of a pipeline run it runs; NULL for an ordinary run (0011)
     UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
     Index("ix_attempts_state", "state"),
 )
