@@ -91,7 +91,12 @@ class Leadership:
         if self.store.renew_lease(self.agent_id, self.term, now):
             self._renewed_at = now
             return None
-        return "a newer term holds the lease"
+        lease = self.store.leader()
+        holder = f"agent {lease.agent_id}" if lease.agent_id else "nobody (its leader stepped down)"
+        return (
+            f"lease renewal refused: agent {self.agent_id} leads under term {self.term}, but the store's lease is at "
+            f"term {lease.term}, held by {holder}"
+        )
 
     def renew_in_background(self) -> None:
         """From now on, whenever this agent leads, a thread renews its lease on time whatever the passes do."""

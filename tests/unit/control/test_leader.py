@@ -40,7 +40,7 @@ def leaders(store: Store) -> list[tuple[int, str]]:
 
 
 def test_a_standby_takes_over_only_after_a_whole_lease_without_renewal_and_the_old_leader_is_fenced(
-    stores: tuple[Store, Store], clock: ManualClock
+    stores: tuple[Store, Store], clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     a_store, b_store = stores
     a, b = elect(a_store, clock, "a"), elect(b_store, clock, "b")
@@ -62,7 +62,10 @@ def test_a_standby_takes_over_only_after_a_whole_lease_without_renewal_and_the_o
     with pytest.raises(FencedError, match="leads under term 1, but the store's lease is at term 2, held by agent b"):
         a_store.append_events([Event(EventType.CAPACITY_CHANGED, clock.now(), data={"pool": "x"})])
     assert a_store.last_seq() == before  # refused: nothing written
-    assert a.step() is False  # its renewal finds the newer term: it stands by
+    with caplog.at_level("WARNING", logger="crossrail.agent"):
+        assert a.step() is False  # its renewal is refused for the newer term: it stands by, saying so
+    assert "a: no longer leads (term 1): lease renewal refused" in caplog.text
+    assert "the store's lease is at term 2, held by agent b" in caplog.text
     assert (a.term, a_store.fence) == (None, None)
     assert leaders(a_store) == [(1, "a"), (2, "b")]
 
