@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from crossrail.core import EventType, ManualClock
+from crossrail.core import Event, EventType, ManualClock
 from crossrail.errors import PlacementError
 from crossrail.scheduling.types import part_key
+from crossrail.sim.rl import RLPart, RLPipeline, RLRates, RLSimulation
+from crossrail.spec import load_fleet
 
 from .test_agent_decisions import Live
 
@@ -148,3 +150,49 @@ def test_a_pipeline_is_feasible_part_by_part_and_a_part_no_pool_holds_is_named(l
     ):
         live.client.submit(path)
     assert len(live.store.list_runs()) == 1
+
+
+# --- the same pipeline through the agent and through the simulator ------------------------------------------
+
+
+def placed(events: list[Event], run: str, kind: EventType) -> list[tuple[object, ...]]:
+    """The pipeline's first admission as its events record it: each part's pool, hardware, chips and reason."""
+    first = [e for e in events if e.type is kind][:3]
+    return sorted(
+        (e.data["part"], e.data["pool"], e.data["chip_type"], e.data["chips"], e.data["reason"].replace(run, "RUN"))
+        for e in first
+    )
+
+
+def lost(events: list[Event]) -> list[tuple[object, ...]]:
+    return [
+        (e.data["part"], e.data["cause"], e.data["final"], e.data["avoid_pool"])
+        for e in events
+        if e.type is EventType.FAILED
+    ]
+
+
+def test_the_agent_and_the_simulator_admit_a_pipeline_and_retry_a_lost_part_alike(live: Live, tmp_path: Path) -> None:
+    run = submit(live, tmp_path)
+    live.tick()
+    live.executor.lose(run, 2)  # the sampler's host is gone
+    live.tick(30)
+    live.tick(120)  # past any back-off: the sampler is offered again alone
+    events = live.store.events(run=run)
+
+    rates = RLRates({"tpu-v5p": 1.0, "h100": 1.0}, {"tpu-v5p": 1.0, "h100": 1.0}, {"tpu-v5p": 1.0, "h100": 1.0})
+    pipeline = RLPipeline(
+        {
+            "sampler": RLPart(2, 2, prefer="tpu"),
+            "reward": RLPart(1, 1, prefer="gpu"),
+            "learner": RLPart(8, 1, prefer="gpu"),
+        }
+    )
+    sim = RLSimulation(load_fleet(live.fleet_path), pipeline, rates, controller=False, crashes={"sampler": 10.0})
+    sim_events = sim.run(400.0).events
+
+    assert placed(events, run, EventType.PLACED) == placed(sim_events, "rl", EventType.STARTED)
+    assert lost(events) == lost(sim_events) == [("sampler", "lost", False, "tpu-a")]
+    retried = [(e.data["part"], e.data["pool"]) for e in events if e.type is EventType.PLACED][3:]
+    sim_retried = [(e.data["part"], e.data["pool"]) for e in sim_events if e.type is EventType.STARTED][3:]
+    assert retried == sim_retried == [("sampler", "h100-b")]
