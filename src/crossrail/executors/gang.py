@@ -82,6 +82,8 @@ class Gang:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
         for _ in range(self.args.workers):
+            if self.stopping:  # stopped while starting: start no more
+                break
             # Each agent leads its own group, so one can be lost (or signalled) without the others.
             self.agents.append(
                 subprocess.Popen(torchrun(self.args, store.port, self.command), env=env, process_group=0)
