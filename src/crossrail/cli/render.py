@@ -195,6 +195,12 @@ def queues(obj: dict[str, Any]) -> None:
             console.print(f"queue {q['name']} ({q['stage']}): empty")
 
 
+def _lineage_value(key: str, value: Any) -> str:
+    if key == "parts":  # a pipeline's parts, each on its own hardware
+        return "; ".join(f"{n} on {h['pool']} ({h['chips']} x {h['chip_type']})" for n, h in value.items())
+    return "-" if value is None else str(value)
+
+
 def run(obj: dict[str, Any]) -> None:
     r, lin = obj["run"], obj["lineage"]
     uid = f"uid {r['uid']}  " if r.get("uid") else ""  # none for a run from before uids
@@ -213,15 +219,17 @@ def run(obj: dict[str, Any]) -> None:
     t.add_column("field")
     t.add_column("value")
     for k, v in lin.items():
-        t.add_row(k, "-" if v is None else str(v))
+        t.add_row(k, _lineage_value(k, v))
     console.print(t)
     if obj["attempts"]:
         a = Table(title="attempts")
-        for col in ("#", "state", "pool", "chips", "started", "ended", "exit"):
+        parts = any(at.get("part") for at in obj["attempts"])  # a pipeline: which part each attempt ran
+        for col in ("#", *(("part",) if parts else ()), "state", "pool", "chips", "started", "ended", "exit"):
             a.add_column(col)
         for at in obj["attempts"]:
             a.add_row(
                 str(at["number"]),
+                *((at.get("part") or "-",) if parts else ()),
                 at["state"],
                 at["pool"],
                 str(at["chips"]),

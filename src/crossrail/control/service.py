@@ -735,6 +735,12 @@ class Service:
         lineage["parent_checkpoint_requested"] = run.parent_checkpoint
         if launched:
             lineage["parent_checkpoint"] = launched[-1]
+        parts = {a.part: a for a in attempts if a.part is not None}  # a pipeline: each part's hardware, latest attempt
+        if parts:
+            lineage["parts"] = {
+                name: {"pool": a.pool, "accelerator": a.accelerator, "chip_type": a.chip_type, "chips": a.chips}
+                for name, a in parts.items()
+            }
         now = self.clock.now()
         where = {run.id: attempts[-1].pool} if attempts else {}  # where it runs, or ran last
         shown = progress.run_progress(self.store, [run], where)[run.id]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from crossrail.cli import render
 from crossrail.core import Event, EventType, ManualClock
 from crossrail.errors import PlacementError
 from crossrail.scheduling.types import part_key
@@ -83,6 +84,16 @@ def test_a_pipeline_runs_each_part_as_its_own_attempt_on_its_own_pool(live: Live
     # One checkpoint directory for all parts: the RL stages meet in its rendezvous directory (`<dir>/rl`).
     shared = {r.env["CROSSRAIL_CHECKPOINT_DIR"] for r in launched.values()}
     assert shared == {live.store.get_run(run).run_checkpoint_dir}
+    shown = live.client.show(run)
+    assert shown["lineage"]["parts"] == {
+        "learner": {"pool": "h100-a", "accelerator": "gpu", "chip_type": "h100", "chips": 8},
+        "sampler": {"pool": "tpu-a", "accelerator": "tpu", "chip_type": "tpu-v5p", "chips": 4},
+        "reward": {"pool": "h100-b", "accelerator": "gpu", "chip_type": "h100", "chips": 1},
+    }
+    assert [a["part"] for a in shown["attempts"]] == ["learner", "sampler", "reward"]
+    with render.console.capture() as printed:
+        render.run(shown)
+    assert "sampler on tpu-a (4 x tpu-v5p)" in printed.get()
     started = [e for e in live.store.events(run=run) if e.type is EventType.STARTED]
     assert {(e.data["part"], e.data["pool"], e.data["chip_type"]) for e in started} == {
         ("learner", "h100-a", "h100"),
