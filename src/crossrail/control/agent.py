@@ -85,6 +85,8 @@ class Agent:
         self._pending_checked: dict[str, float] = {}
         """When each attempt waiting in its engine's queue was last weighed for a move (store clock)."""
         self._engine_queued: list[tuple[RunRecord, AttemptRecord]] = []
+        self._parts_waiting = 0
+        """Parts of running pipelines that wait to be offered again (back-off or room), as of the last pass."""
         self.workspace_root: Path | None = None
         watch = WatchConfig(self.config.heartbeat_s, self.config.store_check_s, self.config.store_wait_s)
         self.watch = StoreWatch(service.store, self.clock, watch)
@@ -183,6 +185,7 @@ class Agent:
         admitted = self._schedule()
         running = len(self.store.active_attempts())
         queued = sum(count for _stage, st, count, _chips in self.store.state_counts() if st == "queued")
+        queued += self._parts_waiting  # parts of running pipelines to offer again: not idle while they wait
         return Tick(running=running, queued=queued, admitted=admitted, ended=ended)
 
     # --- one attempt ---------------------------------------------------------------------------
@@ -441,6 +444,7 @@ class Agent:
         pipeline's end, once its own back-off is over, away from the pool it was lost on (retry_part)."""
         busy = {(a.run_id, a.part) for a in active if a.part is not None}
         out = []
+        self._parts_waiting = 0
         for run in self.store.list_runs(states=["admitted", "running"], newest_first=False):
             declared = (run.spec.get("spec") or {}).get("parts") or {}
             if not declared:
@@ -454,6 +458,7 @@ class Agent:
                 mine = [a for a in attempts if a.part == name]
                 if (run.id, name) in busy or not mine or mine[-1].state == "succeeded":
                     continue
+                self._parts_waiting += 1
                 offer = decisions.next_offer(history(mine), retries)
                 if offer.waiting(now):
                     continue

@@ -207,3 +207,19 @@ def test_the_agent_and_the_simulator_admit_a_pipeline_and_retry_a_lost_part_alik
     retried = [(e.data["part"], e.data["pool"]) for e in events if e.type is EventType.PLACED][3:]
     sim_retried = [(e.data["part"], e.data["pool"]) for e in sim_events if e.type is EventType.STARTED][3:]
     assert retried == sim_retried == [("sampler", "h100-b")]
+
+
+def test_a_pipeline_waiting_to_retry_its_only_unfinished_part_is_not_idle(live: Live, tmp_path: Path) -> None:
+    run = submit(live, tmp_path)
+    live.tick()
+    live.executor.exit(run, 2, 0)  # the sampler and reward stage finished their work
+    live.executor.exit(run, 3, 0)
+    live.executor.kill(run, 1)  # and then the learner crashed: nothing of the run is active
+    live.clock.advance(1)
+    tick = live.agent.reconcile()
+    assert (tick.running, tick.queued, tick.idle) == (0, 1, False)  # `agent --until-idle` waits for the retry
+    live.tick(10)
+    assert parts(live, run)[3][1:] == ("learner", "h100-b", 8, "running")  # only the learner, away from h100-a
+    live.executor.exit(run, 4, 0)
+    live.tick()
+    assert live.state(run) == "succeeded"
