@@ -1,20 +1,22 @@
-"""An RL pipeline (crossrail.workloads.rl) under the agent with the local executor: each part its own
-process and attempt on its pool, the stages meeting in the run's rendezvous directory; a killed sampler
-is retried alone while the learner goes on; the learner's success ends the run."""
+"""An RL pipeline (crossrail.workloads.rl) under `crossrail agent --until-idle` with the local executor:
+each part its own process and attempt on its pool, the stages meeting in the run's rendezvous directory;
+a killed sampler is retried alone while the learner goes on; the learner's success ends the run."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from crossrail.client import Client
-from crossrail.control.agent import AgentConfig
 
-from .test_agent import drive, ended, state
+from .test_agent import state
 
 PIPELINE = """\
 apiVersion: crossrail/v1
@@ -36,7 +38,7 @@ spec:
     learner: {chips: 1, prefer: gpu}
   retries: {max: 2, backoff: {initial: 1s}}
 """
-FAST = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=10.0, heartbeat_s=1.0)
+CLI = [sys.executable, "-m", "crossrail.cli"]
 
 
 @pytest.fixture
@@ -49,30 +51,52 @@ def learner_step(client: Client, run: str) -> int:
     return max((int(s["step"]) for s in client.service.store.metric_samples(run, "loss")), default=0)
 
 
+def wait_for(what: Callable[[], bool], agent: subprocess.Popen[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert agent.poll() is None, agent.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_each_part_runs_as_its_own_attempt_and_a_killed_sampler_is_retried_alone(
-    client: Client, tmp_path: Path
+    client: Client, checkout: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "data").mkdir()
     path = tmp_path / "rl-live.yaml"
     path.write_text(PIPELINE.replace("CKPT", str(tmp_path / "ckpt")).replace("DATA", str(tmp_path / "data")))
     run = client.submit(path)["run"]["id"]
     store = client.service.store
-    drive(client, lambda: learner_step(client, run) >= 3, timeout_s=120, config=FAST)
-    first = {a.part: (a.number, a.pool, a.state) for a in store.attempts(run)}  # largest part first
-    assert first == {
-        "sampler": (1, "tpu-v5p", "running"),
-        "learner": (2, "h100", "running"),
-        "reward": (3, "h100", "running"),
-    }
-    rendezvous = Path(store.get_run(run).run_checkpoint_dir) / "rl"
-    pid = int((rendezvous / "pids" / "sampler-0.pid").read_text().split()[-1])
-    os.kill(pid, signal.SIGKILL)
-
-    drive(client, ended(client, run), timeout_s=240, config=FAST)
+    env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_STORE_URL")}
+    agent = subprocess.Popen(
+        [*CLI, "agent", "--until-idle", "--poll", "0.1", "--grace", "10"],
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: learner_step(client, run) >= 3, agent, timeout_s=120)
+        first = {a.part: (a.number, a.pool, a.state) for a in store.attempts(run)}  # largest part first
+        assert first == {
+            "sampler": (1, "tpu-v5p", "running"),
+            "learner": (2, "h100", "running"),
+            "reward": (3, "h100", "running"),
+        }
+        rendezvous = Path(store.get_run(run).run_checkpoint_dir) / "rl"
+        pid = int((rendezvous / "pids" / "sampler-0.pid").read_text().split()[-1])
+        os.kill(pid, signal.SIGKILL)
+        _out, err = agent.communicate(timeout=240)  # --until-idle: it ends once the run has
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert agent.returncode == 0, err
     assert state(client, run) == "succeeded"
     attempts = [(a.number, a.part, a.state, a.end_reason and str(a.end_reason)) for a in store.attempts(run)]
-    assert attempts[0][:4] == (1, "sampler", "failed", "signal")
+    assert attempts[0] == (1, "sampler", "failed", "signal")
     assert attempts[1] == (2, "learner", "succeeded", "succeeded")  # one learner attempt from start to end
     assert attempts[2][:2] == (3, "reward")  # the reward stage ran on, untouched by the sampler's crash
     assert [a[1] for a in attempts[3:]] == ["sampler"]  # only the sampler was offered again
