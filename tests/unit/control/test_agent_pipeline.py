@@ -57,10 +57,10 @@ def live(checkout: Path, clock: ManualClock) -> Iterator[Live]:
     world.client.close()
 
 
-def submit(live: Live, tmp_path: Path) -> str:
+def submit(live: Live, tmp_path: Path, text: str = PIPELINE) -> str:
     path = tmp_path / "rl-tiny.yaml"
     (tmp_path / "data").mkdir(exist_ok=True)
-    path.write_text(PIPELINE.replace("CKPT", str(tmp_path / "ckpt")).replace("DATA", str(tmp_path / "data")))
+    path.write_text(text.replace("CKPT", str(tmp_path / "ckpt")).replace("DATA", str(tmp_path / "data")))
     return str(live.client.submit(path)["run"]["id"])
 
 
@@ -223,3 +223,24 @@ def test_a_pipeline_waiting_to_retry_its_only_unfinished_part_is_not_idle(live: 
     live.executor.exit(run, 4, 0)
     live.tick()
     assert live.state(run) == "succeeded"
+
+
+def test_parts_waiting_in_their_engines_queue_stay_there_when_a_pool_drains(
+    checkout: Path, clock: ManualClock, tmp_path: Path
+) -> None:
+    kueue = Live(checkout, clock, fleet=FLEET, can_withdraw=True, queued=True)
+    try:
+        small = PIPELINE.replace("chips: 13", "chips: 7").replace("learner: {chips: 8", "learner: {chips: 2")
+        run = submit(kueue, tmp_path, small)  # small enough for one pool: the estimates would move it whole
+        kueue.tick()
+        assert [p[4] for p in parts(kueue, run)] == ["starting"] * 3  # launched; the engine holds them
+        kueue.fleet_path.write_text(
+            FLEET.replace("cost_per_chip_hour: 4.0}", "cost_per_chip_hour: 4.0, drained: true}")
+        )
+        kueue.tick(10)
+        kueue.tick(600)
+        # A part is re-placed by its own retry (the cycle), not moved as a whole run by the estimates.
+        assert [p[4] for p in parts(kueue, run)] == ["starting"] * 3
+        assert kueue.store.events(run=run, types=["replaced"]) == []
+    finally:
+        kueue.client.close()
