@@ -10,7 +10,9 @@ Two comparisons, each run as `python -m crossrail.workloads.rl` (all stages in o
    `stats/` files), turns them into `crossrail.scheduling.backlog.StageMetrics`, asks
    `crossrail.scheduling.backlog.control` for resizes and writes them to control.json, which the pipeline
    follows (it starts or stops sampler and reward processes). Reported: the learner's idle fraction (aim: at
-   least halved) and samples/s, over the steps after the first `--skip`.
+   least halved) and samples/s, over the steps after the first `--skip` and over the second half of the run,
+   once the controller's resizes have started (each new process imports torch first: seconds on a busy CPU);
+   the summary compares second halves.
 2. Synchronous (max_policy_lag_steps 0) vs bounded-async (lag <= 2), one sampler and one reward worker,
    one torch thread per stage and each stage pinned to a CPU in both modes: throughput ratio (aim >= 1.3x on
    2 cores) and the reward curves (mean reward per step, every 10 steps), with held-out accuracy.
@@ -137,28 +139,39 @@ def _summarise(
     for r in records:
         if r["type"] == "metric" and r["name"] != "policy_lag_steps":
             by.setdefault(r["name"], {})[r["step"]] = r["value"]
-    steps = [s for s in sorted(by["step_time_s"]) if s > args.skip]
-    busy = sum(by["step_time_s"][s] for s in steps)
-    idle = sum(by["learner_idle_seconds"][s] for s in steps)
-    rows = sum(by["samples_per_second"][s] * by["step_time_s"][s] for s in steps)
+    idle, rate = _rates(by, [s for s in by["step_time_s"] if s > args.skip])
+    late_idle, late_rate = _rates(by, [s for s in by["step_time_s"] if s > args.steps // 2])
     result = {
         "name": name,
-        "idle_fraction": idle / busy,
-        "samples_per_second": rows / busy,
+        "idle_fraction": idle,
+        "samples_per_second": rate,
+        "late_idle_fraction": late_idle,
+        "late_samples_per_second": late_rate,
         "reward": by["reward_mean"],
         "accuracy": by.get("eval_pass_rate", {}),
         "wall_s": wall,
         "resizes": resizes,
         "samplers": samplers,
+        "stale": sum(by.get("samples_dropped_stale", {}).values()),
     }
     print(
-        f"{name:>16}: learner idle {result['idle_fraction']:6.1%}  {result['samples_per_second']:7.1f} samples/s  "
-        f"samplers at the end {samplers}  wall {wall:5.1f}s  held-out accuracy {_curve(result['accuracy'], 1)}",
+        f"{name:>16}: learner idle {idle:6.1%} ({late_idle:6.1%} in the second half)  "
+        f"{rate:6.1f} samples/s ({late_rate:6.1f})  "
+        f"samplers at the end {samplers}  stale dropped {result['stale']:.0f}  wall {wall:5.1f}s  "
+        f"held-out accuracy {_curve(result['accuracy'], 1)}",
         flush=True,
     )
     for reason in resizes:
         print(f"{'':>18}resized: {reason}")
     return result
+
+
+def _rates(by: dict[str, dict[int, float]], steps: list[int]) -> tuple[float, float]:
+    """The learner's idle fraction and samples/s over `steps`: idle and samples over the steps' wall time."""
+    wall = sum(by["step_time_s"][s] for s in steps)
+    idle = sum(by["learner_idle_seconds"][s] for s in steps)
+    rows = sum(by["samples_per_second"][s] * by["step_time_s"][s] for s in steps)
+    return idle / wall, rows / wall
 
 
 def _curve(values: dict[int, float], every: int) -> str:
@@ -180,18 +193,10 @@ def main() -> None:
     print(f"load average at start: {load()}  cpus {os.cpu_count()}", flush=True)
 
     warm = ["--warm-steps", "24", "--eval-every", "20"]  # about 29% held-out accuracy: room to learn
-    # Mis-sized: each sampler generates one group (8 completions) per batch, so one cannot feed the learner.
-    base = [
-        *warm,
-        "--samplers",
-        "1",
-        "--reward-workers",
-        "1",
-        "--max-policy-lag-steps",
-        "2",
-        "--prompts-per-batch",
-        "1",
-    ]
+    # Mis-sized: each sampler spends --sample-sleep per batch of 4 groups (its own accelerator's time, standing
+    # in for one where all stages share these CPUs), so one sampler cannot feed the learner.
+    sizes = ["--samplers", "1", "--reward-workers", "1", "--max-policy-lag-steps", "2"]
+    base = [*warm, *sizes, "--sample-sleep-s", str(args.sample_sleep)]
     off = pipeline(args, "controller off", base)
     on = pipeline(args, "controller on", base, controller=True)
 
@@ -202,12 +207,14 @@ def main() -> None:
         print(f"{'':>18}reward by step ({run['name']}): {_curve(run['reward'], 10)}")
     print(f"load average at end: {load()}")
 
-    idle_cut = on["idle_fraction"] / off["idle_fraction"] if off["idle_fraction"] > 0 else float("inf")
+    idle_cut = on["late_idle_fraction"] / off["late_idle_fraction"] if off["late_idle_fraction"] > 0 else 0.0
     ratio = bounded["samples_per_second"] / sync["samples_per_second"]
     print(
-        f"SUMMARY rl: controller idle {off['idle_fraction']:.1%} -> {on['idle_fraction']:.1%} "
-        f"(x{idle_cut:.2f}, aim <= {IDLE_AIM}) samples/s {off['samples_per_second']:.0f} -> "
-        f"{on['samples_per_second']:.0f}, samplers 1 -> {on['samplers']}; async/sync throughput {ratio:.2f}x "
+        f"SUMMARY rl: controller second-half idle {off['late_idle_fraction']:.1%} -> {on['late_idle_fraction']:.1%} "
+        f"(x{idle_cut:.2f}, aim <= {IDLE_AIM}) samples/s {off['late_samples_per_second']:.0f} -> "
+        f"{on['late_samples_per_second']:.0f} "
+        f"(whole run idle {off['idle_fraction']:.1%} -> {on['idle_fraction']:.1%}), "
+        f"samplers 1 -> {on['samplers']}; async/sync throughput {ratio:.2f}x "
         f"(aim >= {ASYNC_AIM}) final reward {sync['reward'][args.steps]:.2f} vs {bounded['reward'][args.steps]:.2f}; "
         f"cpus {os.cpu_count()} load {load()}"
     )
