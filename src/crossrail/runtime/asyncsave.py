@@ -25,6 +25,11 @@ def default_copiers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+def background_copiers(copiers: int) -> int:
+    """Copiers of a copy made beside the training step: one core is left to the step (its forward pass)."""
+    return max(1, min(copiers, (os.cpu_count() or 1) - 1))
+
+
 class Staging:
     """Host buffers shaped like the state, kept between saves; reallocated only when a shape or dtype changes.
 
@@ -37,8 +42,10 @@ class Staging:
         self.allocations = 0  # how many buffers were (re)allocated; a steady training loop stops adding
         self.copiers = copiers or default_copiers()
 
-    def copy(self, arrays: Mapping[str, npt.NDArray[Any]]) -> Tensors:
-        """Copy `arrays` into C-contiguous little-endian buffers; returns the buffers, in `arrays`' order."""
+    def copy(self, arrays: Mapping[str, npt.NDArray[Any]], copiers: int | None = None) -> Tensors:
+        """Copy `arrays` into C-contiguous little-endian buffers on `copiers` threads (default: the staging's);
+        returns the buffers, in `arrays`' order."""
+        copiers = copiers or self.copiers
         staged: Tensors = {}
         for name, a in arrays.items():
             dtype = a.dtype.newbyteorder("<")
@@ -48,11 +55,11 @@ class Staging:
                 self.allocations += 1
             staged[name] = buffer
         tasks = [task for name, a in arrays.items() for task in _copy_tasks(staged[name], a)]
-        if self.copiers == 1 or len(tasks) == 1:
+        if copiers == 1 or len(tasks) == 1:
             for task in tasks:
                 task()
         else:
-            with ThreadPoolExecutor(min(self.copiers, len(tasks)), thread_name_prefix="crossrail-stage") as pool:
+            with ThreadPoolExecutor(min(copiers, len(tasks)), thread_name_prefix="crossrail-stage") as pool:
                 for done in [pool.submit(task) for task in tasks]:
                     done.result()  # a failed copy raises here, in the caller
         self.buffers = staged  # buffers of tensors no longer in the state are let go

@@ -15,7 +15,14 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from crossrail.runtime.asyncsave import OnError, ReadOnlyWhileStaged, SaveHandle, Staging, run_in_background
+from crossrail.runtime.asyncsave import (
+    OnError,
+    ReadOnlyWhileStaged,
+    SaveHandle,
+    Staging,
+    background_copiers,
+    run_in_background,
+)
 from crossrail.runtime.manifest import (
     FORMAT,
     MANIFEST_FILE,
@@ -151,7 +158,7 @@ class Checkpointer:
 
                 def work() -> None:
                     try:
-                        copied = self.staging.copy(tensors)
+                        copied = self.staging.copy(tensors, background_copiers(self.staging.copiers))
                     finally:
                         guard.release()
                         handle.mark_staged()

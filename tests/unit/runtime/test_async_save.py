@@ -338,3 +338,24 @@ def test_an_unknown_staging_mode_is_refused_and_nothing_is_written(tmp_path: Pat
     with pytest.raises(CheckpointError, match="staging must be 'caller' or 'background'"):
         ckpt.save_async(tensors_of(1), 1, staging="later")  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("cores", "copiers"), [(1, 1), (2, 1), (4, 3), (16, 8)], ids=["1-core", "2", "4", "16"])
+def test_a_background_copy_leaves_one_core_to_the_training_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int, copiers: int
+) -> None:
+    monkeypatch.setattr(asyncsave, "COPY_CHUNK_BYTES", 64 << 10)  # enough chunks for every copier
+    monkeypatch.setattr(asyncsave.os, "cpu_count", lambda: cores)
+    threads: set[str] = set()
+    real = asyncsave.np.copyto
+
+    def copyto(*args: Any, **kwargs: Any) -> None:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.01)  # long enough for the pool to start every thread it may
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(asyncsave.np, "copyto", copyto)
+    with Checkpointer(str(tmp_path)) as ckpt:
+        ckpt.staging.copiers = 8
+        ckpt.save_async(big_tensors_of(1), 1, staging="background").wait()
+    assert len(threads) == copiers
