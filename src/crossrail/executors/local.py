@@ -53,7 +53,16 @@ VANISHED = "the supervisor vanished without recording an exit"
 
 def gang_command(request: LaunchRequest, python: str) -> list[str]:
     """The command as given for one worker; for `spec.parallelism.data` N > 1, N elastic torchrun workers
-    under crossrail.executors.gang, resized within `resources.min_chips`..`max_chips` (clamped around N)."""
+    under crossrail.executors.gang, resized within `resources.min_chips`..`max_chips` (clamped around N);
+    for a part of a pipeline with `replicas` R > 1, R copies of that under crossrail.executors.replicas."""
+    command = _workers_command(request, python)
+    replicas = request.env.get("CROSSRAIL_PART_REPLICAS", "")
+    if replicas.isdigit() and int(replicas) > 1:
+        return [python, "-m", "crossrail.executors.replicas", "--replicas", replicas, "--", *command]
+    return command
+
+
+def _workers_command(request: LaunchRequest, python: str) -> list[str]:
     try:
         doc = json.loads(request.env.get("CROSSRAIL_SPEC") or "{}")
     except json.JSONDecodeError:
