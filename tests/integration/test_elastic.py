@@ -19,7 +19,12 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
 FAST = AgentConfig(poll_s=0.2, fallback_wait_s=0.0, stop_grace_s=10.0, heartbeat_s=1.0)
-ARGS = "[--steps, '30', --checkpoint-every-steps, '5', --step-sleep, '0.1', --framework, torch, --batch, '8']"
+# Few steps after the loss (each costs every worker a gloo round on a busy host), but nine of them paced by
+# --step-sleep between the first checkpoint and the end, so the worker is lost while the run still trains.
+STEPS, EVERY = 12, 3
+ARGS = (
+    f"[--steps, '{STEPS}', --checkpoint-every-steps, '{EVERY}', --step-sleep, '0.3', --framework, torch, --batch, '8']"
+)
 ELASTIC = [
     f"spec.args={ARGS}",
     "spec.resources={chips: 4, min_chips: 2, max_chips: 4}",
@@ -74,6 +79,6 @@ def test_losing_one_of_four_workers_resizes_the_run_which_resumes_and_finishes(
         assert (resized["data"]["degree_before"], resized["data"]["degree_after"]) == (4, 3)
         assert resized["data"]["step"] >= before  # at most one checkpoint interval lost
         assert resized["seq"] > lost[0]["seq"]
-        assert max(checkpoint_steps(client, run)) == 30
+        assert max(checkpoint_steps(client, run)) == STEPS
         [attempt] = client.show(run)["attempts"]
         assert (attempt["state"], attempt["exit_code"]) == ("succeeded", 0)
