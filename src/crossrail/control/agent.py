@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control import budgets, parents, reports
+from crossrail.control import budgets, parents, pipesize, reports
 from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor, StopReason
@@ -34,6 +34,7 @@ from crossrail.scheduling.backlog import LEARNER
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
 from crossrail.scheduling.pipeline import parts_of, retry_part
 from crossrail.scheduling.plan import Plan
+from crossrail.scheduling.snapshot import Snapshot
 from crossrail.scheduling.types import PART_SEP, Admission, Decision, Pending, part_key
 from crossrail.spec import Part
 from crossrail.store import AttemptRecord, RunRecord
@@ -52,6 +53,7 @@ class AgentConfig:
     store_wait_s: float = 300.0  # how long an unreachable store (a restarting server) is waited for before stopping
     report_url: str | None = None  # an API server: attempts on remote backends report to its /v1/ingest
     lease_s: float = DEFAULT_LEASE_S  # on a server store: the leader's lease (control/leader.py)
+    backlog_window_s: float = 10.0  # the backlog controller's window and cooldown per pipeline (control/pipesize.py)
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ class Agent:
         self.watch.unknown_attempts(s for key, s in statuses.items() if key not in tracked)
         self._forget_recorded(statuses)
         admitted = self._schedule()
+        self._size_pipelines()
         running = len(self.store.active_attempts())
         queued = sum(count for _stage, st, count, _chips in self.store.state_counts() if st == "queued")
         queued += self._parts_waiting  # parts of running pipelines to offer again: not idle while they wait
@@ -452,6 +455,8 @@ class Agent:
             attempts = self.store.attempts(run.id)
             retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
             pipeline = _with_parts(Request(run.id, run.queue, run.chips, priority=run.priority, team=run.team), run)
+            wanted = pipesize.current_sizes(self.store, run, _parts(run), {}).wanted  # as the last resizes left them
+            pipeline = dataclasses.replace(pipeline, parts=parts_of(_resized(_parts(run), wanted)))
             prefer, source = preference(self.service.policy, run.stage, run.spec.get("spec", {}))
             pipeline = dataclasses.replace(pipeline, prefer=prefer, prefer_source=source)
             for name in declared:
@@ -465,6 +470,59 @@ class Agent:
                 queued_at = mine[-1].ended_at or now
                 out.append(retry_part(pipeline, name, queued_at=queued_at, avoid_pool=offer.avoid_pool))
         return out
+
+    def _size_pipelines(self) -> None:
+        """The backlog controller over each running pipeline (control/pipesize.py): resizes decided, recorded
+        and made real by restarting the part at its new size."""
+        now, window = self.clock.now(), self.config.backlog_window_s
+        running: dict[str, dict[str, AttemptRecord]] = {}
+        for a in self.store.active_attempts():
+            if a.part is not None and a.state == "running":
+                running.setdefault(a.run_id, {})[a.part] = a
+        for rid, atts in running.items():
+            run = self.store.get_run(rid)
+            parts = _parts(run)
+            rdv = pipesize.rendezvous(run)
+            if run.state != "running" or rdv is None or not (rdv / "control.json").exists():
+                continue
+            plan = pipesize.current_sizes(self.store, run, parts, atts)
+            self._apply_sizes(run, plan, rdv)
+            settled = all(a.started_at is not None and a.started_at <= now - window for a in atts.values())
+            cooled = plan.last_resize_at is None or plan.last_resize_at <= now - window
+            if set(atts) != set(parts) or not settled or not cooled or plan.sizes != plan.wanted:
+                continue
+            learner = [s for s in self.store.metric_samples(rid) if s["attempt"] == atts[LEARNER].number]
+            metrics = pipesize.window_metrics(learner, now - window, now) if LEARNER in atts else None
+            if metrics is None:
+                continue
+            lag = pipesize.lag_bound(rdv)
+            free = {name: self._free_chips(a.pool, run.queue, now) for name, a in atts.items()}
+            resizes = pipesize.decide(metrics, plan, parts, free, lag)
+            if not resizes:
+                continue
+            events = [pipesize.resize_event(run, atts[r.part], r, parts[r.part], now) for r in resizes]
+            self.store.append_events(events)
+            for r in resizes:
+                if self.scheduler is not None:
+                    self.scheduler.resized(part_key(rid, r.part), r.new * parts[r.part].chips, now)
+            self._apply_sizes(run, pipesize.current_sizes(self.store, run, parts, atts), rdv)
+
+    def _apply_sizes(self, run: RunRecord, plan: pipesize.Plan, rdv: Path) -> None:
+        """Make the sizes the latest resizes want real: control.json, and each part running at another size
+        stopped with grace to start again at its own (offered again by _part_retries, no retry spent)."""
+        changed = {p: n for p, n in plan.wanted.items() if p in plan.sizes and plan.sizes[p] != n}
+        if not changed:
+            return
+        pipesize.write_sizes(rdv, plan.wanted, reason="resized by the backlog controller")
+        for part in changed:
+            self.executor.stop(run.id, plan.running[part].number, self.config.stop_grace_s, "preempted")
+
+    def _free_chips(self, pool: str | None, queue: str, now: float) -> int:
+        """Chips a part on `pool` could grow by: the pool's free chips within its queue's quota headroom."""
+        if self.scheduler is None or pool is None:
+            return 0
+        free = next((p.free for p in self.scheduler.pool_status() if p.name == pool), 0)
+        return min(free, Snapshot(self.scheduler.cache, now).headroom(queue, pool))
 
     def _placed(
         self, scheduler: Scheduler, pending: list[Request], queued: list[RunRecord], active: Any, now: float
@@ -579,6 +637,11 @@ def _placement(pool: Any, d: Decision) -> dict[str, Any]:
 
 def _parts(run: RunRecord) -> dict[str, Part]:
     return {name: Part.model_validate(p) for name, p in ((run.spec.get("spec") or {}).get("parts") or {}).items()}
+
+
+def _resized(parts: dict[str, Part], replicas: dict[str, int]) -> dict[str, Part]:
+    """The parts with the replica counts the backlog controller gave them."""
+    return {name: p.model_copy(update={"replicas": replicas.get(name, p.replicas)}) for name, p in parts.items()}
 
 
 def _with_parts(req: Request, run: RunRecord) -> Request:

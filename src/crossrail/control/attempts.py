@@ -74,7 +74,9 @@ def launch_request(
         resolved["part"] = att.part
         resolved["spec"] = {**spec, "parallelism": part.get("parallelism") or {}}  # the part's workers, not the run's
         env["CROSSRAIL_SPEC"] = json.dumps(resolved, sort_keys=True)
-        env |= {PART_ENV: att.part, "CROSSRAIL_PART_REPLICAS": str(part.get("replicas") or 1)}
+        # The attempt's chips say how many replicas it runs: the spec's, or what the backlog controller resized to.
+        replicas = att.chips // int(part["chips"]) if part.get("chips") else int(part.get("replicas") or 1)
+        env |= {PART_ENV: att.part, "CROSSRAIL_PART_REPLICAS": str(max(replicas, 1))}
         command += ["--part", att.part]
     return LaunchRequest(
         run=run.id,
