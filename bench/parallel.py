@@ -179,8 +179,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
             for d in degrees:  # interleaved, so a slow spell of the machine hits both alike
-                ours[d].append(crossrail_run(Path(tmp), d, args.steps, f"{d}-{repeat}"))
-                bare[d].append(bare_run(Path(tmp), d, args.steps))
+                for which in ("ours", "bare") if repeat % 2 == 0 else ("bare", "ours"):  # each first in turn
+                    if which == "ours":
+                        ours[d].append(crossrail_run(Path(tmp), d, args.steps, f"{d}-{repeat}"))
+                    else:
+                        bare[d].append(bare_run(Path(tmp), d, args.steps))
     med = {d: (statistics.median(ours[d]), statistics.median(bare[d])) for d in degrees}
     print(f"{'degree':>6} {'crossrail tok/s':>16} {'bare DDP tok/s':>15} {'ratio':>6}")
     for d in degrees:
