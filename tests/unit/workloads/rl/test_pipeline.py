@@ -38,7 +38,7 @@ def test_crashed_stages_are_replaced_and_a_crashed_learner_resumes_counting_noth
 
 
 def test_each_part_runs_as_its_own_process_and_a_controller_scales_samplers_down(tmp_path: Path) -> None:
-    launcher = rl_launcher(tmp_path, "--steps", "30", "--samplers", "2", "--eval-every", "100")
+    launcher = rl_launcher(tmp_path, "--steps", "20", "--samplers", "2", "--eval-every", "100")
     parts = [("learner", 0), ("sampler", 0), ("sampler", 1), ("reward", 0)]
     started = {
         part: launcher.start("--part", part[0], "--replica", str(part[1]), attempt=n) for n, part in enumerate(parts, 1)
@@ -52,7 +52,7 @@ def test_each_part_runs_as_its_own_process_and_a_controller_scales_samplers_down
         code, stderr = launcher.finish(process)
         assert code == 0, (part, stderr)
     used = final_state(launcher)["used"]
-    assert len(used) == len(set(used)) == 30 * 4
+    assert len(used) == len(set(used)) == 20 * 4
     assert {u.split(".")[0] for u in used} == {"sampler0", "sampler1"}
 
 
