@@ -8,9 +8,10 @@
    loop (this file with `--bare`), timed the same way.
 
 Every worker gets one thread (OMP_NUM_THREADS=1), standing for one chip: degree 2 has twice the compute. Each
-measurement is repeated; medians are reported. Printed: tokens/s per degree for both, crossrail / bare per
-degree (aim >= 0.95), and the scaling efficiency tokens/s(2) / (2 x tokens/s(1)) of each. Without a GPU the
-runs are on CPU processes with gloo (said in the output). The last line is the summary.
+measurement is repeated, crossrail and the bare loop going first in turn; medians are reported. Printed:
+tokens/s per degree for both, crossrail / bare per degree (aim >= 0.95), and the scaling efficiency
+tokens/s(2) / (2 x tokens/s(1)) of each. Without a GPU the runs are on CPU processes with gloo (said in the
+output). The last line is the summary.
 
     python bench/parallel.py [--steps 20] [--repeats 3] [--degrees 1,2]
 """
