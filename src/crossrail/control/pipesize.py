@@ -90,14 +90,14 @@ def window_metrics(samples: list[dict[str, Any]], since: float, until: float) ->
     if len(full) < 2:
         return None
     span = until - since
-    learnt = sum(m["samples_per_second"] * m["step_time_s"] for m in full[1:])
+    learnt = sum(m["samples_per_second"] * m["step_time_s"] for m in full)
     queued, scored = (full[-1].get(k, 0.0) - full[0].get(k, 0.0) for k in _BACKLOGS)
     return StageMetrics(
         window_s=span,
         sampler_samples_per_second=max(learnt + queued + scored, 0.0) / span,
         reward_samples_per_second=max(learnt + scored, 0.0) / span,
         learner_samples_per_second=learnt / span,
-        learner_idle_seconds=sum(m.get("learner_idle_seconds", 0.0) for m in full[1:]),
+        learner_idle_seconds=sum(m.get("learner_idle_seconds", 0.0) for m in full),
         policy_lag_steps=lag,
     )
 

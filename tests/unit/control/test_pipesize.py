@@ -41,10 +41,10 @@ def test_a_window_reads_the_learners_rate_idle_time_and_what_the_queues_before_i
     m = window_metrics(samples, since=0.0, until=4.0)
     assert m is not None
     assert m.window_s == 4.0
-    assert m.learner_samples_per_second == pytest.approx(16 / 4)  # the two steps after the first
-    assert m.learner_idle_seconds == pytest.approx(1.0)
-    assert m.sampler_samples_per_second == pytest.approx((16 + 8) / 4)  # learnt plus the unscored queue's growth
-    assert m.reward_samples_per_second == pytest.approx(16 / 4)
+    assert m.learner_samples_per_second == pytest.approx(24 / 4)  # three steps of 8
+    assert m.learner_idle_seconds == pytest.approx(1.5)
+    assert m.sampler_samples_per_second == pytest.approx((24 + 8) / 4)  # learnt plus the unscored queue's growth
+    assert m.reward_samples_per_second == pytest.approx(24 / 4)
 
 
 def test_steps_outside_the_window_and_a_window_of_one_step_say_nothing() -> None:
@@ -53,7 +53,7 @@ def test_steps_outside_the_window_and_a_window_of_one_step_say_nothing() -> None
     assert window_metrics(samples, since=10.0, until=20.0) is None
     m = window_metrics(samples, since=2.0, until=5.0)
     assert m is not None
-    assert m.learner_samples_per_second == pytest.approx(16 / 3)  # steps 3..5, counted after step 3
+    assert m.learner_samples_per_second == pytest.approx(24 / 3)  # steps 3..5
 
 
 def test_a_learner_idle_most_of_the_window_grows_the_sampler_within_its_pools_room() -> None:
@@ -71,7 +71,7 @@ def test_a_busy_learner_keeps_every_size_and_lag_over_the_bound_shrinks_the_samp
     assert busy is not None
     assert decide(busy, PLAN, PARTS, free_chips={"sampler": 8, "reward": 8}, lag=2) == []
     plan = Plan(running={}, sizes={**SIZES, "sampler": 4}, wanted={**SIZES, "sampler": 4}, last_resize_at=None)
-    stale = window_metrics(steps(6, growth=8, idle_s=0.0, lag=5), since=0.0, until=6.0)
+    stale = window_metrics(steps(6, growth=9.6, idle_s=0.0, lag=5), since=0.0, until=6.0)
     assert stale is not None
     [resize] = decide(stale, plan, PARTS, free_chips={"sampler": 8, "reward": 8}, lag=2)
     assert (resize.part, resize.old) == ("sampler", 4)
