@@ -30,7 +30,7 @@ from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import EndReason, Event, EventType, format_duration, parse_duration
 from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
-from crossrail.scheduling.backlog import LEARNER
+from crossrail.scheduling.backlog import LEARNER, Resize
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
 from crossrail.scheduling.pipeline import parts_of, retry_part
 from crossrail.scheduling.plan import Plan
@@ -87,6 +87,8 @@ class Agent:
         self._pending_checked: dict[str, float] = {}
         """When each attempt waiting in its engine's queue was last weighed for a move (store clock)."""
         self._engine_queued: list[tuple[RunRecord, AttemptRecord]] = []
+        self._weighed: dict[str, float] = {}
+        """When the backlog controller last weighed each running pipeline (store clock)."""
         self._parts_waiting = 0
         """Parts of running pipelines that wait to be offered again (back-off or room), as of the last pass."""
         self.workspace_root: Path | None = None
@@ -474,38 +476,46 @@ class Agent:
     def _size_pipelines(self) -> None:
         """The backlog controller over each running pipeline (control/pipesize.py): resizes decided, recorded
         and made real by restarting the part at its new size."""
-        now, window = self.clock.now(), self.config.backlog_window_s
+        now = self.clock.now()
         running: dict[str, dict[str, AttemptRecord]] = {}
         for a in self.store.active_attempts():
             if a.part is not None and a.state == "running":
                 running.setdefault(a.run_id, {})[a.part] = a
         for rid, atts in running.items():
             run = self.store.get_run(rid)
-            parts = _parts(run)
-            rdv = pipesize.rendezvous(run)
+            parts, rdv = _parts(run), pipesize.rendezvous(run)
             if run.state != "running" or rdv is None or not (rdv / "control.json").exists():
                 continue
             plan = pipesize.current_sizes(self.store, run, parts, atts)
-            self._apply_sizes(run, plan, rdv)
-            settled = all(a.started_at is not None and a.started_at <= now - window for a in atts.values())
-            cooled = plan.last_resize_at is None or plan.last_resize_at <= now - window
-            if set(atts) != set(parts) or not settled or not cooled or plan.sizes != plan.wanted:
-                continue
-            learner = [s for s in self.store.metric_samples(rid) if s["attempt"] == atts[LEARNER].number]
-            metrics = pipesize.window_metrics(learner, now - window, now) if LEARNER in atts else None
-            if metrics is None:
-                continue
-            lag = pipesize.lag_bound(rdv)
-            free = {name: self._free_chips(a.pool, run.queue, now) for name, a in atts.items()}
-            resizes = pipesize.decide(metrics, plan, parts, free, lag)
+            self._apply_sizes(run, plan, rdv)  # a resize recorded before an agent died is made real here
+            resizes = self._weigh(run, parts, plan, rdv, now)
             if not resizes:
                 continue
-            events = [pipesize.resize_event(run, atts[r.part], r, parts[r.part], now) for r in resizes]
-            self.store.append_events(events)
+            self.store.append_events([pipesize.resize_event(run, atts[r.part], r, parts[r.part], now) for r in resizes])
             for r in resizes:
                 if self.scheduler is not None:
                     self.scheduler.resized(part_key(rid, r.part), r.new * parts[r.part].chips, now)
             self._apply_sizes(run, pipesize.current_sizes(self.store, run, parts, atts), rdv)
+
+    def _weigh(
+        self, run: RunRecord, parts: dict[str, Part], plan: pipesize.Plan, rdv: Path, now: float
+    ) -> list[Resize]:
+        """The resizes the last window calls for: none until every part has run a whole window at its size
+        and a window has passed since the run's last resize (so sizes do not flap); weighed once a window."""
+        window, atts = self.config.backlog_window_s, plan.running
+        settled = all(a.started_at is not None and a.started_at <= now - window for a in atts.values())
+        cooled = plan.last_resize_at is None or plan.last_resize_at <= now - window
+        if set(atts) != set(parts) or LEARNER not in atts or not settled or not cooled or plan.sizes != plan.wanted:
+            return []
+        if now - self._weighed.get(run.id, -window) < window:
+            return []
+        self._weighed[run.id] = now
+        learner = [s for s in self.store.metric_samples(run.id) if s["attempt"] == atts[LEARNER].number]
+        metrics = pipesize.window_metrics(learner, now - window, now)
+        if metrics is None:
+            return []
+        free = {name: self._free_chips(a.pool, run.queue, now) for name, a in atts.items()}
+        return pipesize.decide(metrics, plan, parts, free, pipesize.lag_bound(rdv))
 
     def _apply_sizes(self, run: RunRecord, plan: pipesize.Plan, rdv: Path) -> None:
         """Make the sizes the latest resizes want real: control.json, and each part running at another size
