@@ -14,7 +14,7 @@ from crossrail.core import Event, EventType, ManualClock
 from crossrail.workloads.rl.control import Control, write_control
 
 from .test_agent_decisions import Live
-from .test_agent_pipeline import FLEET, parts, submit
+from .test_agent_pipeline import FLEET, PIPELINE, parts, submit
 
 
 @pytest.fixture
@@ -90,3 +90,17 @@ def test_a_resize_recorded_by_an_agent_that_died_before_acting_is_made_real_by_t
     assert live.executor.launched[-1].env["CROSSRAIL_PART_REPLICAS"] == "4"
     live.tick(1)
     assert live.executor.stops == [(run, 2, "preempted")]  # at its size now: nothing more to do
+
+
+def test_a_pipeline_without_a_learner_part_is_not_weighed_and_its_passes_go_on(live: Live, tmp_path: Path) -> None:
+    text = PIPELINE.replace("resources: {chips: 13}", "resources: {chips: 5}").replace(
+        "    learner: {chips: 8, prefer: gpu}\n", ""
+    )
+    run = submit(live, tmp_path, text)
+    live.tick()
+    rendezvous = Path(live.store.get_run(run).run_checkpoint_dir) / "rl"
+    write_control(rendezvous, Control(samplers=2))
+    live.tick(15)
+    live.tick(15)
+    assert [p[4] for p in parts(live, run)] == ["running", "running"]
+    assert resized(live, run) == []
