@@ -420,7 +420,7 @@ class Agent:
             )
             if a.part is not None:  # a part holds chips under its own key, as the cycle admitted it
                 req = dataclasses.replace(
-                    req, run=part_key(r.id, a.part), workers=_part_workers(r, a.part), part=a.part
+                    req, run=part_key(r.id, a.part), workers=_part_workers(r, a.part, a.chips), part=a.part
                 )
             checkpointed = ckpts[-1].committed_at if ckpts else None
             running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
@@ -660,8 +660,13 @@ def _with_parts(req: Request, run: RunRecord) -> Request:
     return dataclasses.replace(req, parts=parts_of(parts)) if parts else req
 
 
-def _part_workers(run: RunRecord, part: str) -> int:
-    return next((p.workers for p in parts_of(_parts(run)) if p.name == part), 1)
+def _part_workers(run: RunRecord, part: str, chips: int) -> int:
+    """The workers of a part's attempt of `chips` chips: its replicas (as the controller may have resized
+    them) times each replica's data-parallel workers."""
+    declared = _parts(run).get(part)
+    if declared is None:
+        return 1
+    return max(chips // declared.chips, 1) * declared.parallelism.data
 
 
 def _pipeline_of(a: Admission) -> str:

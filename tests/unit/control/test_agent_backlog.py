@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crossrail.core import Event, EventType, ManualClock
+from crossrail.scheduling.types import part_key
 from crossrail.workloads.rl.control import Control, write_control
 
 from .test_agent_decisions import Live
@@ -71,6 +72,10 @@ def test_an_idle_learner_gets_its_sampler_part_grown_restarted_at_that_size_and_
         (4, "sampler", "tpu-a", 8, "running"),
     ]
     assert live.executor.launched[-1].env["CROSSRAIL_PART_REPLICAS"] == "4"
+    live.tick()
+    assert live.agent.scheduler is not None
+    held = live.agent.scheduler.cache.allocs[part_key(run, "sampler")]
+    assert (held.chips, held.request.workers) == (8, 4)  # the scheduler holds the part at its new size
     report_steps(live, run, live.clock.now() + 1, 5, idle_s=0.9)
     live.tick(6)  # still idle, but within the window after the last resize
     assert len(resized(live, run)) == 1
