@@ -82,6 +82,8 @@ def test_a_learner_idle_for_one_slow_sampler_gets_the_sampler_part_grown_and_the
     assert samplers[0].chips == 1
     assert str(samplers[0].end_reason) == "preempted"
     assert samplers[1].chips == first["degree_after"]  # its next attempt holds the new size
+    assert sampler_made(rendezvous, 1) > 0  # the added replica ran and made completions
+    assert (rendezvous / "pids" / "sampler-1.pid").exists()
     control = json.loads((rendezvous / "control.json").read_text())
     assert control["samplers"] >= 2
     assert control["written_by"] == "crossrail agent"
