@@ -8,7 +8,6 @@ prometheus-client is imported here only; this module is imported lazily by the f
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from crossrail.core.events import TERMINAL_RUN_STATES, Event, EventType, RunState, state_after
+from crossrail.metrics.accumulator import number_field, text_field
 
 # Kueue's admission_wait_time_seconds buckets: 1 s doubling up to about 2.8 hours.
 WAIT_BUCKETS_S = tuple(float(2**i) for i in range(14))
@@ -80,8 +80,8 @@ class FleetCounters:
     def _apply(self, run: _Run, event: Event) -> None:
         data, kind = event.data, event.type
         if kind in (EventType.SUBMITTED, EventType.QUEUED):
-            run.stage, run.team = _text(data, "stage", run.stage), _text(data, "team", run.team)
-            run.queue = _text(data, "queue", run.queue)
+            run.stage, run.team = text_field(data, "stage", run.stage), text_field(data, "team", run.team)
+            run.queue = text_field(data, "queue", run.queue)
         if kind is EventType.QUEUED and run.waiting_since is None:
             run.waiting_since = event.ts
         elif kind is EventType.ADMITTED and run.waiting_since is not None:
@@ -89,14 +89,14 @@ class FleetCounters:
             self.admission_wait[(run.queue, run.stage)].observe(wait_s)
             run.waiting_since = None
         elif kind is EventType.STARTED:
-            run.pool = _text(data, "pool", run.pool)
-            run.chips = _number(data, "chips", run.chips)
-            run.cost_per_chip_hour = _number(data, "cost_per_chip_hour", run.cost_per_chip_hour)
+            run.pool = text_field(data, "pool", run.pool)
+            run.chips = number_field(data, "chips", run.chips)
+            run.cost_per_chip_hour = number_field(data, "cost_per_chip_hour", run.cost_per_chip_hour)
             run.started_ts = event.ts
         elif kind is EventType.RETRIED:
-            self.retries[(_text(data, "cause", UNKNOWN), run.stage)] += 1
+            self.retries[(text_field(data, "cause", UNKNOWN), run.stage)] += 1
         if kind in (EventType.FAILED, EventType.PREEMPTED):
-            key = (_text(data, "cause", UNKNOWN), run.stage, _text(data, "pool", run.pool))
+            key = (text_field(data, "cause", UNKNOWN), run.stage, text_field(data, "pool", run.pool))
             (self.failures if kind is EventType.FAILED else self.preemptions)[key] += 1
         if kind in (EventType.SUCCEEDED, EventType.FAILED, EventType.PREEMPTED, EventType.CANCELLED):
             self._close(run, event.ts)
@@ -201,15 +201,3 @@ def _counter(name: str, doc: str, labels: list[str], values: dict[Any, Any]) -> 
 
 def _le(bound: float) -> str:
     return f"{bound:.1f}"
-
-
-def _number(data: dict[str, Any], key: str, default: float) -> float:
-    value = data.get(key)
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return default
-
-
-def _text(data: dict[str, Any], key: str, default: str) -> str:
-    value = data.get(key)
-    return value if isinstance(value, str) and value else default

@@ -135,7 +135,7 @@ class MetricsAccumulator:
 
     def _on_submitted(self, run: _Run, event: Event) -> None:
         self._learn_stage(run, event)
-        run.chips = _number(event.data, "chips", run.chips)
+        run.chips = number_field(event.data, "chips", run.chips)
         self._arrived(run, event.ts)
 
     def _on_queued(self, run: _Run, event: Event) -> None:
@@ -154,7 +154,7 @@ class MetricsAccumulator:
             return
         if run.attempt is not None:  # its end never reached the log; bill it up to this start
             self._close(run, event.ts, ended=False)
-        pool = _text(event.data, "pool", _text(run.placement, "pool", NO_POOL))
+        pool = text_field(event.data, "pool", text_field(run.placement, "pool", NO_POOL))
         key = (run.key[0], pool)
         tally = self._tally(key)
         tally.has_attempts = True
@@ -169,9 +169,9 @@ class MetricsAccumulator:
         run.attempt = _Attempt(
             number=number,
             key=key,
-            chips=_number(event.data, "chips", _number(run.placement, "chips", run.chips)),
-            cost_per_chip_hour=_number(
-                event.data, "cost_per_chip_hour", _number(run.placement, "cost_per_chip_hour", 0.0)
+            chips=number_field(event.data, "chips", number_field(run.placement, "chips", run.chips)),
+            cost_per_chip_hour=number_field(
+                event.data, "cost_per_chip_hour", number_field(run.placement, "cost_per_chip_hour", 0.0)
             ),
             started_ts=event.ts,
         )
@@ -212,7 +212,7 @@ class MetricsAccumulator:
         return run
 
     def _learn_stage(self, run: _Run, event: Event) -> None:
-        stage = _text(event.data, "stage", "")
+        stage = text_field(event.data, "stage", "")
         # A run that started before its stage was named stays under the unknown stage with its attempts.
         if run.stage_known or not stage or run.last_attempt > 0:
             return
@@ -318,7 +318,7 @@ class _FleetUsage:
         if not isinstance(pool, str):
             return
         self._advance(event.ts)
-        self.chips[pool] = max(_number(event.data, "chips_after", 0.0), 0.0)
+        self.chips[pool] = max(number_field(event.data, "chips_after", 0.0), 0.0)
 
     def _advance(self, ts: float) -> None:
         if self.since is not None and ts > self.since:
@@ -386,13 +386,15 @@ def _group_metrics(key: GroupKey, tallies: list[_Tally], running: tuple[float, f
     )
 
 
-def _number(data: dict[str, Any], key: str, default: float) -> float:
+def number_field(data: dict[str, Any], key: str, default: float) -> float:
+    """`data[key]` as a finite float, else `default` (a report field may be missing, text or NaN)."""
     value = data.get(key)
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return default
 
 
-def _text(data: dict[str, Any], key: str, default: str) -> str:
+def text_field(data: dict[str, Any], key: str, default: str) -> str:
+    """`data[key]` when it is a non-empty string, else `default`."""
     value = data.get(key)
     return value if isinstance(value, str) and value else default

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crossrail.core.events import Event, EventType
+from crossrail.metrics.accumulator import number_field, text_field
 from crossrail.metrics.report import NO_POOL, UNKNOWN_STAGE
 
 NO_TEAM = "-"
@@ -89,18 +90,18 @@ def usage(
             continue
         run = e.run
         if e.type in (EventType.SUBMITTED, EventType.QUEUED):
-            teams.setdefault(run, _text(e.data, "team", NO_TEAM))
-            stages.setdefault(run, _text(e.data, "stage", UNKNOWN_STAGE))
+            teams.setdefault(run, text_field(e.data, "team", NO_TEAM))
+            stages.setdefault(run, text_field(e.data, "stage", UNKNOWN_STAGE))
         elif e.type is EventType.PLACED:
             placed[run] = e.data
         elif e.type is EventType.STARTED:
             if run in open_:
                 close(run, e.ts)
             where = placed.get(run, {})
-            pool = _text(e.data, "pool", _text(where, "pool", NO_POOL))
+            pool = text_field(e.data, "pool", text_field(where, "pool", NO_POOL))
             key = (teams.get(run, NO_TEAM), stages.get(run, UNKNOWN_STAGE), pool)
-            chips = _number(e.data, "chips", _number(where, "chips", 0.0))
-            price = _number(e.data, "cost_per_chip_hour", _number(where, "cost_per_chip_hour", 0.0))
+            chips = number_field(e.data, "chips", number_field(where, "chips", 0.0))
+            price = number_field(e.data, "cost_per_chip_hour", number_field(where, "cost_per_chip_hour", 0.0))
             open_[run] = _Open(key, e.attempt, chips, price, e.ts)
         elif e.type in _ENDS and run in open_ and e.attempt in (None, open_[run].number):
             close(run, e.ts)
@@ -117,15 +118,3 @@ def by_team(rows: Iterable[Usage]) -> dict[str, tuple[float, float]]:
         hours, cost = out.get(r.team, (0.0, 0.0))
         out[r.team] = (hours + r.chip_hours, cost + r.cost)
     return out
-
-
-def _number(data: dict[str, Any], key: str, default: float) -> float:
-    value = data.get(key)
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return default
-
-
-def _text(data: dict[str, Any], key: str, default: str) -> str:
-    value = data.get(key)
-    return value if isinstance(value, str) and value else default
