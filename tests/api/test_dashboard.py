@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
+
+from crossrail.store import Store
 
 from .conftest import PENDING
 
@@ -83,7 +86,9 @@ def test_lineage_draws_dataset_run_checkpoint_and_derived_run(demo_server: str) 
     assert "sft.jsonl" in html
 
 
-def test_fleet_and_metrics_pages_show_pools_agents_quotas_and_each_stage_by_pool(demo_server: str) -> None:
+def test_fleet_and_metrics_pages_show_pools_agents_quotas_and_each_stage_by_pool(
+    demo_server: str, demo_workspace: Path
+) -> None:
     html = get(f"{demo_server}/ui/fleet")
     agent = re.search(r'<tr data-agent="[0-9a-f]+">(.*?)</tr>', html, re.S)
     assert agent is not None
@@ -93,7 +98,11 @@ def test_fleet_and_metrics_pages_show_pools_agents_quotas_and_each_stage_by_pool
     assert "h100 8 0 8" in fleet
     assert "pretraining pretraining tpu-v5p: 8 h100: 4 1" in fleet
     report = get(f"{demo_server}/ui/report")
-    for group in ("pretraining/h100", "post_training/h100", "experiment/h100", "*/*"):
+    # Where the post-training run goes depends on when the demo's kill freed its pool: read where each ran.
+    store = Store.open(f"sqlite:///{demo_workspace / '.crossrail' / 'state.db'}", read_only=True)
+    ran = {f"{store.get_run(r).stage}/{a.pool}" for r in DEMO_RUNS for a in store.attempts(r)}
+    assert {"pretraining/h100", "experiment/h100"} <= ran
+    for group in (*sorted(ran), "*/*"):
         assert f'data-group="{group}"' in report
 
 
