@@ -11,7 +11,7 @@ import pytest
 from crossrail.control.leader import Leadership, LeaseConfig
 from crossrail.control.progress import agent_liveness
 from crossrail.core import Event, EventType, ManualClock, SystemClock
-from crossrail.errors import FencedError, UsageError
+from crossrail.errors import FencedError, StoreUnavailableError, UsageError
 from crossrail.store import Store
 
 
@@ -137,3 +137,33 @@ def test_status_names_the_leader_its_term_and_the_standbys(stores: tuple[Store, 
     live = agent_liveness(a_store, clock.now())
     assert (live["alive"], live["leader"]) == (False, None)
     assert "no leader (last term 1), 2 standbys" in live["message"]
+
+
+@pytest.mark.postgres
+def test_a_leader_stopped_inside_a_write_does_not_hold_back_the_takeover(postgres_url: str, clock: ManualClock) -> None:
+    """Its fenced write locked the leader row; the server ends the idle transaction, so the standby takes over."""
+    a_store, b_store = Store.open(postgres_url), Store.open(postgres_url)
+    took: list[float] = []
+
+    def stopped_inside_a_write() -> None:
+        with a_store._write() as conn:  # the fence locks the leader row, then the leader stops (a SIGSTOP)
+            seen = b_store.leader()
+            clock.advance(15.0)
+            start = time.monotonic()
+            assert b_store.take_lease("b", seen, lease_s=15.0, now=clock.now(), host="host-b") == 2
+            took.append(time.monotonic() - start)
+            conn.exec_driver_sql("SELECT 1")  # the stopped leader carries on: its transaction is gone
+
+    try:
+        a, b = elect(a_store, clock, "a"), elect(b_store, clock, "b")
+        assert a.step() is True
+        assert b.step() is False
+        with pytest.raises(StoreUnavailableError):  # its transaction was ended under it: nothing it wrote stays
+            stopped_inside_a_write()
+        assert took[0] < 5.0, took  # the server ended the idle transaction after LEADER_WRITE_IDLE_MS, not never
+        assert b_store.leader().agent_id == "b"
+        with pytest.raises(FencedError):
+            a_store.append_events([Event(EventType.CAPACITY_CHANGED, clock.now(), data={"pool": "x"})])
+    finally:
+        a_store.close()
+        b_store.close()
