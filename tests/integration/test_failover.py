@@ -93,6 +93,7 @@ class Agents:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        self.engine.dispose()  # its connections closed here, whatever the test's outcome (a later one reads them)
 
 
 def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_attempt_twice(
@@ -170,7 +171,7 @@ def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_
             assert [ck.step for ck in store.checkpoints(rid)][-1] == 60
         with agents.engine.connect() as conn:
             launches = list(conn.exec_driver_sql("SELECT run_id, number, launch_term, created_at FROM attempts"))
-        agents.engine.dispose()
+        agents.engine.dispose()  # opened again by the read above
         elections = store.events(types=["leader_elected"])
         ended = {e.data["term"] - 1: e.ts for e in elections}  # when each term was replaced
         for rid, number, term, created_at in launches:
