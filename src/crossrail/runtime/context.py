@@ -179,13 +179,24 @@ class RuntimeContext:
 
 
 WORLD_VARS = {"rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK"}
+MULTI_SLICE_VARS = ("MEGASCALE_SLICE_ID", "CROSSRAIL_HOSTS_PER_SLICE", "CROSSRAIL_HOST_INDEX")
+"""What a host of a multi-slice TPU JobSet knows of itself (the downward API cannot multiply): its rank is
+slice x hosts per slice + host within the slice, of CROSSRAIL_SLICES x hosts per slice."""
 
 
 def _world(env: Mapping[str, str], problems: list[str]) -> dict[str, int]:
-    """rank, world size, local rank and restart count from torchrun's variables; absent: one process."""
+    """rank, world size, local rank and restart count from torchrun's variables (or a multi-slice TPU host's);
+    absent: one process."""
     found = {key: _int(env, name, problems) for key, name in WORLD_VARS.items()}
     restarts = _int(env, "TORCHELASTIC_RESTART_COUNT", problems)
     world = {key: value for key, value in found.items() if value is not None}
+    slices = {name: _int(env, name, problems) for name in MULTI_SLICE_VARS}
+    if "rank" not in world and None not in slices.values():  # a host of a multi-slice TPU JobSet
+        slice_id, hosts, host = (int(slices[name] or 0) for name in MULTI_SLICE_VARS)
+        world["rank"] = slice_id * hosts + host
+        count = _int(env, "CROSSRAIL_SLICES", problems)
+        if "world_size" not in world and count is not None:
+            world["world_size"] = count * hosts
     if restarts is not None:
         world["restart_count"] = restarts
     size, rank = world.get("world_size", 1), world.get("rank", 0)

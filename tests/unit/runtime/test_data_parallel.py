@@ -59,3 +59,14 @@ def manifest(data: Any) -> dict[str, Any]:
 )
 def test_the_data_position_of_a_checkpoint(data: Any, position: tuple[int | None, int]) -> None:
     assert data_position(manifest(data)) == position
+
+
+def test_a_host_of_a_multi_slice_tpu_jobset_knows_its_rank_from_its_slice_and_host() -> None:
+    env = launched_env(
+        MEGASCALE_SLICE_ID="1", CROSSRAIL_HOSTS_PER_SLICE="4", CROSSRAIL_HOST_INDEX="2", CROSSRAIL_SLICES="2"
+    )
+    ctx = RuntimeContext.from_env(env)
+    assert (ctx.rank, ctx.world_size) == (6, 8)  # slice 1 x 4 hosts + host 2, of 2 x 4
+    assert not ctx.is_primary
+    first = RuntimeContext.from_env({**env, "MEGASCALE_SLICE_ID": "0", "CROSSRAIL_HOST_INDEX": "0"})
+    assert (first.rank, first.is_primary) == (0, True)
