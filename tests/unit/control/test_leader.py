@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,7 +151,13 @@ def test_a_leader_stopped_inside_a_write_does_not_hold_back_the_takeover(postgre
             seen = b_store.leader()
             clock.advance(15.0)
             start = time.monotonic()
-            assert b_store.take_lease("b", seen, lease_s=15.0, now=clock.now(), host="host-b") == 2
+            terms: list[int | None] = []
+            standby = threading.Thread(
+                target=lambda: terms.append(b_store.take_lease("b", seen, lease_s=15.0, now=clock.now(), host="b"))
+            )
+            standby.start()
+            standby.join(timeout=10)  # without the server ending the idle write, this would wait for ever
+            assert terms == [2], "the standby could not take the lease while the stopped leader held its write"
             took.append(time.monotonic() - start)
             conn.exec_driver_sql("SELECT 1")  # the stopped leader carries on: its transaction is gone
 
