@@ -226,9 +226,8 @@ class Cycle:
         if req.parts:
             return self.try_admit_parts(req, snap)
         ranked = self.usable(req)
-        versions = tuple(self.cache.pool_version.get(p.name, 0) for p, _ in ranked)
         memo = self.memo.get(req.run)
-        if memo and (memo.version, memo.pools) == (self.cache.version, versions) and self.now < memo.until:
+        if memo and (memo.version, memo.pools) == (self.cache.version, self.versions(ranked)) and self.now < memo.until:
             self.result.blocked[req.run] = memo.reason  # nothing it waits on changed: skip the search
             self.contended.update(p.name for p, _ in ranked)
             return False
@@ -250,8 +249,13 @@ class Cycle:
         reason = self.result.blocked[req.run] = self.why_blocked(req, snap, ranked)
         fallback = self.placement.fallback_at(req)
         until = min(self.now + MEMO_S, fallback if fallback is not None and fallback > self.now else math.inf)
-        self.memo[req.run] = Memo(self.cache.version, versions, until, reason)
+        self.memo[req.run] = Memo(self.cache.version, self.versions(ranked), until, reason)
         return False
+
+    def versions(self, ranked: Ranked) -> tuple[int, ...]:
+        """The versions of the pools a blocked head depends on (no decision within a cycle bumps them)."""
+        pool_version = self.cache.pool_version
+        return tuple(pool_version.get(p.name, 0) for p, _ in ranked)
 
     def try_admit_parts(self, req: Request, snap: Snapshot) -> bool:
         """A pipeline: all its parts fit (each on its own pool when it prefers `mixed`) or none is admitted.

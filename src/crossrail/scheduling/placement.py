@@ -8,7 +8,7 @@ only after `fallback_wait_s`. Within each group, the cheapest pool per unit of w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from crossrail.core import format_duration
 from crossrail.scheduling.pool import PoolState
@@ -71,17 +71,10 @@ class Placement:
 
     def reason(self, req: Request, kind: str) -> str:
         """Why `req` was placed on a pool of this kind, in words."""
-        waited = format_duration(self.now - req.queued_at)
-        reasons = {
-            "away": f"retry moved off {req.avoid_pool}, where the previous attempt ended",
-            "same": "retry on the same pool",
-            "estimated": req.pool_reason or f"placed on {req.pool} by the estimates",
-            "fallback-estimated": f"fell back after waiting {waited} for {req.pool}, the estimates' pick",
-            "any": f"no accelerator preference ({req.prefer}); cheapest pool with room",
-            "preferred": f"{req.prefer} preferred{req.prefer_source}",
-            "fallback": f"fell back after waiting {waited} for a {req.prefer} pool",
-        }
-        return reasons.get(kind, f"no {req.prefer} pool is allowed for this run")
+        return _REASONS.get(kind, _not_allowed)(self, req)
+
+    def waited(self, req: Request) -> str:
+        return format_duration(self.now - req.queued_at)
 
     def fallback_at(self, req: Request) -> float | None:
         """When more pools open to `req` by waiting, or None when waiting opens none."""
@@ -95,3 +88,21 @@ class Placement:
         others = any(p.accelerator != req.prefer for p in allowed)
         preferred = any(p.accelerator == req.prefer for p in allowed)
         return req.queued_at + self.fallback_wait_s if preferred and others else None
+
+
+def _not_allowed(_: Placement, req: Request) -> str:
+    return f"no {req.prefer} pool is allowed for this run"
+
+
+_REASONS: dict[str, Callable[[Placement, Request], str]] = {
+    # Only the sentence for the kind is built: every admission of a cycle asks for one.
+    "away": lambda _, req: f"retry moved off {req.avoid_pool}, where the previous attempt ended",
+    "same": lambda _, req: "retry on the same pool",
+    "estimated": lambda _, req: req.pool_reason or f"placed on {req.pool} by the estimates",
+    "fallback-estimated": lambda at, req: (
+        f"fell back after waiting {at.waited(req)} for {req.pool}, the estimates' pick"
+    ),
+    "any": lambda _, req: f"no accelerator preference ({req.prefer}); cheapest pool with room",
+    "preferred": lambda _, req: f"{req.prefer} preferred{req.prefer_source}",
+    "fallback": lambda at, req: f"fell back after waiting {at.waited(req)} for a {req.prefer} pool",
+}

@@ -135,21 +135,24 @@ class PoolState:
         return None
 
     def take(self, hosts: Hosts) -> None:
-        for h, chips in hosts:
-            self._move(h, -chips)
+        self.move(hosts, -1)
 
     def release(self, hosts: Hosts) -> None:
-        for h, chips in hosts:
-            self._move(h, chips)
+        self.move(hosts, 1)
 
-    def _move(self, h: int, delta: int) -> None:
-        if self.state[h] == ACTIVE:
-            self.buckets[self.pins[h]][self.free[h]].discard(h)
-            self.free[h] += delta
-            self.buckets[self.pins[h]][self.free[h]].add(h)
-            self.free_chips += delta
-        else:
-            self.free[h] += delta
+    def move(self, hosts: Hosts, sign: int) -> None:
+        """Give back (sign 1) or take (sign -1) the chips of `hosts`; a cycle's trials call this thousands of times."""
+        free, state, pins, buckets = self.free, self.state, self.pins, self.buckets
+        for h, chips in hosts:
+            delta = sign * chips
+            if state[h] == ACTIVE:
+                bucket = buckets[pins[h]]
+                bucket[free[h]].discard(h)
+                free[h] += delta
+                bucket[free[h]].add(h)
+                self.free_chips += delta
+            else:
+                free[h] += delta
 
     def place_anyhow(self, chips: int) -> tuple[Hosts, int]:
         """Chips for work that already runs, wherever they are free; what no host has is returned as overflow."""

@@ -54,6 +54,7 @@ class QuotaBook:
             if q.cohort is not None:
                 self.members.setdefault(q.cohort, []).append(q.name)
         self._guaranteed = {(q.name, pool): q.guaranteed(pool) for q in self.queues.values() for pool in q.nominal}
+        self._cohort = {q.name: q.cohort for q in self.queues.values() if q.cohort is not None}
         self._lendable: dict[tuple[str, str], int] = {}
         for q in self.queues.values():
             if q.cohort is not None:
@@ -90,12 +91,15 @@ class QuotaBook:
 
     def charge(self, used: Usage, excess: Usage, queue: str, pool: str, chips: int) -> None:
         """Add `chips` (negative to release) to the queue's usage and its cohort's excess."""
-        before = used.get((queue, pool), 0)
-        used[(queue, pool)] = before + chips
-        q = self.queues.get(queue)
-        if q is not None and q.cohort is not None:
-            delta = self.excess(queue, pool, before + chips) - self.excess(queue, pool, before)
-            excess[(q.cohort, pool)] = excess.get((q.cohort, pool), 0) + delta
+        key = (queue, pool)
+        before = used.get(key, 0)
+        after = used[key] = before + chips
+        cohort = self._cohort.get(queue)
+        if cohort is not None:  # the cycle's trials charge thousands of times: `excess` written out here
+            guaranteed = self._guaranteed.get(key, 0)
+            delta = max(0, after - guaranteed) - max(0, before - guaranteed)
+            key = (cohort, pool)
+            excess[key] = excess.get(key, 0) + delta
 
     def headroom(self, used: Usage, excess: Usage, queue: str, pool: str) -> int:
         """How many more chips of `pool` the queue may take now."""

@@ -69,11 +69,8 @@ class Snapshot:
         self._apply(alloc, -1, self._trials == 0)
 
     def _apply(self, alloc: Allocation, sign: int, shares: bool, undo: bool = False) -> None:
-        pool = self._writable(alloc.pool)
-        if sign > 0:
-            pool.take(alloc.hosts)
-        else:
-            pool.release(alloc.hosts)
+        pool = self._pools.get(alloc.pool) or self._writable(alloc.pool)
+        pool.move(alloc.hosts, -sign)
         if alloc.reservation is None:
             self.quota.charge(self.used, self.excess, alloc.queue, alloc.pool, sign * alloc.chips)
         if not undo:
