@@ -9,6 +9,7 @@ team's runs, and what it may see of them, is `TeamView`'s: the client the endpoi
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from crossrail.api import errors
 from crossrail.client import Client
 from crossrail.core.access import DOING, WRITES, Action, Actor, Role, allows
 from crossrail.errors import ConflictError, CrossrailError, ForbiddenError, UnauthenticatedError
+from crossrail.store.access import JoinedAudit, joined_audit
 
 COOKIE = "crossrail_token"
 ANONYMOUS = "anonymous"
@@ -109,6 +111,19 @@ def check_routes(app: FastAPI) -> None:
     if missing:
         raise RuntimeError(f"routes without an action in crossrail.api.auth.ROUTES: {', '.join(missing)}")
     app.state.route_leaves = _leaves(app.router.routes)
+    app.state.route_status = {
+        (m, path): int(getattr(getattr(route, "original_route", route), "status_code", None) or 200)
+        for path, methods, route in app.state.route_leaves
+        for m in methods
+    }
+
+
+CREATED = 201
+"""The status of a write that created a run (an idempotent replay of one answers 200)."""
+
+
+def submitted_status(created: bool) -> int:
+    return CREATED if created else 200
 
 
 def is_loopback(host: str) -> bool:
@@ -155,12 +170,20 @@ class AuthMiddleware:
         scope.setdefault("state", {})["actor"] = actor
         login = _query_token(scope)
         audited: list[int] = []
+        write = action in WRITES and method != "GET"
+        pending = None
+        if write:  # naming a run reads the store (its uid): off the event loop
+            joined = functools.partial(self._joined, actor, origin, method, template, params)
+            pending = await run_in_threadpool(joined) if {"ref", "run"} & params.keys() else joined()
 
         async def audit(code: int) -> None:
             """The audit row of a write or a refusal, written before its answer leaves (a client that has the
-            answer finds the row)."""
+            answer finds the row). A write that committed carried its row in its own transaction (`pending`);
+            any other ending (a refusal, a failure, a write that changed nothing in the store) is written now."""
             audited.append(code)
-            if code in (401, 403) or (action in WRITES and method != "GET"):
+            if pending is not None and pending.written and code < 400:
+                return
+            if code in (401, 403) or write:
                 noted = scope.get("state", {})
                 detail = noted.get("refusal") if code >= 400 else None
                 where = params | noted.get("audit_target", {})
@@ -175,10 +198,25 @@ class AuthMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, sending)
+            if pending is None:
+                await self.app(scope, receive, sending)
+            else:
+                with joined_audit(pending):
+                    await self.app(scope, receive, sending)
         finally:
             if not audited:  # it failed before answering
                 await audit(500)
+
+    def _joined(
+        self, actor: Actor | None, origin: str, method: str, template: str, params: dict[str, Any]
+    ) -> JoinedAudit:
+        """The audit row of a write the request is about to make, to be inserted in the write's own transaction:
+        it names the run the path names (or, for a submit, the run it creates) and answers the route's status
+        (201 when a run was created)."""
+        client: Client = self.fastapi_app.state.client
+        row = request_row(client, actor, origin, f"{method} {template}", params, 200, None)
+        status = self.fastapi_app.state.route_status.get((method, template), 200)
+        return JoinedAudit(row=row, now=client.clock.now, status=status, created_status=CREATED)
 
     def _route(self, scope: Scope) -> tuple[str, dict[str, Any]]:
         """The template of the route the request goes to (`/v1/runs/{ref}`) and its path parameters."""
@@ -244,18 +282,34 @@ def audit_request(  # noqa: PLR0917 - one row's fields
     detail: str | None,
 ) -> None:
     """The audit row of a request (`action`: "METHOD /route/{template}") that ended with `status`."""
-    from crossrail.control.access import audit
+    client.service.store.append_audit(request_row(client, actor, origin, action, params, status, detail))
 
-    store, now = client.service.store, client.clock.now()
+
+def request_row(  # noqa: PLR0917 - one row's fields
+    client: Client,
+    actor: Actor | None,
+    origin: str,
+    action: str,
+    params: dict[str, Any],
+    status: int,
+    detail: str | None,
+) -> dict[str, Any]:
+    """The audit row of a request that ended (or, joined to its write, will end) with `status`."""
+    from crossrail.control.access import audit_row
+
+    now = client.clock.now()
     target, run_uid = _target(client, params)
     result = "ok" if status < 400 else "refused" if status in (401, 403) else "failed"
     if actor is None:
-        store.append_audit(
-            {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid}
-            | {"origin": origin, "result": result, "status": status, "detail": detail}
-        )
-        return
-    audit(store, actor, action, now=now, result=result, target=target, run_uid=run_uid, status=status, detail=detail)
+        return {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid} | {
+            "origin": origin,
+            "result": result,
+            "status": status,
+            "detail": detail,
+        }
+    return audit_row(
+        actor, action, now=now, result=result, target=target, run_uid=run_uid, status=status, detail=detail
+    )
 
 
 def _who_may(action: Action) -> str:

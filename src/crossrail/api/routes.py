@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from crossrail.api.auth import TeamView, actor_of, note_run, scoped
+from crossrail.api.auth import TeamView, actor_of, note_run, scoped, submitted_status
 from crossrail.core.api import QUEUE_PAGE
 from crossrail.errors import UsageError
 
@@ -87,7 +87,7 @@ def submit(body: SubmitBody, request: Request, response: Response) -> dict[str, 
             _text(body.document), source=body.source, sets=body.sets, idempotency_key=body.idempotency_key
         )
     note_run(request, result)
-    response.status_code = 201 if result["created"] else 200
+    response.status_code = submitted_status(result["created"])
     return result
 
 
@@ -134,7 +134,7 @@ def resubmit(ref: str, request: Request, response: Response, body: ResubmitBody 
     with writing(request):
         result = client(request).resubmit(ref, resume=body.resume, idempotency_key=body.idempotency_key)
     note_run(request, result)
-    response.status_code = 201 if result["created"] else 200
+    response.status_code = submitted_status(result["created"])
     return result
 
 

@@ -143,19 +143,45 @@ def audit(
 ) -> None:
     """One audit row: who (and what they claimed), their team and role, what, on what, from where, how it ended."""
     store.append_audit(
-        {
-            "ts": now,
-            "who": actor.who,
-            "claimed": actor.claimed,
-            "team": team if team is not None else actor.team,
-            "role": str(actor.role),
-            "token_id": actor.token_id,
-            "action": str(action),
-            "target": target,
-            "run_uid": run_uid,
-            "origin": actor.origin,
-            "result": result,
-            "status": status,
-            "detail": None if detail is None else detail[:2000],
-        }
+        audit_row(
+            actor,
+            action,
+            now=now,
+            result=result,
+            target=target,
+            run_uid=run_uid,
+            status=status,
+            detail=detail,
+            team=team,
+        )
     )
+
+
+def audit_row(
+    actor: Actor,
+    action: Action | str,
+    *,
+    now: float,
+    result: str,
+    target: str | None = None,
+    run_uid: str | None = None,
+    status: int | None = None,
+    detail: str | None = None,
+    team: str | None = None,
+) -> dict[str, Any]:
+    """The audit row `audit` appends (for a write that carries its row in its own transaction)."""
+    return {
+        "ts": now,
+        "who": actor.who,
+        "claimed": actor.claimed,
+        "team": team if team is not None else actor.team,
+        "role": str(actor.role),
+        "token_id": actor.token_id,
+        "action": str(action),
+        "target": target,
+        "run_uid": run_uid,
+        "origin": actor.origin,
+        "result": result,
+        "status": status,
+        "detail": None if detail is None else detail[:2000],
+    }

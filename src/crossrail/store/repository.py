@@ -23,7 +23,7 @@ from crossrail.core.ids import is_uid, run_id
 from crossrail.errors import ConflictError, FencedError, NotFoundError, StoreDamagedError, StoreError
 from crossrail.store import health
 from crossrail.store import schema as t
-from crossrail.store.access import AccessRecords
+from crossrail.store.access import AccessRecords, joined_row, joined_runs
 from crossrail.store.chain import ChainCheck, row_hash
 from crossrail.store.records import (
     CHECKPOINT_COMMITTED,
@@ -140,7 +140,7 @@ class Store(AccessRecords):
         from alembic import command
         from alembic.config import Config
 
-        with self._write() as conn:
+        with self._write(join_audit=False) as conn:
             if _revision(conn) == HEAD_REVISION:  # another process migrated while we waited
                 return
             cfg = Config()
@@ -153,8 +153,9 @@ class Store(AccessRecords):
             return _revision(conn)
 
     @contextmanager
-    def _write(self, *, fenced: bool = True) -> Iterator[Connection]:
-        """One write transaction; with a fence set (and `fenced`), refused unless this agent still leads."""
+    def _write(self, *, fenced: bool = True, join_audit: bool = True) -> Iterator[Connection]:
+        """One write transaction; with a fence set (and `fenced`), refused unless this agent still leads. With
+        `join_audit`, an audit row joined to this context (store.access.joined_audit) is inserted in it."""
         if self.read_only:
             raise StoreError(
                 f"the state store {self.path} is read-only here (opened without write access); "
@@ -173,8 +174,11 @@ class Store(AccessRecords):
                 if fenced and self.fence is not None:
                     _check_fence(conn, self.fence)
                 yield conn
+                joined = joined_row(conn) if join_audit else None
                 if self._file is not None:  # last look before COMMIT: never commit into a deleted or replaced file
                     self._file.check()
+            if joined is not None:
+                joined.written = True
         except IntegrityError:
             raise
         except OperationalError as exc:
@@ -210,7 +214,9 @@ class Store(AccessRecords):
             try:
                 with self._write() as conn:
                     batch = _Batch(conn, ts)
-                    return batch.create(new, events)
+                    created = batch.create(new, events)
+                    joined_runs(created)
+                return created
             except IntegrityError as exc:
                 if batch is None or not self._numbers_taken(batch):  # not a race for run numbers: a real refusal
                     raise StoreError(f"cannot create the run: {_reason(exc)}") from exc
