@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crossrail.scheduling.pool import NO_PINS, Pins, PoolState
 from crossrail.scheduling.reservation import classes_for
@@ -12,8 +12,9 @@ from crossrail.scheduling.types import Hosts, Request
 _GENERAL: list[tuple[Pins, str | None]] = [(NO_PINS, None)]
 
 
-@dataclass(frozen=True)
-class Fit:
+class Fit(NamedTuple):
+    """Where a gang fits (a tuple: a cycle and its trial preemptions make thousands)."""
+
     pool: str
     chips: int
     hosts: Hosts

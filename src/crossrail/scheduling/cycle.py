@@ -34,7 +34,7 @@ from crossrail.scheduling.budget import BudgetBook
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.pipeline import fit_parts
 from crossrail.scheduling.placement import Placement, Ranked
-from crossrail.scheduling.preemption import Victim, could_preempt, victims
+from crossrail.scheduling.preemption import Candidates, Victim, could_preempt, victims
 from crossrail.scheduling.queue import QueueSet
 from crossrail.scheduling.snapshot import Snapshot
 from crossrail.scheduling.types import Admission, Allocation, CycleResult, Growth, Preemption, Request
@@ -83,6 +83,7 @@ class Cycle:
         self.held_pools = {h.pool for h in cache.holds.values()}
         self._usable: dict[tuple[int, frozenset[str] | None], Ranked] = {}
         self._admitted: list[Allocation] = []
+        self.candidates = Candidates(cache, now)
 
     def run(self) -> CycleResult:
         self.cache.tick(self.now)
@@ -235,9 +236,12 @@ class Cycle:
             allow = ", ".join(req.allow or ())
             self.result.blocked[req.run] = f"no pool of the fleet has an accelerator the run allows ({allow})"
             return False
-        grace = self.config.grace_s
+        grace, low = self.config.grace_s, req.low
         for pool_state, kind in ranked:
-            got = fit(snap, req, snap.pool(pool_state.name), grace)
+            pool = snap.pool(pool_state.name)
+            if pool.free_chips < low or pool.drained:
+                continue  # what `fit` checks first, without the call: most pools of a busy fleet stop here
+            got = fit(snap, req, pool, grace)
             if got is not None:
                 self.take(req, got, self.placement.reason(req, kind), snap)
                 return True
@@ -308,7 +312,7 @@ class Cycle:
             def fits(name: str = name) -> bool:
                 return fit(snap, req, snap.pool(name), grace) is not None
 
-            chosen = victims(snap, self.cache, req, snap.pool(name), fits)
+            chosen = victims(snap, self.candidates, req, snap.pool(name), fits)
             if chosen:
                 return self.evict(req, chosen)
         return None

@@ -47,6 +47,8 @@ class PoolState:
         self.retired = False
         """Removed from the fleet: no longer ranked for new work; running work finishes."""
         self.overflow = 0
+        self._sizes: dict[tuple[int, int, int | None, int], tuple[int, ...]] = {}
+        """(low, high, unit, active hosts) -> the gang sizes `sizes` yields; copies share it (shapes never change)."""
 
     def _empty_buckets(self) -> list[set[int]]:
         return [set() for _ in range(self.per_host + 1)]
@@ -89,6 +91,13 @@ class PoolState:
 
     def sizes(self, low: int, high: int, unit: int | None = None) -> Iterator[int]:
         """Allowed gang sizes in [low, high], largest first (whole workers of `unit` chips, when given)."""
+        key = (low, high, unit, self.active_hosts)
+        found = self._sizes.get(key)
+        if found is None:  # a cycle asks for the same few shapes thousands of times
+            found = self._sizes[key] = tuple(self._sizes_in(low, high, unit))
+        return iter(found)
+
+    def _sizes_in(self, low: int, high: int, unit: int | None) -> Iterator[int]:
         high = min(high, self.capacity)
         if high < low:
             return
@@ -143,16 +152,17 @@ class PoolState:
     def move(self, hosts: Hosts, sign: int) -> None:
         """Give back (sign 1) or take (sign -1) the chips of `hosts`; a cycle's trials call this thousands of times."""
         free, state, pins, buckets = self.free, self.state, self.pins, self.buckets
+        moved = 0
         for h, chips in hosts:
-            delta = sign * chips
             if state[h] == ACTIVE:
                 bucket = buckets[pins[h]]
                 bucket[free[h]].discard(h)
-                free[h] += delta
+                free[h] += sign * chips
                 bucket[free[h]].add(h)
-                self.free_chips += delta
+                moved += chips
             else:
-                free[h] += delta
+                free[h] += sign * chips
+        self.free_chips += sign * moved
 
     def place_anyhow(self, chips: int) -> tuple[Hosts, int]:
         """Chips for work that already runs, wherever they are free; what no host has is returned as overflow."""

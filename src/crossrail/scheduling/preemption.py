@@ -13,7 +13,8 @@ the head can do without is put back (most work lost first). The snapshot is rest
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from crossrail.core import format_duration
@@ -43,11 +44,11 @@ class Victim:
 
 
 def victims(
-    snap: Snapshot, cache: Cache, req: Request, pool: PoolState, fits: Callable[[], bool]
+    snap: Snapshot, book: Candidates, req: Request, pool: PoolState, fits: Callable[[], bool]
 ) -> list[Victim] | None:
     """The victims that let `req` fit `pool` (checked by `fits` on the snapshot), or None when none do."""
     gang = min(pool.sizes(req.low, req.high, req.unit), default=None)
-    candidates = _candidates(snap, cache, req, pool) if gang is not None else []
+    candidates = book.candidates(snap, req, pool) if gang is not None else []
     if gang is None or not candidates or sum(v.alloc.chips for v in candidates) < gang - pool.free_chips:
         return None
     hosts = _Hosts.of(pool, req.unit)
@@ -169,25 +170,50 @@ def _may_reclaim(snap: Snapshot, req: Request, pool: str) -> bool:
     return any(snap.borrowed(m, pool) > 0 for m in snap.quota.members[cohort] if m != req.queue)
 
 
-def _candidates(snap: Snapshot, cache: Cache, req: Request, pool: PoolState) -> list[Victim]:
-    now = snap.now
-    cohort = snap.quota.cohort_of(req.queue)
-    lenders = []
-    if cohort is not None and _may_reclaim(snap, req, pool.name):
-        lenders = [m for m in snap.quota.members[cohort] if m != req.queue and snap.borrowed(m, pool.name) > 0]
-    out: list[tuple[tuple[int, float, float, str], Victim]] = []
-    for queue, kind in [(req.queue, "priority")] + [(m, "reclaim") for m in lenders]:
-        for alloc in cache.by_queue.get((queue, pool.name), {}).values():
-            rank = alloc.request.rank
-            if kind == "priority" and rank <= req.rank:
-                continue
-            if (
-                alloc.evicting
-                or (kind == "reclaim" and alloc.reservation is not None)
-                or cache.protected(alloc.run, now)
-            ):
-                continue
-            key = (-rank, alloc.lost_work_s(now), -alloc.started_at, alloc.run)
-            out.append((key, Victim(alloc, kind)))
-    out.sort(key=lambda item: item[0])
-    return [victim for _, victim in out]
+_Key = tuple[int, float, float, str]
+"""(minus the priority rank, work lost since a checkpoint, minus the start time, run): smaller is preempted first."""
+
+
+class Candidates:
+    """Every (queue, pool)'s allocations in victim order, keyed and sorted once per cycle.
+
+    A cycle's blocked heads ask for the candidates of the same few (queue, pool) pairs again and again; the
+    cache's allocations, their keys and protections do not change while a cycle admits (its admissions are
+    indexed after the commit; a run preempted in the cycle is `evicting`, which is checked at each ask).
+    """
+
+    def __init__(self, cache: Cache, now: float) -> None:
+        self.cache = cache
+        self.now = now
+        self._sorted: dict[tuple[str, str, str], tuple[list[_Key], list[Victim]]] = {}
+
+    def candidates(self, snap: Snapshot, req: Request, pool: PoolState) -> list[Victim]:
+        """Victims for `req` on `pool`, lowest priority first, then least work lost since a checkpoint."""
+        keys, own = self._of(req.queue, pool.name, "priority")
+        cut = bisect_left(keys, (-req.rank,))  # keys start with minus the rank: lower classes come first
+        if not _may_reclaim(snap, req, pool.name):
+            return [v for v in own[:cut] if not v.alloc.evicting]
+        merged = [(k, v) for k, v in zip(keys[:cut], own[:cut], strict=True) if not v.alloc.evicting]
+        for member in snap.quota.members[snap.quota.cohort_of(req.queue) or ""]:
+            if member != req.queue and snap.borrowed(member, pool.name) > 0:
+                lent_keys, lent = self._of(member, pool.name, "reclaim")
+                merged += [(k, v) for k, v in zip(lent_keys, lent, strict=True) if not v.alloc.evicting]
+        merged.sort(key=lambda item: item[0])
+        return [victim for _, victim in merged]
+
+    def _of(self, queue: str, pool: str, kind: str) -> tuple[list[_Key], list[Victim]]:
+        found = self._sorted.get((queue, pool, kind))
+        if found is None:
+            cache, now = self.cache, self.now
+            allocs: Iterable[Allocation] = cache.by_queue.get((queue, pool), {}).values()
+            if kind == "reclaim":
+                allocs = [a for a in allocs if a.reservation is None]
+            history = cache.preempted_at  # only runs preempted before can be protected, unless all are
+            everyone = cache.config.max_preemptions == 0
+            keyed = sorted(
+                ((-a.request.rank, a.lost_work_s(now), -a.started_at, a.run), a)
+                for a in allocs
+                if not (everyone or (a.run in history and cache.protected(a.run, now)))
+            )
+            found = self._sorted[(queue, pool, kind)] = ([k for k, _ in keyed], [Victim(a, kind) for _, a in keyed])
+        return found

@@ -55,6 +55,8 @@ class QuotaBook:
                 self.members.setdefault(q.cohort, []).append(q.name)
         self._guaranteed = {(q.name, pool): q.guaranteed(pool) for q in self.queues.values() for pool in q.nominal}
         self._cohort = {q.name: q.cohort for q in self.queues.values() if q.cohort is not None}
+        self._shared: dict[tuple[str, str], tuple[tuple[str, str], int]] = {}
+        """(queue, pool) -> ((cohort, pool), the queue's guaranteed chips there), for queues in a cohort."""
         self._lendable: dict[tuple[str, str], int] = {}
         for q in self.queues.values():
             if q.cohort is not None:
@@ -94,12 +96,12 @@ class QuotaBook:
         key = (queue, pool)
         before = used.get(key, 0)
         after = used[key] = before + chips
-        cohort = self._cohort.get(queue)
-        if cohort is not None:  # the cycle's trials charge thousands of times: `excess` written out here
-            guaranteed = self._guaranteed.get(key, 0)
-            delta = max(0, after - guaranteed) - max(0, before - guaranteed)
-            key = (cohort, pool)
-            excess[key] = excess.get(key, 0) + delta
+        shared = self._shared.get(key)
+        if shared is None and queue in self._cohort:
+            shared = self._shared[key] = ((self._cohort[queue], pool), self._guaranteed.get(key, 0))
+        if shared is not None:  # a cycle's trials charge thousands of times: `excess` is written out here
+            cohort_key, guaranteed = shared
+            excess[cohort_key] = excess.get(cohort_key, 0) + max(0, after - guaranteed) - max(0, before - guaranteed)
 
     def headroom(self, used: Usage, excess: Usage, queue: str, pool: str) -> int:
         """How many more chips of `pool` the queue may take now."""
@@ -110,8 +112,9 @@ class QuotaBook:
         nominal = q.nominal.get(pool, 0)
         if q.cohort is None:
             return max(nominal - have, 0)
-        shared = max(self.lendable(q.cohort, pool) - excess.get((q.cohort, pool), 0), 0)
-        room = max(q.guaranteed(pool) - have, 0) + shared
+        cohort_key = (q.cohort, pool)
+        shared = max(self._lendable.get(cohort_key, 0) - excess.get(cohort_key, 0), 0)
+        room = max(self._guaranteed.get((queue, pool), 0) - have, 0) + shared
         limit = q.borrowing_limit.get(pool)
         if limit is not None:
             room = min(room, nominal + limit - have)

@@ -17,6 +17,7 @@ class Snapshot:
         self.cache = cache
         self.now = now
         self.quota = cache.quota
+        self._charge = cache.quota.charge
         self.holds = cache.holds
         self.used = dict(cache.used)
         self.excess = dict(cache.excess)
@@ -69,10 +70,10 @@ class Snapshot:
         self._apply(alloc, -1, self._trials == 0)
 
     def _apply(self, alloc: Allocation, sign: int, shares: bool, undo: bool = False) -> None:
-        pool = self._pools.get(alloc.pool) or self._writable(alloc.pool)
-        pool.move(alloc.hosts, -sign)
+        name = alloc.pool
+        (self._pools.get(name) or self._writable(name)).move(alloc.hosts, -sign)
         if alloc.reservation is None:
-            self.quota.charge(self.used, self.excess, alloc.queue, alloc.pool, sign * alloc.chips)
+            self._charge(self.used, self.excess, alloc.queue, name, sign * alloc.chips)
         if not undo:
             self._journal.append((sign, alloc, shares))
         if shares:  # trials never read shares, and restore everything they change
@@ -98,9 +99,10 @@ class Snapshot:
         self._trials -= 1
 
     def restore(self, mark: int) -> None:
-        while len(self._journal) > mark:
-            sign, alloc, shares = self._journal.pop()
+        journal = self._journal
+        for sign, alloc, shares in reversed(journal[mark:]):
             self._apply(alloc, -sign, shares, undo=True)
+        del journal[mark:]
         self._trials -= 1
 
     def commit(self) -> None:
