@@ -45,7 +45,12 @@ class Staging:
     def copy(self, arrays: Mapping[str, npt.NDArray[Any]], copiers: int | None = None) -> Tensors:
         """Copy `arrays` into C-contiguous little-endian buffers on `copiers` threads (default: the staging's);
         returns the buffers, in `arrays`' order."""
-        copiers = copiers or self.copiers
+        staged, job = self.prepare(arrays)
+        job.run(copiers or self.copiers)
+        return staged
+
+    def prepare(self, arrays: Mapping[str, npt.NDArray[Any]]) -> tuple[Tensors, CopyJob]:
+        """The buffers `arrays` will be copied into, in their order, and the copy still to be run."""
         staged: Tensors = {}
         for name, a in arrays.items():
             dtype = a.dtype.newbyteorder("<")
@@ -54,16 +59,8 @@ class Staging:
                 buffer = np.empty(a.shape, dtype)
                 self.allocations += 1
             staged[name] = buffer
-        tasks = [task for name, a in arrays.items() for task in _copy_tasks(staged[name], a)]
-        if copiers == 1 or len(tasks) == 1:
-            for task in tasks:
-                task()
-        else:
-            with ThreadPoolExecutor(min(copiers, len(tasks)), thread_name_prefix="crossrail-stage") as pool:
-                for done in [pool.submit(task) for task in tasks]:
-                    done.result()  # a failed copy raises here, in the caller
         self.buffers = staged  # buffers of tensors no longer in the state are let go
-        return staged
+        return staged, CopyJob([task for name, a in arrays.items() for task in _copy_tasks(staged[name], a)])
 
     def release(self) -> None:
         self.buffers = {}
@@ -97,6 +94,68 @@ class ReadOnlyWhileStaged:
         self.arrays = []
 
 
+class CopyJob:
+    """The copy tasks of one staging, in order; any thread may take a share: the copiers, and a caller that would
+    otherwise only wait for them (see SaveHandle.wait_staged)."""
+
+    def __init__(self, tasks: list[Callable[[], None]]) -> None:
+        self._tasks = tasks
+        self._taken = 0
+        self._running = 0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self.error: BaseException | None = None  # the first failed task's; no task is started after it
+        if not tasks:
+            self._done.set()
+
+    def run(self, copiers: int) -> None:
+        """Run the tasks on `copiers` threads, this one among them, until they are done; raise the first failure."""
+        helpers = min(copiers, len(self._tasks)) - 1
+        if helpers < 1:
+            self.help()
+        else:
+            with ThreadPoolExecutor(helpers, thread_name_prefix="crossrail-stage") as pool:
+                for _ in range(helpers):
+                    pool.submit(self.help)
+                self.help()
+        self.wait()
+
+    def help(self) -> None:
+        """Run tasks no thread has taken yet until none are left; a failure is kept for `wait`, not raised here."""
+        while True:
+            with self._lock:
+                if self._taken == len(self._tasks) or self.error is not None:
+                    return
+                task = self._tasks[self._taken]
+                self._taken += 1
+                self._running += 1
+            try:
+                task()
+            except BaseException as exc:
+                with self._lock:
+                    self.error = self.error or exc
+            finally:
+                with self._lock:
+                    self._running -= 1
+                    if self._running == 0 and (self._taken == len(self._tasks) or self.error is not None):
+                        self._done.set()
+
+    def stop(self) -> None:
+        """No task is started from now on; returns once every task already taken has ended."""
+        with self._lock:
+            if self._taken < len(self._tasks) and self.error is None:
+                self.error = CheckpointError("the staging copy was stopped before it ended")
+            if self._running == 0:
+                self._done.set()
+        self._done.wait()
+
+    def wait(self) -> None:
+        """Block until every task taken has ended and none is left to take; raise the first failure."""
+        self._done.wait()
+        if self.error is not None:
+            raise self.error
+
+
 def _copy_tasks(buffer: npt.NDArray[Any], a: npt.NDArray[Any]) -> list[Callable[[], None]]:
     """The copy of `a` into `buffer` as tasks: byte ranges of a plain copy, or one task that converts."""
     if a.dtype != buffer.dtype or not a.flags.c_contiguous or a.nbytes <= COPY_CHUNK_BYTES:
@@ -109,9 +168,10 @@ def _copy_tasks(buffer: npt.NDArray[Any], a: npt.NDArray[Any]) -> list[Callable[
 class SaveHandle:
     """A save running in the background: `done()`, `wait()`, and `error` once it failed."""
 
-    def __init__(self, step: int, uri: str, *, staged: bool = True) -> None:
+    def __init__(self, step: int, uri: str, *, staged: bool = True, copy: CopyJob | None = None) -> None:
         self.step = step
         self.uri = uri
+        self._copy = copy  # the background staging copy, which a caller waiting for it helps with
         self._finished = threading.Event()
         self._staged = threading.Event()
         if staged:
@@ -129,8 +189,11 @@ class SaveHandle:
     def wait_staged(self, timeout: float | None = None) -> None:
         """Block until `staged()`; the caller may then change its arrays. A failure is raised by `wait()`.
 
-        TimeoutError when `timeout` seconds pass first.
+        Without a `timeout` the calling thread copies a share of what is left to copy instead of idling while the
+        background copiers finish. TimeoutError when `timeout` seconds pass first.
         """
+        if timeout is None and self._copy is not None and not self._staged.is_set():
+            self._copy.help()
         if not self._staged.wait(timeout):
             raise TimeoutError(f"the tensors of step {self.step} are still being copied after {timeout} s")
 

@@ -154,12 +154,14 @@ class Checkpointer:
 
             else:
                 guard = ReadOnlyWhileStaged(tensors)
-                handle = SaveHandle(head["step"], uri, staged=False)
+                copied, job = self.staging.prepare(tensors)
+                handle = SaveHandle(head["step"], uri, staged=False, copy=job)
 
                 def work() -> None:
                     try:
-                        copied = self.staging.copy(tensors, background_copiers(self.staging.copiers))
+                        job.run(background_copiers(self.staging.copiers))
                     finally:
+                        job.stop()  # the arrays are let go only once no thread copies from them
                         guard.release()
                         handle.mark_staged()
                     self._write(copied, head)

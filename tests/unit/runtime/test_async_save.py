@@ -210,6 +210,7 @@ def test_a_large_state_is_staged_on_several_threads_bit_for_bit(monkeypatch: pyt
 
     def copyto(*args: Any, **kwargs: Any) -> None:
         threads.add(threading.current_thread().name)
+        time.sleep(0.002)  # as long as a real chunk's copy: the calling thread does not finish alone first
         real(*args, **kwargs)
 
     monkeypatch.setattr(asyncsave.np, "copyto", copyto)
@@ -359,3 +360,58 @@ def test_a_background_copy_leaves_one_core_to_the_training_step(
         ckpt.staging.copiers = 8
         ckpt.save_async(big_tensors_of(1), 1, staging="background").wait()
     assert len(threads) == copiers
+
+
+def test_a_caller_waiting_for_a_background_copy_copies_a_share_of_it_and_gets_the_whole_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(asyncsave, "COPY_CHUNK_BYTES", 256 << 10)  # a dozen chunks of the state
+    monkeypatch.setattr(asyncsave.os, "cpu_count", lambda: 2)  # one background copier
+    tensors = big_tensors_of(4)
+    want = {name: a.copy() for name, a in tensors.items()}
+    threads: list[str] = []
+    real = asyncsave.np.copyto
+
+    def copyto(*args: Any, **kwargs: Any) -> None:
+        threads.append(threading.current_thread().name)
+        time.sleep(0.02)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(asyncsave.np, "copyto", copyto)
+    with Checkpointer(str(tmp_path)) as ckpt:
+        handle = ckpt.save_async(tensors, 4, staging="background")
+        ckpt.wait_staged()  # the training step's wait before its update: it copies instead of idling
+        assert handle.staged()
+        assert all(a.flags.writeable for a in tensors.values())
+        for a in tensors.values():
+            a[...] = 0
+        handle.wait()
+    assert threading.current_thread().name in threads
+    assert len(set(threads)) == 2  # the save's copier and the caller, no more
+    assert len(threads) > 2
+    assert_bit_identical(Checkpointer(str(tmp_path)).restore(4)[0], want)
+
+
+def test_a_copy_that_fails_on_the_waiting_caller_fails_the_save_not_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(asyncsave, "COPY_CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(asyncsave.os, "cpu_count", lambda: 2)
+    caller = threading.current_thread()
+    real = asyncsave.np.copyto
+
+    def copyto(*args: Any, **kwargs: Any) -> None:
+        time.sleep(0.02)
+        if threading.current_thread() is caller:
+            raise MemoryError("no room on the caller")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(asyncsave.np, "copyto", copyto)
+    tensors = big_tensors_of(1)
+    ckpt = Checkpointer(str(tmp_path))
+    handle = ckpt.save_async(tensors, 1, staging="background")
+    ckpt.wait_staged()
+    assert all(a.flags.writeable for a in tensors.values())
+    with pytest.raises(CheckpointError, match="no room on the caller"):
+        handle.wait()
+    assert ckpt.list() == []
