@@ -49,6 +49,22 @@ def test_three_jobs_on_one_chip_take_turns_round_by_round() -> None:
     assert play(ledger("a", "b", "c"), 6) == [["a"], ["b"], ["c"], ["a"], ["b"], ["c"]]
 
 
+def test_a_job_is_credited_the_time_of_its_whole_steps_so_a_slow_job_wins_the_tie_with_one_that_ran_as_long() -> None:
+    """Gavel runs whole steps per round and credits the time they took: at 0.13 steps/s a 360 s round is 46
+    steps, 353.8 s, so "slow" has had less time than "fast" and goes first, not the earlier arrival."""
+    policy = get_policy("max_min_fairness")
+    book = policy.ledger(ROUND)  # type: ignore[attr-defined]
+    for run, steps_per_s in (("fast", 2.0), ("slow", 0.13), ("late", 1.0)):
+        book.join(job(run, throughput={"v100": steps_per_s}))
+    two = [PoolView("v100", "v100", 2, 2)]
+    first = book.plan(0.0, two, {})
+    assert sorted(first) == ["fast", "slow"]
+    for run in first:
+        book.ran(run, "v100", ROUND)
+
+    assert sorted(book.plan(ROUND, two, first)) == ["late", "slow"]
+
+
 def test_a_job_arriving_after_the_allocation_waits_for_the_next_one_even_with_chips_free() -> None:
     """Gavel recomputes at most every RESOLVE_S (a first allocation at time 0 does not count)."""
     book = ledger("first")

@@ -216,8 +216,7 @@ def test_on_gavels_trace_hetero_max_min_fairness_beats_gavel_las_and_the_agnosti
     assert hetero.avg_jct_s is not None
     assert agnostic.avg_jct_s is not None
     assert hetero.avg_jct_s <= GAVEL_HETERO_LAS_S
-    # Gavel's round mechanics (docs/policies.md) give 5,667 s, 0.94x; over twelve shuffle seeds 5,603-5,786 s.
-    assert agnostic.avg_jct_s == pytest.approx(GAVEL_LAS_S, rel=0.10)
+    assert agnostic.avg_jct_s == pytest.approx(GAVEL_LAS_S, rel=0.05)
 
 
 def test_a_round_based_move_costs_one_restore() -> None:

@@ -13,6 +13,8 @@ As Gavel's scheduler does it (Narayanan et al., OSDI 2020; `scheduler/scheduler.
 4. Chip types are taken in turn (agnostic policies: in an order shuffled every round, hetero ones: fastest
    first); each takes its jobs by priority, then deficit, then X, then arrival, while its chips last.
    A job is taken once; one its type cannot run is skipped.
+5. Time run counts whole steps: a job with a throughput row is credited the time of the whole steps it did
+   (Gavel runs `int(throughput x round)` steps per micro-task), which is what breaks ties in priority.
 
 Everything per round is numpy over every active job: nothing is rebuilt per job and per round.
 """
@@ -32,6 +34,9 @@ RESOLVE_S = 1920.0
 `minimum_time_between_allocation_resets`)."""
 UNRUN = 1e9
 """A job that has not run on a chip type since the recomputation: X times this (Gavel's stand-in for inf)."""
+
+STEP_SLACK = 1e-6
+"""Steps within this of a whole number count as whole (float error in rate x seconds)."""
 
 ANY_TYPE = "*"
 """`seen`'s key for service a view does not split by chip type."""
@@ -58,6 +63,8 @@ class RoundLedger:
         self.chips = np.zeros(n, dtype=np.int64)
         self.active = np.zeros(n, dtype=bool)
         self.allocated = np.zeros(n, dtype=bool)
+        self.stepped = np.zeros(n, dtype=bool)
+        """Whether the job's work is counted in steps (it has a throughput row), so its time in whole steps."""
         self.rates = np.zeros((n, t))
         self.time = np.zeros((n, t))
         self.deficit = np.zeros((n, t))
@@ -81,6 +88,7 @@ class RoundLedger:
         self.slot[view.run], self.views[s] = s, view
         self.order[s], self.seq = self.seq, self.seq + 1
         self.chips[s], self.active[s], self.allocated[s] = view.chips, True, False
+        self.stepped[s] = bool(view.throughput)
         self.rates[s] = [rate(view, t) for t in self.types]
         self.time[s], self.deficit[s], self.alloc[s] = self.half, 0.0, 0.0
         self.changed = True
@@ -96,11 +104,15 @@ class RoundLedger:
         self.changed = True
 
     def ran(self, run: str, chip_type: str, seconds: float) -> None:
-        """`run` ran `seconds` on `chip_type` (Gavel counts a job's time, whatever its gang)."""
+        """`run` ran `seconds` on `chip_type` (Gavel counts a job's time, whatever its gang).
+
+        A job with a throughput row is credited the time of the whole steps it did (see `whole_steps_s`)."""
         s = self.slot.get(run)
         if s is None or seconds <= 0 or chip_type not in self.types:
             return
         t = self.types.index(chip_type)
+        if self.stepped[s]:
+            seconds = whole_steps_s(float(self.rates[s, t]), seconds)
         self.time[s, t] += seconds
         self.worker_time[t] += seconds
 
@@ -233,10 +245,27 @@ class RoundLedger:
         n, t = len(self.views), len(self.types)
         self.views.extend([None] * extra)
         self.free.extend(range(n + extra - 1, n - 1, -1))
-        for name, dtype in (("order", np.int64), ("chips", np.int64), ("active", bool), ("allocated", bool)):
+        for name, dtype in (
+            ("order", np.int64), ("chips", np.int64), ("active", bool), ("allocated", bool), ("stepped", bool)
+        ):  # fmt: skip
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, dtype=dtype)]))
         for name in ("rates", "time", "deficit", "alloc"):
             setattr(self, name, np.vstack([getattr(self, name), np.zeros((extra, t))]))
+
+
+def whole_steps_s(rate_now: float, seconds: float) -> float:
+    """The time of the whole steps a job at `rate_now` steps/s did in `seconds`, as Gavel counts time received.
+
+    Gavel's simulator runs `int(throughput x round)` steps in each micro-task (`_get_num_steps`) and credits
+    the time those steps took (`_done_callback`), so jobs that ran the same round are credited slightly
+    different times (a job loses what is left of its last step), and those differences, not the arrival
+    order, break the ties in priority between them. Credited in full, every job that ran a round would tie
+    with the others that did, and the earliest arrivals would win each tie round after round: closer to
+    FIFO than Gavel's rotation (on Gavel's 15-job trace, 5,688 s against 5,837 s, mean of twelve shuffles).
+    """
+    if rate_now <= 0:
+        return seconds
+    return float(np.floor(rate_now * seconds + STEP_SLACK)) / rate_now
 
 
 @runtime_checkable
