@@ -13,19 +13,22 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from crossrail.core.clock import SystemClock
 from crossrail.errors import CrossrailError
 from crossrail.runtime import Checkpointer, CheckpointError, Reporter, RuntimeContext
+from crossrail.runtime.torch_adapter import state_from_neutral
 from crossrail.workloads.gpt_data import Corpus, Record
 from crossrail.workloads.gpt_model import init_tensors
 from crossrail.workloads.gpt_tasks import evaluate
-from crossrail.workloads.gpt_torch import TorchEngine
+from crossrail.workloads.gpt_torch import GPT, TorchEngine
 from crossrail.workloads.rl import policy
 from crossrail.workloads.rl.control import Control, first_control, read_control
 from crossrail.workloads.rl.queues import FileQueue
@@ -106,15 +109,31 @@ class Stage:
 # --- sampler ------------------------------------------------------------------------------------------------
 
 
+class SamplerPolicy:
+    """The policy a sampler generates from: the GPT alone, on CUDA when there is one.
+
+    A sampler never steps an optimizer, so it builds none: a TorchEngine's AdamW costs a sampler process
+    about 1.5 s of CPU at its start (torch's optimizer imports), which a controller adding samplers pays
+    once per added process.
+    """
+
+    def __init__(self, stage: Stage) -> None:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+        self.model = GPT(stage.settings.model).to(device or torch.device("cpu"))
+
+    def load(self, tensors: Mapping[str, npt.NDArray[Any]]) -> None:
+        state_from_neutral(self.model, tensors)
+
+
 def run_sampler(stage: Stage) -> None:
     """Generate groups from the newest policy while the learner can still use them (lag within the bound)."""
-    s, ckpt, engine = stage.settings, stage.checkpointer(), stage.engine()
+    s, ckpt, snapshot = stage.settings, stage.checkpointer(), SamplerPolicy(stage)
     version, made = -1, 0
     train = stage.task.split(heldout=False)
     incarnation = f"{stage.owner}.{stage.incarnation}"
     while True:
         control = stage.check_running()
-        version = _newest_policy(ckpt, engine, version)
+        version = _newest_policy(ckpt, snapshot, version)
         if version < 0 or _enough_ahead(stage, version, control.max_policy_lag_steps):
             time.sleep(POLL_S)
             stage.stats.add(held_s=POLL_S if version >= 0 else 0)
@@ -125,7 +144,7 @@ def run_sampler(stage: Stage) -> None:
         rows = [r for r in records for _ in range(s.group)]
         generator = torch.Generator().manual_seed(int(np.random.SeedSequence([s.seed, *key]).generate_state(1)[0]))
         done = policy.sample(
-            engine.model, policy.encode(rows), stage.task.max_answer_bytes + 1, s.temperature, generator
+            snapshot.model, policy.encode(rows), stage.task.max_answer_bytes + 1, s.temperature, generator
         )
         for g, record in enumerate(records):
             part = slice(g * s.group, (g + 1) * s.group)
@@ -142,7 +161,7 @@ def run_sampler(stage: Stage) -> None:
         stage.stats.add(samples=len(rows), busy_s=time.perf_counter() - began)
 
 
-def _newest_policy(ckpt: Checkpointer, engine: TorchEngine, have: int) -> int:
+def _newest_policy(ckpt: Checkpointer, snapshot: SamplerPolicy, have: int) -> int:
     """Load the newest published policy when it is newer than `have`; the version now loaded (-1: none yet)."""
     infos = ckpt.list()
     if not infos or infos[-1].step <= have:
@@ -151,7 +170,7 @@ def _newest_policy(ckpt: Checkpointer, engine: TorchEngine, have: int) -> int:
         tensors, manifest = ckpt.restore(infos[-1].step)
     except CheckpointError:
         return have  # pruned under us: the next look finds a newer one
-    engine.load(tensors, None)
+    snapshot.load(tensors)
     return int(manifest["step"])
 
 
