@@ -32,8 +32,9 @@ def fit(snap: Snapshot, req: Request, pool: PoolState, grace_s: float) -> Fit | 
     if head < low and len(pool.buckets) == 1:  # over quota, and no reservation that could take it
         return None
     classes = _GENERAL if len(pool.buckets) == 1 else classes_for(pool, snap.holds, req, snap.now, grace_s)[0]
+    most = req.high if req.high < free else free  # min() written out: a cycle's trials fit thousands of times
     for pins, inside in classes:
-        limit = min(req.high, free) if inside else min(req.high, head, free)
+        limit = most if inside or most < head else head
         for n in pool.sizes(low, limit, req.unit):
             hosts = pool.find(n, pins, req.unit)
             if hosts is not None:

@@ -91,11 +91,15 @@ class PoolState:
 
     def sizes(self, low: int, high: int, unit: int | None = None) -> Iterator[int]:
         """Allowed gang sizes in [low, high], largest first (whole workers of `unit` chips, when given)."""
+        return iter(self.sizes_of(low, high, unit))
+
+    def sizes_of(self, low: int, high: int, unit: int | None = None) -> tuple[int, ...]:
+        """`sizes` as a tuple, remembered: a cycle asks for the same few shapes thousands of times."""
         key = (low, high, unit, self.active_hosts)
         found = self._sizes.get(key)
-        if found is None:  # a cycle asks for the same few shapes thousands of times
+        if found is None:
             found = self._sizes[key] = tuple(self._sizes_in(low, high, unit))
-        return iter(found)
+        return found
 
     def _sizes_in(self, low: int, high: int, unit: int | None) -> Iterator[int]:
         high = min(high, self.capacity)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from crossrail.core import format_duration
 from crossrail.scheduling.cache import Cache
@@ -24,8 +25,9 @@ from crossrail.scheduling.snapshot import Snapshot
 from crossrail.scheduling.types import Allocation, Request
 
 
-@dataclass(frozen=True)
-class Victim:
+class Victim(NamedTuple):
+    """A candidate run to preempt (a tuple: a cycle makes one for every run it may preempt)."""
+
     alloc: Allocation
     kind: str
     """`priority` (a lower class in the head's queue) or `reclaim` (borrowed quota the head's queue lends)."""
@@ -47,7 +49,8 @@ def victims(
     snap: Snapshot, book: Candidates, req: Request, pool: PoolState, fits: Callable[[], bool]
 ) -> list[Victim] | None:
     """The victims that let `req` fit `pool` (checked by `fits` on the snapshot), or None when none do."""
-    gang = min(pool.sizes(req.low, req.high, req.unit), default=None)
+    sizes = pool.sizes_of(req.low, req.high, req.unit)
+    gang = sizes[-1] if sizes else None  # largest first: the last is the smallest gang
     candidates = book.candidates(snap, req, pool) if gang is not None else []
     if gang is None or not candidates or sum(v.alloc.chips for v in candidates) < gang - pool.free_chips:
         return None

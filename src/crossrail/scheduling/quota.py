@@ -99,9 +99,11 @@ class QuotaBook:
         shared = self._shared.get(key)
         if shared is None and queue in self._cohort:
             shared = self._shared[key] = ((self._cohort[queue], pool), self._guaranteed.get(key, 0))
-        if shared is not None:  # a cycle's trials charge thousands of times: `excess` is written out here
+        if shared is not None:  # a cycle's trials charge thousands of times: written out, without max()
             cohort_key, guaranteed = shared
-            excess[cohort_key] = excess.get(cohort_key, 0) + max(0, after - guaranteed) - max(0, before - guaranteed)
+            drawn = after - guaranteed if after > guaranteed else 0
+            drawn -= before - guaranteed if before > guaranteed else 0
+            excess[cohort_key] = excess.get(cohort_key, 0) + drawn
 
     def headroom(self, used: Usage, excess: Usage, queue: str, pool: str) -> int:
         """How many more chips of `pool` the queue may take now."""
@@ -111,21 +113,24 @@ class QuotaBook:
         have = used.get((queue, pool), 0)
         nominal = q.nominal.get(pool, 0)
         if q.cohort is None:
-            return max(nominal - have, 0)
+            return nominal - have if nominal > have else 0
+        # Called for every fit a cycle tries: comparisons instead of max() and min(), same values.
         cohort_key = (q.cohort, pool)
-        shared = max(self._lendable.get(cohort_key, 0) - excess.get(cohort_key, 0), 0)
-        room = max(self._guaranteed.get((queue, pool), 0) - have, 0) + shared
+        shared = self._lendable.get(cohort_key, 0) - excess.get(cohort_key, 0)
+        own = self._guaranteed.get((queue, pool), 0) - have
+        room = (own if own > 0 else 0) + (shared if shared > 0 else 0)
         limit = q.borrowing_limit.get(pool)
-        if limit is not None:
-            room = min(room, nominal + limit - have)
-        return max(room, 0)
+        if limit is not None and nominal + limit - have < room:
+            room = nominal + limit - have
+        return room if room > 0 else 0
 
     def borrowed(self, used: Usage, queue: str, pool: str) -> int:
         """Chips the queue uses beyond its nominal quota."""
         q = self.queues.get(queue)
         if q is None:
             return 0
-        return max(used.get((queue, pool), 0) - q.nominal.get(pool, 0), 0)
+        over = used.get((queue, pool), 0) - q.nominal.get(pool, 0)
+        return over if over > 0 else 0
 
     def describe(self, used: Usage, excess: Usage, queue: str, pool: str, need: int) -> str:
         """Why `need` chips do not fit the queue's quota on `pool`."""

@@ -203,7 +203,10 @@ class Allocation:
 
     def lost_work_s(self, now: float) -> float:
         """Work lost if the run stopped now: time since its last committed checkpoint, or since it started."""
-        return max(now - max(self.started_at, self.checkpointed_at or self.started_at), 0.0)
+        started = self.started_at
+        since = self.checkpointed_at or started
+        lost = now - (since if since > started else started)  # max() written out: preemption keys every run
+        return 0.0 if lost < 0.0 else lost
 
 
 @dataclass(frozen=True)
