@@ -53,9 +53,11 @@ class Memo:
     reason: str
 
 
-HeadKey = tuple[int, float, float, float, float, str]
-"""(not waiting for victims, policy class, dominant share, policy primary and secondary, run): smaller goes
-first. With the default `priority` policy: class = priority rank, primary = time queued."""
+HeadKey = tuple[int, float, float, float, float, str, str]
+"""(not waiting for victims, policy class, dominant share, policy primary and secondary, run, queue): smaller
+goes first. With the default `priority` policy: class = priority rank, primary = time queued. The queue comes
+last so the heap holds the keys themselves (no tuple in a tuple to compare twice); runs are unique, so it never
+decides the order."""
 
 
 class Cycle:
@@ -151,7 +153,7 @@ class Cycle:
     def key(self, req: Request, snap: Snapshot) -> HeadKey:
         waiting = 0 if req.run in self.nominated else 1
         cls, primary, secondary = self.queues.order(req)
-        return (waiting, cls, snap.share(req.tenant), primary, secondary, req.run)
+        return (waiting, cls, snap.share(req.tenant), primary, secondary, req.run, req.queue)
 
     # --- 3. budgets ----------------------------------------------------------------------------
 
@@ -175,19 +177,20 @@ class Cycle:
     # --- 4 and 5. admit and requeue ------------------------------------------------------------
 
     def admit(self, snap: Snapshot, heads: list[Request]) -> None:
-        heap = [(self.key(req, snap), req.queue) for req in heads]
+        heap = [self.key(req, snap) for req in heads]
         heapq.heapify(heap)
         tries: dict[str, int] = {}
         while heap:
-            key, name = heapq.heappop(heap)
+            key = heapq.heappop(heap)
+            name = key[-1]
             queue = self.queues.queue(name)
             run = queue.head()
             if run is None:
                 continue
             req = self.queues.requests[run]
             fresh = self.key(req, snap)
-            if fresh > key and heap and fresh > heap[0][0]:
-                heapq.heappush(heap, (fresh, name))  # its tenant's share grew this cycle
+            if fresh > key and heap and fresh > heap[0]:
+                heapq.heappush(heap, fresh)  # its tenant's share grew this cycle
                 continue
             if self.held(req):
                 pass
@@ -205,7 +208,7 @@ class Cycle:
                     continue
             nxt = queue.head()
             if nxt is not None:
-                heapq.heappush(heap, (self.key(self.queues.requests[nxt], snap), name))
+                heapq.heappush(heap, self.key(self.queues.requests[nxt], snap))
 
     def usable(self, req: Request) -> Ranked:
         """The ranked pools where the request's queue could get quota, or a reservation could take it."""

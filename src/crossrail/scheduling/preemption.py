@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from crossrail.core import format_duration
@@ -126,8 +125,7 @@ def _single(
     return None
 
 
-@dataclass(frozen=True)
-class _Hosts:
+class _Hosts(NamedTuple):
     """A cheap necessary test before a full fit on the snapshot: could the pool's hosts hold the gang once
     some chips are released? Reads the pool as it is; where a trial release already shows in it, the test
     only errs towards trying the full fit."""
@@ -142,7 +140,12 @@ class _Hosts:
     def of(cls, pool: PoolState, unit: int | None = None) -> _Hosts:
         per = pool.per_host
         whole = sum(len(b[per]) for b in pool.buckets.values())
-        best = max((f for b in pool.buckets.values() for f in range(per, 0, -1) if b[f]), default=0)
+        best = 0  # the most free chips on one active host
+        for b in pool.buckets.values():
+            for f in range(per, best, -1):
+                if b[f]:
+                    best = f
+                    break
         return cls(pool, whole, best, unit is not None and pool.allows(unit, unit) and pool.shapes is None)
 
     def room(self, gang: int, freed: dict[int, int]) -> bool:

@@ -48,7 +48,8 @@ class Snapshot:
         share = self._shares.get(tenant)
         if share is None:
             caps = self._caps
-            share = max((chips / caps.get(pool, 1) for pool, chips in self._held_by(tenant).items()), default=0.0)
+            shares = [chips / caps.get(pool, 1) for pool, chips in self._held_by(tenant).items()]
+            share = max(shares) if shares else 0.0
             self._shares[tenant] = share
         return share
 
