@@ -155,7 +155,7 @@ class AuthMiddleware:
         origin = _origin(scope)
         actor: Actor | None = None
         try:
-            actor = await run_in_threadpool(self._actor, scope, origin, action is not None)
+            actor = await self._who(scope, origin, action)
             if action is not None and actor is not None:
                 check_action(actor, action, method, scope["path"])
         except (UnauthenticatedError, ForbiddenError) as exc:
@@ -171,10 +171,7 @@ class AuthMiddleware:
         login = _query_token(scope)
         audited: list[int] = []
         write = action in WRITES and method != "GET"
-        pending = None
-        if write:  # naming a run reads the store (its uid): off the event loop
-            joined = functools.partial(self._joined, actor, origin, method, template, params)
-            pending = await run_in_threadpool(joined) if {"ref", "run"} & params.keys() else joined()
+        pending = await self._pending(actor, origin, method, template, params) if write else None
 
         async def audit(code: int) -> None:
             """The audit row of a write or a refusal, written before its answer leaves (a client that has the
@@ -206,6 +203,19 @@ class AuthMiddleware:
         finally:
             if not audited:  # it failed before answering
                 await audit(500)
+
+    async def _who(self, scope: Scope, origin: str, action: Action | None) -> Actor | None:
+        if action is not None and _bearer(scope):  # a token is looked up in the store: off the event loop
+            return await run_in_threadpool(self._actor, scope, origin, True)
+        return self._actor(scope, origin, action is not None)
+
+    async def _pending(
+        self, actor: Actor | None, origin: str, method: str, template: str, params: dict[str, Any]
+    ) -> JoinedAudit:
+        joined = functools.partial(self._joined, actor, origin, method, template, params)
+        if {"ref", "run"} & params.keys():  # naming a run reads the store (its uid): off the event loop
+            return await run_in_threadpool(joined)
+        return joined()
 
     def _joined(
         self, actor: Actor | None, origin: str, method: str, template: str, params: dict[str, Any]
