@@ -2,17 +2,26 @@
 
 Two comparisons, each run as `python -m crossrail.workloads.rl` (all stages in one attempt, real processes):
 
-1. From a mis-sized start (one sampler for the learner, each sampler taking `--sample-sleep` seconds per
-   batch beyond its CPU time, as if on an accelerator of its own, so one alone cannot feed the learner: on two
-   shared CPUs, more sampler processes would only divide the same CPUs), the backlog controller off vs on.
-   With it on, this
-   bench is the control loop: every `--window` seconds it reads the stages' running totals (the pipeline's
-   `stats/` files), turns them into `crossrail.scheduling.backlog.StageMetrics`, asks
-   `crossrail.scheduling.backlog.control` for resizes and writes them to control.json, which the pipeline
-   follows (it starts or stops sampler and reward processes). Reported: the learner's idle fraction (aim: at
-   least halved) and samples/s, over the steps after the first `--skip` and over the second half of the run,
-   once the controller's resizes have started (each new process imports torch first: seconds on a busy CPU);
-   the summary compares second halves.
+1. From a mis-sized start, the backlog controller off vs on. The fleet: the sampler pool's quota is
+   `--sampler-chips` (32) chips and the reward pool's `--reward-chips` (4), one chip a replica; the learner
+   has its own. Each sampler takes `--sample-sleep` seconds per batch beyond its CPU time, standing in for
+   its own accelerator (on two shared CPUs more sampler processes would otherwise only divide the same
+   CPUs), so one sampler makes about 75 samples/s while the learner, when not waiting, takes hundreds
+   (about 1,600 on a quiet machine): the pipeline starts with one sampler and one reward worker, and the
+   learner needs many times that. The run without the controller measures that need, printed as a number
+   of samplers next to the quota: the quota is above it, so the controller can feed the learner, but it
+   is told nothing of it and starts from one. (An earlier version capped the controller at 6 samplers,
+   about a quarter of what the learner needs on a quiet machine, so no controller could halve its idle
+   time there.) With it on, this bench is the control loop: it reads the stages' running totals (the
+   pipeline's `stats/` files), turns a window of at least `--window` seconds and two learner steps into
+   `crossrail.scheduling.backlog.StageMetrics`, asks `crossrail.scheduling.backlog.control` for resizes
+   within the quotas and writes them to control.json, which the pipeline follows (it starts or stops
+   sampler and reward processes). As in the live agent, a window counts only once every replica asked for
+   runs (each new process imports torch first: seconds on a busy CPU), so no decision reads a size being
+   left. Reported: the learner's idle fraction (aim: at least halved) and samples/s, over the steps after
+   the first `--skip` and over the second half of the run; the summary compares second halves and says
+   the step of the last resize, the samplers it ended at, and the learner's busy seconds per step in both
+   runs (the samplers' CPU time slows the learner on two shared CPUs).
 2. Synchronous (max_policy_lag_steps 0) vs bounded-async (lag <= 2), one sampler and one reward worker,
    one torch thread per stage and each stage pinned to a CPU in both modes: throughput ratio (aim >= 1.3x on
    2 cores) and the reward curves (mean reward per step, every 10 steps), with held-out accuracy.
@@ -31,15 +40,19 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from crossrail.runtime import read_new
-from crossrail.scheduling.backlog import REWARD, SAMPLER, Bounds, StageMetrics, control
+from crossrail.scheduling.backlog import LEARNER, REWARD, SAMPLER, Bounds, StageMetrics, control
 from crossrail.workloads.rl.control import read_control, write_control
+from crossrail.workloads.rl.settings import Settings
 from crossrail.workloads.rl.stats import Totals, read_totals
 
 IDLE_AIM, ASYNC_AIM = 0.5, 1.3
+SAMPLES_PER_STEP = Settings().prompts_per_step * Settings().group  # completions the learner takes per update
+POLL_S = 0.2  # how often the controller looks at the stages (its decisions are a window apart)
 
 
 def environment(root: Path, run: str) -> dict[str, str]:
@@ -59,59 +72,102 @@ def environment(root: Path, run: str) -> dict[str, str]:
     }
 
 
-class Controller(threading.Thread):
-    """The backlog controller applied to a live pipeline through its control file, every `window_s`."""
+@dataclass(frozen=True)
+class Fleet:
+    """The chips the bench gives the pipeline: each resizable part's pool quota, one chip per replica."""
 
-    def __init__(self, rendezvous: Path, window_s: float, max_samplers: int) -> None:
+    sampler_chips: int
+    reward_chips: int
+
+    def replicas(self) -> dict[str, tuple[int, int]]:
+        return {SAMPLER: (1, self.sampler_chips), REWARD: (1, self.reward_chips)}
+
+
+class Controller(threading.Thread):
+    """The backlog controller applied to a live pipeline through its control file, as the agent applies it.
+
+    A window counts only once every replica control.json asks for runs (its stats file is written: it has
+    imported torch and started its loop) and the learner made at least two steps in it; after a resize the
+    next window starts when the new replicas run. So no decision reads the metrics of a size being left or
+    of processes still starting (the agent's rule, crossrail.control.pipesize).
+    """
+
+    def __init__(self, rendezvous: Path, window_s: float, fleet: Fleet) -> None:
         super().__init__(daemon=True)
-        self.rdv, self.window_s, self.max_samplers = rendezvous, window_s, max_samplers
+        self.rdv, self.window_s, self.fleet = rendezvous, window_s, fleet
         self.stopped = threading.Event()
         self.resizes: list[str] = []
+        self.last_step = 0  # the learner step of the last resize
+        self.began = time.monotonic()
 
     def run(self) -> None:
-        while not (self.rdv / "control.json").exists() and not self.stopped.wait(0.1):
-            pass
-        before, began = read_totals(self.rdv / "stats"), time.monotonic()
-        while not self.stopped.wait(self.window_s):
-            now, after = time.monotonic(), read_totals(self.rdv / "stats")
-            if after.get("learner", Totals()).samples > 0:  # the warm start is over: the stages run
-                self._apply(_metrics(before, after, now - began))
-            before, began = after, now
+        since: tuple[dict[str, Totals], float] | None = None
+        while not self.stopped.wait(POLL_S):
+            if not (self.rdv / "control.json").exists() or not _all_running(self.rdv):
+                since = None
+                continue
+            now, totals = time.monotonic(), read_totals(self.rdv / "stats")
+            if since is None or since[0].get(LEARNER, Totals()).samples == 0:  # not yet, or the warm start
+                since = (totals, now)
+                continue
+            steps = _delta(since[0], totals, LEARNER, "samples") / SAMPLES_PER_STEP
+            if now - since[1] < self.window_s or steps < 2:
+                continue
+            step = totals.get(LEARNER, Totals()).samples / SAMPLES_PER_STEP
+            resized = self._apply(_metrics(since[0], totals, now - since[1]), int(step))
+            since = None if resized else (totals, now)
 
-    def _apply(self, metrics: StageMetrics) -> None:
+    def _apply(self, metrics: StageMetrics, step: int) -> bool:
         current = read_control(self.rdv)
         sizes = {SAMPLER: current.samplers, REWARD: current.reward_workers}
-        bounds = Bounds(current.max_policy_lag_steps, replicas={SAMPLER: (1, self.max_samplers), REWARD: (1, 2)})
-        for resize in control(metrics, sizes, bounds):
+        bounds = Bounds(current.max_policy_lag_steps, replicas=self.fleet.replicas())
+        resizes = control(metrics, sizes, bounds)
+        for resize in resizes:
             key = "samplers" if resize.part == SAMPLER else "reward_workers"
             current = current.resized(reason=resize.reason, written_by="bench/rl.py", **{key: resize.new})
             write_control(self.rdv, current)
-            self.resizes.append(resize.reason)
+            self.resizes.append(f"step {step:3d} ({time.monotonic() - self.began:5.1f}s): {resize.reason}")
+            self.last_step = step
+        return bool(resizes)
+
+
+def _all_running(rdv: Path) -> bool:
+    """Whether every sampler and reward replica control.json asks for runs: its live process wrote its stats."""
+    current = read_control(rdv)
+    for part, count in (("sampler", current.samplers), ("reward", current.reward_workers)):
+        for replica in range(count):
+            pids = rdv / "pids" / f"{part}-{replica}.pid"
+            incarnation = len(pids.read_text().split()) - 1 if pids.exists() else -1
+            if incarnation < 0 or not (rdv / "stats" / f"{part}{replica}.{incarnation}.json").exists():
+                return False
+    return True
+
+
+def _delta(before: dict[str, Totals], after: dict[str, Totals], part: str, attr: str) -> float:
+    return float(getattr(after.get(part, Totals()), attr) - getattr(before.get(part, Totals()), attr))
 
 
 def _metrics(before: dict[str, Totals], after: dict[str, Totals], window_s: float) -> StageMetrics:
-    def delta(part: str, attr: str) -> float:
-        return float(getattr(after.get(part, Totals()), attr) - getattr(before.get(part, Totals()), attr))
-
     return StageMetrics(
         window_s=window_s,
-        sampler_samples_per_second=delta("sampler", "samples") / window_s,
-        reward_samples_per_second=delta("reward", "samples") / window_s,
-        learner_samples_per_second=delta("learner", "samples") / window_s,
-        learner_idle_seconds=delta("learner", "idle_s"),
-        policy_lag_steps=after.get("learner", Totals()).max_lag,
-        sampler_held_seconds=delta("sampler", "held_s"),
+        sampler_samples_per_second=_delta(before, after, SAMPLER, "samples") / window_s,
+        reward_samples_per_second=_delta(before, after, REWARD, "samples") / window_s,
+        learner_samples_per_second=_delta(before, after, LEARNER, "samples") / window_s,
+        learner_idle_seconds=_delta(before, after, LEARNER, "idle_s"),
+        policy_lag_steps=after.get(LEARNER, Totals()).max_lag,
+        sampler_held_seconds=_delta(before, after, SAMPLER, "held_s"),
     )
 
 
-def pipeline(args: argparse.Namespace, name: str, extra: list[str], controller: bool = False) -> dict[str, Any]:
+def pipeline(args: argparse.Namespace, name: str, extra: list[str], fleet: Fleet | None = None) -> dict[str, Any]:
+    """One run of the pipeline (with the backlog controller when given a fleet), summarised and printed."""
     with tempfile.TemporaryDirectory(prefix=f"rl-bench-{name}-") as tmp:
         root = Path(tmp)
         env = environment(root, f"{name}-1")
         command = [sys.executable, "-m", "crossrail.workloads.rl", "--steps", str(args.steps), *extra]
         began = time.monotonic()
         process = subprocess.Popen(command, env=env)
-        ctl = Controller(root / "checkpoints" / "rl", args.window, args.max_samplers) if controller else None
+        ctl = Controller(root / "checkpoints" / "rl", args.window, fleet) if fleet else None
         if ctl:
             ctl.start()
         code = process.wait(timeout=1800)
@@ -123,7 +179,20 @@ def pipeline(args: argparse.Namespace, name: str, extra: list[str], controller: 
         records = read_new(str(root / "report.jsonl"), None)[0]
         wall = time.monotonic() - began
         final = read_control(root / "checkpoints" / "rl")
-    return _summarise(args, name, records, wall=wall, resizes=ctl.resizes if ctl else [], samplers=final.samplers)
+        totals = read_totals(root / "checkpoints" / "rl" / "stats")
+    result = _summarise(args, name, records, wall=wall, resizes=ctl.resizes if ctl else [], samplers=final.samplers)
+    return result | _stage_rates(totals, args.steps) | {"last_resize_step": ctl.last_step if ctl else 0}
+
+
+def _stage_rates(totals: dict[str, Totals], steps: int) -> dict[str, float]:
+    """What the stages could do when never waiting: the learner's samples/s over its busy time, one sampler's
+    samples/s over its working time (its sleep included), and the learner's busy seconds per step."""
+    learner, sampler = totals.get(LEARNER, Totals()), totals.get(SAMPLER, Totals())
+    return {
+        "learner_capacity": learner.samples / learner.busy_s if learner.busy_s > 0 else 0.0,
+        "sampler_rate": sampler.samples / sampler.busy_s if sampler.busy_s > 0 else 0.0,
+        "learner_busy_s_per_step": learner.busy_s / steps,
+    }
 
 
 def _summarise(
@@ -187,18 +256,28 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60, help="learner steps per run (default 60)")
     p.add_argument("--skip", type=int, default=3, help="first steps left out of the rates (default 3)")
     p.add_argument("--window", type=float, default=3.0, help="controller window, seconds (default 3)")
-    p.add_argument("--max-samplers", type=int, default=6, help="the most samplers the controller may run (default 6)")
+    p.add_argument("--sampler-chips", type=int, default=32, help="the sampler pool's quota, chips (default 32)")
+    p.add_argument("--reward-chips", type=int, default=4, help="the reward pool's quota, chips (default 4)")
     p.add_argument("--sample-sleep", type=float, default=0.4, help="a sampler's seconds per batch (default 0.4)")
     args = p.parse_args()
     print(f"load average at start: {load()}  cpus {os.cpu_count()}", flush=True)
 
     warm = ["--warm-steps", "24", "--eval-every", "20"]  # about 29% held-out accuracy: room to learn
     # Mis-sized: each sampler spends --sample-sleep per batch of 4 groups (its own accelerator's time, standing
-    # in for one where all stages share these CPUs), so one sampler cannot feed the learner.
+    # in for one where all stages share these CPUs), so one sampler cannot feed the learner; the quota can.
     sizes = ["--samplers", "1", "--reward-workers", "1", "--max-policy-lag-steps", "2"]
     base = [*warm, *sizes, "--sample-sleep-s", str(args.sample_sleep)]
+    fleet = Fleet(sampler_chips=args.sampler_chips, reward_chips=args.reward_chips)
     off = pipeline(args, "controller off", base)
-    on = pipeline(args, "controller on", base, controller=True)
+    demand = off["learner_capacity"] / off["sampler_rate"]
+    print(
+        f"{'':>18}fleet: the sampler pool's quota {fleet.sampler_chips} chips, the reward pool's "
+        f"{fleet.reward_chips}, one chip a replica; the learner could take {off['learner_capacity']:.0f} "
+        f"samples/s (its rate while busy), one sampler makes {off['sampler_rate']:.0f}: the learner needs "
+        f"{demand:.1f} samplers{'' if demand <= fleet.sampler_chips else ', MORE THAN THE QUOTA'}",
+        flush=True,
+    )
+    on = pipeline(args, "controller on", base, fleet)
 
     pinned = [*warm, "--samplers", "1", "--reward-workers", "1", "--threads", "1", "--pin"]
     sync = pipeline(args, "sync (lag 0)", [*pinned, "--max-policy-lag-steps", "0"])
@@ -214,7 +293,10 @@ def main() -> None:
         f"(x{idle_cut:.2f}, aim <= {IDLE_AIM}) samples/s {off['late_samples_per_second']:.0f} -> "
         f"{on['late_samples_per_second']:.0f} "
         f"(whole run idle {off['idle_fraction']:.1%} -> {on['idle_fraction']:.1%}), "
-        f"samplers 1 -> {on['samplers']}; async/sync throughput {ratio:.2f}x "
+        f"samplers 1 -> {on['samplers']} of a {fleet.sampler_chips}-chip quota, last resized at step "
+        f"{on['last_resize_step']} of {args.steps} (the learner alone needs "
+        f"{demand:.1f}; its busy s/step {off['learner_busy_s_per_step']:.3f} -> "
+        f"{on['learner_busy_s_per_step']:.3f}); async/sync throughput {ratio:.2f}x "
         f"(aim >= {ASYNC_AIM}) final reward {sync['reward'][args.steps]:.2f} vs {bounded['reward'][args.steps]:.2f}; "
         f"cpus {os.cpu_count()} load {load()}"
     )
