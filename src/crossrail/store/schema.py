@@ -66,6 +66,8 @@ runs = Table(
     Index("ix_runs_stage_state_chips", "stage", "state", "chips"),
     Index("ix_runs_state_created", "state", "created_at"),
     Index("ix_runs_experiment", "experiment"),
+    # Covering the queue's key read (Store.queued_keys): it never reads the wide run rows (0012).
+    Index("ix_runs_queued_keys", "state", "queue", "priority", "updated_at", "id", "parent_run", "parent_checkpoint"),
 )
 
 attempts = Table(
