@@ -2,7 +2,10 @@
 
 1. Submissions per second: 4 client processes submitting experiments (a pinned code commit, a versioned
    dataset) over HTTP to a `crossrail serve` in its own process, beside the in-process `Client` submitting
-   the same documents one call each, measured in the same run (aim: HTTP >= 0.5x in-process).
+   the same documents one call each, measured in the same run (aim: HTTP >= 0.5x in-process). Beside the
+   rates, the CPU time one submit costs the server process and the in-process client (Linux: read from
+   /proc): a figure the machine's other load moves far less than the rates, which on a busy machine mostly
+   say how the scheduler shared the cores between one in-process client and five HTTP processes.
 2. p50/p99 of `GET /v1/runs/{id}` with 100,000 events in the store (aim: p99 <= 50 ms).
 3. p50/p99 of `GET /v1/queue` with 10,000 runs of 100 experiments pending (aim: p99 <= 250 ms): as asked
    without parameters, its first page (100 runs of each queue, each queue's total stated), and for
@@ -53,13 +56,23 @@ def named(text: str, name: str) -> str:
     return text.replace("name: pretrain-small", f"name: {name}")
 
 
-def in_process_rate(root: Path, text: str, n: int, rep: int) -> float:
+def in_process_rate(root: Path, text: str, n: int, rep: int) -> tuple[float, float]:
+    """Submissions per second, and CPU ms per submission, of the in-process client."""
     with Client(cwd=root, server="") as c:
         c.status()  # open and migrate outside the timed region
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for i in range(n):
             c.submit_text(named(text, f"local-{rep}-{i}"), source=f"local-{i}.yaml")
-        return n / (time.perf_counter() - t0)
+        return n / (time.perf_counter() - t0), (time.process_time() - cpu0) * 1000 / n
+
+
+def cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) process `pid` has used so far; None where /proc cannot say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _submitter(url: str, text: str, names: list[str], start: Any, done: Any) -> None:
@@ -71,7 +84,8 @@ def _submitter(url: str, text: str, names: list[str], start: Any, done: Any) -> 
     done.put(len(names))
 
 
-def http_rate(url: str, text: str, n: int, rep: int) -> float:
+def http_rate(url: str, text: str, n: int, rep: int, server_pid: int) -> tuple[float, float | None]:
+    """Submissions per second over HTTP, and the server's CPU ms per submission (None where unknown)."""
     ctx = mp.get_context("spawn")
     start, done = ctx.Barrier(PROCESSES + 1), ctx.Queue()
     shares = [[f"http-{rep}-{p}-{i}" for i in range(p, n, PROCESSES)] for p in range(PROCESSES)]
@@ -79,13 +93,13 @@ def http_rate(url: str, text: str, n: int, rep: int) -> float:
     for p in procs:
         p.start()
     start.wait()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_s(server_pid)
     submitted = sum(done.get(timeout=600) for _ in procs)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu1 = time.perf_counter() - t0, cpu_s(server_pid)
     for p in procs:
         p.join()
     assert submitted == n, f"{submitted} of {n} submitted"
-    return n / elapsed
+    return n / elapsed, None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) * 1000 / n
 
 
 def serve(root: Path, port: int) -> subprocess.Popen[bytes]:
@@ -154,6 +168,35 @@ def in_process_ms(call: Any, reps: int) -> float:
     return statistics.median(times)
 
 
+def submit_rates(
+    root: Path, text: str, url: str, server_pid: int, args: argparse.Namespace
+) -> tuple[float, float, float, float | None]:
+    """Medians over the repeats of in-process and HTTP submissions per second, and of the CPU ms one submission
+    costs the in-process client and the server (None where unknown), the two sides in turn."""
+    local, remote, local_cpu, server_cpu = [], [], [], []
+    for rep in range(args.repeats):
+        rate, cpu = in_process_rate(root, text, args.experiments, rep)
+        local.append(rate)
+        local_cpu.append(cpu)
+        rate, cpu_server = http_rate(url, text, args.experiments, rep, server_pid)
+        remote.append(rate)
+        server_cpu += [cpu_server] if cpu_server is not None else []
+        print(
+            f"repeat {rep + 1}: in-process {local[-1]:,.0f}/s ({cpu:.2f} CPU ms each), HTTP x{PROCESSES} "
+            f"{remote[-1]:,.0f}/s ({_ms(cpu_server)} server CPU ms each)"
+        )
+    return (
+        statistics.median(local),
+        statistics.median(remote),
+        statistics.median(local_cpu),
+        statistics.median(server_cpu) if server_cpu else None,
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def free_port() -> int:
     import socket
 
@@ -184,11 +227,7 @@ def main() -> None:
         server = serve(root, port)
         url = f"http://127.0.0.1:{port}"
         try:
-            local, remote = [], []
-            for rep in range(args.repeats):
-                local.append(in_process_rate(root, text, args.experiments, rep))
-                remote.append(http_rate(url, text, args.experiments, rep))
-                print(f"repeat {rep + 1}: in-process {local[-1]:,.0f}/s, HTTP x{PROCESSES} {remote[-1]:,.0f}/s")
+            rate, http, cpu_local, cpu_server = submit_rates(root, text, url, server.pid, args)
             shown = fill(root, text, args.pending, args.events)
             with Client(cwd=root, server="") as c:
                 held = c.service.store.last_seq()
@@ -203,8 +242,12 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(30)
-    rate, http = statistics.median(local), statistics.median(remote)
+    cpu_ratio = f"{cpu_local / cpu_server:.2f}" if cpu_server else "n/a"
     print(f"submit: HTTP x{PROCESSES} {http:,.0f}/s vs in-process {rate:,.0f}/s: ratio {http / rate:.2f} (aim >= 0.5)")
+    print(
+        f"submit CPU: server {_ms(cpu_server)} ms per HTTP submit vs in-process {cpu_local:.2f} ms: "
+        f"in-process/server {cpu_ratio}"
+    )
     print(
         f"GET /v1/runs/{{id}} at {held:,} events: p50 {run_p50:.1f} ms, p99 {run_p99:.1f} ms (aim p99 <= 50 ms);"
         f" Client.show in process p50 {local_run:.1f} ms"
@@ -221,6 +264,8 @@ def main() -> None:
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
         f"SUMMARY api submit_http {http:,.0f}/s submit_in_process {rate:,.0f}/s ratio {http / rate:.2f} "
+        f"server_cpu_ms_per_submit {_ms(cpu_server)} in_process_cpu_ms_per_submit {cpu_local:.2f} "
+        f"cpu_ratio {cpu_ratio} "
         f"run_p50_ms {run_p50:.1f} run_p99_ms {run_p99:.1f} queue_p50_ms {queue_p50:.1f} queue_p99_ms {queue_p99:.1f} "
         f"whole_queue_p50_ms {whole_p50:.1f} whole_queue_p99_ms {whole_p99:.1f} "
         f"in_process_show_ms {local_run:.1f} in_process_queue_ms {local_queue:.1f} "
