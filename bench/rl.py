@@ -47,8 +47,8 @@ from typing import Any
 from crossrail.runtime import read_new
 from crossrail.scheduling.backlog import LEARNER, REWARD, SAMPLER, Bounds, StageMetrics, control
 from crossrail.workloads.rl.control import read_control, write_control
-from crossrail.workloads.rl.settings import Settings
-from crossrail.workloads.rl.stats import Totals, read_totals
+from crossrail.workloads.rl.settings import Rendezvous, Settings
+from crossrail.workloads.rl.stats import Totals, read_totals, running
 
 IDLE_AIM, ASYNC_AIM = 0.5, 1.3
 SAMPLES_PER_STEP = Settings().prompts_per_step * Settings().group  # completions the learner takes per update
@@ -103,7 +103,7 @@ class Controller(threading.Thread):
     def run(self) -> None:
         since: tuple[dict[str, Totals], float] | None = None
         while not self.stopped.wait(POLL_S):
-            if not (self.rdv / "control.json").exists() or not _all_running(self.rdv):
+            if not (self.rdv / "control.json").exists() or not _running(self.rdv):
                 since = None
                 continue
             now, totals = time.monotonic(), read_totals(self.rdv / "stats")
@@ -131,16 +131,10 @@ class Controller(threading.Thread):
         return bool(resizes)
 
 
-def _all_running(rdv: Path) -> bool:
-    """Whether every sampler and reward replica control.json asks for runs: its live process wrote its stats."""
+def _running(rdv: Path) -> bool:
+    """Whether every sampler and reward replica control.json asks for runs."""
     current = read_control(rdv)
-    for part, count in (("sampler", current.samplers), ("reward", current.reward_workers)):
-        for replica in range(count):
-            pids = rdv / "pids" / f"{part}-{replica}.pid"
-            incarnation = len(pids.read_text().split()) - 1 if pids.exists() else -1
-            if incarnation < 0 or not (rdv / "stats" / f"{part}{replica}.{incarnation}.json").exists():
-                return False
-    return True
+    return running(Rendezvous(rdv), {SAMPLER: current.samplers, REWARD: current.reward_workers})
 
 
 def _delta(before: dict[str, Totals], after: dict[str, Totals], part: str, attr: str) -> float:
@@ -153,7 +147,9 @@ def _metrics(before: dict[str, Totals], after: dict[str, Totals], window_s: floa
         sampler_samples_per_second=_delta(before, after, SAMPLER, "samples") / window_s,
         reward_samples_per_second=_delta(before, after, REWARD, "samples") / window_s,
         learner_samples_per_second=_delta(before, after, LEARNER, "samples") / window_s,
-        learner_idle_seconds=_delta(before, after, LEARNER, "idle_s"),
+        # The window less the learner's busy time: a step's wait is counted when the step ends, so the waits of
+        # the steps ending in a window may have begun before it; their busy time pairs with their samples.
+        learner_idle_seconds=max(window_s - _delta(before, after, LEARNER, "busy_s"), 0.0),
         policy_lag_steps=after.get(LEARNER, Totals()).max_lag,
         sampler_held_seconds=_delta(before, after, SAMPLER, "held_s"),
     )

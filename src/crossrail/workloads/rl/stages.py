@@ -187,6 +187,7 @@ def run_reward(stage: Stage) -> None:
     """Score queued groups with the verifier; what a crashed predecessor had claimed is scored again."""
     verify = verifier_named(stage.settings.verifier)
     stage.samples.requeue(stage.owner)
+    stage.stats.add()  # its totals on disk from the start, before any item: a controller sees it run
     while True:
         stage.check_running()
         claimed = stage.samples.claim(stage.owner, 1)

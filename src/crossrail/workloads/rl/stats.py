@@ -14,10 +14,12 @@ import json
 import os
 import tempfile
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from crossrail.core.clock import Clock
+from crossrail.workloads.rl.settings import Rendezvous
 
 FLUSH_S = 0.2
 
@@ -31,10 +33,14 @@ class Totals:
     max_lag: int = 0
 
 
+def stats_path(directory: Path, part: str, replica: int, incarnation: int) -> Path:
+    return directory / f"{part}{replica}.{incarnation}.json"
+
+
 class StageStats:
     def __init__(self, directory: Path, part: str, replica: int, incarnation: int, clock: Clock) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"{part}{replica}.{incarnation}.json"
+        self.path = stats_path(directory, part, replica, incarnation)
         self.part, self.replica, self.clock = part, replica, clock
         self.totals = Totals()
         self._written = -FLUSH_S
@@ -76,3 +82,16 @@ def read_totals(directory: Path) -> dict[str, Totals]:
         t.idle_s += record["idle_s"]
         t.max_lag = max(t.max_lag, record["max_lag"])
     return dict(out)
+
+
+def running(rdv: Rendezvous, counts: Mapping[str, int]) -> bool:
+    """Whether replicas 0..n-1 of each part in `counts` run: the newest process of each (the last line of its
+    pid file) has written its stats, so it is past its imports and in its loop. A controller counts a window
+    only from then on, so it does not judge a size by processes still starting."""
+    for part, count in counts.items():
+        for replica in range(count):
+            pids = rdv.pid_file(part, replica)
+            incarnation = len(pids.read_text().split()) - 1 if pids.exists() else -1
+            if incarnation < 0 or not stats_path(rdv.stats, part, replica, incarnation).exists():
+                return False
+    return True

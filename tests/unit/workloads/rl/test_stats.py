@@ -1,4 +1,4 @@
-"""Stage totals for a controller, and the learner's invariant check on every batch."""
+"""Stage totals for a controller, which replicas run, and the learner's invariant check on every batch."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 
 from crossrail.core.clock import ManualClock
 from crossrail.errors import CrossrailError
+from crossrail.workloads.rl.settings import Rendezvous
 from crossrail.workloads.rl.stages import Batch, _check
-from crossrail.workloads.rl.stats import FLUSH_S, StageStats, read_totals
+from crossrail.workloads.rl.stats import FLUSH_S, StageStats, read_totals, running
 
 
 def test_totals_sum_every_incarnation_of_a_part(tmp_path: Path) -> None:
@@ -45,3 +46,26 @@ def test_the_learner_refuses_a_batch_that_breaks_its_invariants(
     with pytest.raises(CrossrailError, match="invariants"):
         _check(batch, used, bound=2)
     _check(Batch(items=[{"id": "b"}], lags=[2]), used, bound=2)  # at the bound, fresh: fine
+
+
+def test_replicas_run_once_the_newest_process_of_each_wrote_its_stats(tmp_path: Path) -> None:
+    rdv, clock = Rendezvous(tmp_path), ManualClock()
+
+    def start(part: str, replica: int, pid: int) -> int:
+        """What a stage process does as it starts: its pid appended, its incarnation the lines before it."""
+        path = rdv.pid_file(part, replica)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        incarnation = len(path.read_text().split()) if path.exists() else 0
+        path.write_text((path.read_text() if path.exists() else "") + f"{pid}\n")
+        return incarnation
+
+    counts = {"sampler": 2, "reward": 1}
+    assert not running(rdv, counts)  # nothing started
+    for part, replica in [("sampler", 0), ("sampler", 1), ("reward", 0)]:
+        StageStats(rdv.stats, part, replica, start(part, replica, 100 + replica), clock).add()
+    assert running(rdv, counts)
+    assert not running(rdv, {"sampler": 3, "reward": 1})  # grown: the third sampler has not started
+    start("sampler", 1, 200)  # replaced: the new process is importing torch, its predecessor's totals remain
+    assert not running(rdv, counts)
+    StageStats(rdv.stats, "sampler", 1, 1, clock).add()
+    assert running(rdv, counts)
