@@ -39,11 +39,12 @@ class DecayedUsage:
 
     def held(self, tenant: str, now: float) -> dict[str, float]:
         """Per pool, the chips the tenant holds now plus its decayed average: the numerator of its share."""
-        rate, out = self.rate, {}
-        for pool, (average, holding, at) in self._by_tenant.get(tenant, {}).items():
-            weight = math.exp(-rate * (now - at)) if now > at else 1.0
-            out[pool] = holding + average * weight + holding * (1.0 - weight)
-        return out
+        # Every cycle asks this for every tenant with a head, over every pool it used: kept to one comprehension.
+        down, exp = -self.rate, math.exp
+        return {
+            pool: holding + average * (w := exp(down * (now - at)) if now > at else 1.0) + holding * (1.0 - w)
+            for pool, (average, holding, at) in self._by_tenant.get(tenant, {}).items()
+        }
 
     def share(
         self, tenant: str, now: float, capacity: Callable[[str], int], extra: Mapping[str, int] | None = None
