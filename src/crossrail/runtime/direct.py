@@ -59,7 +59,8 @@ class DirectFile:
     def read_into(self, offset: int, view: memoryview) -> int:
         """Fill the aligned `view` from the aligned `offset`; how many bytes were read (fewer at the end of the file).
 
-        -1 when the filesystem refuses direct reads after all (the descriptor is then closed and unusable).
+        -1 when the filesystem refuses direct reads after all (the descriptor is then closed and unusable): the
+        caller reads the whole range through the page cache instead.
         """
         assert self.fd is not None
         done = 0
@@ -70,7 +71,7 @@ class DirectFile:
                     return done + max(n, 0)
                 done += n
         except OSError as exc:
-            if exc.errno not in _UNSUPPORTED or done:
+            if exc.errno not in _UNSUPPORTED:
                 raise
             self.close()
             return -1
