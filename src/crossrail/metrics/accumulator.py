@@ -140,41 +140,35 @@ class MetricsAccumulator:
 
     def _on_queued(self, run: _Run, event: Event) -> None:
         self._learn_stage(run, event)
-        self._arrived(run, event.ts)
-        if run.waiting_since is None:  # a repeated `queued` does not restart the wait
-            run.waiting_since = event.ts
-            self._waiting[run.id] = run
+        self._queue(run, event.ts)
 
     def _on_placed(self, run: _Run, event: Event) -> None:
         run.placement = event.data
 
     def _on_started(self, run: _Run, event: Event) -> None:
         number = event.attempt if event.attempt is not None else run.last_attempt + 1
+        pool = text_field(event.data, "pool", text_field(run.placement, "pool", NO_POOL))
+        chips = number_field(event.data, "chips", number_field(run.placement, "chips", run.chips))
+        price = number_field(event.data, "cost_per_chip_hour", number_field(run.placement, "cost_per_chip_hour", 0.0))
+        self._start(run, event.ts, number, pool=pool, chips=chips, price=price)
+
+    def _start(self, run: _Run, ts: float, number: int, *, pool: str, chips: float, price: float) -> None:
         if number <= run.last_attempt:  # a repeated or stale start
             return
         if run.attempt is not None:  # its end never reached the log; bill it up to this start
-            self._close(run, event.ts, ended=False)
-        pool = text_field(event.data, "pool", text_field(run.placement, "pool", NO_POOL))
+            self._close(run, ts, ended=False)
         key = (run.key[0], pool)
         tally = self._tally(key)
         tally.has_attempts = True
         if run.waiting_since is not None:
-            tally.queue_s.append(max(0.0, event.ts - run.waiting_since))
+            tally.queue_s.append(max(0.0, ts - run.waiting_since))
             self._stop_waiting(run)
         if run.recovering_since is not None:
             tally.recoveries += 1
-            tally.recovery_s.append(max(0.0, event.ts - run.recovering_since))
+            tally.recovery_s.append(max(0.0, ts - run.recovering_since))
             run.recovering_since = None
         self._move(run, key)
-        run.attempt = _Attempt(
-            number=number,
-            key=key,
-            chips=number_field(event.data, "chips", number_field(run.placement, "chips", run.chips)),
-            cost_per_chip_hour=number_field(
-                event.data, "cost_per_chip_hour", number_field(run.placement, "cost_per_chip_hour", 0.0)
-            ),
-            started_ts=event.ts,
-        )
+        run.attempt = _Attempt(number=number, key=key, chips=chips, cost_per_chip_hour=price, started_ts=ts)
         run.last_attempt = number
         self._running[run.id] = run
 
@@ -187,13 +181,29 @@ class MetricsAccumulator:
     def _on_failed(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)
         if event.data.get("final") is False:
-            self._await_recovery(run, event)
+            self._await_recovery(run, event.ts, event.attempt)
         else:  # `final` true or missing: the run failed
             self._finish(run, FAILED, event.ts)
 
     def _on_preempted(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)
-        self._await_recovery(run, event)
+        self._await_recovery(run, event.ts, event.attempt)
+
+    # -- the same changes without Event records, for a simulator's bulk time-slicing ------------------
+
+    def swapped_out(self, run_id: str, ts: float, attempt: int, useful_chip_s: float) -> None:
+        """As `preempted` (attempt, useful_chip_s) then `queued` at `ts`: a time-sliced run left its chips."""
+        run = self._runs[run_id]
+        if run.outcome is None:
+            self._end(run, ts, attempt, useful_chip_s)
+            self._await_recovery(run, ts, attempt)
+            self._queue(run, ts)
+
+    def swapped_in(self, run_id: str, ts: float, attempt: int, *, pool: str, chips: float, price: float) -> None:
+        """As `started` (attempt; pool, chips, cost_per_chip_hour) at `ts`: a time-sliced run took chips."""
+        run = self._runs[run_id]
+        if run.outcome is None:
+            self._start(run, ts, attempt, pool=pool, chips=chips, price=price)
 
     def _on_cancelled(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)
@@ -224,15 +234,24 @@ class MetricsAccumulator:
             run.submitted_ts = ts
             self._fleet.arrived(ts)
 
+    def _queue(self, run: _Run, ts: float) -> None:
+        self._arrived(run, ts)
+        if run.waiting_since is None:  # a repeated `queued` does not restart the wait
+            run.waiting_since = ts
+            self._waiting[run.id] = run
+
     def _end_attempt(self, run: _Run, event: Event) -> None:
+        useful = number_field(event.data, "useful_chip_s", math.nan)
+        self._end(run, event.ts, event.attempt, useful if math.isfinite(useful) else None)
+
+    def _end(self, run: _Run, ts: float, number: int | None, useful_chip_s: float | None) -> None:
         attempt = run.attempt
-        if attempt is not None and event.attempt in (None, attempt.number):
-            useful = event.data.get("useful_chip_s")
-            if isinstance(useful, int | float) and not isinstance(useful, bool) and math.isfinite(useful):
+        if attempt is not None and number in (None, attempt.number):
+            if useful_chip_s is not None:
                 tally = self._tallies[attempt.key]
-                tally.useful_chip_hours += max(float(useful), 0.0) / 3600
+                tally.useful_chip_hours += max(useful_chip_s, 0.0) / 3600
                 tally.reports_useful = True
-            self._close(run, event.ts, ended=True)
+            self._close(run, ts, ended=True)
 
     def _close(self, run: _Run, ts: float, *, ended: bool) -> None:
         attempt = run.attempt
@@ -247,9 +266,9 @@ class MetricsAccumulator:
         run.attempt = None
         del self._running[run.id]
 
-    def _await_recovery(self, run: _Run, event: Event) -> None:
-        if event.attempt is None or event.attempt >= run.last_attempt:  # not a stale report
-            run.recovering_since = event.ts
+    def _await_recovery(self, run: _Run, ts: float, attempt: int | None) -> None:
+        if attempt is None or attempt >= run.last_attempt:  # not a stale report
+            run.recovering_since = ts
 
     def _finish(self, run: _Run, outcome: str, ts: float) -> None:
         if run.attempt is not None:  # ended by a run-level event that named another attempt

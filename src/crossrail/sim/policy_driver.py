@@ -17,7 +17,7 @@ from crossrail.scheduling.policies import ROUND_S, JobView, Policy, PoolView, le
 from crossrail.scheduling.policies.ledger import Ledgered, RoundLedger
 from crossrail.scheduling.pool import NO_PINS
 from crossrail.sim.engine import LATE, Timer
-from crossrail.sim.executor import Attempt
+from crossrail.sim.slicing import SlicedRounds, why_not_bulk
 
 if TYPE_CHECKING:
     from crossrail.sim.simulation import Simulation
@@ -47,6 +47,9 @@ class PolicyDriver:
         """Gavel's round state, told of arrivals, ends and time run as they happen (no views per round)."""
         self.credited: dict[str, float] = {}
         """Run -> until when its running attempt's time has been credited to the ledger."""
+        self.slices = SlicedRounds(sim, self) if why_not_bulk(sim, self) is None else None
+        """The rounds' swaps applied in bulk, where a swap costs nothing but bookkeeping (None: through the
+        executor, one stop and start at a time)."""
 
     # --- views -----------------------------------------------------------------------------------
 
@@ -98,22 +101,21 @@ class PolicyDriver:
         if self.ledger is not None:
             self.ledger.join(self._view(run, None, self.sim.engine.now()))
 
-    def ended(self, att: Attempt, now: float, finished: bool) -> None:
-        chip_type = self.sim.pools[att.pool].chip_type
-        mine = self.attained.setdefault(att.job.name, {})
-        mine[chip_type] = mine.get(chip_type, 0.0) + att.chips * (now - att.started_at)
+    def ended(self, run: str, chip_type: str, chips: int, started_at: float, now: float, *, finished: bool) -> None:
+        """`run`'s attempt on `chips` of `chip_type` since `started_at` ended at `now` (`finished`: it succeeded)."""
+        mine = self.attained.setdefault(run, {})
+        mine[chip_type] = mine.get(chip_type, 0.0) + chips * (now - started_at)
         if self.ledger is not None:
-            self._credit(att, now)
-            del self.credited[att.job.name]
+            self._credit(run, chip_type, started_at, now)
+            del self.credited[run]
             if finished:
-                self.ledger.leave(att.job.name)
+                self.ledger.leave(run)
 
-    def _credit(self, att: Attempt, now: float) -> None:
-        """The ledger learns the time `att` ran since it was last told."""
+    def _credit(self, run: str, chip_type: str, started_at: float, now: float) -> None:
+        """The ledger learns the time `run`'s attempt ran since it was last told."""
         assert self.ledger is not None
-        run = att.job.name
-        since = max(att.started_at, self.credited.get(run, att.started_at))
-        self.ledger.ran(run, self.sim.pools[att.pool].chip_type, now - since)
+        since = max(started_at, self.credited.get(run, started_at))
+        self.ledger.ran(run, chip_type, now - since)
         self.credited[run] = now
 
     # --- ordering policies -----------------------------------------------------------------------
@@ -155,15 +157,20 @@ class PolicyDriver:
         if self._woken is None:
             self._woken = self.sim.engine.after(0.0, self._look, LATE)
 
+    def running(self) -> bool:
+        """Whether any run holds chips now."""
+        return bool(self.sim.executor.live or (self.slices is not None and self.slices.live))
+
     def _look(self) -> None:
         self._woken = None
-        self.start_planned()
+        if self.slices is None:
+            self.start_planned()
         sim = self.sim
-        if self._round is not None and not sim.executor.live and not self.plan and sim.engine.now() > self._began:
+        if self._round is not None and not self.running() and not self.plan and sim.engine.now() > self._began:
             # As in Gavel's simulator, a round ends when the last job running in it ends its time slice.
             self._round.cancel()
             self._round = None
-        if self._round is None and (sim.waiting or sim.executor.live):
+        if self._round is None and (sim.waiting or self.running()):
             self._round = sim.engine.after(0.0, self.next_round, LATE)
 
     def next_round(self) -> None:
@@ -171,9 +178,12 @@ class PolicyDriver:
         self._round = None
         sim.cycles += 1
         now = self._began = sim.engine.now()
+        if self.slices is not None:
+            self._bulk_round(self.slices, now)
+            return
         if self.ledger is not None:
             for att in sim.executor.live.values():
-                self._credit(att, now)
+                self._credit(att.job.name, sim.pools[att.pool].chip_type, att.started_at, now)
             running = {run: att.pool for run, att in sim.executor.live.items()}
             plan = self.ledger.plan(now, self.pool_views(), running)
         else:
@@ -186,6 +196,19 @@ class PolicyDriver:
         self.start_planned()
         if sim.waiting or sim.executor.live:
             self._round = sim.engine.after(self.round_s, self.next_round, LATE)
+
+    def _bulk_round(self, slices: SlicedRounds, now: float) -> None:
+        """The round as one step (`sim/slicing.py`): the same credit and plan, the swaps applied together."""
+        assert self.ledger is not None
+        live = slices.live
+        for run, st in live.items():
+            self._credit(run, st.chip_type, st.started_at, now)
+        used = slices.used()
+        pools = [PoolView(p.name, p.chip_type, p.chips, p.chips - used.get(p.name, 0)) for p in self.sim.fleet.pools]
+        plan = self.ledger.plan(now, pools, {run: st.pool for run, st in live.items()})
+        slices.boundary(now, plan)
+        if self.sim.waiting or live:
+            self._round = self.sim.engine.after(self.round_s, self.next_round, LATE)
 
     def start_planned(self) -> None:
         sim = self.sim

@@ -147,7 +147,7 @@ class Simulation:
         stages = [StageStats.of(g) for g in self.metrics.stage_totals(end)]
         chips = sum(p.chips for p in self.fleet.pools)
         notes = []
-        if self._counted() < self._total() and not self.executor.live and self.engine.peek() == math.inf:
+        if self._counted() < self._total() and not self._holding() and self.engine.peek() == math.inf:
             stuck = self._total() - self._counted()
             why = "; ".join(f"{run}: {reason}" for run, reason in list(self.blocked.items())[:3])
             notes.append(f"{stuck} jobs can never start on this fleet" + (f" ({why})" if why else ""))
@@ -159,6 +159,10 @@ class Simulation:
             self.policy_name, self.seed, report, stages, self.runs, wall_s, self.engine.steps, self.cycles, end,
             fleet=self.fleet.name, chips=chips, notes=notes, measured=self.measured,
         )  # fmt: skip
+
+    def _holding(self) -> bool:
+        """Whether any job holds chips now."""
+        return bool(self.executor.live) or (self.driver is not None and self.driver.running())
 
     def _emit(self, kind: EventType, run: str | None, attempt: int | None, data: dict[str, Any]) -> None:
         event = Event(kind, self.engine.now(), run, attempt, data, next(self._seq))
@@ -304,16 +308,23 @@ class Simulation:
         useful = rec.useful_chip_s - self.useful_before.pop(run, 0.0)
         data: dict[str, Any] = {"pool": att.pool, "useful_chip_s": useful}
         if self.driver is not None:
-            self.driver.ended(att, now, finished=how == "succeeded")
+            chip_type = self.pools[att.pool].chip_type
+            self.driver.ended(run, chip_type, att.chips, att.started_at, now, finished=how == "succeeded")
         if how == "succeeded":
-            self._emit(EventType.SUCCEEDED, run, att.number, data)
-            rec.outcome, rec.end_s = "succeeded", now
-            self.done += 1
-            if self.measured is not None and run in self.measured:
-                self.measured_done += 1
-            self.last_end = max(self.last_end, now)
-        else:
-            self._retry(att, how, data)
+            self.succeeded(run, att.number, att.pool, useful)
+            return
+        self._retry(att, how, data)
+        self.demand_changed()
+
+    def succeeded(self, run: str, number: int, pool: str, useful_chip_s: float) -> None:
+        """Attempt `number` of `run` on `pool` succeeded now, having kept `useful_chip_s` of work."""
+        now, rec = self.engine.now(), self.runs[run]
+        self._emit(EventType.SUCCEEDED, run, number, {"pool": pool, "useful_chip_s": useful_chip_s})
+        rec.outcome, rec.end_s = "succeeded", now
+        self.done += 1
+        if self.measured is not None and run in self.measured:
+            self.measured_done += 1
+        self.last_end = max(self.last_end, now)
         self.demand_changed()
 
     def _retry(self, att: Attempt, how: str, data: dict[str, Any]) -> None:

@@ -1,0 +1,153 @@
+"""Time-sliced rounds in bulk: each round's swaps applied as one step, not as stops and starts through events.
+
+Under Gavel's round-based policies most chips change hands every round; through the simulated executor each
+change is an attempt's end, a retry decision, requeueing, a launch and four events. Where a swap costs
+nothing (no failure model, free checkpoints and restores, every pool time-sliced, quotas that cover every
+pool, a preempted run requeued at once by the shared retry decision: `why_not_bulk`), it changes only the
+run's kept work and its bookkeeping, so `SlicedRounds` applies a round as one step over its running stints:
+the runs the plan moves or leaves out give back their chips with the work done so far, the runs it places
+start with theirs, and only arrivals and completions stay events. The run records and the metrics get
+exactly what the stops and starts would have given them (`MetricsAccumulator.swapped_out` / `swapped_in`;
+tests/unit/sim/test_slicing.py compares every figure); the plan is the same `ledger.plan`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from crossrail.core.attempts import EndReason
+from crossrail.scheduling.decisions import decide_end
+from crossrail.sim.engine import Timer
+from crossrail.sim.fit import hosts_of
+from crossrail.sim.records import RunRecord
+from crossrail.sim.workload import SimJob
+
+if TYPE_CHECKING:
+    from crossrail.sim.policy_driver import PolicyDriver
+    from crossrail.sim.simulation import Simulation
+
+
+@dataclass(slots=True)
+class Stint:
+    """A run holding chips of one pool since `started_at`, from `start_work` of work at `rate` work/s."""
+
+    job: SimJob
+    record: RunRecord
+    pool: str
+    chip_type: str
+    chips: int
+    number: int
+    started_at: float
+    start_work: float
+    full_rate: float
+    rate: float
+    timer: Timer | None = None
+
+
+def why_not_bulk(sim: Simulation, driver: PolicyDriver) -> str | None:
+    """Why the rounds of this simulation must go through the executor one stop and start at a time (None:
+    they may go in bulk)."""
+    retry = decide_end(EndReason.PREEMPTED, "", pool="", retries=sim.retries.policy, history=[], now=0.0)
+    jobs = sim.stream.shapes() if sim.stream is not None else list(sim.jobs.values())
+    reasons = {
+        "the policy keeps no round ledger": driver.ledger is None,
+        "the event log is recorded": sim.events is not None,
+        "failures are modelled": sim.failures is not None,
+        "checkpoints or restores cost time": sim.checkpoint.delta_s > 0 or sim.checkpoint.restore_s > 0,
+        "some pools are not time-sliced": driver.sliced != set(sim.pools),
+        "some pools are drained or reserved": any(p.drained for p in sim.fleet.pools)
+        or bool(sim.fleet.spec.reservations),
+        "a queue's quota could keep a planned run waiting": any(
+            q.cohort is not None or any(q.nominal.get(p.name, 0) < p.chips for p in sim.fleet.pools)
+            for q in sim.sched.cache.quota.queues.values()
+        ),
+        "a preempted run does not go again at once": not retry.retry or retry.backoff_s > 0,
+        "jobs report quality curves": any(j.quality is not None for j in jobs),
+    }
+    return next((why for why, holds in reasons.items() if holds), None)
+
+
+class SlicedRounds:
+    """The running stints of a time-sliced simulation and the round boundary applied to all of them at once."""
+
+    def __init__(self, sim: Simulation, driver: PolicyDriver) -> None:
+        self.sim = sim
+        self.driver = driver
+        self.live: dict[str, Stint] = {}
+        """Run -> its stint, in the order they started (the order the ledger is credited in, as the executor's)."""
+
+    def used(self) -> dict[str, int]:
+        """Pool -> chips its stints hold."""
+        out: dict[str, int] = {}
+        for st in self.live.values():
+            out[st.pool] = out.get(st.pool, 0) + st.chips
+        return out
+
+    def boundary(self, now: float, plan: dict[str, str]) -> None:
+        """Apply the round's plan: runs it moves or leaves out give back their chips, then runs it places start."""
+        for run, st in list(self.live.items()):
+            if plan.get(run) != st.pool:
+                self._swap_out(st, now)
+        waiting = self.sim.waiting
+        for run, pool in plan.items():
+            if run in waiting:
+                self.start(run, pool, now)
+
+    def start(self, run: str, pool_name: str, now: float) -> None:
+        """`run` takes its gang of `pool_name` now (its chips are free: the plan fits every pool's capacity)."""
+        sim = self.sim
+        job, rec, pool = sim.jobs[run], sim.runs[run], sim.pools[pool_name]
+        del sim.waiting[run]
+        number = sim.attempts[run] = sim.attempts.get(run, 0) + 1
+        chips = job.chips
+        sim.metrics.swapped_in(run, now, number, pool=pool_name, chips=chips, price=pool.cost_per_chip_hour)
+        if rec.first_start_s is None:
+            rec.first_start_s, rec.queue_s = now, now - rec.submit_s
+        rec.attempts, rec.pool, rec.outcome = number, pool_name, "running"
+        sim.useful_before[run] = rec.useful_chip_s
+        hosts = hosts_of(chips, pool.chips_per_host)
+        full_rate = job.rate(pool.chip_type, pool.relative_speed) * chips / job.chips
+        rate = full_rate * hosts / hosts  # as the executor's Attempt.rate with every host up
+        work = sim.committed.get(run, 0.0)
+        st = Stint(job, rec, pool_name, pool.chip_type, chips, number, now, work, full_rate, rate)
+        self.live[run] = st
+        left = job.work_s - work
+        finish = 0.0 if left <= 0 else (math.inf if rate <= 0 else left / rate)
+        if math.isfinite(finish):
+            st.timer = sim.engine.after(finish, lambda: self._finish(st))
+
+    def _reached(self, st: Stint, now: float) -> float:
+        return min(st.start_work + (now - st.started_at) * st.rate, st.job.work_s)
+
+    def _close(self, st: Stint, now: float, kept: float, *, finished: bool) -> float:
+        """Give back the stint's chips with `kept` work kept; returns the useful chip-seconds it added."""
+        if st.timer is not None:
+            st.timer.cancel()
+        rec, run = st.record, st.job.name
+        rec.allocated_chip_s += st.chips * (now - st.started_at)
+        useful_s = max(kept - st.start_work, 0.0) / st.full_rate
+        rec.useful_s += useful_s
+        rec.useful_chip_s += useful_s * st.chips
+        del self.live[run]
+        sim = self.sim
+        sim.committed[run] = kept
+        self.driver.ended(run, st.chip_type, st.chips, st.started_at, now, finished=finished)
+        return rec.useful_chip_s - sim.useful_before.pop(run, 0.0)
+
+    def _swap_out(self, st: Stint, now: float) -> None:
+        """The stint's run leaves its chips at the boundary, checkpointing (freely) all it did, and waits."""
+        st.record.checkpoints += 1  # the final checkpoint, as a preempted attempt writes one
+        useful = self._close(st, now, self._reached(st, now), finished=False)
+        run, rec = st.job.name, st.record
+        rec.preemptions += 1
+        rec.outcome = "pending"
+        self.sim.metrics.swapped_out(run, now, st.number, useful)
+        self.sim.waiting[run] = now
+
+    def _finish(self, st: Stint) -> None:
+        now = self.sim.engine.now()
+        st.timer = None
+        useful = self._close(st, now, st.job.work_s, finished=True)
+        self.sim.succeeded(st.job.name, st.number, st.pool, useful)

@@ -1,0 +1,98 @@
+"""Time-sliced rounds in bulk give exactly what the same rounds give through the executor's stops and starts."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crossrail.sim import CheckpointSpec, Simulation
+from crossrail.sim.fleets import build_fleet
+from crossrail.sim.generated import JobStream
+from crossrail.sim.records import SimResult
+from crossrail.sim.slicing import why_not_bulk
+from crossrail.sim.traces import gavel_jobs
+from crossrail.sim.workload import SimJob, parse_workload
+from crossrail.spec import Fleet
+
+DATA = Path(__file__).resolve().parents[3] / "data" / "gavel"
+MATRIX = DATA / "simulation_throughputs.json"
+
+
+def gavel_fleet(v100: int, p100: int, k80: int) -> Fleet:
+    counts = {"v100": v100, "p100": p100, "k80": k80}
+    return build_fleet(
+        [{"name": t, "accelerator": "gpu", "chip_type": t, "chips": n, "chips_per_host": 1}
+         for t, n in counts.items() if n],
+        name="gavel",
+    )  # fmt: skip
+
+
+def everything(result: SimResult) -> dict[str, Any]:
+    """What a simulation reports, but for how long it took and how many engine events it ran."""
+    out = result.to_json()
+    for key in ("wall_s", "events", "events_per_s"):
+        out.pop(key, None)
+    out["records"] = {name: dataclasses.asdict(rec) for name, rec in sorted(result.runs.items())}
+    return out
+
+
+def swaps(result: SimResult) -> int:
+    return sum(rec.preemptions for rec in result.runs.values())
+
+
+def through_both(
+    fleet: Fleet, jobs: Callable[[], Sequence[SimJob] | JobStream], policy: str, until_s: float | None = None
+) -> tuple[Simulation, SimResult, Simulation, SimResult]:
+    """The same simulation in bulk and through the executor (recording the event log takes the executor)."""
+    bulk = Simulation(fleet, jobs(), policy=policy)
+    slow = Simulation(fleet, jobs(), policy=policy, record_events=True)
+    return bulk, bulk.run(until_s), slow, slow.run(until_s)
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness", "max_min_fairness_hetero"])
+def test_gavels_trace_in_bulk_reports_exactly_what_the_executor_does(policy: str) -> None:
+    jobs = gavel_jobs(DATA / "artifact_evaluation.trace", MATRIX)
+    bulk, fast, slow, ref = through_both(gavel_fleet(2, 0, 4), lambda: jobs, policy)
+
+    assert bulk.driver is not None
+    assert bulk.driver.slices is not None
+    assert slow.driver is not None
+    assert slow.driver.slices is None
+    assert swaps(ref) > 0
+    assert everything(fast) == everything(ref)
+
+
+def test_generated_jobs_in_bulk_report_exactly_what_the_executor_does() -> None:
+    def gen() -> JobStream:
+        found = parse_workload("gavel-gen:rate=1/h,window=30-60,seed=1", throughputs=str(MATRIX))
+        assert isinstance(found, JobStream)
+        return found
+
+    # Two simulated days, cut mid-round with jobs running and waiting: the state at the cut is compared too.
+    _, fast, _, ref = through_both(gavel_fleet(6, 6, 6), gen, "max_min_fairness", until_s=2 * 86_400 + 100)
+
+    assert swaps(ref) > 100
+    assert everything(fast) == everything(ref)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"policy": "las"}, "the policy keeps no round ledger"),
+        ({"record_events": True}, "the event log is recorded"),
+        ({"checkpoint": CheckpointSpec(cost_s=30.0)}, "checkpoints or restores cost time"),
+        ({"checkpoint": CheckpointSpec(restore_s=60.0)}, "checkpoints or restores cost time"),
+    ],
+    ids=["an ordering of its own", "a recorded log", "a checkpoint that costs", "a restore that costs"],
+)
+def test_rounds_go_through_the_executor_where_a_swap_is_more_than_bookkeeping(change: dict[str, Any], why: str) -> None:
+    jobs = gavel_jobs(DATA / "artifact_evaluation.trace", MATRIX)
+    sim = Simulation(gavel_fleet(2, 0, 4), jobs, **{"policy": "max_min_fairness", **change})
+
+    assert sim.driver is not None
+    assert sim.driver.slices is None
+    assert why_not_bulk(sim, sim.driver) == why
