@@ -12,7 +12,11 @@ repeated and the median reported. The last line printed is the summary.
 Gavel's own figures (its simulator run for reference, seed 0, 6-minute rounds; issue 15) are printed beside
 crossrail's: on the 15-job trace at 2 V100 + 4 K80, LAS (`max_min_fairness`) 6,032 s and Gavel-LAS
 (`max_min_fairness_hetero`) 4,322 s average JCT at 2.7 s wall; Fig. 8 (36 V100 : 36 P100 : 36 K80, one GPU
-per job, jobs 4000-5000 measured) in `FIG8_GAVEL`. Aims: each 15-job replay <= 0.27 s; on Fig. 8, hetero
+per job, jobs 4000-5000 measured) in `FIG8_GAVEL`. `gavel-gen` draws Gavel's own jobs for each seed
+(docs/traces.md), so seed 0 here is the workload behind Gavel's figures; its former draws (numpy, the same
+distributions) could not compare like with like at 5 jobs/h, where one seed's draw moves the average 2x
+(a restatement of Gavel's round loop gave 148,097 s on those draws, mean of seeds 0-2, and 185,147 s on
+Gavel's seed 0, whose figure is 185,057 s). Aims: each 15-job replay <= 0.27 s; on Fig. 8, hetero
 (mean of 3 seeds) <= Gavel-LAS, agnostic within 10% of LAS, each run <= 14 s at 5 jobs/h.
 """
 

@@ -4,19 +4,24 @@ As in Gavel's simulator (Narayanan et al., OSDI 2020, Figs. 8 and 9): each job's
 from the job templates of the throughput matrix; its run time alone on a V100 is 60 * 10^U(1.5, 3) s with
 probability 0.8, else 60 * 10^U(3, 4) s, and its work is that time at its V100 rate. Jobs take one GPU
 (continuous-single), or with `multi_gpu=1` 1, 2, 4 or 8 GPUs with probability 0.7, 0.1, 0.15 and 0.05
-(a template the matrix has no multi-GPU rates for stays on one GPU). Arrivals are Poisson at `rate` and
-keep coming, without end, until every job of the window has finished; the window's jobs (numbered from 0
-in arrival order, `window=A-B` is jobs A..B-1) are the ones measured.
+(a multi-GPU job's type is drawn again until it is one Gavel runs distributed). Arrivals are Poisson at
+`rate` and keep coming, without end, until every job of the window has finished; the window's jobs
+(numbered from 0 in arrival order, `window=A-B` is jobs A..B-1) are the ones measured.
+
+The draws are Gavel's own, in its order (`utils.generate_job`, `Scheduler._sample_arrival_time_delta`):
+job after job from Python's `random.Random(seed + 2)` (a scale-factor draw, the duration, the type from
+Gavel's job table in its order), the gaps from `random.Random(seed + 3)`, the first job at 0. So `seed=N`
+is the very workload Gavel's simulator draws with seed N: in the overloaded regime one seed's draw of long
+jobs moves the average JCT by 2x, and only the same draw compares a policy with Gavel's figure.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
-
-import numpy as np
 
 from crossrail.errors import Problem, SpecError
 from crossrail.scheduling.gavel import Throughputs
@@ -29,7 +34,17 @@ SHORT = (0.8, 1.5, 3.0)
 """(probability, low, high): log10 of the run time in minutes for short jobs; long ones are U(3, 4)."""
 LONG = (3.0, 4.0)
 GPUS = ((0.7, 1), (0.8, 2), (0.95, 4), (1.0, 8))
-"""Cumulative probability -> GPUs of a multi-GPU job (Gavel Fig. 9)."""
+"""Cumulative probability -> GPUs of a multi-GPU job (Gavel Fig. 9; `utils._generate_scale_factor`)."""
+JOB_TABLE = (
+    *((f"ResNet-18 (batch size {b})", True) for b in (16, 32, 64, 128, 256)),
+    *((f"ResNet-50 (batch size {b})", True) for b in (16, 32, 64, 128)),
+    *((f"Transformer (batch size {b})", True) for b in (16, 32, 64, 128, 256)),
+    *((f"LM (batch size {b})", True) for b in (5, 10, 20, 40, 80)),
+    *((f"Recommendation (batch size {b})", False) for b in (512, 1024, 2048, 4096, 8192)),
+    ("A3C", False),
+    ("CycleGAN", False),
+)
+"""Gavel's job table (`scheduler/job_table.py`) in its order, which its draws index: (model, distributed)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +140,13 @@ class GavelGen:
             fix = f"use a matrix with {REFERENCE} rates (data/gavel/simulation_throughputs.json)"
             raise SpecError([Problem(WHERE, "throughputs", f"the matrix has no {REFERENCE} worker type", fix=fix)])
         self.matrix = matrix
-        self.templates = sorted(k for k, r in matrix.rates[REFERENCE].items() if k[1] == 1 and r > 0)
+        known = sorted(k for k, r in matrix.rates[REFERENCE].items() if k[1] == 1 and r > 0)
+        ordered = [(name, 1) for name, _ in JOB_TABLE if (name, 1) in known]
+        self.templates = ordered + [k for k in known if k not in ordered]
+        """The one-GPU jobs the matrix has, in Gavel's job table order (others after it, by name)."""
+        self.distributed = {name for name, spread in JOB_TABLE if spread} | {
+            k[0] for k in known if k[0] not in dict(JOB_TABLE)
+        }
         if not self.templates:
             raise SpecError([Problem(WHERE, "throughputs", f"the matrix has no one-GPU job on {REFERENCE}")])
         first, last = spec.window
@@ -138,19 +159,25 @@ class GavelGen:
         return [self._job(f"shape-{i}", key, 60.0, 0.0) for i, key in enumerate(sorted(keys))]
 
     def __iter__(self) -> Iterator[SimJob]:
-        rng = np.random.default_rng(self.spec.seed)
+        draws, gaps = random.Random(self.spec.seed + 2), random.Random(self.spec.seed + 3)
         at, n = 0.0, 0
         while True:
-            template = self.templates[int(rng.integers(len(self.templates)))][0]
-            gpus = 1
-            if self.spec.multi_gpu:
-                draw = float(rng.random())
-                gpus = next(g for p, g in GPUS if draw < p)
-            low, high = SHORT[1:] if rng.random() < SHORT[0] else LONG
-            run_s = 60.0 * 10 ** float(rng.uniform(low, high))
+            template, gpus, run_s = self._draw(draws)
             yield self._job(_name(n), self._scaled(template, gpus), run_s, at)
             n += 1
-            at += float(rng.exponential(1.0 / self.spec.rate_per_s))
+            at += -math.log(1.0 - gaps.random()) / self.spec.rate_per_s
+
+    def _draw(self, rng: random.Random) -> tuple[str, int, float]:
+        """One job as Gavel's `generate_job` draws it: scale factor, duration, then type (redrawn until a
+        multi-GPU job's type runs distributed)."""
+        draw = rng.uniform(0, 1)
+        gpus = 1 if not self.spec.multi_gpu or draw < GPUS[0][0] else next(g for p, g in GPUS[1:] if draw <= p)
+        low, high = LONG if rng.random() >= SHORT[0] else SHORT[1:]
+        run_s = 60.0 * 10 ** rng.uniform(low, high)
+        while True:
+            template = rng.choice(self.templates)[0]
+            if gpus == 1 or template in self.distributed:
+                return template, gpus, run_s
 
     def _scaled(self, template: str, gpus: int) -> tuple[str, int]:
         return (template, gpus) if self.matrix.rate(template, gpus, REFERENCE) > 0 else (template, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from crossrail.errors import SpecError
 from crossrail.sim import Simulation
 from crossrail.sim.fleets import build_fleet
-from crossrail.sim.generated import GavelGen, GavelGenSpec
+from crossrail.sim.generated import JOB_TABLE, GavelGen, GavelGenSpec
 from crossrail.sim.traces import throughput_matrix
 from crossrail.sim.workload import parse_workload
 
@@ -50,11 +51,29 @@ def test_multi_gpu_jobs_take_1_2_4_or_8_gpus_with_gavels_weights() -> None:
     jobs = list(itertools.islice(stream("rate=5/h,window=0-10,multi_gpu=1"), 6000))
     share = {g: sum(j.chips == g for j in jobs) / len(jobs) for g in (1, 2, 4, 8)}
 
-    # Templates without multi-GPU rates (7 of 26) stay on one GPU: 0.7 + 0.3 * 7/26 of jobs.
-    assert share[1] == pytest.approx(0.7 + 0.3 * 7 / 26, abs=0.03)
-    assert share[2] == pytest.approx(0.1 * 19 / 26, abs=0.02)
-    assert share[4] == pytest.approx(0.15 * 19 / 26, abs=0.02)
-    assert share[8] == pytest.approx(0.05 * 19 / 26, abs=0.015)
+    # As Gavel draws them: the GPUs first, then the type again until it is one Gavel runs distributed.
+    assert share[1] == pytest.approx(0.7, abs=0.03)
+    assert share[2] == pytest.approx(0.1, abs=0.02)
+    assert share[4] == pytest.approx(0.15, abs=0.02)
+    assert share[8] == pytest.approx(0.05, abs=0.015)
+
+
+def test_seed_n_draws_the_jobs_gavels_simulator_draws_with_seed_n() -> None:
+    """Gavel's generate_job: random.Random(seed + 2) gives a GPU-count draw, the duration, then the type from its
+    job table in order; random.Random(seed + 3) the gaps (Scheduler._sample_arrival_time_delta)."""
+    gen = stream("rate=5/h,window=0-10,seed=7")
+    draws, gaps = random.Random(9), random.Random(10)
+    at = 0.0
+    for got in itertools.islice(gen, 20):
+        draws.uniform(0, 1)
+        low, high = (3, 4) if draws.random() >= 0.8 else (1.5, 3)
+        run_s = 60 * 10 ** draws.uniform(low, high)
+        model = draws.choice([name for name, _ in JOB_TABLE])
+        v100 = throughput_matrix(MATRIX).rate(model, 1, "v100")
+        assert (got.chips, got.throughput["v100"]) == (1, v100)
+        assert got.work_s == pytest.approx(run_s * v100, rel=1e-12)
+        assert got.submit_s == pytest.approx(at, rel=1e-12)
+        at += -math.log(1.0 - gaps.random()) * 720.0
 
 
 def test_bad_specs_name_every_problem_and_the_matrix_is_required() -> None:
