@@ -206,9 +206,10 @@ class PolicyDriver:
         used = slices.used()
         pools = [PoolView(p.name, p.chip_type, p.chips, p.chips - used.get(p.name, 0)) for p in self.sim.fleet.pools]
         plan = self.ledger.plan(now, pools, {run: st.pool for run, st in live.items()})
-        slices.boundary(now, plan)
+        next_s = now + max(self.round_s, 0.0)
+        slices.boundary(now, plan, next_s)
         if self.sim.waiting or live:
-            self._round = self.sim.engine.after(self.round_s, self.next_round, LATE)
+            self._round = self.sim.engine.schedule(next_s, self.next_round, LATE)
 
     def start_planned(self) -> None:
         sim = self.sim

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from crossrail.core.attempts import EndReason
@@ -43,6 +44,7 @@ class Stint:
     start_work: float
     full_rate: float
     rate: float
+    finish_at: float
     timer: Timer | None = None
 
 
@@ -77,6 +79,8 @@ class SlicedRounds:
         self.driver = driver
         self.live: dict[str, Stint] = {}
         """Run -> its stint, in the order they started (the order the ledger is credited in, as the executor's)."""
+        self.speed: dict[tuple[str, str], tuple[float, float]] = {}
+        """(run, pool) -> (full rate, rate with every host up), as the executor's attempt there would run."""
 
     def used(self) -> dict[str, int]:
         """Pool -> chips its stints hold."""
@@ -85,8 +89,12 @@ class SlicedRounds:
             out[st.pool] = out.get(st.pool, 0) + st.chips
         return out
 
-    def boundary(self, now: float, plan: dict[str, str]) -> None:
-        """Apply the round's plan: runs it moves or leaves out give back their chips, then runs it places start."""
+    def boundary(self, now: float, plan: dict[str, str], next_s: float) -> None:
+        """Apply the round's plan: runs it moves or leaves out give back their chips, then runs it places start.
+
+        Most stints end at a boundary, not by finishing, so a stint's finish becomes a timer only once it falls
+        by the next boundary (`next_s`), at the instant the executor's timer would have fired.
+        """
         for run, st in list(self.live.items()):
             if plan.get(run) != st.pool:
                 self._swap_out(st, now)
@@ -94,6 +102,10 @@ class SlicedRounds:
         for run, pool in plan.items():
             if run in waiting:
                 self.start(run, pool, now)
+        engine = self.sim.engine
+        for st in self.live.values():
+            if st.timer is None and st.finish_at <= next_s:
+                st.timer = engine.schedule(st.finish_at, partial(self._finish, st))
 
     def start(self, run: str, pool_name: str, now: float) -> None:
         """`run` takes its gang of `pool_name` now (its chips are free: the plan fits every pool's capacity)."""
@@ -107,16 +119,17 @@ class SlicedRounds:
             rec.first_start_s, rec.queue_s = now, now - rec.submit_s
         rec.attempts, rec.pool, rec.outcome = number, pool_name, "running"
         sim.useful_before[run] = rec.useful_chip_s
-        hosts = hosts_of(chips, pool.chips_per_host)
-        full_rate = job.rate(pool.chip_type, pool.relative_speed) * chips / job.chips
-        rate = full_rate * hosts / hosts  # as the executor's Attempt.rate with every host up
+        speed = self.speed.get((run, pool_name))
+        if speed is None:
+            hosts = hosts_of(chips, pool.chips_per_host)
+            full_rate = job.rate(pool.chip_type, pool.relative_speed) * chips / job.chips
+            speed = self.speed[run, pool_name] = (full_rate, full_rate * hosts / hosts)  # as Attempt.rate
+        full_rate, rate = speed
         work = sim.committed.get(run, 0.0)
-        st = Stint(job, rec, pool_name, pool.chip_type, chips, number, now, work, full_rate, rate)
-        self.live[run] = st
         left = job.work_s - work
         finish = 0.0 if left <= 0 else (math.inf if rate <= 0 else left / rate)
-        if math.isfinite(finish):
-            st.timer = sim.engine.after(finish, lambda: self._finish(st))
+        st = Stint(job, rec, pool_name, pool.chip_type, chips, number, now, work, full_rate, rate, now + finish)
+        self.live[run] = st
 
     def _reached(self, st: Stint, now: float) -> float:
         return min(st.start_work + (now - st.started_at) * st.rate, st.job.work_s)
