@@ -3,6 +3,10 @@
 Pools are copied when the cycle first changes them and quota usage is copied whole (queues x pools
 entries), so taking a snapshot costs O(queues x pools) and never O(pending). Trial preemptions release
 victims on the copy and `restore` puts them back; `commit` hands the copies to the cache.
+
+A restored pool holds the same chips but not always the same order within its free-chip buckets (sets), and
+that order is which host `PoolState.find` picks first. So the cycle's decisions depend on the exact sequence
+of takes and releases, trials included: a faster cycle makes each change cheaper, never skips or reorders one.
 """
 
 from __future__ import annotations
