@@ -157,13 +157,18 @@ class PolicyDriver:
         if self._woken is None:
             self._woken = self.sim.engine.after(0.0, self._look, LATE)
 
+    def _bulk(self) -> SlicedRounds | None:
+        """The bulk rounds, while the ledger they plan with is there (a caller may take it away to plan from
+        views every round, as the agent does)."""
+        return self.slices if self.ledger is not None else None
+
     def running(self) -> bool:
         """Whether any run holds chips now."""
         return bool(self.sim.executor.live or (self.slices is not None and self.slices.live))
 
     def _look(self) -> None:
         self._woken = None
-        if self.slices is None:
+        if self._bulk() is None:
             self.start_planned()
         sim = self.sim
         if self._round is not None and not self.running() and not self.plan and sim.engine.now() > self._began:
@@ -178,8 +183,9 @@ class PolicyDriver:
         self._round = None
         sim.cycles += 1
         now = self._began = sim.engine.now()
-        if self.slices is not None:
-            self._bulk_round(self.slices, now)
+        slices = self._bulk()
+        if slices is not None:
+            self._bulk_round(slices, now)
             return
         if self.ledger is not None:
             for att in sim.executor.live.values():

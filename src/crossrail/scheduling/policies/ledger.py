@@ -149,7 +149,8 @@ class RoundLedger:
         priority = np.where(share > 0, self.alloc / np.where(share > 0, share, 1.0), self.alloc * UNRUN)
         priority[(self.alloc <= 0) | (self.rates <= 0) | ~self.allocated[:, None]] = 0.0
         left = {t: sum(p.capacity for p in pools if p.chip_type == t) for t in self.types}
-        taken = np.zeros(len(act), dtype=bool)
+        taken: set[int] = set()
+        chips = self.chips.tolist()  # plain ints: the loop below reads them once per candidate
         chosen: list[tuple[int, int]] = []
         for t in self._type_order():
             rows = np.flatnonzero(act & (self.rates[:, t] > 0))
@@ -160,9 +161,10 @@ class RoundLedger:
             for s in ranked.tolist():
                 if room <= 0:
                     break
-                if taken[s] or self.chips[s] > room:
+                if s in taken or chips[s] > room:
                     continue
-                taken[s], room = True, room - int(self.chips[s])
+                taken.add(s)
+                room -= chips[s]
                 chosen.append((s, t))
         return self._place(chosen, pools, running)
 
@@ -172,21 +174,21 @@ class RoundLedger:
         """Each chosen job on a pool of its chip type: where it runs now if that has room, else the pool with
         the most chips left. A job without an allocation holds its chips this round but is not placed."""
         left = {p.name: p.capacity for p in pools}
-        of_type = {t: sorted((p for p in pools if p.chip_type == t), key=lambda p: p.name) for t in self.types}
+        of_type = {i: sorted(p.name for p in pools if p.chip_type == t) for i, t in enumerate(self.types)}
+        chips, allocated = self.chips.tolist(), self.allocated.tolist()
         placed: dict[str, str] = {}
-        for s, t in sorted(chosen, key=lambda c: -int(self.chips[c[0]])):  # largest gangs first, as Gavel
+        for s, t in sorted(chosen, key=lambda c: -chips[c[0]]):  # largest gangs first, as Gavel
             view = self.views[s]
             assert view is not None
-            candidates = [p for p in of_type[self.types[t]] if left[p.name] >= view.chips]
+            need = chips[s]
+            candidates = [name for name in of_type[t] if left[name] >= need]
             if not candidates:
                 continue
             now_on = running.get(view.run)
-            pool = next((p for p in candidates if p.name == now_on), None) or max(
-                candidates, key=lambda p: (left[p.name], p.name)
-            )
-            left[pool.name] -= view.chips
-            if self.allocated[s]:
-                placed[view.run] = pool.name
+            pool = now_on if now_on in candidates else max(candidates, key=lambda name: (left[name], name))
+            left[pool] -= need
+            if allocated[s]:
+                placed[view.run] = pool
         return placed
 
     def _type_order(self) -> list[int]:
