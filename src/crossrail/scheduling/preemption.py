@@ -181,33 +181,36 @@ _Key = tuple[int, float, float, str]
 
 
 class Candidates:
-    """Every (queue, pool)'s allocations in victim order, keyed and sorted once per cycle.
+    """Every (queue, pool)'s allocations in victim order, sorted once per cycle.
 
     A cycle's blocked heads ask for the candidates of the same few (queue, pool) pairs again and again; the
     cache's allocations, their keys and protections do not change while a cycle admits (its admissions are
     indexed after the commit; a run preempted in the cycle is `evicting`, which is checked at each ask).
+    Only the order and each run's minus rank are kept, not the keys or victims: objects that live through
+    the cycle would make the garbage collector run more often during it.
     """
 
     def __init__(self, cache: Cache, now: float) -> None:
         self.cache = cache
         self.now = now
-        self._sorted: dict[tuple[str, str, str], tuple[list[_Key], list[Victim]]] = {}
+        self._sorted: dict[tuple[str, str, str], tuple[list[int], list[Allocation]]] = {}
 
     def candidates(self, snap: Snapshot, req: Request, pool: PoolState) -> list[Victim]:
         """Victims for `req` on `pool`, lowest priority first, then least work lost since a checkpoint."""
-        keys, own = self._of(req.queue, pool.name, "priority")
-        cut = bisect_left(keys, (-req.rank,))  # keys start with minus the rank: lower classes come first
+        ranks, own = self._of(req.queue, pool.name, "priority")
+        own = own[: bisect_left(ranks, -req.rank)]  # minus ranks ascending: lower classes come first
         if not _may_reclaim(snap, req, pool.name):
-            return [v for v in own[:cut] if not v.alloc.evicting]
-        merged = [(k, v) for k, v in zip(keys[:cut], own[:cut], strict=True) if not v.alloc.evicting]
+            return [Victim(a, "priority") for a in own if not a.evicting]
+        now = self.now
+        merged = [(_key(a, now), Victim(a, "priority")) for a in own if not a.evicting]
         for member in snap.quota.members[snap.quota.cohort_of(req.queue) or ""]:
             if member != req.queue and snap.borrowed(member, pool.name) > 0:
-                lent_keys, lent = self._of(member, pool.name, "reclaim")
-                merged += [(k, v) for k, v in zip(lent_keys, lent, strict=True) if not v.alloc.evicting]
+                lent = self._of(member, pool.name, "reclaim")[1]
+                merged += [(_key(a, now), Victim(a, "reclaim")) for a in lent if not a.evicting]
         merged.sort(key=lambda item: item[0])
         return [victim for _, victim in merged]
 
-    def _of(self, queue: str, pool: str, kind: str) -> tuple[list[_Key], list[Victim]]:
+    def _of(self, queue: str, pool: str, kind: str) -> tuple[list[int], list[Allocation]]:
         found = self._sorted.get((queue, pool, kind))
         if found is None:
             cache, now = self.cache, self.now
@@ -216,10 +219,17 @@ class Candidates:
                 allocs = [a for a in allocs if a.reservation is None]
             history = cache.preempted_at  # only runs preempted before can be protected, unless all are
             everyone = cache.config.max_preemptions == 0
-            keyed = sorted(
-                ((-a.request.rank, a.lost_work_s(now), -a.started_at, a.run), a)
-                for a in allocs
-                if not (everyone or (a.run in history and cache.protected(a.run, now)))
-            )
-            found = self._sorted[(queue, pool, kind)] = ([k for k, _ in keyed], [Victim(a, kind) for _, a in keyed])
+            ordered = [
+                a
+                for _, a in sorted(
+                    (_key(a, now), a)
+                    for a in allocs
+                    if not (everyone or (a.run in history and cache.protected(a.run, now)))
+                )
+            ]
+            found = self._sorted[(queue, pool, kind)] = ([-a.request.rank for a in ordered], ordered)
         return found
+
+
+def _key(alloc: Allocation, now: float) -> _Key:
+    return (-alloc.request.rank, alloc.lost_work_s(now), -alloc.started_at, alloc.run)
