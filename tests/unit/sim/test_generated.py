@@ -62,14 +62,14 @@ def test_seed_n_draws_the_jobs_gavels_simulator_draws_with_seed_n() -> None:
     """Gavel's generate_job: random.Random(seed + 2) gives a GPU-count draw, the duration, then the type from its
     job table in order; random.Random(seed + 3) the gaps (Scheduler._sample_arrival_time_delta)."""
     gen = stream("rate=5/h,window=0-10,seed=7")
-    draws, gaps = random.Random(9), random.Random(10)
+    draws, gaps, matrix = random.Random(9), random.Random(10), throughput_matrix(MATRIX)
     at = 0.0
     for got in itertools.islice(gen, 20):
         draws.uniform(0, 1)
         low, high = (3, 4) if draws.random() >= 0.8 else (1.5, 3)
         run_s = 60 * 10 ** draws.uniform(low, high)
         model = draws.choice([name for name, _ in JOB_TABLE])
-        v100 = throughput_matrix(MATRIX).rate(model, 1, "v100")
+        v100 = matrix.rate(model, 1, "v100")
         assert (got.chips, got.throughput["v100"]) == (1, v100)
         assert got.work_s == pytest.approx(run_s * v100, rel=1e-12)
         assert got.submit_s == pytest.approx(at, rel=1e-12)
