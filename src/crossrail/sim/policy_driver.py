@@ -106,7 +106,8 @@ class PolicyDriver:
         mine = self.attained.setdefault(run, {})
         mine[chip_type] = mine.get(chip_type, 0.0) + chips * (now - started_at)
         if self.ledger is not None:
-            self._credit(run, chip_type, started_at, now)
+            if self.credited.get(run) != now:  # else credited at this instant already (a round boundary)
+                self._credit(run, chip_type, started_at, now)
             del self.credited[run]
             if finished:
                 self.ledger.leave(run)

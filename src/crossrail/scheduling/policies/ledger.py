@@ -73,6 +73,8 @@ class RoundLedger:
         self.last_reset = 0.0
         self.changed = True
         self.fleet: tuple[object, ...] = ()
+        self._fastest: tuple[tuple[int, int, int], list[int]] | None = None
+        """The chip types fastest first, for the active jobs of (join count, free slots, types) then."""
         self.seen: dict[str, dict[str, float]] = {}
         """Run -> chip type -> service seen so far (`sync` credits what grew since)."""
 
@@ -194,14 +196,17 @@ class RoundLedger:
     def _type_order(self) -> list[int]:
         """Fastest first (Gavel's v100, p100, k80), then, for agnostic policies, shuffled afresh each round
         by the same generator Gavel uses (Python's `random.Random(seed + 5)`)."""
-        n = len(self.types)
-        act = self.active
-        order = list(range(n))
-        if act.any():
-            best = self.rates[act].max(axis=1, keepdims=True)
-            rel = np.divide(self.rates[act], best, out=np.zeros_like(self.rates[act]), where=best > 0)
-            speed = rel.mean(axis=0)
-            order.sort(key=lambda t: (-speed[t], self.types[t]))
+        members = (self.seq, len(self.free), len(self.types))  # changes with every join, leave and new type
+        if self._fastest is None or self._fastest[0] != members:
+            act = self.active
+            fastest = list(range(len(self.types)))
+            if act.any():
+                best = self.rates[act].max(axis=1, keepdims=True)
+                rel = np.divide(self.rates[act], best, out=np.zeros_like(self.rates[act]), where=best > 0)
+                speed = rel.mean(axis=0)
+                fastest.sort(key=lambda t: (-speed[t], self.types[t]))
+            self._fastest = (members, fastest)
+        order = list(self._fastest[1])
         if self.shuffle:
             self.rng.shuffle(order)
         return order
