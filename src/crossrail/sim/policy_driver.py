@@ -208,8 +208,11 @@ class PolicyDriver:
         """The round as one step (`sim/slicing.py`): the same credit and plan, the swaps applied together."""
         assert self.ledger is not None
         live = slices.live
-        for run, st in live.items():
-            self._credit(run, st.chip_type, st.started_at, now)
+        credited = self.credited
+        runs = list(live)
+        since = [max(st.started_at, credited.get(run, st.started_at)) for run, st in live.items()]
+        self.ledger.ran_each(runs, [st.chip_type for st in live.values()], [now - at for at in since])
+        credited.update(dict.fromkeys(runs, now))
         used = slices.used()
         pools = [PoolView(p.name, p.chip_type, p.chips, p.chips - used.get(p.name, 0)) for p in self.sim.fleet.pools]
         plan = self.ledger.plan(now, pools, {run: st.pool for run, st in live.items()})

@@ -135,3 +135,27 @@ def test_views_without_a_split_by_chip_type_credit_what_grew_where_the_job_runs(
     started = JobView(**{**waiting.__dict__, "attained_s": 500.0 + ROUND, "pool": "v100"})
     policy.allocate([grown, started], [V100], 100.0 + 2 * ROUND, ROUND)
     assert book.time[book.slot["b"], 0] - before[1] == ROUND  # not its 500 s from before it was seen
+
+
+def test_crediting_every_running_job_at_once_equals_crediting_them_one_by_one() -> None:
+    """`ran_each` (a simulator's round boundary) leaves the ledger exactly as `ran` per job in turn, whole
+    steps and the sums per chip type included; jobs unknown, idle or on an unknown chip type change nothing."""
+    pools = [PoolView("v100", "v100", 2, 2), PoolView("k80", "k80", 2, 2)]
+    rows = {"a": {"v100": 3.7, "k80": 1.1}, "b": {"v100": 0.9}, "c": {}, "d": {"v100": 2.3, "k80": 0.7}}
+    one, each = (
+        RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False),
+        RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False),
+    )
+    for book in (one, each):
+        book.sync([job(r, throughput=rate) for r, rate in rows.items()], pools)
+    credits = [("a", "v100", 359.99), ("b", "k80", 120.0), ("c", "v100", 0.3), ("d", "k80", 1e-7),
+               ("zz", "v100", 50.0), ("d", "tpu", 10.0), ("a", "k80", 0.0), ("b", "v100", 241.123)]  # fmt: skip
+    for run, kind, sec in credits:
+        one.ran(run, kind, sec)
+    for start in (0, 4):  # two calls, each naming a run at most once
+        part = credits[start : start + 4]
+        each.ran_each([c[0] for c in part], [c[1] for c in part], [c[2] for c in part])
+
+    assert one.time.tolist() == each.time.tolist()
+    assert one.worker_time.tolist() == each.worker_time.tolist()
+    assert one.worker_time.tolist() != [0.0, 0.0]  # something was credited
