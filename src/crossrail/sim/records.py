@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +125,7 @@ class SimResult:
     def avg_jct_s(self) -> float | None:
         if self.measured is not None:
             jcts = [j for run in self.measured if run in self.runs and (j := self.runs[run].jct_s) is not None]
-            return sum(jcts) / len(jcts) if jcts else None
+            return math.fsum(jcts) / len(jcts) if jcts else None  # exact: a set's order moves a plain sum
         return self.report.totals.jct.mean
 
     @property
