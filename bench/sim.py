@@ -23,6 +23,7 @@ Gavel's seed 0, whose figure is 185,057 s). Aims: each 15-job replay <= 0.27 s; 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 from pathlib import Path
 
@@ -163,7 +164,7 @@ def fig8(rates: list[int], seeds: int, progress: Progress) -> str:
             )
             parts.append(
                 f"fig8_{rate}h_{policy}_x {ratio:.3f} (aim {aim}) fig8_{rate}h_{policy}_wall_s {wall:.1f} "
-                f"(aim <= {FIG8_AIM_S:.0f})"
+                f"(aim <= {FIG8_AIM_S:.0f}) fig8_{rate}h_{policy}_cpu_s {max(cpu):.1f} (aim <= {FIG8_AIM_S:.0f})"
             )
     progress.remove_task(task)
     return " ".join(parts)
@@ -204,7 +205,7 @@ def main() -> None:
             )
             print(line("15M chips", r, 300.0))
             parts.append(f"15m_wall_s {r.wall_s:.1f} 15m_events_per_s {r.events / r.wall_s:.0f}")
-    print(f"SUMMARY {'; '.join(parts)}")
+    print(f"SUMMARY {'; '.join(parts)} (load average {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":
