@@ -72,6 +72,23 @@ class FileQueue:
                 count += 1
         return count
 
+    def reserve(self, owner: str, version: int, item_ids: list[str]) -> list[str]:
+        """Mark items `owner` is about to make as claimed (empty files), so other producers count them; the names."""
+        names = [f"{self.name(version, i)}@{owner}" for i in item_ids]
+        for name in names:
+            (self.claimed / name).touch()
+        return names
+
+    def release(self, owner: str) -> None:
+        """Drop every reservation of `owner`: its items are in `ready/`, or it gave them up, or it crashed."""
+        for name in os.listdir(self.claimed):
+            if name.rpartition("@")[2] == owner:
+                (self.claimed / name).unlink(missing_ok=True)
+
+    def claimed_names(self) -> list[str]:
+        """The claimed names in order (version, then id), reservations and claims alike."""
+        return sorted(n for n in os.listdir(self.claimed) if n[:1].isdigit())
+
     def versions(self) -> list[int]:
         """The policy version of every ready or claimed item."""
         names = self._ready() + os.listdir(self.claimed)

@@ -131,10 +131,12 @@ def run_sampler(stage: Stage) -> None:
     version, made = -1, 0
     train = stage.task.split(heldout=False)
     incarnation = f"{stage.owner}.{stage.incarnation}"
+    stage.samples.release(stage.owner)  # a crashed predecessor's reservations
     while True:
         control = stage.check_running()
         version = _newest_policy(ckpt, snapshot, version)
-        if version < 0 or _enough_ahead(stage, version, control.max_policy_lag_steps):
+        ids = [f"{incarnation}.{made + g}" for g in range(s.prompts_per_batch)]
+        if version < 0 or not _reserve(stage, version, control.max_policy_lag_steps, ids):
             time.sleep(POLL_S)
             stage.stats.add(held_s=POLL_S if version >= 0 else 0)
             continue
@@ -157,6 +159,7 @@ def run_sampler(stage: Stage) -> None:
             }
             stage.samples.put(version, f"{incarnation}.{made}", item)
             made += 1
+        stage.samples.release(stage.owner)
         time.sleep(s.sample_sleep_s)
         stage.stats.add(samples=len(rows), busy_s=time.perf_counter() - began)
 
@@ -176,8 +179,44 @@ def _newest_policy(ckpt: Checkpointer, snapshot: SamplerPolicy, have: int) -> in
 
 def _enough_ahead(stage: Stage, version: int, bound: int) -> bool:
     """Whether the queues already hold all the groups the learner can use before `version` goes stale."""
-    usable = [v for v in stage.samples.versions() + stage.scored.versions() if v >= version - bound]
-    return len(usable) >= stage.settings.prompts_per_step * (bound + 1)
+    return len(_usable(stage.samples.versions() + stage.scored.versions(), version, bound)) >= _room(stage, bound)
+
+
+def _reserve(stage: Stage, version: int, bound: int, ids: list[str]) -> bool:
+    """Reserve the batch `ids` unless the queues, with the batches other samplers reserved first, already hold
+    all the groups the learner can use before `version` goes stale; whether this sampler may make it."""
+    if _enough_ahead(stage, version, bound):
+        return False
+    return reserve_batch(stage.samples, stage.scored, stage.owner, version, ids, bound=bound, room=_room(stage, bound))
+
+
+def reserve_batch(
+    samples: FileQueue, scored: FileQueue, owner: str, version: int, ids: list[str], *, bound: int, room: int
+) -> bool:
+    """Samplers held back by the bound all wake on the same new policy; without reservations each would make a
+    batch on the same count, and with many samplers most of those groups would go stale before the learner
+    reached them. Reservations sort by version and id, so of the samplers that reserve at once the first in
+    that order make their batches and the rest wait (releasing theirs): none waits on another."""
+    mine = samples.reserve(owner, version, ids)
+    reserved = [n for n in samples.claimed_names() if n.rpartition("@")[2].startswith("sampler")]
+
+    def usable(names: list[str]) -> int:
+        return len(_usable([int(n.split("-", 1)[0]) for n in names], version, bound))
+
+    others = len(_usable(samples.versions() + scored.versions(), version, bound)) - usable(reserved)
+    if others + usable([n for n in reserved if n < mine[0]]) < room:
+        return True
+    samples.release(owner)
+    return False
+
+
+def _usable(versions: list[int], version: int, bound: int) -> list[int]:
+    return [v for v in versions if v >= version - bound]
+
+
+def _room(stage: Stage, bound: int) -> int:
+    """The groups the learner takes before a group of the newest policy goes stale."""
+    return stage.settings.prompts_per_step * (bound + 1)
 
 
 # --- reward -------------------------------------------------------------------------------------------------

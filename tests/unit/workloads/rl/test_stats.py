@@ -1,4 +1,4 @@
-"""Stage totals for a controller, which replicas run, and the learner's invariant check on every batch."""
+"""Stage totals for a controller, which replicas run, samplers' reservations, and the learner's batch check."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 
 from crossrail.core.clock import ManualClock
 from crossrail.errors import CrossrailError
+from crossrail.workloads.rl.queues import FileQueue
 from crossrail.workloads.rl.settings import Rendezvous
-from crossrail.workloads.rl.stages import Batch, _check
+from crossrail.workloads.rl.stages import Batch, _check, reserve_batch
 from crossrail.workloads.rl.stats import FLUSH_S, StageStats, read_totals, running
 
 
@@ -69,3 +70,23 @@ def test_replicas_run_once_the_newest_process_of_each_wrote_its_stats(tmp_path: 
     assert not running(rdv, counts)
     StageStats(rdv.stats, "sampler", 1, 1, clock).add()
     assert running(rdv, counts)
+
+
+def test_samplers_waking_together_make_only_the_batches_the_learner_can_use(tmp_path: Path) -> None:
+    rdv, clock = Rendezvous(tmp_path), ManualClock()
+    samples, scored = FileQueue(rdv.samples, clock), FileQueue(rdv.scored, clock)
+    room = 8  # groups the learner takes before a group of policy 5 goes stale (two steps of 4, bound 1)
+
+    def reserve(replica: int) -> bool:
+        ids = [f"sampler{replica}.0.{g}" for g in range(4)]
+        return reserve_batch(samples, scored, f"sampler{replica}", 5, ids, bound=1, room=room)
+
+    samples.put(3, "old", {})  # too old to count: stale before the learner could use it
+    assert [reserve(0), reserve(1), reserve(2)] == [True, True, False]  # the third would only go stale
+    assert len(samples.claimed_names()) == 8  # the third released its reservation
+    for g in range(4):  # the first made its batch and released its reservation
+        samples.put(5, f"sampler0.0.{g}", {})
+    samples.release("sampler0")
+    assert not reserve(2)  # still full: four made, four reserved
+    samples.release("sampler1")  # the second gave up (or crashed): room for the third
+    assert reserve(2)
