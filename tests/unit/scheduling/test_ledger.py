@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from crossrail.scheduling.policies import JobView, PoolView, get_policy, level_of
-from crossrail.scheduling.policies.ledger import RESOLVE_S, RoundLedger
+from crossrail.scheduling.policies.ledger import RESOLVE_S, RoundLedger, _take
 from crossrail.sim import Simulation
 from crossrail.sim.fleets import pools_fleet
 from crossrail.sim.traces import gavel_jobs
@@ -159,3 +161,14 @@ def test_crediting_every_running_job_at_once_equals_crediting_them_one_by_one() 
     assert one.time.tolist() == each.time.tolist()
     assert one.worker_time.tolist() == each.worker_time.tolist()
     assert one.worker_time.tolist() != [0.0, 0.0]  # something was credited
+
+
+def test_a_chip_type_takes_the_gangs_that_fit_in_rank_order_passing_over_one_too_big_for_what_is_left() -> None:
+    """The prefix that fits whole is taken at once; past a gang too big for the chips left, smaller ones behind
+    it still take them, as the one-by-one rule does (ranked slots 7, 3, 5, 1, 9 with gangs 2, 4, 4, 1, 1)."""
+    ranked, gangs = np.array([7, 3, 5, 1, 9]), np.array([2, 4, 4, 1, 1])
+    assert _take(ranked, gangs, 7) == [7, 3, 1]
+    assert _take(ranked, gangs, 11) == [7, 3, 5, 1]
+    assert _take(ranked, gangs, 1) == [1]
+    assert _take(ranked, gangs, 0) == []
+    assert _take(ranked[:0], gangs[:0], 4) == []

@@ -174,23 +174,16 @@ class RoundLedger:
         priority = np.where(share > 0, self.alloc / np.where(share > 0, share, 1.0), self.alloc * UNRUN)
         priority[(self.alloc <= 0) | (self.rates <= 0) | ~self.allocated[:, None]] = 0.0
         left = {t: sum(p.capacity for p in pools if p.chip_type == t) for t in self.types}
-        taken: set[int] = set()
-        chips = self.chips.tolist()  # plain ints: the loop below reads them once per candidate
+        taken = np.zeros(len(self.views), dtype=bool)
         chosen: list[tuple[int, int]] = []
         for t in self._type_order():
-            rows = np.flatnonzero(act & (self.rates[:, t] > 0))
+            rows = np.flatnonzero(act & (self.rates[:, t] > 0) & ~taken)
             ranked = rows[
                 np.lexsort((self.order[rows], -self.alloc[rows, t], -self.deficit[rows, t], -priority[rows, t]))
             ]
-            room = left[self.types[t]]
-            for s in ranked.tolist():
-                if room <= 0:
-                    break
-                if s in taken or chips[s] > room:
-                    continue
-                taken.add(s)
-                room -= chips[s]
-                chosen.append((s, t))
+            took = _take(ranked, self.chips[ranked], left[self.types[t]])
+            taken[took] = True
+            chosen.extend((s, t) for s in took)
         return self._place(chosen, pools, running)
 
     def _place(
@@ -205,8 +198,14 @@ class RoundLedger:
         for s, t in sorted(chosen, key=lambda c: -chips[c[0]]):  # largest gangs first, as Gavel
             view = self.views[s]
             assert view is not None
-            need = chips[s]
-            candidates = [name for name in of_type[t] if left[name] >= need]
+            need, names = chips[s], of_type[t]
+            if len(names) == 1:  # the type's only pool: the chips its jobs were taken by are all there
+                if left[names[0]] >= need:
+                    left[names[0]] -= need
+                    if allocated[s]:
+                        placed[view.run] = names[0]
+                continue
+            candidates = [name for name in names if left[name] >= need]
             if not candidates:
                 continue
             now_on = running.get(view.run)
@@ -245,11 +244,13 @@ class RoundLedger:
         self.worker_time = np.full(len(self.types), self.half * int(act.sum()))
         views = [v for v in self.views if v is not None]
         shares = self.solve(views, pools)
-        chip_type = {p.name: p.chip_type for p in pools}
-        self.alloc[:] = 0.0
+        column = {p.name: self.types.index(p.chip_type) for p in pools}
+        alloc = [[0.0] * len(self.types) for _ in self.views]  # summed as plain floats, then stored at once
         for run, s in self.slot.items():
+            row = alloc[s]
             for pool, x in shares.get(run, {}).items():
-                self.alloc[s, self.types.index(chip_type[pool])] += x
+                row[column[pool]] += x
+        self.alloc = np.array(alloc).reshape(len(self.views), len(self.types))
         self.allocated[:] = act
         self.last_reset, self.changed = now, False
 
@@ -281,6 +282,24 @@ class RoundLedger:
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, dtype=dtype)]))
         for name in ("rates", "time", "deficit", "alloc"):
             setattr(self, name, np.vstack([getattr(self, name), np.zeros((extra, t))]))
+
+
+def _take(ranked: np.ndarray, chips: np.ndarray, room: int) -> list[int]:
+    """The slots a chip type takes, in rank order: each whose gang fits what is left of `room` after those
+    before it. The longest prefix that fits whole is found in one step; past it (a gang that does not fit),
+    the rest are tried one by one, as smaller gangs may still fit."""
+    if room <= 0 or not len(ranked):
+        return []
+    fit = int(np.searchsorted(np.cumsum(chips), room, side="right"))
+    took: list[int] = ranked[:fit].tolist()
+    room -= int(chips[:fit].sum())
+    for s, need in zip(ranked[fit:].tolist(), chips[fit:].tolist(), strict=True):
+        if room <= 0:
+            break
+        if need <= room:
+            took.append(s)
+            room -= need
+    return took
 
 
 def whole_steps_s(rate_now: float, seconds: float) -> float:
