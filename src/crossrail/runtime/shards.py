@@ -13,7 +13,6 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from crossrail.runtime.direct import ALIGN
 from crossrail.runtime.manifest import (
     DTYPE_CODES,
     MODEL_FILE,
@@ -160,7 +159,7 @@ def read_tensor(read_into: ReadInto, e: Entry, start: int, *, load: bool) -> npt
                 f"tensor {e['name']} in {file} is {e['dtype']}, which numpy cannot hold; "
                 "read this checkpoint with safetensors' torch or jax loader"
             )
-        array = new_array(e["shape"], dtype, start + e["offset"])
+        array = new_array(e["shape"], dtype)
         view = _bytes_of(array)
     else:
         view = _scratch()
@@ -177,24 +176,18 @@ def read_tensor(read_into: ReadInto, e: Entry, start: int, *, load: bool) -> npt
     return array if load else None
 
 
-def new_array(shape: list[int], dtype: np.dtype[Any], file_offset: int = 0) -> npt.NDArray[Any]:
+def new_array(shape: list[int], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     """An uninitialised array for a restored tensor; a large one in its own anonymous mapping.
 
     numpy asks the kernel for transparent huge pages for every large array (madvise); where the host's memory
     is fragmented, each first touch of such memory then waits for the kernel to compact it: restores measured
     seconds per GB slower that way under load. Plain pages fault in at a steady rate.
-    A large array starts `file_offset` bytes past a page boundary (modulo direct.ALIGN), where its dtype allows:
-    its address and the file offset of its bytes then agree, so the disk can read them into it directly.
     """
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MAPPED_ARRAY_BYTES:
         return np.empty(shape, dtype)
-    shift = file_offset % ALIGN
-    if shift % dtype.itemsize:
-        shift = 0  # an element would straddle its alignment: read through the page cache instead
-    region = mmap.mmap(-1, shift + nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    # the array keeps the mapping; unmapped with it
-    return np.frombuffer(region, dtype, math.prod(shape), shift).reshape(shape)
+    region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(region, dtype).reshape(shape)  # the array keeps the mapping; unmapped with it
 
 
 def _scratch() -> memoryview:

@@ -18,7 +18,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
-from crossrail.runtime.direct import DirectFile, aligned_middle, cached
 from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, CheckpointError
 from crossrail.runtime.storage import file_uri, fsync_dir, local_path
 
@@ -165,33 +164,22 @@ class LocalStore(Store):
     @contextlib.contextmanager
     def ranges(self, name: str, file: str) -> Iterator[ReadInto]:
         # One descriptor per reader, so the kernel's readahead follows each stretch read in order; positional
-        # reads go straight into the caller's memory. Where the caller's memory is aligned with the file and the
-        # page cache lacks the bytes, the disk reads them into it directly (see direct.py).
-        path = os.path.join(self.root, name, file)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            direct = DirectFile(path)
-        except BaseException:
-            os.close(fd)
-            raise
+        # reads go straight into the caller's memory.
+        fd = os.open(os.path.join(self.root, name, file), os.O_RDONLY)
 
         def read_into(offset: int, view: memoryview) -> int:
-            middle = aligned_middle(offset, view) if direct.usable else None
-            if middle is None or cached(fd, offset, len(view)):
-                return _read_buffered(fd, offset, view)
-            begin, end = middle
-            got = direct.read_into(offset + begin, view[begin:end])
-            if got < 0:  # the filesystem refuses direct reads
-                return _read_buffered(fd, offset, view)
-            head = _read_buffered(fd, offset, view[:begin])
-            if head < begin:
-                return head
-            return begin + got + _read_buffered(fd, offset + begin + got, view[begin + got :])
+            os.posix_fadvise(fd, offset, len(view), os.POSIX_FADV_SEQUENTIAL)
+            done = 0
+            while done < len(view):
+                n = os.preadv(fd, [view[done:]], offset + done)
+                if n == 0:
+                    break
+                done += n
+            return done
 
         try:
             yield read_into
         finally:
-            direct.close()
             os.close(fd)
 
     def file_size(self, name: str, file: str) -> int:
@@ -220,20 +208,6 @@ class LocalStore(Store):
         for entry in entries:
             if entry.name.startswith(TMP_PREFIX) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
                 shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _read_buffered(fd: int, offset: int, view: memoryview) -> int:
-    """Fill `view` from `offset` through the page cache; how many bytes were read (fewer at the end of the file)."""
-    if not view:
-        return 0
-    os.posix_fadvise(fd, offset, len(view), os.POSIX_FADV_SEQUENTIAL)
-    done = 0
-    while done < len(view):
-        n = os.preadv(fd, [view[done:]], offset + done)
-        if n == 0:
-            break
-        done += n
-    return done
 
 
 class LocalDraft(Draft):
