@@ -70,12 +70,20 @@ class Agents:
         raise AssertionError(f"no leader among {sorted(self.procs)} within {timeout_s}s: {self.logs()}")
 
     def next_leader(self, after_term: int, old: int, timeout_s: float = 30.0) -> tuple[int, int, float]:
-        """Wait for a newer term held by another agent; its term, pid and how long it took."""
-        start = time.monotonic()
+        """Wait for a newer term held by another agent; its term, pid and how long after the call it was taken.
+
+        The time taken is the new leader's own record of when it took the lease (the row's `renewed_at` before its
+        first renewal: the agents and this test share the host's clock), so how late this loop looks at the row
+        on a loaded host does not count; once the leader has renewed, it is when this loop saw the new term."""
+        start, start_wall = time.monotonic(), time.time()
         while time.monotonic() - start < timeout_s:
             term, pid = self.lease()
             if term > after_term and pid is not None and pid != old:
-                return term, pid, time.monotonic() - start
+                seen = time.monotonic() - start
+                with self.engine.connect() as conn:
+                    row = conn.exec_driver_sql("SELECT term, renewals, renewed_at FROM leader WHERE id = 1").one()
+                taken = row[2] - start_wall if row[0] == term and row[1] == 0 else seen
+                return term, pid, min(taken, seen)
             time.sleep(0.02)
         raise AssertionError(f"no agent took over from term {after_term} within {timeout_s}s: {self.logs()}")
 
