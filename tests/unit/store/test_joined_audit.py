@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,33 +15,15 @@ from crossrail.errors import ConflictError
 from crossrail.store import NewRun, Store
 from crossrail.store.access import JoinedAudit, joined_audit
 
+from .test_store import new_run as store_run
+from .test_store import opening
+
 ROW = {"who": "ada", "team": "foundation", "role": "submitter", "action": "POST /v1/runs", "origin": "test"}
 
 
 def new_run(name: str = "exp", key: str | None = None, digest: str = "sha256:a") -> NewRun:
-    return NewRun(
-        experiment=name,
-        experiment_digest="sha256:e",
-        experiment_spec={"name": name},
-        stage="eval",
-        team="foundation",
-        owner="o",
-        priority="normal",
-        chips=2,
-        queue="eval",
-        spec={"name": name},
-        spec_digest=digest,
-        dataset_uri="file:///d",
-        dataset_version="v1",
-        image="img@sha256:" + "0" * 64,
-        checkpoint_dir="file:///c",
-        uid=f"uid-{name}-{digest[-1]}",
-        idempotency_key=key,
-    )
-
-
-def opening(ts: float) -> list[Event]:
-    return [Event(EventType.SUBMITTED, ts), Event(EventType.QUEUED, ts)]
+    """The store tests' run, in the audit rows' team and with a uid (an audit row names it)."""
+    return replace(store_run(name, key, digest), team="foundation", uid=f"uid-{name}-{digest[-1]}")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
