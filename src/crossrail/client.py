@@ -228,7 +228,7 @@ class Client:
         """`fn()`, recorded in the audit log under the OS user when this client audits its writes."""
         if not self.audit_writes:
             return fn()
-        from crossrail.control.access import audit, local_actor
+        from crossrail.control.access import audit_row, local_actor
         from crossrail.errors import CrossrailError
 
         actor, what = local_actor(), verb or str(action)
@@ -236,8 +236,7 @@ class Client:
             result = fn()
         except CrossrailError as exc:
             if "service" in self.__dict__:  # the store opened: a refusal of this write is recorded
-                audit(
-                    self.service.store,
+                row = audit_row(
                     actor,
                     what,
                     now=self.clock.now(),
@@ -246,12 +245,12 @@ class Client:
                     detail=str(exc),
                     team=self._audit_team(action, target, None),
                 )
+                self.service.store.append_audit(row)
             raise
         uids = [getattr(getattr(r, "run", r), "uid", None) for r in (result if isinstance(result, list) else [result])]
         runs = [getattr(getattr(r, "run", r), "id", None) for r in (result if isinstance(result, list) else [result])]
         ids = [r for r in runs if isinstance(r, str)]
-        audit(
-            self.service.store,
+        row = audit_row(
             actor,
             what,
             now=self.clock.now(),
@@ -260,6 +259,7 @@ class Client:
             run_uid=uids[0] if len(uids) == 1 and isinstance(uids[0], str) else None,
             team=self._audit_team(action, target, result),
         )
+        self.service.store.append_audit(row)
         return result
 
     def _audit_team(self, action: Action, target: str | None, result: Any) -> str:

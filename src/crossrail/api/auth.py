@@ -257,7 +257,10 @@ class AuthMiddleware:
         status: int,
         detail: str | None,
     ) -> None:
-        audit_request(self.fastapi_app.state.client, actor, origin, f"{method} {template}", params, status, detail)
+        client = self.fastapi_app.state.client
+        client.service.store.append_audit(
+            request_row(client, actor, origin, f"{method} {template}", params, status, detail)
+        )
 
 
 def request_actor(client: Client, secret: str | None, origin: str, *, require_auth: bool) -> Actor:
@@ -282,19 +285,6 @@ def check_action(actor: Actor, action: Action, method: str, path: str) -> None:
         raise ForbiddenError(f"{actor.role} tokens may not {DOING[action]} ({method} {path}); {_who_may(action)} may")
 
 
-def audit_request(  # noqa: PLR0917 - one row's fields
-    client: Client,
-    actor: Actor | None,
-    origin: str,
-    action: str,
-    params: dict[str, Any],
-    status: int,
-    detail: str | None,
-) -> None:
-    """The audit row of a request (`action`: "METHOD /route/{template}") that ended with `status`."""
-    client.service.store.append_audit(request_row(client, actor, origin, action, params, status, detail))
-
-
 def request_row(  # noqa: PLR0917 - one row's fields
     client: Client,
     actor: Actor | None,
@@ -304,7 +294,8 @@ def request_row(  # noqa: PLR0917 - one row's fields
     status: int,
     detail: str | None,
 ) -> dict[str, Any]:
-    """The audit row of a request that ended (or, joined to its write, will end) with `status`."""
+    """The audit row of a request (`action`: "METHOD /route/{template}") that ended (or, joined to its write, will
+    end) with `status`."""
     from crossrail.control.access import audit_row
 
     now = client.clock.now()

@@ -57,7 +57,7 @@ def serve_metrics(client: Client, host: str, port: int, *, require_auth: bool = 
     from prometheus_client import make_wsgi_app
 
     from crossrail.api import errors
-    from crossrail.api.auth import audit_request, check_action, is_loopback, request_actor
+    from crossrail.api.auth import check_action, is_loopback, request_actor, request_row
     from crossrail.control.deploy import AGENT_HEALTH
     from crossrail.control.prometheus import registry_for
     from crossrail.core.access import Action
@@ -80,7 +80,9 @@ def serve_metrics(client: Client, host: str, port: int, *, require_auth: bool = 
             check_action(actor, Action.READ, method, path)
         except (UnauthenticatedError, ForbiddenError) as exc:
             status = errors.status_of(exc)
-            audit_request(client, actor, origin, f"{method} /metrics", {}, status, str(exc))
+            client.service.store.append_audit(
+                request_row(client, actor, origin, f"{method} /metrics", {}, status, str(exc))
+            )
             body = json.dumps(errors.body(exc, status)).encode()
             headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
             if status == 401:

@@ -128,35 +128,6 @@ def authenticate(store: Store, secret: str, *, origin: str, now: float) -> Actor
     return Actor(who=row["user"], team=row["team"], role=Role(row["role"]), origin=origin, token_id=row["id"])
 
 
-def audit(
-    store: Store,
-    actor: Actor,
-    action: Action | str,
-    *,
-    now: float,
-    result: str,
-    target: str | None = None,
-    run_uid: str | None = None,
-    status: int | None = None,
-    detail: str | None = None,
-    team: str | None = None,
-) -> None:
-    """One audit row: who (and what they claimed), their team and role, what, on what, from where, how it ended."""
-    store.append_audit(
-        audit_row(
-            actor,
-            action,
-            now=now,
-            result=result,
-            target=target,
-            run_uid=run_uid,
-            status=status,
-            detail=detail,
-            team=team,
-        )
-    )
-
-
 def audit_row(
     actor: Actor,
     action: Action | str,
@@ -169,7 +140,7 @@ def audit_row(
     detail: str | None = None,
     team: str | None = None,
 ) -> dict[str, Any]:
-    """The audit row `audit` appends (for a write that carries its row in its own transaction)."""
+    """One audit row: who (and what they claimed), their team and role, what, on what, from where, how it ended."""
     return {
         "ts": now,
         "who": actor.who,
