@@ -21,6 +21,13 @@ from crossrail.store import schema as t
 AUDIT_FIELDS = tuple(c.name for c in t.audit.columns if c.name != "seq")
 
 
+def check_fields(row: dict[str, Any]) -> None:
+    """ValueError naming the fields of `row` that the audit table lacks."""
+    unknown = set(row) - set(AUDIT_FIELDS)
+    if unknown:
+        raise ValueError(f"audit rows have no field {sorted(unknown)}")
+
+
 @dataclass
 class JoinedAudit:
     """The audit row of a write still to be made, inserted by the first write transaction that commits while
@@ -56,9 +63,7 @@ _JOINED: ContextVar[JoinedAudit | None] = ContextVar("crossrail_joined_audit", d
 @contextmanager
 def joined_audit(pending: JoinedAudit) -> Iterator[JoinedAudit]:
     """Within this context (and the worker threads it starts), the first committing write carries `pending`."""
-    unknown = set(pending.row) - set(AUDIT_FIELDS)
-    if unknown:
-        raise ValueError(f"audit rows have no field {sorted(unknown)}")
+    check_fields(pending.row)
     token = _JOINED.set(pending)
     try:
         yield pending
@@ -142,9 +147,7 @@ class AccessRecords:
     # --- audit ----------------------------------------------------------------------------------
 
     def append_audit(self, row: dict[str, Any]) -> int:
-        unknown = set(row) - set(AUDIT_FIELDS)
-        if unknown:
-            raise ValueError(f"audit rows have no field {sorted(unknown)}")
+        check_fields(row)
         with self._write(join_audit=False) as conn:
             key = conn.execute(insert(t.audit), row).inserted_primary_key
         assert key is not None
