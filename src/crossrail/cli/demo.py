@@ -148,7 +148,10 @@ def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
     steps = ("60", "30") if quick else ("120", "60")
     # The demo's kill is retried after 2 s rather than the default 30 s back-off, to keep the demo short.
     fast_retry = "spec.retries.backoff.initial=2s"
-    sub = [client.submit(exps / "pretrain-small.yaml", sets=[f"spec.args.1={steps[0]}", fast_retry])]
+    # Pretraining pauses 0.1 s a step, so the kill lands between its first checkpoint (step 20) and its end: at
+    # full speed the small GPT trains 40 steps in about a second, between two of the agent's passes.
+    paced = f"spec.args=[--steps, '{steps[0]}', --checkpoint-every-steps, '20', --step-sleep, '0.1']"
+    sub = [client.submit(exps / "pretrain-small.yaml", sets=[paced, fast_retry])]
     # Post-training names pretraining as its parent, so its placement is explained once that run exists.
     _explain_placement(client, exps / "posttrain-042.yaml")
     sub += [
