@@ -221,6 +221,11 @@ class PolicyDriver:
         if self.sim.waiting or live:
             self._round = self.sim.engine.schedule(next_s, self.next_round, LATE)
 
+    def settle(self) -> None:
+        """Bring the run records and the metrics up to date with the bulk rounds' own state (before a result)."""
+        if self.slices is not None:
+            self.slices.settle()
+
     def start_planned(self) -> None:
         sim = self.sim
         for run, pool in list(self.plan.items()):

@@ -143,6 +143,8 @@ class Simulation:
         return self.measured_done if self.measured is not None else self.done
 
     def _result(self, end: float, wall_s: float) -> SimResult:
+        if self.driver is not None:
+            self.driver.settle()
         report = self.metrics.report(end)
         stages = [StageStats.of(g) for g in self.metrics.stage_totals(end)]
         chips = sum(p.chips for p in self.fleet.pools)

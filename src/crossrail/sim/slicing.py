@@ -175,6 +175,9 @@ class SlicedRounds:
             swapped_out(run, now, st.number, rec.useful_chip_s - useful_before.pop(run, 0.0))
             waiting[run] = now
 
+    def settle(self) -> None:
+        """Write what the bulk rounds keep to themselves into the run records and the metrics (nothing yet)."""
+
     def _finish(self, st: Stint) -> None:
         now = self.sim.engine.now()
         st.timer = None
