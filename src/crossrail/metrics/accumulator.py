@@ -99,13 +99,25 @@ class MetricsAccumulator:
 
     def report(self, now: float) -> Report:
         """The metrics as of `now`: running attempts count up to it, queued runs have waited until it."""
-        running = self._running_usage(now)
+        return self._report(now, self._running_usage(now), _Distributions())
+
+    def stage_totals(self, now: float) -> list[GroupMetrics]:
+        """One record per stage over all its pools (pool `*`), sorted by stage; same definitions as groups."""
+        return self._stage_totals(self._running_usage(now), _Distributions())
+
+    def snapshot(self, now: float) -> tuple[Report, list[GroupMetrics]]:
+        """`report(now)` and `stage_totals(now)` in one pass: a distribution two groups share is computed once."""
+        running, distributions = self._running_usage(now), _Distributions()
+        return self._report(now, running, distributions), self._stage_totals(running, distributions)
+
+    def _report(self, now: float, running: dict[GroupKey, tuple[float, float]], dist: _Distributions) -> Report:
         keys = sorted(k for k, t in self._tallies.items() if t.has_attempts or any(t.runs.values()))
-        groups = [_group_metrics(k, [self._tallies[k]], running.get(k, (0.0, 0.0))) for k in keys]
+        groups = [_group_metrics(k, [self._tallies[k]], running.get(k, (0.0, 0.0)), dist) for k in keys]
         totals = _group_metrics(
             (ALL, ALL),
             list(self._tallies.values()),
             (math.fsum(h for h, _ in running.values()), math.fsum(c for _, c in running.values())),
+            dist,
         )
         fleet = self._fleet
         capacity = fleet.capacity_chip_hours(now)
@@ -119,16 +131,14 @@ class MetricsAccumulator:
             capacity_chip_hours=capacity if fleet.known else None,
         )
 
-    def stage_totals(self, now: float) -> list[GroupMetrics]:
-        """One record per stage over all its pools (pool `*`), sorted by stage; same definitions as groups."""
-        running = self._running_usage(now)
+    def _stage_totals(self, running: dict[GroupKey, tuple[float, float]], dist: _Distributions) -> list[GroupMetrics]:
         stages = sorted({k[0] for k, t in self._tallies.items() if t.has_attempts or any(t.runs.values())})
         out = []
         for stage in stages:
             keys = [k for k in self._tallies if k[0] == stage]
             usage = [running.get(k, (0.0, 0.0)) for k in keys]
             hours, cost = math.fsum(u[0] for u in usage), math.fsum(u[1] for u in usage)
-            out.append(_group_metrics((stage, ALL), [self._tallies[k] for k in keys], (hours, cost)))
+            out.append(_group_metrics((stage, ALL), [self._tallies[k] for k in keys], (hours, cost), dist))
         return out
 
     # -- event handlers ------------------------------------------------------------------------------
@@ -391,12 +401,28 @@ def compute(events: Iterable[Event], now: float) -> Report:
     return accumulator.report(now)
 
 
-def _group_metrics(key: GroupKey, tallies: list[_Tally], running: tuple[float, float]) -> GroupMetrics:
+class _Distributions:
+    """The distributions of one snapshot, each computed once: groups whose values come from the same tallies
+    (a stage on one pool, a fleet of one stage) share them, and every figure is the same whichever order the
+    tallies come in (`Distribution.of_parts`)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, ...], Distribution] = {}
+
+    def of(self, tallies: list[_Tally], pick: Callable[[_Tally], list[float]]) -> Distribution:
+        parts = [values for t in tallies if (values := pick(t))]
+        key = tuple(sorted(map(id, parts)))  # the lists outlive the snapshot, so no id is reused within it
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = Distribution.of_parts(parts)
+        return found
+
+
+def _group_metrics(
+    key: GroupKey, tallies: list[_Tally], running: tuple[float, float], dist: _Distributions
+) -> GroupMetrics:
     def count(status: str) -> int:
         return sum(t.runs[status] for t in tallies)
-
-    def values(pick: Callable[[_Tally], list[float]]) -> list[float]:
-        return [v for t in tallies for v in pick(t)]
 
     succeeded, failed, cancelled, active = count(SUCCEEDED), count(FAILED), count(CANCELLED), count(ACTIVE)
     finished = succeeded + failed + cancelled
@@ -414,14 +440,14 @@ def _group_metrics(key: GroupKey, tallies: list[_Tally], running: tuple[float, f
         active=active,
         # A cancelled run was stopped by a person, not failed by the fleet: it counts for neither side.
         success_rate=succeeded / (succeeded + failed) if succeeded + failed else None,
-        queue_time=Distribution.of(values(lambda t: t.queue_s)),
-        run_time=Distribution.of(values(lambda t: t.run_s)),
+        queue_time=dist.of(tallies, lambda t: t.queue_s),
+        run_time=dist.of(tallies, lambda t: t.run_s),
         recoveries=sum(t.recoveries for t in tallies),
-        recovery_time=Distribution.of(values(lambda t: t.recovery_s)),
+        recovery_time=dist.of(tallies, lambda t: t.recovery_s),
         chip_hours=chip_hours,
         cost=cost,
         cost_per_effective_run=cost / succeeded if succeeded else None,
-        jct=Distribution.of(values(lambda t: t.jct_s)),
+        jct=dist.of(tallies, lambda t: t.jct_s),
         useful_chip_hours=useful if reports_useful else None,
         goodput=useful / chip_hours if reports_useful and chip_hours > 0 else None,
     )

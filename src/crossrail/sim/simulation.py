@@ -145,8 +145,8 @@ class Simulation:
     def _result(self, end: float, wall_s: float) -> SimResult:
         if self.driver is not None:
             self.driver.settle()
-        report = self.metrics.report(end)
-        stages = [StageStats.of(g) for g in self.metrics.stage_totals(end)]
+        report, totals = self.metrics.snapshot(end)
+        stages = [StageStats.of(g) for g in totals]
         chips = sum(p.chips for p in self.fleet.pools)
         notes = []
         if self._counted() < self._total() and not self._holding() and self.engine.peek() == math.inf:

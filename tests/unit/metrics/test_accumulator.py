@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossrail.core import Event
-from crossrail.metrics import MetricsAccumulator, Report, compute
+from crossrail.metrics import GroupMetrics, MetricsAccumulator, Report, compute
 
 from .stories import T0, Story, tell
 
@@ -146,6 +146,9 @@ def test_snapshots_while_feeding_equal_compute_on_the_same_prefix(plans: list[Ru
         accumulator.add(event)
     now = (events[-1].ts if events else T0) + 3600
     assert accumulator.report(now) == compute(events, now)
+    report, stages = accumulator.snapshot(now)
+    assert (report, stages) == (compute(events, now), accumulator.stage_totals(now))
+    assert_stages_gather_their_groups(report, stages)
 
 
 @settings(deadline=None)
@@ -174,3 +177,17 @@ def assert_groups_add_up(report: Report) -> None:
     assert sum(g.queue_time.count for g in report.groups) == totals.queue_time.count
     assert math.fsum(g.cost for g in report.groups) == pytest.approx(totals.cost)
     assert [(g.stage, g.pool) for g in report.groups] == sorted((g.stage, g.pool) for g in report.groups)
+
+
+def assert_stages_gather_their_groups(report: Report, stages: list[GroupMetrics]) -> None:
+    """Each stage's figures come from its own groups' values, whatever the groups share with other records."""
+    assert [s.stage for s in stages] == sorted({g.stage for g in report.groups})
+    for total in stages:
+        groups = [g for g in report.groups if g.stage == total.stage]
+        for pick in (lambda m: m.queue_time, lambda m: m.run_time, lambda m: m.recovery_time, lambda m: m.jct):
+            parts = [pick(g) for g in groups if pick(g).count]
+            assert pick(total).count == sum(p.count for p in parts)
+            assert pick(total).max == max((p.max for p in parts), default=None)
+            if parts:
+                sums = math.fsum(p.count * p.mean for p in parts)
+                assert pick(total).mean == pytest.approx(sums / pick(total).count)

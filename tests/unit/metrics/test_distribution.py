@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crossrail.metrics import Distribution, percentile
+from crossrail.metrics.distribution import LARGE
 
 # Expected values are what numpy.percentile returns for the same input, bit for bit.
 KNOWN = [
@@ -61,3 +65,46 @@ def test_an_empty_distribution_has_a_count_and_nothing_else() -> None:
 
     assert empty == Distribution(count=0, p50=None, p95=None, mean=None, max=None)
     assert empty.as_dict() == {"count": 0, "p50": None, "p95": None, "mean": None, "max": None}
+
+
+def _by_sorting(values: list[float]) -> Distribution:
+    """The definition, written out: ranks of the sorted values, an exact mean."""
+    return Distribution(
+        count=len(values),
+        p50=percentile(values, 50),
+        p95=percentile(values, 95),
+        mean=math.fsum(values) / len(values),
+        max=float(max(values)),
+    )
+
+
+def _bits(d: Distribution) -> tuple[object, ...]:
+    return tuple(v.hex() if isinstance(v, float) else v for v in d.as_dict().values())
+
+
+@pytest.mark.parametrize("count", [LARGE - 1, LARGE, 3 * LARGE + 7], ids=["sorted", "selected", "selected-odd"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_large_distribution_has_the_sorted_figures_bit_for_bit(count: int, seed: int) -> None:
+    rng = random.Random(seed)
+    # Durations as a simulation makes them: wide magnitudes, many ties, zeros (a swap at its own start).
+    values = [rng.choice([0.0, 360.0, rng.expovariate(1e-3), rng.uniform(0, 1e6)]) for _ in range(count)]
+    cut = rng.randrange(count)
+
+    whole = Distribution.of(values)
+
+    assert _bits(whole) == _bits(_by_sorting(values))
+    assert _bits(Distribution.of_parts([values[cut:], [], values[:cut]])) == _bits(whole)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        pytest.param(-0.0, id="a-negative-zero-keeps-the-sign-a-sort-gives"),
+        pytest.param(2**60 + 1, id="an-int-beyond-float-precision"),
+        pytest.param(7, id="an-int"),
+    ],
+)
+def test_values_numpy_could_rank_differently_are_sorted(odd: float) -> None:
+    values = [0.0] * (LARGE // 2) + [float(i) for i in range(LARGE)] + [odd] * (LARGE // 2)
+
+    assert _bits(Distribution.of(values)) == _bits(_by_sorting(values))
