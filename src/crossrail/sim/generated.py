@@ -151,6 +151,8 @@ class GavelGen:
             raise SpecError([Problem(WHERE, "throughputs", f"the matrix has no one-GPU job on {REFERENCE}")])
         first, last = spec.window
         self.measured = frozenset(_name(i) for i in range(first, last))
+        self._rates: dict[tuple[str, int], tuple[dict[str, float], float]] = {}
+        """(template, GPUs) -> its rate on each worker type that runs it, and the fastest of them."""
 
     def shapes(self) -> list[SimJob]:
         """One job of every (template, GPUs) the stream can draw, for checks before a simulation starts."""
@@ -183,7 +185,11 @@ class GavelGen:
         return (template, gpus) if self.matrix.rate(template, gpus, REFERENCE) > 0 else (template, 1)
 
     def _job(self, name: str, key: tuple[str, int], run_s: float, at: float) -> SimJob:
-        rates = {t: r for t in self.types if (r := self.matrix.rate(key[0], key[1], t)) > 0}
+        known = self._rates.get(key)
+        if known is None:  # jobs of one kind share one (read-only) row: a stream draws thousands of each
+            rates = {t: r for t in self.types if (r := self.matrix.rate(key[0], key[1], t)) > 0}
+            known = self._rates[key] = (rates, max(rates.values()))
+        rates, fastest = known
         steps = run_s * rates[REFERENCE]
         return SimJob(
             name=name,
@@ -192,7 +198,7 @@ class GavelGen:
             work_s=steps,
             submit_s=at,
             throughput=rates,
-            estimate_s=steps / max(rates.values()),
+            estimate_s=steps / fastest,
         )
 
 

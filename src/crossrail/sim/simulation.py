@@ -70,6 +70,8 @@ class Simulation:
         """The jobs whose end ends the simulation and whose figures are reported (None: every job)."""
         shapes = self.stream.shapes() if self.stream is not None else list(self.jobs.values())
         self.queue_of = queue_names(fleet, shapes)
+        self._queue_by = {(j.stage, j.team): self.queue_of[j.name] for j in shapes}
+        """(stage, team) -> queue, for streamed jobs: each arrival's is one look-up, not a walk of the fleet."""
         self.allow = check_jobs(fleet, shapes, native=self.native)
         self._shape_allow = {_shape(j): self.allow.get(j.name) for j in shapes}
         self.quantum_s = max(quantum_s, 0.0)
@@ -195,7 +197,8 @@ class Simulation:
     def _register(self, job: SimJob) -> None:
         """A streamed job arrives: it is known from now on, judged by the shape checked before the start."""
         self.jobs[job.name] = job
-        self.queue_of[job.name] = queue_names(self.fleet, [job])[job.name]
+        queue = self._queue_by.get((job.stage, job.team))
+        self.queue_of[job.name] = queue if queue is not None else queue_names(self.fleet, [job])[job.name]
         where = self._shape_allow.get(_shape(job))
         if where is not None:
             self.allow[job.name] = where
