@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossrail.core.events import Event, EventType
 from crossrail.metrics.distribution import Distribution
 from crossrail.metrics.report import ALL, NO_POOL, UNKNOWN_STAGE, GroupMetrics, Report
+
+if TYPE_CHECKING:
+    from crossrail.metrics.swaps import SwapBook
 
 GroupKey = tuple[str, str]  # (stage, pool)
 ACTIVE = "active"
@@ -72,6 +75,8 @@ class MetricsAccumulator:
         self._running: dict[str, _Run] = {}
         self._waiting: dict[str, _Run] = {}
         self._fleet = _FleetUsage()
+        self._book: SwapBook | None = None
+        """A simulator's bulk swaps, holding some runs' state as columns (`swap_book`)."""
         self._handlers: dict[EventType, Callable[[_Run, Event], None]] = {
             EventType.SUBMITTED: self._on_submitted,
             EventType.QUEUED: self._on_queued,
@@ -94,19 +99,38 @@ class MetricsAccumulator:
         run = self._runs.get(event.run)
         if run is None:
             run = self._runs[event.run] = self._new_run(event.run)
+        if self._book is not None and event.run in self._book.held:  # its state comes back first
+            self._book.release(event.run)
         if run.outcome is None:  # a terminal run accepts no further change
             handler(run, event)
 
+    def swap_book(self, pools: Sequence[tuple[str, float]]) -> SwapBook:
+        """The book a simulator's bulk rounds fold their swaps through (`metrics/swaps.py`); one per
+        accumulator. `pools`: (name, cost per chip-hour), in the numbering the caller's rows use."""
+        from crossrail.metrics.swaps import SwapBook
+
+        if self._book is None:
+            self._book = SwapBook(self, pools)
+        return self._book
+
+    def settle(self) -> None:
+        """Take back the state of every run a swap book holds (a report does so first)."""
+        if self._book is not None:
+            self._book.release_all()
+
     def report(self, now: float) -> Report:
         """The metrics as of `now`: running attempts count up to it, queued runs have waited until it."""
+        self.settle()
         return self._report(now, self._running_usage(now), _Distributions())
 
     def stage_totals(self, now: float) -> list[GroupMetrics]:
         """One record per stage over all its pools (pool `*`), sorted by stage; same definitions as groups."""
+        self.settle()
         return self._stage_totals(self._running_usage(now), _Distributions())
 
     def snapshot(self, now: float) -> tuple[Report, list[GroupMetrics]]:
         """`report(now)` and `stage_totals(now)` in one pass: a distribution two groups share is computed once."""
+        self.settle()
         running, distributions = self._running_usage(now), _Distributions()
         return self._report(now, running, distributions), self._stage_totals(running, distributions)
 
@@ -200,42 +224,6 @@ class MetricsAccumulator:
     def _on_preempted(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)
         self._await_recovery(run, event.ts, event.attempt)
-
-    # -- the same changes without Event records, for a simulator's bulk time-slicing ------------------
-
-    def swapped_out(self, run_id: str, ts: float, attempt: int, useful_chip_s: float) -> None:
-        """As `preempted` (attempt, useful_chip_s) then `queued` at `ts`: a time-sliced run left its chips.
-
-        The steps of `_end`, `_close`, `_await_recovery` and `_queue` written out in one body: a simulator's
-        bulk rounds call this once per swap, over a million times in a long run."""
-        run = self._runs[run_id]
-        if run.outcome is not None:
-            return
-        current = run.attempt
-        if current is not None and current.number == attempt:
-            tally = self._tallies[current.key]
-            tally.useful_chip_hours += max(useful_chip_s, 0.0) / 3600
-            tally.reports_useful = True
-            duration_s = max(0.0, ts - current.started_ts)
-            tally.run_s.append(duration_s)
-            chip_hours = current.chips * duration_s / 3600
-            tally.chip_hours += chip_hours
-            tally.cost += chip_hours * current.cost_per_chip_hour
-            run.attempt = None
-            del self._running[run_id]
-        if attempt >= run.last_attempt:
-            run.recovering_since = ts
-        if run.submitted_ts is None:
-            self._arrived(run, ts)
-        if run.waiting_since is None:
-            run.waiting_since = ts
-            self._waiting[run_id] = run
-
-    def swapped_in(self, run_id: str, ts: float, attempt: int, *, pool: str, chips: float, price: float) -> None:
-        """As `started` (attempt; pool, chips, cost_per_chip_hour) at `ts`: a time-sliced run took chips."""
-        run = self._runs[run_id]
-        if run.outcome is None:
-            self._start(run, ts, attempt, pool=pool, chips=chips, price=price)
 
     def _on_cancelled(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)

@@ -165,7 +165,7 @@ class PolicyDriver:
 
     def running(self) -> bool:
         """Whether any run holds chips now."""
-        return bool(self.sim.executor.live or (self.slices is not None and self.slices.live))
+        return bool(self.sim.executor.live) or (self.slices is not None and len(self.slices.live) > 0)
 
     def _look(self) -> None:
         self._woken = None
@@ -206,19 +206,9 @@ class PolicyDriver:
 
     def _bulk_round(self, slices: SlicedRounds, now: float) -> None:
         """The round as one step (`sim/slicing.py`): the same credit and plan, the swaps applied together."""
-        assert self.ledger is not None
-        live = slices.live
-        credited = self.credited
-        runs = list(live)
-        since = [max(st.started_at, credited.get(run, st.started_at)) for run, st in live.items()]
-        self.ledger.ran_each(runs, [st.chip_type for st in live.values()], [now - at for at in since])
-        credited.update(dict.fromkeys(runs, now))
-        used = slices.used()
-        pools = [PoolView(p.name, p.chip_type, p.chips, p.chips - used.get(p.name, 0)) for p in self.sim.fleet.pools]
-        plan = self.ledger.plan(now, pools, {run: st.pool for run, st in live.items()})
         next_s = now + max(self.round_s, 0.0)
-        slices.boundary(now, plan, next_s)
-        if self.sim.waiting or live:
+        slices.round(now, next_s)
+        if self.sim.waiting or len(slices.live):
             self._round = self.sim.engine.schedule(next_s, self.next_round, LATE)
 
     def settle(self) -> None:

@@ -1,0 +1,213 @@
+"""A simulator's time-sliced swaps folded into a `MetricsAccumulator` a round at a time, as columns.
+
+Under Gavel's round-based policies most running jobs leave their chips at every round boundary and others
+take them: each swap is, to the metrics, a `preempted` (with the useful work kept) and a `queued`, then a
+`started` on the new pool. `SwapBook` applies a whole boundary's swaps as numpy steps over the runs it
+holds, and gives the accumulator exactly what those events one by one would have:
+
+- the per-run state (when it began waiting or recovering, its attempt, its group) lives in the book's
+  columns while it holds the run, and goes back to the accumulator's own record (`release`) before any
+  event of that run is folded (`MetricsAccumulator.add` asks the book) and before a report;
+- the sums kept per group (chip-hours, cost, useful chip-hours) take each swap's addend in the order the
+  events would have come, one after the other (`functools.reduce`, never a pairwise sum), so every figure
+  is the same to the last bit; the duration lists only feed distributions, which sort them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Sequence
+
+import numpy as np
+
+from crossrail.metrics.accumulator import ACTIVE, GroupKey, MetricsAccumulator, _Attempt, _Run, _Tally
+
+NONE = math.nan
+"""A column's stand-in for None (a run not waiting, not recovering)."""
+
+
+class SwapBook:
+    """The accumulator's state for the runs a simulator's bulk rounds swap, by row (the caller's numbering)."""
+
+    def __init__(self, metrics: MetricsAccumulator, pools: Sequence[tuple[str, float]]) -> None:
+        """`pools`: (name, cost per chip-hour) of each pool, in the caller's pool numbering."""
+        self.metrics = metrics
+        self.pool_names = [name for name, _ in pools]
+        self.prices = np.array([price for _, price in pools], dtype=float)
+        self.ids: list[str] = []
+        self.runs: list[_Run | None] = []
+        """Row -> the accumulator's record of the run while the book holds it (None once released)."""
+        self.held: dict[str, int] = {}
+        n = 0
+        self.waiting_since = np.full(n, NONE)
+        self.recovering_since = np.full(n, NONE)
+        self.last_attempt = np.zeros(n, dtype=np.int64)
+        self.key = np.zeros(n, dtype=np.int64)
+        """Row -> the group (index into `keys`) the run counts in."""
+        self.stage = np.zeros(n, dtype=np.int64)
+        self.chips = np.zeros(n)
+        self.pool = np.zeros(n, dtype=np.int64)
+        """Row -> the pool of its running attempt."""
+        self.started = np.full(n, NONE)
+        """Row -> when its running attempt started (NaN: none runs)."""
+        self.began_seq = np.zeros(n, dtype=np.int64)
+        """Row -> the order its running attempt began in, among all the book's starts."""
+        self.starts = 0
+        self.keys: list[GroupKey] = []
+        self.key_id: dict[GroupKey, int] = {}
+        self.tallies: list[_Tally] = []
+        self.stages: list[str] = []
+        self.stage_keys = np.zeros((0, len(pools)), dtype=np.int64)
+        """(stage, pool) -> the group's index in `keys`."""
+
+    # --- holding and releasing runs ----------------------------------------------------------------
+
+    def hold(self, rows: Sequence[int], run_ids: Sequence[str]) -> None:
+        """Take runs over from the accumulator (each new, waiting, with no attempt running): from now on
+        the book keeps their state until `release`."""
+        metrics = self.metrics
+        need = max(rows, default=-1) + 1
+        if need > len(self.runs):
+            self._grow(need)
+        for row, run_id in zip(rows, run_ids, strict=True):
+            run = metrics._runs[run_id]
+            if run.attempt is not None or run.outcome is not None:
+                raise ValueError(f"run {run_id!r} is running or over: only a waiting run can be swapped in bulk")
+            self.held[run_id] = row
+            while len(self.ids) <= row:
+                self.ids.append("")
+            self.ids[row], self.runs[row] = run_id, run
+            self.waiting_since[row] = NONE if run.waiting_since is None else run.waiting_since
+            self.recovering_since[row] = NONE if run.recovering_since is None else run.recovering_since
+            self.last_attempt[row] = run.last_attempt
+            self.key[row] = self._key(run.key)
+            self.stage[row] = self._stage(run.key[0])
+            self.chips[row] = run.chips
+            self.started[row] = NONE
+
+    def release(self, run_id: str) -> None:
+        """Give the run's state back to the accumulator's record of it."""
+        row = self.held.pop(run_id, None)
+        if row is None:
+            return
+        metrics, run = self.metrics, self.runs[row]
+        assert run is not None
+        self.runs[row] = None
+        waiting, recovering = float(self.waiting_since[row]), float(self.recovering_since[row])
+        run.waiting_since = None if math.isnan(waiting) else waiting
+        run.recovering_since = None if math.isnan(recovering) else recovering
+        run.last_attempt = int(self.last_attempt[row])
+        run.key = self.keys[int(self.key[row])]
+        metrics._waiting.pop(run_id, None)
+        metrics._running.pop(run_id, None)
+        if run.waiting_since is not None:
+            metrics._waiting[run_id] = run
+        started = float(self.started[row])
+        if not math.isnan(started):
+            pool = int(self.pool[row])
+            run.attempt = _Attempt(
+                number=run.last_attempt, key=run.key, chips=float(self.chips[row]),
+                cost_per_chip_hour=float(self.prices[pool]), started_ts=started,
+            )  # fmt: skip
+            metrics._running[run_id] = run
+
+    def release_all(self) -> None:
+        """Release every run held: those with an attempt running last, in the order their attempts began (the
+        order the accumulator keeps its running attempts in, and sums their usage in)."""
+        rows = list(self.held.values())
+        running = sorted((r for r in rows if not math.isnan(self.started[r])), key=lambda r: int(self.began_seq[r]))
+        for row in [r for r in rows if math.isnan(self.started[r])] + running:
+            self.release(self.ids[row])
+
+    # --- a boundary's swaps --------------------------------------------------------------------------
+
+    def left(self, rows: np.ndarray, ts: float, useful_chip_s: np.ndarray) -> None:
+        """As `preempted` (with `useful_chip_s` kept) then `queued`, at `ts`, for each row in turn."""
+        if not len(rows):
+            return
+        duration = np.maximum(0.0, ts - self.started[rows])
+        useful = np.maximum(useful_chip_s, 0.0) / 3600
+        chip_hours = self.chips[rows] * duration / 3600
+        cost = chip_hours * self.prices[self.pool[rows]]
+        keys = self.key[rows]
+        for k in _in_turn(keys):
+            tally, mine = self.tallies[k], keys == k
+            tally.useful_chip_hours = _sum(tally.useful_chip_hours, useful[mine])
+            tally.reports_useful = True
+            tally.run_s.extend(duration[mine].tolist())
+            tally.chip_hours = _sum(tally.chip_hours, chip_hours[mine])
+            tally.cost = _sum(tally.cost, cost[mine])
+        self.started[rows] = NONE
+        self.recovering_since[rows] = ts
+        self.waiting_since[rows] = np.where(np.isnan(self.waiting_since[rows]), ts, self.waiting_since[rows])
+
+    def began(self, rows: np.ndarray, pools: np.ndarray, ts: float) -> None:
+        """As `started` at `ts` of each row's next attempt on its pool of `pools`, in turn."""
+        if not len(rows):
+            return
+        old = self.key[rows]
+        new = self.stage_keys[self.stage[rows], pools]
+        waited, recovered = self.waiting_since[rows], self.recovering_since[rows]
+        for k in _in_turn(new):
+            tally, mine = self.tallies[k], new == k
+            tally.has_attempts = True
+            w, r = waited[mine], recovered[mine]
+            w, r = w[~np.isnan(w)], r[~np.isnan(r)]
+            tally.queue_s.extend(np.maximum(0.0, ts - w).tolist())
+            tally.recoveries += len(r)
+            tally.recovery_s.extend(np.maximum(0.0, ts - r).tolist())
+        moved = old != new
+        if moved.any():  # a run counts in the group of its last attempt
+            change = np.bincount(new[moved], minlength=len(self.keys)) - np.bincount(
+                old[moved], minlength=len(self.keys)
+            )
+            for k in np.flatnonzero(change).tolist():
+                self.tallies[k].runs[ACTIVE] += int(change[k])
+        self.key[rows] = new
+        self.waiting_since[rows] = NONE
+        self.recovering_since[rows] = NONE
+        self.last_attempt[rows] += 1
+        self.pool[rows] = pools
+        self.started[rows] = ts
+        self.began_seq[rows] = np.arange(self.starts, self.starts + len(rows))
+        self.starts += len(rows)
+
+    # --- storage -------------------------------------------------------------------------------------
+
+    def _key(self, key: GroupKey) -> int:
+        found = self.key_id.get(key)
+        if found is None:
+            found = self.key_id[key] = len(self.keys)
+            self.keys.append(key)
+            self.tallies.append(self.metrics._tally(key))
+        return found
+
+    def _stage(self, stage: str) -> int:
+        if stage not in self.stages:
+            self.stages.append(stage)
+            ids = [self._key((stage, pool)) for pool in self.pool_names]
+            self.stage_keys = np.vstack([self.stage_keys, np.array([ids], dtype=np.int64)])
+        return self.stages.index(stage)
+
+    def _grow(self, need: int) -> None:
+        extra = max(need - len(self.runs), len(self.runs), 64)
+        self.runs.extend([None] * extra)
+        for name, fill, dtype in (
+            ("waiting_since", NONE, float), ("recovering_since", NONE, float), ("last_attempt", 0, np.int64),
+            ("key", 0, np.int64), ("stage", 0, np.int64), ("chips", 0.0, float), ("pool", 0, np.int64),
+            ("started", NONE, float), ("began_seq", 0, np.int64),
+        ):  # fmt: skip
+            setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, fill, dtype=dtype)]))
+
+
+def _in_turn(keys: np.ndarray) -> list[int]:
+    """The distinct groups of `keys` (each group's addends are summed in their own order)."""
+    found: list[int] = np.flatnonzero(np.bincount(keys)).tolist()
+    return found
+
+
+def _sum(start: float, addends: np.ndarray) -> float:
+    """`start` plus each addend in turn, as `+=` one event at a time would give."""
+    return functools.reduce(operator.add, addends.tolist(), start)
