@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crossrail.core.events import Event, EventType
-from crossrail.metrics.distribution import Distribution
+from crossrail.metrics.distribution import Distribution, Distributions
 from crossrail.metrics.report import ALL, NO_POOL, UNKNOWN_STAGE, GroupMetrics, Report
 
 if TYPE_CHECKING:
@@ -121,20 +121,20 @@ class MetricsAccumulator:
     def report(self, now: float) -> Report:
         """The metrics as of `now`: running attempts count up to it, queued runs have waited until it."""
         self.settle()
-        return self._report(now, self._running_usage(now), _Distributions())
+        return self._report(now, self._running_usage(now), Distributions())
 
     def stage_totals(self, now: float) -> list[GroupMetrics]:
         """One record per stage over all its pools (pool `*`), sorted by stage; same definitions as groups."""
         self.settle()
-        return self._stage_totals(self._running_usage(now), _Distributions())
+        return self._stage_totals(self._running_usage(now), Distributions())
 
     def snapshot(self, now: float) -> tuple[Report, list[GroupMetrics]]:
         """`report(now)` and `stage_totals(now)` in one pass: a distribution two groups share is computed once."""
         self.settle()
-        running, distributions = self._running_usage(now), _Distributions()
+        running, distributions = self._running_usage(now), Distributions()
         return self._report(now, running, distributions), self._stage_totals(running, distributions)
 
-    def _report(self, now: float, running: dict[GroupKey, tuple[float, float]], dist: _Distributions) -> Report:
+    def _report(self, now: float, running: dict[GroupKey, tuple[float, float]], dist: Distributions) -> Report:
         keys = sorted(k for k, t in self._tallies.items() if t.has_attempts or any(t.runs.values()))
         groups = [_group_metrics(k, [self._tallies[k]], running.get(k, (0.0, 0.0)), dist) for k in keys]
         totals = _group_metrics(
@@ -155,7 +155,7 @@ class MetricsAccumulator:
             capacity_chip_hours=capacity if fleet.known else None,
         )
 
-    def _stage_totals(self, running: dict[GroupKey, tuple[float, float]], dist: _Distributions) -> list[GroupMetrics]:
+    def _stage_totals(self, running: dict[GroupKey, tuple[float, float]], dist: Distributions) -> list[GroupMetrics]:
         stages = sorted({k[0] for k, t in self._tallies.items() if t.has_attempts or any(t.runs.values())})
         out = []
         for stage in stages:
@@ -389,25 +389,8 @@ def compute(events: Iterable[Event], now: float) -> Report:
     return accumulator.report(now)
 
 
-class _Distributions:
-    """The distributions of one snapshot, each computed once: groups whose values come from the same tallies
-    (a stage on one pool, a fleet of one stage) share them, and every figure is the same whichever order the
-    tallies come in (`Distribution.of_parts`)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[tuple[int, ...], Distribution] = {}
-
-    def of(self, tallies: list[_Tally], pick: Callable[[_Tally], list[float]]) -> Distribution:
-        parts = [values for t in tallies if (values := pick(t))]
-        key = tuple(sorted(map(id, parts)))  # the lists outlive the snapshot, so no id is reused within it
-        found = self._seen.get(key)
-        if found is None:
-            found = self._seen[key] = Distribution.of_parts(parts)
-        return found
-
-
 def _group_metrics(
-    key: GroupKey, tallies: list[_Tally], running: tuple[float, float], dist: _Distributions
+    key: GroupKey, tallies: list[_Tally], running: tuple[float, float], dist: Distributions
 ) -> GroupMetrics:
     def count(status: str) -> int:
         return sum(t.runs[status] for t in tallies)
@@ -428,14 +411,14 @@ def _group_metrics(
         active=active,
         # A cancelled run was stopped by a person, not failed by the fleet: it counts for neither side.
         success_rate=succeeded / (succeeded + failed) if succeeded + failed else None,
-        queue_time=dist.of(tallies, lambda t: t.queue_s),
-        run_time=dist.of(tallies, lambda t: t.run_s),
+        queue_time=dist.of([t.queue_s for t in tallies]),
+        run_time=dist.of([t.run_s for t in tallies]),
         recoveries=sum(t.recoveries for t in tallies),
-        recovery_time=dist.of(tallies, lambda t: t.recovery_s),
+        recovery_time=dist.of([t.recovery_s for t in tallies]),
         chip_hours=chip_hours,
         cost=cost,
         cost_per_effective_run=cost / succeeded if succeeded else None,
-        jct=dist.of(tallies, lambda t: t.jct_s),
+        jct=dist.of([t.jct_s for t in tallies]),
         useful_chip_hours=useful if reports_useful else None,
         goodput=useful / chip_hours if reports_useful and chip_hours > 0 else None,
     )

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crossrail.metrics import Distribution, percentile
-from crossrail.metrics.distribution import LARGE
+from crossrail.metrics.distribution import LARGE, Distributions
 
 # Expected values are what numpy.percentile returns for the same input, bit for bit.
 KNOWN = [
@@ -82,7 +82,9 @@ def _bits(d: Distribution) -> tuple[object, ...]:
     return tuple(v.hex() if isinstance(v, float) else v for v in d.as_dict().values())
 
 
-@pytest.mark.parametrize("count", [LARGE - 1, LARGE, 3 * LARGE + 7], ids=["sorted", "selected", "selected-odd"])
+@pytest.mark.parametrize(
+    "count", [LARGE - 1, LARGE, 3 * LARGE + 7], ids=["python-sort", "numpy-sort", "numpy-sort-odd"]
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_large_distribution_has_the_sorted_figures_bit_for_bit(count: int, seed: int) -> None:
     rng = random.Random(seed)
@@ -93,7 +95,7 @@ def test_a_large_distribution_has_the_sorted_figures_bit_for_bit(count: int, see
     whole = Distribution.of(values)
 
     assert _bits(whole) == _bits(_by_sorting(values))
-    assert _bits(Distribution.of_parts([values[cut:], [], values[:cut]])) == _bits(whole)
+    assert _bits(Distributions().of([values[cut:], [], values[:cut]])) == _bits(whole)
 
 
 @pytest.mark.parametrize(
@@ -108,3 +110,15 @@ def test_values_numpy_could_rank_differently_are_sorted(odd: float) -> None:
     values = [0.0] * (LARGE // 2) + [float(i) for i in range(LARGE)] + [odd] * (LARGE // 2)
 
     assert _bits(Distribution.of(values)) == _bits(_by_sorting(values))
+
+
+def test_one_snapshot_summarises_each_list_and_each_union_as_if_alone() -> None:
+    rng = random.Random(3)
+    a = [rng.uniform(0, 1e5) for _ in range(LARGE)]
+    b = [rng.uniform(0, 10.0) for _ in range(LARGE // 2)]
+    c = [float(i) for i in range(LARGE // 2)] + [-0.0]  # sorted in Python, alone or with others
+    shared = Distributions()
+
+    for parts in ([a], [b], [a, b], [b, a], [c], [a, c], [c, b, a]):
+        assert _bits(shared.of(parts)) == _bits(_by_sorting([v for p in parts for v in p]))
+    assert shared.of([b, a]) is shared.of([a, [], b])
