@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from crossrail.scheduling.policies import JobView, PoolView, get_policy, level_of
 from crossrail.scheduling.policies.ledger import RESOLVE_S, RoundLedger, _take
@@ -172,3 +173,79 @@ def test_a_chip_type_takes_the_gangs_that_fit_in_rank_order_passing_over_one_too
     assert _take(ranked, gangs, 1) == [1]
     assert _take(ranked, gangs, 0) == []
     assert _take(ranked[:0], gangs[:0], 4) == []
+
+
+def test_crediting_by_slot_equals_crediting_by_name_bit_for_bit() -> None:
+    """`ran_slots` (slots and columns a simulator keeps) leaves the ledger exactly as `ran_each` does."""
+    pools = [PoolView("v100", "v100", 2, 2), PoolView("k80", "k80", 2, 2)]
+    rows = {"a": {"v100": 3.7, "k80": 1.1}, "b": {"v100": 0.9}, "c": {}, "d": {"v100": 2.3, "k80": 0.7}}
+    named, slotted = (RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False) for _ in range(2))
+    for book in (named, slotted):
+        book.sync([job(r, throughput=rate) for r, rate in rows.items()], pools)
+    rounds = [
+        [("a", "v100", 359.99), ("b", "k80", 120.0), ("c", "v100", 0.3), ("d", "k80", 1e-7)],
+        [("d", "v100", 241.123), ("a", "k80", 0.0), ("b", "v100", 17.25), ("c", "k80", 359.9)],
+    ]
+    for credits in rounds:
+        named.ran_each([c[0] for c in credits], [c[1] for c in credits], [c[2] for c in credits])
+        columns = [slotted.column(c[1]) for c in credits]
+        slotted.ran_slots(
+            np.array([slotted.slot[c[0]] for c in credits]), np.array(columns), np.array([c[2] for c in credits])
+        )
+
+    assert named.time.tolist() == slotted.time.tolist()
+    assert named.worker_time.tolist() == slotted.worker_time.tolist()
+    assert slotted.column("tpu") is None
+
+
+def test_crediting_a_slot_no_job_holds_or_a_run_twice_is_refused_and_credits_nothing() -> None:
+    book = ledger("a", "b")
+    book.plan(0.0, [V100], {})
+    gone = book.slot["b"]
+    book.leave("b")
+    before = book.time.tolist(), book.worker_time.tolist()
+    a, v100 = book.slot["a"], book.column("v100")
+    for slots, columns, seconds, says in (
+        ([a, gone], [v100, v100], [1.0, 1.0], "no active job"),
+        ([a], [5], [1.0], "no chip type"),
+        ([a, a], [v100, v100], [1.0, 2.0], "more than once"),
+        ([a], [v100], [1.0, 2.0], "one length"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            book.ran_slots(np.array(slots), np.array(columns), np.array(seconds))
+    assert (book.time.tolist(), book.worker_time.tolist()) == before
+
+
+def test_rankings_kept_across_joins_and_leaves_plan_as_rankings_rebuilt_every_round() -> None:
+    """Between recomputations the ledger keeps each chip type's ranking and updates it as jobs come and go;
+    plans (and their order) are those of a ledger that ranks afresh every round. Gangs of several chips and
+    a chip type with two pools take the general path, one chip per job on one pool each the quick one."""
+    rng = np.random.default_rng(7)
+    for pools, gangs in (
+        ([PoolView("v100", "v100", 3, 3), PoolView("k80", "k80", 4, 4)], (1,)),
+        ([PoolView("v100", "v100", 4, 4), PoolView("k80-a", "k80", 3, 3), PoolView("k80-b", "k80", 2, 2)], (1, 2)),
+    ):
+        kept, fresh = (get_policy("max_min_fairness").ledger(ROUND) for _ in range(2))  # type: ignore[attr-defined]
+        running: list[dict[str, str]] = [{}, {}]
+        arrived = 0
+        for i in range(120):
+            now = i * ROUND
+            if rng.random() < 0.5 or arrived < 3:
+                rates = {"v100": float(rng.uniform(0.5, 3.0)), "k80": float(rng.choice([0.0, rng.uniform(0.1, 1.0)]))}
+                view = job(f"j{arrived}", submitted_at=now, chips=int(rng.choice(gangs)), throughput=rates)
+                arrived += 1
+                for book in (kept, fresh):
+                    book.join(view)
+            if rng.random() < 0.3 and kept.slot:
+                run = sorted(kept.slot)[int(rng.integers(len(kept.slot)))]
+                for book in (kept, fresh):
+                    book.leave(run)
+            fresh._ranks = None
+            plans = [book.plan(now, pools, on) for book, on in zip((kept, fresh), running, strict=True)]
+            assert list(plans[0].items()) == list(plans[1].items()), i
+            for run, pool in plans[0].items():
+                seconds = ROUND * float(rng.uniform(0.2, 1.0))
+                for book in (kept, fresh):
+                    book.ran(run, pool.split("-")[0], seconds)
+            running = plans
+        assert arrived > 40

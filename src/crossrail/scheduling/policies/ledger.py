@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 import operator
 import random
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -46,11 +46,31 @@ Solve = Callable[[Sequence[JobView], Sequence[PoolView]], dict[str, dict[str, fl
 """The allocation for some jobs on some pools: run -> pool -> fraction of time."""
 
 
+class ClassSolve(Protocol):
+    """An allocation the same for every job of a class, solved per class (as `MaxMinFairness` does): the
+    ledger keeps each job's class and hands over one job and a count per class instead of every job."""
+
+    def classify(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> list[Hashable]:
+        """Each job's class on `pools` (a job's class changes only with the pools)."""
+        ...
+
+    def solve_classes(
+        self, classes: Mapping[Hashable, tuple[JobView, int]], pools: Sequence[PoolView]
+    ) -> Mapping[Hashable, Mapping[str, float]]:
+        """Class -> pool -> fraction of time, for class -> (its first job, how many jobs it has)."""
+        ...
+
+
 class RoundLedger:
     """Every active job's time run, deficit and allocation per chip type, and the plan for each round."""
 
-    def __init__(self, solve: Solve, round_s: float, *, shuffle: bool, seed: int = 0) -> None:
+    def __init__(
+        self, solve: Solve, round_s: float, *, shuffle: bool, seed: int = 0, classes: ClassSolve | None = None
+    ) -> None:
+        """`solve` gives the allocation of the active jobs; `classes`, when given, gives the same allocation
+        per job class (cheaper: the ledger then keeps each job's class, and `solve` is not called)."""
         self.solve = solve
+        self.classes = classes
         self.half = round_s / 2.0
         self.shuffle = shuffle
         self.rng = random.Random(seed + 5)
@@ -62,6 +82,13 @@ class RoundLedger:
         n, t = 0, 0
         self.order = np.zeros(n, dtype=np.int64)
         """Arrival sequence of each slot (ties in priority go to the earlier arrival)."""
+        self.runs = np.zeros(n, dtype=object)
+        """Each slot's run (None when free)."""
+        self.kind = np.zeros(n, dtype=np.int64)
+        """Each active slot's job class as an index into `kinds` (-1: not classified on this fleet yet)."""
+        self.kinds: dict[Hashable, int] = {}
+        self.class_keys: list[Hashable] = []
+        """Each slot's job class as `classes` gave it (valid where `kind` is)."""
         self.chips = np.zeros(n, dtype=np.int64)
         self.active = np.zeros(n, dtype=bool)
         self.allocated = np.zeros(n, dtype=bool)
@@ -79,6 +106,16 @@ class RoundLedger:
         """The chip types fastest first, for the active jobs of (join count, free slots, types) then."""
         self.seen: dict[str, dict[str, float]] = {}
         """Run -> chip type -> service seen so far (`sync` credits what grew since)."""
+        self._ranks: list[np.ndarray] | None = None
+        """Per chip type, the active slots that can run there by deficit there (largest first), then
+        allocation there (largest first), then arrival: what ranks them after priority. Kept across rounds
+        (joins and leaves update it) until the allocation changes."""
+        self._unranked = np.zeros((n, t), dtype=bool)
+        """Where a job's priority is 0: no allocation there, its chips cannot run it, or none yet (with `_ranks`)."""
+        self.gangs = {"single": 0, "negative": 0}
+        """Active jobs whose gang is not one chip, and whose gang is negative."""
+        self._pools: tuple[tuple[object, ...], list[int], list[str | None]] | None = None
+        """(fleet and types, chips per chip type, the type's pool when it has only one) for `plan`."""
 
     # --- membership and service ------------------------------------------------------------------
 
@@ -89,13 +126,21 @@ class RoundLedger:
         if not self.free:
             self._grow(max(8, 2 * len(self.views)))
         s = self.free.pop()
-        self.slot[view.run], self.views[s] = s, view
+        self.slot[view.run], self.views[s], self.runs[s], self.kind[s] = s, view, view.run, -1
         self.order[s], self.seq = self.seq, self.seq + 1
         self.chips[s], self.active[s], self.allocated[s] = view.chips, True, False
         self.stepped[s] = bool(view.throughput)
         self.rates[s] = [rate(view, t) for t in self.types]
         self.time[s], self.deficit[s], self.alloc[s] = self.half, 0.0, 0.0
         self.changed = True
+        self.gangs["single"] += view.chips != 1
+        self.gangs["negative"] += view.chips < 0
+        if self._ranks is not None:  # unallocated: after every job not behind on its allocation, by arrival
+            self._unranked[s] = True
+            for t, rows in enumerate(self._ranks):
+                if self.rates[s, t] > 0:
+                    d, a = self.deficit[rows, t], self.alloc[rows, t]
+                    self._ranks[t] = np.insert(rows, np.count_nonzero((d > 0) | ((d == 0) & (a >= 0))), s)
 
     def leave(self, run: str) -> None:
         """A job has finished (or is no longer a candidate): it leaves; the allocation is due again."""
@@ -103,9 +148,13 @@ class RoundLedger:
         self.seen.pop(run, None)
         if s is None:
             return
-        self.views[s], self.active[s], self.allocated[s] = None, False, False
+        self.views[s], self.runs[s], self.active[s], self.allocated[s] = None, None, False, False
         self.free.append(s)
         self.changed = True
+        self.gangs["single"] -= int(self.chips[s]) != 1
+        self.gangs["negative"] -= int(self.chips[s]) < 0
+        if self._ranks is not None:
+            self._ranks = [rows[rows != s] for rows in self._ranks]
 
     def ran(self, run: str, chip_type: str, seconds: float) -> None:
         """`run` ran `seconds` on `chip_type` (Gavel counts a job's time, whatever its gang).
@@ -131,9 +180,40 @@ class RoundLedger:
                 rows.append(s)
                 cols.append(t)
                 secs.append(sec)
-        if not rows:
+        if rows:
+            self.ran_slots(np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64), np.array(secs, dtype=float))
+
+    def column(self, chip_type: str) -> int | None:
+        """The chip type's column in the ledger's arrays (for `ran_slots`); None for a type it has not seen
+        (time run there is not counted, as `ran` does not)."""
+        return self.types.index(chip_type) if chip_type in self.types else None
+
+    def ran_slots(self, slots: np.ndarray, columns: np.ndarray, seconds: np.ndarray) -> None:
+        """As `ran_each` for the runs in `slots` (their `slot` entries, each at most once) on the chip types of
+        `columns` (see `column`), in the given order: what a simulator that keeps its runs' slots credits.
+
+        Stretches of no time (seconds <= 0) are skipped. Raises ValueError, crediting nothing, for arrays of
+        different lengths, a slot that is not an active job's or a column that is not a chip type's."""
+        at, on = np.asarray(slots, dtype=np.int64), np.asarray(columns, dtype=np.int64)
+        got = np.array(seconds, dtype=float)
+        if not (at.shape == on.shape == got.shape) or at.ndim != 1:
+            raise ValueError(
+                f"ran_slots: slots, columns and seconds must be flat arrays of one length, got shapes "
+                f"{at.shape}, {on.shape} and {got.shape}"
+            )
+        if not len(at):
             return
-        at, on, got = np.array(rows), np.array(cols), np.array(secs)
+        if at.min() < 0 or at.max() >= len(self.views) or not self.active[at].all():
+            raise ValueError(f"ran_slots: slots {at.tolist()} name a slot no active job holds (use ledger.slot[run])")
+        if on.min() < 0 or on.max() >= len(self.types):
+            raise ValueError(f"ran_slots: columns {on.tolist()} name no chip type of {self.types} (use ledger.column)")
+        named = np.zeros(len(self.views), dtype=bool)
+        named[at] = True
+        if np.count_nonzero(named) != len(at):
+            raise ValueError(f"ran_slots: slots {at.tolist()} name a run more than once")
+        if not (got > 0).all():
+            keep = got > 0
+            at, on, got = at[keep], on[keep], got[keep]
         rates = self.rates[at, on]
         whole = self.stepped[at] & (rates > 0)  # as whole_steps_s, element by element
         got[whole] = np.floor(rates[whole] * got[whole] + STEP_SLACK) / rates[whole]
@@ -169,22 +249,64 @@ class RoundLedger:
         self._types(pools)
         if self.changed and (now - self.last_reset >= RESOLVE_S or self.last_reset == 0.0):
             self._reset(now, pools)
-        act = self.active
+        ranks = self._ranks if self._ranks is not None else self._rank()
         share = np.divide(self.time, self.worker_time, out=np.zeros_like(self.time), where=self.worker_time > 0)
-        priority = np.where(share > 0, self.alloc / np.where(share > 0, share, 1.0), self.alloc * UNRUN)
-        priority[(self.alloc <= 0) | (self.rates <= 0) | ~self.allocated[:, None]] = 0.0
-        left = {t: sum(p.capacity for p in pools if p.chip_type == t) for t in self.types}
+        ran = share > 0
+        priority = np.where(ran, self.alloc / np.where(ran, share, 1.0), self.alloc * UNRUN)
+        priority[self._unranked] = 0.0
+        per_type, only_pool = self._fleet_view(pools)
+        singles = self.gangs["single"] == 0
         taken = np.zeros(len(self.views), dtype=bool)
-        chosen: list[tuple[int, int]] = []
+        chosen: list[np.ndarray] = []
+        columns: list[int] = []
         for t in self._type_order():
-            rows = np.flatnonzero(act & (self.rates[:, t] > 0) & ~taken)
-            ranked = rows[
-                np.lexsort((self.order[rows], -self.alloc[rows, t], -self.deficit[rows, t], -priority[rows, t]))
-            ]
-            took = _take(ranked, self.chips[ranked], left[self.types[t]])
+            # Ranked by priority, then deficit, allocation and arrival: a stable sort by priority of the rows
+            # already in order of the rest. Ranks are distinct (arrival breaks every tie), so dropping the
+            # rows taken afterwards leaves the order ranking the rest would give.
+            rows = ranks[t]
+            ranked = rows[np.argsort(-priority[rows, t], kind="stable")]
+            ranked = ranked[~taken[ranked]]
+            if singles:  # one chip each: the first that fit
+                took = ranked[: max(per_type[t], 0)]
+            else:
+                took = np.array(_take(ranked, self.chips[ranked], per_type[t]), dtype=np.int64)
             taken[took] = True
-            chosen.extend((s, t) for s in took)
-        return self._place(chosen, pools, running)
+            chosen.append(took)
+            columns.append(t)
+        if self.gangs["negative"] == 0 and all(only_pool[t] is not None for t in columns):
+            # Each chip type has one pool and its jobs were taken while their gangs fit its chips: every one
+            # fits there whatever the order, so the plan is the chosen allocated jobs, largest gangs first.
+            if singles:  # all alike: in the order taken
+                placed: dict[str, str] = {}
+                for t, took in zip(columns, chosen, strict=True):
+                    placed.update(dict.fromkeys(self.runs[took[self.allocated[took]]].tolist(), only_pool[t]))
+                return placed
+            at = np.concatenate(chosen)
+            on = np.repeat(columns, [len(took) for took in chosen])
+            first = np.argsort(-self.chips[at], kind="stable")
+            at, on = at[first], on[first]
+            keep = self.allocated[at]
+            return dict(zip(self.runs[at[keep]].tolist(), [only_pool[t] for t in on[keep].tolist()], strict=True))
+        pairs = [(s, t) for t, took in zip(columns, chosen, strict=True) for s in took.tolist()]
+        return self._place(pairs, pools, running)
+
+    def _rank(self) -> list[np.ndarray]:
+        """`_ranks` and `_unranked` afresh from the allocation."""
+        self._unranked = (self.alloc <= 0) | (self.rates <= 0) | ~self.allocated[:, None]
+        self._ranks = []
+        for t in range(len(self.types)):
+            rows = np.flatnonzero(self.active & (self.rates[:, t] > 0))
+            self._ranks.append(rows[np.lexsort((self.order[rows], -self.alloc[rows, t], -self.deficit[rows, t]))])
+        return self._ranks
+
+    def _fleet_view(self, pools: Sequence[PoolView]) -> tuple[list[int], list[str | None]]:
+        """Chips per chip type (by column) and, for a type with a single pool, that pool's name."""
+        key = (self.fleet, len(self.types))
+        if self._pools is None or self._pools[0] != key:
+            per_type = [sum(p.capacity for p in pools if p.chip_type == t) for t in self.types]
+            names = [sorted(p.name for p in pools if p.chip_type == t) for t in self.types]
+            self._pools = (key, per_type, [n[0] if len(n) == 1 else None for n in names])
+        return self._pools[1], self._pools[2]
 
     def _place(
         self, chosen: list[tuple[int, int]], pools: Sequence[PoolView], running: Mapping[str, str]
@@ -220,11 +342,11 @@ class RoundLedger:
         by the same generator Gavel uses (Python's `random.Random(seed + 5)`)."""
         members = (self.seq, len(self.free), len(self.types))  # changes with every join, leave and new type
         if self._fastest is None or self._fastest[0] != members:
-            act = self.active
+            rates = self.rates[self.active]
             fastest = list(range(len(self.types)))
-            if act.any():
-                best = self.rates[act].max(axis=1, keepdims=True)
-                rel = np.divide(self.rates[act], best, out=np.zeros_like(self.rates[act]), where=best > 0)
+            if len(rates):
+                best = rates.max(axis=1, keepdims=True)
+                rel = np.divide(rates, best, out=np.zeros_like(rates), where=best > 0)
                 speed = rel.mean(axis=0)
                 fastest.sort(key=lambda t: (-speed[t], self.types[t]))
             self._fastest = (members, fastest)
@@ -236,23 +358,54 @@ class RoundLedger:
     def _reset(self, now: float, pools: Sequence[PoolView]) -> None:
         """Deficits take what each job got below its allocation since the last reset; time restarts from half
         a round; the allocation is solved again for every active job."""
-        act = self.active
+        live = np.flatnonzero(self.active)
         elapsed = now - self.last_reset
-        got = np.where(act[:, None], self.time - self.half, 0.0)
-        self.deficit += np.where(self.allocated[:, None], self.alloc * elapsed, 0.0) - got
-        self.time[act] = self.half
-        self.worker_time = np.full(len(self.types), self.half * int(act.sum()))
-        views = [v for v in self.views if v is not None]
-        shares = self.solve(views, pools)
+        got = self.time[live] - self.half
+        self.deficit[live] += np.where(self.allocated[live, None], self.alloc[live] * elapsed, 0.0) - got
+        self.time[live] = self.half
+        self.worker_time = np.full(len(self.types), self.half * len(live))
         column = {p.name: self.types.index(p.chip_type) for p in pools}
-        alloc = [[0.0] * len(self.types) for _ in self.views]  # summed as plain floats, then stored at once
-        for run, s in self.slot.items():
-            row = alloc[s]
-            for pool, x in shares.get(run, {}).items():
-                row[column[pool]] += x
-        self.alloc = np.array(alloc).reshape(len(self.views), len(self.types))
-        self.allocated[:] = act
-        self.last_reset, self.changed = now, False
+        width = len(self.types)
+        if self.classes is None:
+            shares = self.solve(self._views_at(live), pools)
+            rows = [_row(shares.get(run, {}), column, width) for run in self.runs[live].tolist()]
+            ids = np.arange(len(live))
+        else:
+            ids, rows = self._class_rows(live, pools, column)
+        alloc = np.zeros((len(self.views), width))
+        alloc[live] = np.array(rows, dtype=float).reshape(len(rows), width)[ids]
+        self.alloc = alloc
+        self.allocated[:] = self.active
+        self.last_reset, self.changed, self._ranks = now, False, None
+
+    def _class_rows(
+        self, live: np.ndarray, pools: Sequence[PoolView], column: Mapping[str, int]
+    ) -> tuple[np.ndarray, list[list[float]]]:
+        """The allocation per job class (`classes`) as rows by column, and each active slot's row among them."""
+        assert self.classes is not None
+        new = live[self.kind[live] < 0]
+        if len(new):
+            keys = self.classes.classify(self._views_at(new), pools)
+            for s, key in zip(new.tolist(), keys, strict=True):
+                self.kind[s], self.class_keys[s] = self.kinds.setdefault(key, len(self.kinds)), key
+        kind_keys = list(self.kinds)
+        ids, first, inverse, counts = np.unique(
+            self.kind[live], return_index=True, return_inverse=True, return_counts=True
+        )
+        classes: dict[Hashable, tuple[JobView, int]] = {}
+        for i in np.argsort(first, kind="stable").tolist():  # classes in order of their first slot, as the jobs
+            s = int(live[first[i]])
+            view = self.views[s]
+            assert view is not None
+            classes[self.class_keys[s]] = (view, int(counts[i]))
+        found = self.classes.solve_classes(classes, pools)
+        empty: Mapping[str, float] = {}
+        rows = [_row(found.get(kind_keys[int(u)], empty), column, len(self.types)) for u in ids.tolist()]
+        return inverse.reshape(-1), rows
+
+    def _views_at(self, slots: np.ndarray) -> list[JobView]:
+        """The views of active slots (an active slot always holds one)."""
+        return cast(list[JobView], [self.views[s] for s in slots.tolist()])
 
     # --- storage ---------------------------------------------------------------------------------
 
@@ -261,12 +414,14 @@ class RoundLedger:
         fleet = tuple(sorted((p.name, p.chip_type, p.capacity) for p in pools))
         if fleet != self.fleet:
             self.fleet, self.changed = fleet, True
+            self.kind[:], self.kinds = -1, {}  # a job's class depends on the pools
         for t in sorted({p.chip_type for p in pools} - set(self.types)):
             self.types.append(t)
             for name in ("rates", "time", "deficit", "alloc"):
                 column = np.full((len(self.views), 1), self.half if name == "time" else 0.0)
                 setattr(self, name, np.hstack([getattr(self, name), column]))
             self.worker_time = np.append(self.worker_time, 0.0)
+            self._ranks = None
             for s in self.slot.values():
                 view = self.views[s]
                 if view is not None:
@@ -280,8 +435,20 @@ class RoundLedger:
             ("order", np.int64), ("chips", np.int64), ("active", bool), ("allocated", bool), ("stepped", bool)
         ):  # fmt: skip
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, dtype=dtype)]))
+        self.runs = np.concatenate([self.runs, np.full(extra, None, dtype=object)])
+        self.kind = np.concatenate([self.kind, np.full(extra, -1, dtype=np.int64)])
+        self.class_keys.extend([None] * extra)
+        self._ranks = None
         for name in ("rates", "time", "deficit", "alloc"):
             setattr(self, name, np.vstack([getattr(self, name), np.zeros((extra, t))]))
+
+
+def _row(shares: Mapping[str, float], column: Mapping[str, int], width: int) -> list[float]:
+    """Pool -> share as a row by chip type, summed as plain floats in the order of `shares`."""
+    row = [0.0] * width
+    for pool, x in shares.items():
+        row[column[pool]] += x
+    return row
 
 
 def _take(ranked: np.ndarray, chips: np.ndarray, room: int) -> list[int]:

@@ -23,7 +23,7 @@ recomputed, priorities X / share of the time run since, deficits, chip types tak
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,12 +123,12 @@ class MaxMinFairness:
     normalise: str = "best"
     round_based: bool = True
     uses_remaining: bool = False
-    _memo: dict[tuple[object, ...], dict[tuple[object, ...], dict[str, float]]] = field(
-        default_factory=dict, repr=False
-    )
+    _memo: dict[tuple[object, ...], dict[Hashable, dict[str, float]]] = field(default_factory=dict, repr=False)
     _fleet: tuple[object, ...] = field(default=(), repr=False)
     _class_of: dict[str, tuple[object, ...]] = field(default_factory=dict, repr=False)
     """Run -> its job class on `_fleet` (a run's rates do not change)."""
+    _reprs: dict[int, tuple[Hashable, str]] = field(default_factory=dict, repr=False)
+    """id(class) -> (the class, its repr): reprs of floats cost (by identity: equal classes may print apart)."""
     _ledger: RoundLedger | None = field(default=None, repr=False)
 
     def key(self, job: JobView) -> SortKey:
@@ -145,31 +145,61 @@ class MaxMinFairness:
 
     def shares(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> Shares:
         """The LP allocation per job class, solved once per distinct mix of job classes and pools."""
-        ordered = sorted(pools, key=lambda p: p.name)
-        fleet = tuple((p.name, p.chip_type, p.capacity) for p in ordered)
-        if fleet != self._fleet or len(self._class_of) > CLASS_MEMO:
-            self._fleet, self._class_of = fleet, {}
-        classes: dict[tuple[object, ...], list[JobView]] = {}
+        members: dict[Hashable, list[JobView]] = {}
+        for job, key in zip(jobs, self.classify(jobs, pools), strict=True):
+            members.setdefault(key, []).append(job)
+        found = self.solve_classes({k: (group[0], len(group)) for k, group in members.items()}, pools)
+        return {job.run: found[k] for k in sorted(members, key=self._repr) if k in found for job in members[k]}
+
+    def classify(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> list[Hashable]:
+        """Each job's class on `pools` (`job_class`), remembered per run: a run's rates do not change."""
+        ordered, _fleet = self._on(pools)
+        keys: list[Hashable] = []
         for job in jobs:
             key = self._class_of.get(job.run)
             if key is None or key[0] != job.chips:
                 key = self._class_of[job.run] = job_class(job, ordered, self.hetero)
-            classes.setdefault(key, []).append(job)
-        keys = sorted(classes, key=repr)
-        memo_key = (tuple((k, len(classes[k])) for k in keys), fleet)
+            keys.append(key)
+        return keys
+
+    def solve_classes(
+        self, classes: Mapping[Hashable, tuple[JobView, int]], pools: Sequence[PoolView]
+    ) -> Mapping[Hashable, dict[str, float]]:
+        """Class -> pool -> share for `classes` (class -> (a job of it, how many jobs it has)), solved once per
+        distinct mix of classes and pools; a class absent from the answer gets nothing."""
+        ordered, fleet = self._on(pools)
+        keys = sorted(classes, key=self._repr)
+        memo_key = (tuple((k, classes[k][1]) for k in keys), fleet)
         found = self._memo.get(memo_key)
         if found is None:
             if len(self._memo) >= 256:
                 self._memo.clear()
-            reps, counts = [classes[k][0] for k in keys], [len(classes[k]) for k in keys]
+            reps, counts = [classes[k][0] for k in keys], [classes[k][1] for k in keys]
             solved = class_shares(reps, counts, ordered, self.hetero, self.normalise)
             found = self._memo[memo_key] = {keys[i]: share for i, share in solved.items()}
-        return {job.run: found[k] for k in keys if k in found for job in classes[k]}
+        return found
+
+    def _on(self, pools: Sequence[PoolView]) -> tuple[list[PoolView], tuple[object, ...]]:
+        """`pools` by name and as a fleet key; a new fleet (or too many runs remembered) forgets the classes."""
+        ordered = sorted(pools, key=lambda p: p.name)
+        fleet = tuple((p.name, p.chip_type, p.capacity) for p in ordered)
+        if fleet != self._fleet or len(self._class_of) > CLASS_MEMO:
+            self._fleet, self._class_of, self._reprs = fleet, {}, {}
+        return ordered, fleet
+
+    def _repr(self, key: Hashable) -> str:
+        """The class's repr (the LP's row order), remembered while the class is."""
+        known = self._reprs.get(id(key))
+        if known is None or known[0] is not key:
+            if len(self._reprs) > CLASS_MEMO:
+                self._reprs.clear()
+            known = self._reprs[id(key)] = (key, repr(key))
+        return known[1]
 
     def ledger(self, round_s: float) -> RoundLedger:
         """The policy's round state (one per policy: a simulation or an agent drives one policy)."""
         if self._ledger is None:
-            self._ledger = RoundLedger(self.shares, round_s, shuffle=not self.hetero)
+            self._ledger = RoundLedger(self.shares, round_s, shuffle=not self.hetero, classes=self)
         return self._ledger
 
     def allocate(
