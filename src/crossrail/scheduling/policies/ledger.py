@@ -21,8 +21,6 @@ Everything per round is numpy over every active job: nothing is rebuilt per job 
 
 from __future__ import annotations
 
-import functools
-import operator
 import random
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Protocol, cast, runtime_checkable
@@ -110,6 +108,9 @@ class RoundLedger:
         """Per chip type, the active slots that can run there by deficit there (largest first), then
         allocation there (largest first), then arrival: what ranks them after priority. Kept across rounds
         (joins and leaves update it) until the allocation changes."""
+        self._behind: list[np.ndarray] = []
+        """Per chip type, -deficit there of the slots of `_ranks` (ascending, so a joining job's place is found
+        by bisection)."""
         self._unranked = np.zeros((n, t), dtype=bool)
         """Where a job's priority is 0: no allocation there, its chips cannot run it, or none yet (with `_ranks`)."""
         self.gangs = {"single": 0, "negative": 0}
@@ -135,12 +136,17 @@ class RoundLedger:
         self.changed = True
         self.gangs["single"] += view.chips != 1
         self.gangs["negative"] += view.chips < 0
-        if self._ranks is not None:  # unallocated: after every job not behind on its allocation, by arrival
-            self._unranked[s] = True
+        if self._ranks is not None:  # no deficit, no allocation, the latest arrival: after every job ranked
+            self._unranked[s] = True  # before it by deficit (>= 0), then allocation (>= 0)
             for t, rows in enumerate(self._ranks):
                 if self.rates[s, t] > 0:
-                    d, a = self.deficit[rows, t], self.alloc[rows, t]
-                    self._ranks[t] = np.insert(rows, np.count_nonzero((d > 0) | ((d == 0) & (a >= 0))), s)
+                    behind = self._behind[t]
+                    at = int(np.searchsorted(behind, 0.0, side="left"))
+                    tied = int(np.searchsorted(behind, 0.0, side="right"))
+                    if tied > at:
+                        at += int(np.count_nonzero(self.alloc[rows[at:tied], t] >= 0))
+                    self._ranks[t] = np.concatenate((rows[:at], [s], rows[at:]))
+                    self._behind[t] = np.concatenate((behind[:at], [-0.0], behind[at:]))
 
     def leave(self, run: str) -> None:
         """A job has finished (or is no longer a candidate): it leaves; the allocation is due again."""
@@ -154,7 +160,10 @@ class RoundLedger:
         self.gangs["single"] -= int(self.chips[s]) != 1
         self.gangs["negative"] -= int(self.chips[s]) < 0
         if self._ranks is not None:
-            self._ranks = [rows[rows != s] for rows in self._ranks]
+            for t, rows in enumerate(self._ranks):
+                if self.rates[s, t] > 0:
+                    keep = rows != s
+                    self._ranks[t], self._behind[t] = rows[keep], self._behind[t][keep]
 
     def ran(self, run: str, chip_type: str, seconds: float) -> None:
         """`run` ran `seconds` on `chip_type` (Gavel counts a job's time, whatever its gang).
@@ -216,10 +225,13 @@ class RoundLedger:
             at, on, got = at[keep], on[keep], got[keep]
         rates = self.rates[at, on]
         whole = self.stepped[at] & (rates > 0)  # as whole_steps_s, element by element
-        got[whole] = np.floor(rates[whole] * got[whole] + STEP_SLACK) / rates[whole]
+        per = np.where(whole, rates, 1.0)
+        got = np.where(whole, np.floor(per * got + STEP_SLACK) / per, got)
         self.time[at, on] += got
-        for t in range(len(self.types)):  # summed in turn, as `ran` one job after another would
-            self.worker_time[t] = functools.reduce(operator.add, got[on == t].tolist(), float(self.worker_time[t]))
+        summed = self.worker_time.tolist()
+        for t, sec in zip(on.tolist(), got.tolist(), strict=True):  # in turn, as `ran` one job after another
+            summed[t] += sec
+        self.worker_time[:] = summed
 
     def sync(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> None:
         """Make the ledger's jobs those of `jobs` (in arrival order) and credit the service each gained since
@@ -293,10 +305,12 @@ class RoundLedger:
     def _rank(self) -> list[np.ndarray]:
         """`_ranks` and `_unranked` afresh from the allocation."""
         self._unranked = (self.alloc <= 0) | (self.rates <= 0) | ~self.allocated[:, None]
-        self._ranks = []
+        self._ranks, self._behind = [], []
         for t in range(len(self.types)):
             rows = np.flatnonzero(self.active & (self.rates[:, t] > 0))
-            self._ranks.append(rows[np.lexsort((self.order[rows], -self.alloc[rows, t], -self.deficit[rows, t]))])
+            rows = rows[np.lexsort((self.order[rows], -self.alloc[rows, t], -self.deficit[rows, t]))]
+            self._ranks.append(rows)
+            self._behind.append(-self.deficit[rows, t])
         return self._ranks
 
     def _fleet_view(self, pools: Sequence[PoolView]) -> tuple[list[int], list[str | None]]:
