@@ -16,6 +16,7 @@ holds, and gives the accumulator exactly what those events one by one would have
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 from collections.abc import Sequence
@@ -131,17 +132,18 @@ class SwapBook:
         useful = np.maximum(useful_chip_s, 0.0) / 3600
         chip_hours = self.chips[rows] * duration / 3600
         cost = chip_hours * self.prices[self.pool[rows]]
-        keys = self.key[rows]
-        for k in _in_turn(keys):
-            tally, mine = self.tallies[k], keys == k
-            tally.useful_chip_hours = _sum(tally.useful_chip_hours, useful[mine])
+        order, groups = _groups(self.key[rows])
+        useful_l, duration_l, chip_hours_l, cost_l = np.stack([useful, duration, chip_hours, cost])[:, order].tolist()
+        for k, a, b in groups:
+            tally = self.tallies[k]
+            tally.useful_chip_hours = functools.reduce(operator.add, useful_l[a:b], tally.useful_chip_hours)
             tally.reports_useful = True
-            tally.run_s.extend(duration[mine].tolist())
-            tally.chip_hours = _sum(tally.chip_hours, chip_hours[mine])
-            tally.cost = _sum(tally.cost, cost[mine])
+            tally.run_s.extend(duration_l[a:b])
+            tally.chip_hours = functools.reduce(operator.add, chip_hours_l[a:b], tally.chip_hours)
+            tally.cost = functools.reduce(operator.add, cost_l[a:b], tally.cost)
         self.started[rows] = NONE
         self.recovering_since[rows] = ts
-        self.waiting_since[rows] = np.where(np.isnan(self.waiting_since[rows]), ts, self.waiting_since[rows])
+        self.waiting_since[rows] = ts  # a running run is never waiting too
 
     def began(self, rows: np.ndarray, pools: np.ndarray, ts: float) -> None:
         """As `started` at `ts` of each row's next attempt on its pool of `pools`, in turn."""
@@ -149,15 +151,17 @@ class SwapBook:
             return
         old = self.key[rows]
         new = self.stage_keys[self.stage[rows], pools]
-        waited, recovered = self.waiting_since[rows], self.recovering_since[rows]
-        for k in _in_turn(new):
-            tally, mine = self.tallies[k], new == k
+        order, groups = _groups(new)
+        waited = np.maximum(0.0, ts - self.waiting_since[rows])  # NaN where it was not waiting
+        recovered = np.maximum(0.0, ts - self.recovering_since[rows])  # NaN where it was not recovering
+        waited_l, recovered_l = np.stack([waited, recovered])[:, order].tolist()
+        for k, a, b in groups:
+            tally = self.tallies[k]
             tally.has_attempts = True
-            w, r = waited[mine], recovered[mine]
-            w, r = w[~np.isnan(w)], r[~np.isnan(r)]
-            tally.queue_s.extend(np.maximum(0.0, ts - w).tolist())
-            tally.recoveries += len(r)
-            tally.recovery_s.extend(np.maximum(0.0, ts - r).tolist())
+            tally.queue_s.extend(w for w in waited_l[a:b] if not math.isnan(w))
+            got = [r for r in recovered_l[a:b] if not math.isnan(r)]
+            tally.recoveries += len(got)
+            tally.recovery_s.extend(got)
         moved = old != new
         if moved.any():  # a run counts in the group of its last attempt
             change = np.bincount(new[moved], minlength=len(self.keys)) - np.bincount(
@@ -202,12 +206,10 @@ class SwapBook:
             setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, fill, dtype=dtype)]))
 
 
-def _in_turn(keys: np.ndarray) -> list[int]:
-    """The distinct groups of `keys` (each group's addends are summed in their own order)."""
-    found: list[int] = np.flatnonzero(np.bincount(keys)).tolist()
-    return found
-
-
-def _sum(start: float, addends: np.ndarray) -> float:
-    """`start` plus each addend in turn, as `+=` one event at a time would give."""
-    return functools.reduce(operator.add, addends.tolist(), start)
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """An order that puts equal keys together, each keeping its own order, and each key's (key, start, end)
+    in it: a group's addends are summed in their own order, as one event after another would add them."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(ordered)]
+    return order, [(int(ordered[a]), a, b) for a, b in itertools.pairwise(bounds)]

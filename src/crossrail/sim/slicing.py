@@ -27,7 +27,6 @@ from crossrail.scheduling.policies import PoolView
 from crossrail.sim.engine import Timer
 from crossrail.sim.fit import hosts_of
 from crossrail.sim.records import RunRecord
-from crossrail.sim.workload import SimJob
 
 if TYPE_CHECKING:
     from crossrail.sim.policy_driver import PolicyDriver
@@ -57,14 +56,21 @@ def why_not_bulk(sim: Simulation, driver: PolicyDriver) -> str | None:
     return next((why for why, holds in reasons.items() if holds), None)
 
 
+# The columns of a row's record (`SlicedRounds.runs`): what its run record and the simulation's per-run
+# tallies hold, taken and put back whole by the rows a round swaps.
+COMMITTED, WORK, CHIPS, ALLOCATED, USEFUL_S, USEFUL_CHIP_S, USEFUL_BEFORE = range(7)
+# The columns of a running stint (`SlicedRounds.stints`, one row per stint in the order they started).
+STARTED, START_WORK, RATE, FULL_RATE, FINISH, CREDITED, GANG = range(7)
+
+
 class SlicedRounds:
     """The running stints of a time-sliced simulation, as columns, and the round boundary applied to all of them.
 
-    Each job the rounds ever start gets a row; a row's columns hold what its run record, the simulation's
-    per-run tallies (work kept, attempts), the driver's service by chip type and its running stint would hold,
-    and only go back to those records at a finish or when the simulation settles (`settle`). `live` is the
-    rows with a stint, in the order the stints started: the order the executor's attempts would be credited
-    and stopped in, and so the order every sum over them is taken in.
+    Each job the rounds ever start gets a row of `runs`; its columns hold what its run record and the
+    simulation's per-run tallies (work kept, attempts) would hold, and go back to those records only at its
+    finish or when the simulation settles (`settle`). `stints` holds the running stints, one row each in the
+    order they started (`live` names their rows, `on` their pools): the order the executor's attempts would
+    be credited and stopped in, and so the order every sum over them is taken in.
     """
 
     def __init__(self, sim: Simulation, driver: PolicyDriver) -> None:
@@ -72,6 +78,7 @@ class SlicedRounds:
         self.driver = driver
         pools = list(sim.fleet.pools)
         self.pools = pools
+        self.pool_names = [p.name for p in pools]
         self.pool_index = {p.name: i for i, p in enumerate(pools)}
         self.types = sorted({p.chip_type for p in pools})
         self.type_of = np.array([self.types.index(p.chip_type) for p in pools], dtype=np.int64)
@@ -79,63 +86,52 @@ class SlicedRounds:
         self.book = sim.metrics.swap_book([(p.name, p.cost_per_chip_hour) for p in pools])
         self.names: list[str] = []
         self.row_of: dict[str, int] = {}
-        self.jobs: list[SimJob] = []
         self.records: list[RunRecord] = []
         n, n_pools, n_types = 0, len(pools), len(self.types)
-        self.chips = np.zeros(n, dtype=np.int64)
-        self.work_s = np.zeros(n)
+        self.runs = np.zeros((n, 7))
         self.full_rate = np.zeros((n, n_pools))
         self.rate = np.zeros((n, n_pools))
         """Row x pool -> the run's rate there with all its hosts (as the executor's attempt would run)."""
-        self.committed = np.zeros(n)
         self.attempts = np.zeros(n, dtype=np.int64)
-        self.useful_before = np.zeros(n)
-        self.checkpoints = np.zeros(n, dtype=np.int64)
-        self.preemptions = np.zeros(n, dtype=np.int64)
-        self.allocated_chip_s = np.zeros(n)
-        self.useful_s = np.zeros(n)
-        self.useful_chip_s = np.zeros(n)
+        self.swaps = np.zeros(n, dtype=np.int64)
+        """Row -> stints the rounds stopped (each a preemption and its final checkpoint)."""
+        self.last_pool = np.zeros(n, dtype=np.int64)
         self.attained = np.zeros((n, n_types))
         self.ran_on = np.zeros((n, n_types), dtype=bool)
-        self.credited = np.zeros(n)
-        """Row -> until when the ledger has been told of its running stint (NaN: not since it started)."""
-        self.pool = np.zeros(n, dtype=np.int64)
-        self.started_at = np.zeros(n)
-        self.start_work = np.zeros(n)
-        self.finish_at = np.zeros(n)
+        self.stints = np.zeros((0, 7))
         self.live = np.zeros(0, dtype=np.int64)
+        self.on = np.zeros(0, dtype=np.int64)
         self.timers: dict[int, Timer] = {}
         """Row -> the timer of its stint's finish, set once the finish falls by the next boundary."""
         self.planned = np.zeros(n, dtype=np.int64)
+        self.before = np.zeros((n, 2), dtype=np.int64)
+        """Row -> its run record's checkpoints and preemptions before the rounds swapped it."""
 
     # --- the round --------------------------------------------------------------------------------
 
     def used(self) -> np.ndarray:
         """Pool -> chips its stints hold."""
-        live = self.live
-        return np.bincount(self.pool[live], weights=self.chips[live], minlength=len(self.pools)).astype(np.int64)
+        used = np.bincount(self.on, weights=self.stints[:, GANG], minlength=len(self.pools))
+        return used.astype(np.int64)
 
     def round(self, now: float, next_s: float) -> None:
         """The round at `now`: the ledger is told of the time every stint ran since it was last told, plans the
         round, and the plan is applied (next boundary at `next_s`)."""
         ledger = self.driver.ledger
         assert ledger is not None
-        live = self.live
+        live, stints, names = self.live, self.stints, self.names
+        runs = list(map(names.__getitem__, live.tolist()))
         if len(live):
-            credited, started = self.credited[live], self.started_at[live]
+            credited, started = stints[:, CREDITED], stints[:, STARTED]
             since = np.where(np.isnan(credited), started, np.maximum(started, credited))
-            names = self.names
-            runs = [names[r] for r in live.tolist()]
-            kinds = [self.types[t] for t in self.type_of[self.pool[live]].tolist()]
+            kinds = list(map(self.types.__getitem__, self.type_of[self.on].tolist()))
             ledger.ran_each(runs, kinds, (now - since).tolist())
-            self.credited[live] = now
+            stints[:, CREDITED] = now
         free = self.capacity - self.used()
         views = [PoolView(p.name, p.chip_type, p.chips, int(free[i])) for i, p in enumerate(self.pools)]
-        pool_names = [p.name for p in self.pools]
-        names = self.names
-        running = {names[r]: pool_names[i] for r, i in zip(live.tolist(), self.pool[live].tolist(), strict=True)}
-        plan = ledger.plan(now, views, running)
-        self.boundary(now, plan, next_s)
+        pool_names = self.pool_names
+        running = dict(zip(runs, map(pool_names.__getitem__, self.on.tolist()), strict=True))
+        self.boundary(now, ledger.plan(now, views, running), next_s)
 
     def boundary(self, now: float, plan: dict[str, str], next_s: float) -> None:
         """Apply the round's plan: runs it moves or leaves out give back their chips, then runs it places start.
@@ -143,107 +139,112 @@ class SlicedRounds:
         Most stints end at a boundary, not by finishing, so a stint's finish becomes a timer only once it falls
         by the next boundary (`next_s`), at the instant the executor's timer would have fired.
         """
-        known = self.row_of.get
-        rows = [known(run) for run in plan]
+        rows = list(map(self.row_of.get, plan))
         if None in rows:
             rows = [self._new_row(run) if row is None else row for run, row in zip(plan, rows, strict=True)]
-        where = [self.pool_index[pool] for pool in plan.values()]
-        rows_a, where_a = np.array(rows, dtype=np.int64), np.array(where, dtype=np.int64)
+        index = self.pool_index
+        rows_a = np.array(rows, dtype=np.int64)
+        where_a = np.array(list(map(index.__getitem__, plan.values())), dtype=np.int64)
         planned = self.planned
         planned[rows_a] = where_a
-        live = self.live
-        stays = planned[live] == self.pool[live]
+        stays = planned[self.live] == self.on
         planned[rows_a] = -1
         if not stays.all():
-            self._swap_out(live[~stays], now)
-            live = self.live = live[stays]
-        staying = np.zeros(len(self.names), dtype=bool)
-        staying[live] = True
-        begin = ~staying[rows_a]
-        self._start(rows_a[begin], where_a[begin], now)
-        engine, timers = self.sim.engine, self.timers
-        live = self.live
-        due = live[self.finish_at[live] <= next_s]
-        for row in due.tolist():
+            leaving = ~stays
+            self._swap_out(self.live[leaving], self.on[leaving], self.stints[leaving], now)
+            self.live, self.on, self.stints = self.live[stays], self.on[stays], self.stints[stays]
+        planned[self.live] = 0  # marks the stints that stay
+        begin = planned[rows_a] < 0
+        planned[self.live] = -1
+        if begin.any():
+            self._start(rows_a[begin], where_a[begin], now)
+        engine, timers, live, finish = self.sim.engine, self.timers, self.live, self.stints[:, FINISH]
+        for i in np.flatnonzero(finish <= next_s).tolist():
+            row = int(live[i])
             if row not in timers:
-                timers[row] = engine.schedule(float(self.finish_at[row]), partial(self._finish, row))
+                timers[row] = engine.schedule(float(finish[i]), partial(self._finish, row))
 
     def _start(self, rows: np.ndarray, pools: np.ndarray, now: float) -> None:
         """Each row in turn takes its gang of its pool now (its chips are free: the plan fits every pool)."""
-        if not len(rows):
-            return
-        sim, names = self.sim, self.names
-        waiting = sim.waiting
-        for row in rows.tolist():
-            del waiting[names[row]]
-        fresh = rows[self.attempts[rows] == 0]
-        for row in fresh.tolist():
+        names, waiting = self.names, self.sim.waiting
+        for run in map(names.__getitem__, rows.tolist()):
+            del waiting[run]
+        for row in rows[self.attempts[rows] == 0].tolist():
             rec = self.records[row]
             if rec.first_start_s is None:
                 rec.first_start_s, rec.queue_s = now, now - rec.submit_s
         self.attempts[rows] += 1
+        self.last_pool[rows] = pools
         self.book.began(rows, pools, now)
-        self.useful_before[rows] = self.useful_chip_s[rows]
+        record = self.runs[rows]
+        self.runs[rows, USEFUL_BEFORE] = record[:, USEFUL_CHIP_S]
         rate = self.rate[rows, pools]
-        work = self.committed[rows]
-        left = self.work_s[rows] - work
-        with np.errstate(divide="ignore", invalid="ignore"):
-            finish = np.where(left <= 0, 0.0, np.where(rate <= 0, np.inf, left / rate))
-        self.pool[rows] = pools
-        self.started_at[rows] = now
-        self.start_work[rows] = work
-        self.finish_at[rows] = now + finish
-        self.credited[rows] = np.nan
+        work = record[:, COMMITTED]
+        left = record[:, WORK] - work
+        finish = np.divide(left, rate, out=np.full(len(rows), np.inf), where=rate > 0)
+        finish[left <= 0] = 0.0
+        new = np.empty((len(rows), 7))
+        new[:, STARTED], new[:, START_WORK], new[:, RATE] = now, work, rate
+        new[:, FULL_RATE], new[:, FINISH], new[:, CREDITED] = self.full_rate[rows, pools], now + finish, np.nan
+        new[:, GANG] = record[:, CHIPS]
+        self.stints = np.concatenate([self.stints, new])
         self.live = np.concatenate([self.live, rows])
+        self.on = np.concatenate([self.on, pools])
 
-    def _swap_out(self, rows: np.ndarray, now: float) -> None:
+    def _swap_out(self, rows: np.ndarray, pools: np.ndarray, stints: np.ndarray, now: float) -> None:
         """The rows' runs leave their chips at the boundary, checkpointing (freely) all they did, and wait:
         as a preemption's bookkeeping, each sum taken in the order the stints started."""
-        for row in rows.tolist():
-            timer = self.timers.pop(row, None)
-            if timer is not None:
-                timer.cancel()
-        self.checkpoints[rows] += 1  # the final checkpoint, as a preempted attempt writes one
-        done = self.start_work[rows] + (now - self.started_at[rows]) * self.rate[rows, self.pool[rows]]
-        self._close(rows, now, np.minimum(done, self.work_s[rows]))
-        self.preemptions[rows] += 1
-        useful = self.useful_chip_s[rows] - self.useful_before[rows]
-        self.book.left(rows, now, useful)
+        if self.timers:
+            for row in rows.tolist():
+                timer = self.timers.pop(row, None)
+                if timer is not None:
+                    timer.cancel()
+        done = stints[:, START_WORK] + (now - stints[:, STARTED]) * stints[:, RATE]
+        record = self._close(rows, pools, stints, now, np.minimum(done, self.runs[rows, WORK]))
+        self.swaps[rows] += 1
+        self.book.left(rows, now, record[:, USEFUL_CHIP_S] - record[:, USEFUL_BEFORE])
         names = self.names
-        self.sim.waiting.update(dict.fromkeys([names[r] for r in rows.tolist()], now))
+        self.sim.waiting.update(dict.fromkeys(map(names.__getitem__, rows.tolist()), now))
 
-    def _close(self, rows: np.ndarray, now: float, kept: np.ndarray) -> None:
+    def _close(
+        self, rows: np.ndarray, pools: np.ndarray, stints: np.ndarray, now: float, kept: np.ndarray
+    ) -> np.ndarray:
         """The rows' stints give back their chips with `kept` work kept (the run records' and the driver's
-        tallies, as the executor's attempt's end)."""
-        pools, chips = self.pool[rows], self.chips[rows]
-        ran = now - self.started_at[rows]
-        self.allocated_chip_s[rows] += chips * ran
-        useful_s = np.maximum(kept - self.start_work[rows], 0.0) / self.full_rate[rows, pools]
-        self.useful_s[rows] += useful_s
-        self.useful_chip_s[rows] += useful_s * chips
-        self.committed[rows] = kept
+        tallies, as the executor's attempt's end); returns the rows' records as they now stand."""
+        record: np.ndarray = self.runs[rows]
+        gang = stints[:, GANG]
+        ran = now - stints[:, STARTED]
+        record[:, ALLOCATED] += gang * ran
+        useful_s = np.maximum(kept - stints[:, START_WORK], 0.0) / stints[:, FULL_RATE]
+        record[:, USEFUL_S] += useful_s
+        record[:, USEFUL_CHIP_S] += useful_s * gang
+        record[:, COMMITTED] = kept
+        self.runs[rows] = record
         types = self.type_of[pools]
-        self.attained[rows, types] += chips * ran
+        self.attained[rows, types] += gang * ran
         self.ran_on[rows, types] = True
-        self.credited[rows] = np.nan
+        return record
 
     def _finish(self, row: int) -> None:
         """The row's stint did all its work: it ends, and the run succeeds."""
         sim, now = self.sim, self.sim.engine.now()
         del self.timers[row]
-        run, job, rows = self.names[row], self.jobs[row], np.array([row])
-        credited = float(self.credited[row])
-        since = float(self.started_at[row]) if math.isnan(credited) else max(float(self.started_at[row]), credited)
+        at = np.flatnonzero(self.live == row)
+        stint, pool = self.stints[at], self.on[at]
+        run = self.names[row]
+        started, credited = float(stint[0, STARTED]), float(stint[0, CREDITED])
+        since = started if math.isnan(credited) else max(started, credited)
         ledger = self.driver.ledger
         if ledger is not None:
             if since != now:  # else credited at this instant already (a round boundary)
-                ledger.ran(run, self.types[int(self.type_of[self.pool[row]])], now - since)
+                ledger.ran(run, self.types[int(self.type_of[pool[0]])], now - since)
             ledger.leave(run)
-        self._close(rows, now, np.array([job.work_s]))
-        self.live = self.live[self.live != row]
+        record = self._close(at * 0 + row, pool, stint, now, self.runs[[row], WORK])
+        keep = self.live != row
+        self.live, self.on, self.stints = self.live[keep], self.on[keep], self.stints[keep]
         self._write(row)
-        useful = float(self.useful_chip_s[row] - self.useful_before[row])
-        sim.succeeded(run, int(self.attempts[row]), self.pools[int(self.pool[row])].name, useful)
+        useful = float(record[0, USEFUL_CHIP_S] - record[0, USEFUL_BEFORE])
+        sim.succeeded(run, int(self.attempts[row]), self.pool_names[int(pool[0])], useful)
 
     # --- rows -------------------------------------------------------------------------------------
 
@@ -251,35 +252,36 @@ class SlicedRounds:
         sim = self.sim
         job, rec = sim.jobs[run], sim.runs[run]
         row = self.row_of[run] = len(self.names)
-        if row >= len(self.chips):
-            self._grow(max(64, 2 * len(self.chips)))
+        if row >= len(self.runs):
+            self._grow(max(64, 2 * len(self.runs)))
         self.names.append(run)
-        self.jobs.append(job)
         self.records.append(rec)
-        self.chips[row], self.work_s[row] = job.chips, job.work_s
         for i, pool in enumerate(self.pools):
             hosts = hosts_of(job.chips, pool.chips_per_host)
             full_rate = job.rate(pool.chip_type, pool.relative_speed) * job.chips / job.chips
             self.full_rate[row, i], self.rate[row, i] = full_rate, full_rate * hosts / hosts  # as Attempt.rate
-        self.committed[row] = sim.committed.get(run, 0.0)
+        self.runs[row] = (
+            sim.committed.get(run, 0.0), job.work_s, job.chips, rec.allocated_chip_s, rec.useful_s,
+            rec.useful_chip_s, 0.0,
+        )  # fmt: skip
         self.attempts[row] = sim.attempts.get(run, 0)
-        self.checkpoints[row], self.preemptions[row] = rec.checkpoints, rec.preemptions
-        self.allocated_chip_s[row] = rec.allocated_chip_s
-        self.useful_s[row], self.useful_chip_s[row] = rec.useful_s, rec.useful_chip_s
-        self.credited[row] = np.nan
+        self.swaps[row] = 0
+        self.before[row] = rec.checkpoints, rec.preemptions
         self.book.hold([row], [run])
         return row
 
     def _write(self, row: int) -> None:
         """The row's columns back into its run record and the simulation's per-run tallies."""
         rec, run, sim = self.records[row], self.names[row], self.sim
+        record = self.runs[row].tolist()
+        swaps = self.swaps[row]
         rec.attempts = int(self.attempts[row])
-        rec.checkpoints, rec.preemptions = int(self.checkpoints[row]), int(self.preemptions[row])
-        rec.allocated_chip_s = float(self.allocated_chip_s[row])
-        rec.useful_s, rec.useful_chip_s = float(self.useful_s[row]), float(self.useful_chip_s[row])
+        rec.checkpoints, rec.preemptions = (self.before[row] + swaps).tolist()
+        rec.allocated_chip_s = record[ALLOCATED]
+        rec.useful_s, rec.useful_chip_s = record[USEFUL_S], record[USEFUL_CHIP_S]
         if rec.attempts:
-            rec.pool = self.pools[int(self.pool[row])].name
-        sim.committed[run] = float(self.committed[row])
+            rec.pool = self.pool_names[int(self.last_pool[row])]
+        sim.committed[run] = record[COMMITTED]
         sim.attempts[run] = rec.attempts
         attained = self.driver.attained.setdefault(run, {})
         for t in np.flatnonzero(self.ran_on[row]).tolist():
@@ -287,30 +289,25 @@ class SlicedRounds:
 
     def settle(self) -> None:
         """Every row's columns back into the records (run records, tallies, the driver's, the metrics')."""
-        live = set(self.live.tolist())
         sim, driver = self.sim, self.driver
         for row in range(len(self.names)):
             self._write(row)
-            rec, run = self.records[row], self.names[row]
-            if row in live:
-                rec.outcome = "running"
-                sim.useful_before[run] = float(self.useful_before[row])
-                credited = float(self.credited[row])
-                if not math.isnan(credited):
-                    driver.credited[run] = credited
-            elif rec.outcome != "succeeded":
+            rec = self.records[row]
+            if rec.outcome != "succeeded":
                 rec.outcome = "pending"
+        for row, credited in zip(self.live.tolist(), self.stints[:, CREDITED].tolist(), strict=True):
+            run = self.names[row]
+            self.records[row].outcome = "running"
+            sim.useful_before[run] = float(self.runs[row, USEFUL_BEFORE])
+            if not math.isnan(credited):
+                driver.credited[run] = credited
         self.book.release_all()
 
     def _grow(self, extra: int) -> None:
-        for name in (
-            "chips", "work_s", "committed", "attempts", "useful_before", "checkpoints", "preemptions",
-            "allocated_chip_s", "useful_s", "useful_chip_s", "credited", "pool", "started_at", "start_work",
-            "finish_at",
-        ):  # fmt: skip
+        for name in ("attempts", "swaps", "last_pool"):
             column = getattr(self, name)
             setattr(self, name, np.concatenate([column, np.zeros(extra, dtype=column.dtype)]))
-        for name in ("full_rate", "rate", "attained", "ran_on"):
+        for name in ("runs", "full_rate", "rate", "attained", "ran_on", "before"):
             table = getattr(self, name)
             setattr(self, name, np.vstack([table, np.zeros((extra, table.shape[1]), dtype=table.dtype)]))
         self.planned = np.concatenate([self.planned, np.full(extra, -1, dtype=np.int64)])
