@@ -274,3 +274,44 @@ def test_jobs_alike_get_equal_shares_and_the_lp_fills_every_chip() -> None:
     for pool in pools:
         used = sum(x.get(pool.name, 0.0) for x in shares.values())
         assert used == pytest.approx(pool.capacity, rel=1e-6)
+
+
+@pytest.mark.parametrize("hetero", [True, False])
+def test_the_max_min_program_solved_through_highs_directly_gives_linprogs_answer_to_the_bit(
+    hetero: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The LP goes to scipy's HiGHS binding without linprog's wrapper (most of a small LP's time); the binding
+    is private to scipy, so this checks each program's answer is linprog's to the bit, and that the direct
+    call is still taken (a changed binding would fall back to linprog unnoticed)."""
+    import numpy as np
+    from scipy.optimize import linprog  # type: ignore[import-untyped]
+
+    from crossrail.scheduling.policies import maxmin
+
+    rng = np.random.default_rng(3)
+    pools = [PoolView("k80", "k80", 6, 6), PoolView("p100", "p100", 5, 5), PoolView("v100", "v100", 4, 4)]
+    programs: list[tuple[Any, ...]] = []
+    direct = maxmin._highs
+
+    def spy(c: Any, a_ub: Any, b_ub: Any, bounds: Any) -> Any:
+        x = direct(c, a_ub, b_ub, bounds)
+        programs.append((c, a_ub, b_ub, bounds, x))
+        return x
+
+    monkeypatch.setattr(maxmin, "_highs", spy)
+    for size in (2, 5, 12, 30):
+        jobs = [
+            job(
+                f"j{i}",
+                chips=int(rng.choice([1, 1, 2, 4])),
+                throughput={p.chip_type: float(rng.choice([0.0, rng.uniform(0.2, 3.0)])) or 0.5 for p in pools},
+            )
+            for i in range(size)
+        ]
+        max_min_shares(jobs, pools, hetero=hetero, normalise="best")
+    assert len(programs) == 4
+    for c, a_ub, b_ub, bounds, x in programs:
+        assert x is not None, "scipy's HiGHS binding changed: the LP falls back to linprog"
+        expected = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+        assert expected.success
+        assert x.tobytes() == expected.x.tobytes()
