@@ -190,7 +190,7 @@ class RoundLedger:
                 cols.append(t)
                 secs.append(sec)
         if rows:
-            self.ran_slots(np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64), np.array(secs, dtype=float))
+            self._credit(np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64), np.array(secs, dtype=float))
 
     def column(self, chip_type: str) -> int | None:
         """The chip type's column in the ledger's arrays (for `ran_slots`); None for a type it has not seen
@@ -223,6 +223,10 @@ class RoundLedger:
         if not (got > 0).all():
             keep = got > 0
             at, on, got = at[keep], on[keep], got[keep]
+        self._credit(at, on, got)
+
+    def _credit(self, at: np.ndarray, on: np.ndarray, got: np.ndarray) -> None:
+        """Credit `got[i]` seconds (> 0) to active slot `at[i]` on column `on[i]`, in turn."""
         rates = self.rates[at, on]
         whole = self.stepped[at] & (rates > 0)  # as whole_steps_s, element by element
         per = np.where(whole, rates, 1.0)
