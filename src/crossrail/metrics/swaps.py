@@ -16,7 +16,6 @@ holds, and gives the accumulator exactly what those events one by one would have
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import operator
 from collections.abc import Sequence
@@ -62,21 +61,27 @@ class SwapBook:
         self.stages: list[str] = []
         self.stage_keys = np.zeros((0, len(pools)), dtype=np.int64)
         """(stage, pool) -> the group's index in `keys`."""
+        self.holding = np.zeros(n, dtype=bool)
+        """Row -> whether the book holds the run now."""
+        self.durations: dict[int, dict[str, list[np.ndarray]]] = {}
+        """Group -> the run, queue and recovery times of its swaps, handed to it on `release_all` (they only
+        feed distributions, which do not depend on the order of their values)."""
 
     # --- holding and releasing runs ----------------------------------------------------------------
 
     def hold(self, rows: Sequence[int], run_ids: Sequence[str]) -> None:
-        """Take runs over from the accumulator (each new, waiting, with no attempt running): from now on
-        the book keeps their state until `release`."""
+        """Take runs over from the accumulator (each not over yet): from now on the book keeps their state
+        until `release`."""
         metrics = self.metrics
         need = max(rows, default=-1) + 1
         if need > len(self.runs):
             self._grow(need)
         for row, run_id in zip(rows, run_ids, strict=True):
             run = metrics._runs[run_id]
-            if run.attempt is not None or run.outcome is not None:
-                raise ValueError(f"run {run_id!r} is running or over: only a waiting run can be swapped in bulk")
+            if run.outcome is not None:
+                raise ValueError(f"run {run_id!r} is over ({run.outcome}): only a run still going can be swapped")
             self.held[run_id] = row
+            self.holding[row] = True
             while len(self.ids) <= row:
                 self.ids.append("")
             self.ids[row], self.runs[row] = run_id, run
@@ -86,7 +91,12 @@ class SwapBook:
             self.key[row] = self._key(run.key)
             self.stage[row] = self._stage(run.key[0])
             self.chips[row] = run.chips
-            self.started[row] = NONE
+            attempt = run.attempt
+            self.started[row] = NONE if attempt is None else attempt.started_ts
+            if attempt is not None:  # held again after a release (a report taken mid-run)
+                self.chips[row], self.pool[row] = attempt.chips, self.pool_names.index(attempt.key[1])
+                metrics._running.pop(run_id, None)
+            metrics._waiting.pop(run_id, None)
 
     def release(self, run_id: str) -> None:
         """Give the run's state back to the accumulator's record of it."""
@@ -95,17 +105,16 @@ class SwapBook:
             return
         metrics, run = self.metrics, self.runs[row]
         assert run is not None
-        self.runs[row] = None
+        self.runs[row], self.holding[row] = None, False
         waiting, recovering = float(self.waiting_since[row]), float(self.recovering_since[row])
         run.waiting_since = None if math.isnan(waiting) else waiting
         run.recovering_since = None if math.isnan(recovering) else recovering
         run.last_attempt = int(self.last_attempt[row])
         run.key = self.keys[int(self.key[row])]
-        metrics._waiting.pop(run_id, None)
-        metrics._running.pop(run_id, None)
         if run.waiting_since is not None:
             metrics._waiting[run_id] = run
         started = float(self.started[row])
+        run.attempt = None
         if not math.isnan(started):
             pool = int(self.pool[row])
             run.attempt = _Attempt(
@@ -115,12 +124,25 @@ class SwapBook:
             metrics._running[run_id] = run
 
     def release_all(self) -> None:
-        """Release every run held: those with an attempt running last, in the order their attempts began (the
-        order the accumulator keeps its running attempts in, and sums their usage in)."""
+        """Release every run held (those with an attempt running last, in the order their attempts began: the
+        order the accumulator keeps its running attempts in, and sums their usage in), and hand the groups the
+        durations kept for them."""
         rows = list(self.held.values())
         running = sorted((r for r in rows if not math.isnan(self.started[r])), key=lambda r: int(self.began_seq[r]))
         for row in [r for r in rows if math.isnan(self.started[r])] + running:
             self.release(self.ids[row])
+        for k, chunks in self.durations.items():
+            tally = self.tallies[k]
+            for name, values in chunks.items():
+                if values:
+                    getattr(tally, name).extend(np.concatenate(values).tolist())
+                    values.clear()
+
+    def _holding(self, rows: np.ndarray) -> None:
+        """Hold again any of `rows` released since (after a report mid-run, the rounds go on)."""
+        if not self.holding[rows].all():
+            again = [row for row in rows.tolist() if not self.holding[row]]
+            self.hold(again, [self.ids[row] for row in again])
 
     # --- a boundary's swaps --------------------------------------------------------------------------
 
@@ -128,19 +150,19 @@ class SwapBook:
         """As `preempted` (with `useful_chip_s` kept) then `queued`, at `ts`, for each row in turn."""
         if not len(rows):
             return
+        self._holding(rows)
         duration = np.maximum(0.0, ts - self.started[rows])
         useful = np.maximum(useful_chip_s, 0.0) / 3600
         chip_hours = self.chips[rows] * duration / 3600
         cost = chip_hours * self.prices[self.pool[rows]]
-        order, groups = _groups(self.key[rows])
-        useful_l, duration_l, chip_hours_l, cost_l = np.stack([useful, duration, chip_hours, cost])[:, order].tolist()
-        for k, a, b in groups:
+        keys = self.key[rows]
+        for k, mine in _groups(keys):
             tally = self.tallies[k]
-            tally.useful_chip_hours = functools.reduce(operator.add, useful_l[a:b], tally.useful_chip_hours)
+            tally.useful_chip_hours = _sum(tally.useful_chip_hours, useful, mine)
             tally.reports_useful = True
-            tally.run_s.extend(duration_l[a:b])
-            tally.chip_hours = functools.reduce(operator.add, chip_hours_l[a:b], tally.chip_hours)
-            tally.cost = functools.reduce(operator.add, cost_l[a:b], tally.cost)
+            tally.chip_hours = _sum(tally.chip_hours, chip_hours, mine)
+            tally.cost = _sum(tally.cost, cost, mine)
+            self._keep(k, "run_s", duration if mine is None else duration[mine])
         self.started[rows] = NONE
         self.recovering_since[rows] = ts
         self.waiting_since[rows] = ts  # a running run is never waiting too
@@ -149,19 +171,20 @@ class SwapBook:
         """As `started` at `ts` of each row's next attempt on its pool of `pools`, in turn."""
         if not len(rows):
             return
+        self._holding(rows)
         old = self.key[rows]
         new = self.stage_keys[self.stage[rows], pools]
-        order, groups = _groups(new)
-        waited = np.maximum(0.0, ts - self.waiting_since[rows])  # NaN where it was not waiting
-        recovered = np.maximum(0.0, ts - self.recovering_since[rows])  # NaN where it was not recovering
-        waited_l, recovered_l = np.stack([waited, recovered])[:, order].tolist()
-        for k, a, b in groups:
+        waited = ts - self.waiting_since[rows]  # NaN where it was not waiting
+        recovered = ts - self.recovering_since[rows]  # NaN where it was not recovering
+        for k, mine in _groups(new):
             tally = self.tallies[k]
             tally.has_attempts = True
-            tally.queue_s.extend(w for w in waited_l[a:b] if not math.isnan(w))
-            got = [r for r in recovered_l[a:b] if not math.isnan(r)]
-            tally.recoveries += len(got)
-            tally.recovery_s.extend(got)
+            w = waited if mine is None else waited[mine]
+            r = recovered if mine is None else recovered[mine]
+            self._keep(k, "queue_s", np.maximum(0.0, w[~np.isnan(w)]))
+            r = np.maximum(0.0, r[~np.isnan(r)])
+            tally.recoveries += len(r)
+            self._keep(k, "recovery_s", r)
         moved = old != new
         if moved.any():  # a run counts in the group of its last attempt
             change = np.bincount(new[moved], minlength=len(self.keys)) - np.bincount(
@@ -179,6 +202,10 @@ class SwapBook:
         self.starts += len(rows)
 
     # --- storage -------------------------------------------------------------------------------------
+
+    def _keep(self, k: int, name: str, values: np.ndarray) -> None:
+        if len(values):
+            self.durations.setdefault(k, {"run_s": [], "queue_s": [], "recovery_s": []})[name].append(values)
 
     def _key(self, key: GroupKey) -> int:
         found = self.key_id.get(key)
@@ -201,15 +228,20 @@ class SwapBook:
         for name, fill, dtype in (
             ("waiting_since", NONE, float), ("recovering_since", NONE, float), ("last_attempt", 0, np.int64),
             ("key", 0, np.int64), ("stage", 0, np.int64), ("chips", 0.0, float), ("pool", 0, np.int64),
-            ("started", NONE, float), ("began_seq", 0, np.int64),
+            ("started", NONE, float), ("began_seq", 0, np.int64), ("holding", False, bool),
         ):  # fmt: skip
             setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, fill, dtype=dtype)]))
 
 
-def _groups(keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
-    """An order that puts equal keys together, each keeping its own order, and each key's (key, start, end)
-    in it: a group's addends are summed in their own order, as one event after another would add them."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(ordered)]
-    return order, [(int(ordered[a]), a, b) for a, b in itertools.pairwise(bounds)]
+def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """Each group among `keys` with a mask of its entries (None: every entry is of that group)."""
+    first = int(keys[0])
+    if (keys == first).all():
+        return [(first, None)]
+    return [(k, keys == k) for k in np.flatnonzero(np.bincount(keys)).tolist()]
+
+
+def _sum(start: float, addends: np.ndarray, mine: np.ndarray | None) -> float:
+    """`start` plus each addend (of the group's entries) in turn, as `+=` one event at a time would give."""
+    values = addends if mine is None else addends[mine]
+    return functools.reduce(operator.add, values.tolist(), start)
