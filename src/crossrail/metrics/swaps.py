@@ -127,10 +127,12 @@ class SwapBook:
         """Release every run held (those with an attempt running last, in the order their attempts began: the
         order the accumulator keeps its running attempts in, and sums their usage in), and hand the groups the
         durations kept for them."""
-        rows = list(self.held.values())
-        running = sorted((r for r in rows if not math.isnan(self.started[r])), key=lambda r: int(self.began_seq[r]))
-        for row in [r for r in rows if math.isnan(self.started[r])] + running:
-            self.release(self.ids[row])
+        rows = np.fromiter(self.held.values(), dtype=np.int64, count=len(self.held))
+        idle = np.isnan(self.started[rows])
+        running = rows[~idle][np.argsort(self.began_seq[rows[~idle]], kind="stable")]
+        ids = self.ids
+        for row in rows[idle].tolist() + running.tolist():
+            self.release(ids[row])
         for k, chunks in self.durations.items():
             tally = self.tallies[k]
             for name, values in chunks.items():

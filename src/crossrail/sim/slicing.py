@@ -104,6 +104,10 @@ class SlicedRounds:
         self.timers: dict[int, Timer] = {}
         """Row -> the timer of its stint's finish, set once the finish falls by the next boundary."""
         self.planned = np.zeros(n, dtype=np.int64)
+        self.slots = np.zeros(n, dtype=np.int64)
+        """Row -> the run's slot in the round ledger (it keeps one from its arrival to its finish)."""
+        self.columns: np.ndarray | None = None
+        """Pool -> its chip type's column in the ledger (-1: a type the ledger has not seen)."""
         self.before = np.zeros((n, 2), dtype=np.int64)
         """Row -> its run record's checkpoints and preemptions before the rounds swapped it."""
 
@@ -124,8 +128,15 @@ class SlicedRounds:
         if len(live):
             credited, started = stints[:, CREDITED], stints[:, STARTED]
             since = np.where(np.isnan(credited), started, np.maximum(started, credited))
-            kinds = list(map(self.types.__getitem__, self.type_of[self.on].tolist()))
-            ledger.ran_each(runs, kinds, (now - since).tolist())
+            if self.columns is None:
+                found = [ledger.column(p.chip_type) for p in self.pools]
+                self.columns = np.array([-1 if c is None else c for c in found], dtype=np.int64)
+            columns = self.columns[self.on]
+            counted = columns >= 0  # time on a chip type the ledger has not seen is not counted, as `ran` does
+            if counted.all():
+                ledger.ran_slots(self.slots[live], columns, now - since)
+            else:
+                ledger.ran_slots(self.slots[live][counted], columns[counted], (now - since)[counted])
             stints[:, CREDITED] = now
         free = self.capacity - self.used()
         views = [PoolView(p.name, p.chip_type, p.chips, int(free[i])) for i, p in enumerate(self.pools)]
@@ -266,6 +277,9 @@ class SlicedRounds:
         )  # fmt: skip
         self.attempts[row] = sim.attempts.get(run, 0)
         self.swaps[row] = 0
+        ledger = self.driver.ledger
+        assert ledger is not None
+        self.slots[row] = ledger.slot[run]
         self.before[row] = rec.checkpoints, rec.preemptions
         self.book.hold([row], [run])
         return row
@@ -304,7 +318,7 @@ class SlicedRounds:
         self.book.release_all()
 
     def _grow(self, extra: int) -> None:
-        for name in ("attempts", "swaps", "last_pool"):
+        for name in ("attempts", "swaps", "last_pool", "slots"):
             column = getattr(self, name)
             setattr(self, name, np.concatenate([column, np.zeros(extra, dtype=column.dtype)]))
         for name in ("runs", "full_rate", "rate", "attained", "ran_on", "before"):
