@@ -29,6 +29,7 @@ from crossrail.sim.fit import hosts_of
 from crossrail.sim.records import RunRecord
 
 if TYPE_CHECKING:
+    from crossrail.scheduling.policies.ledger import RoundLedger
     from crossrail.sim.policy_driver import PolicyDriver
     from crossrail.sim.simulation import Simulation
 
@@ -106,6 +107,8 @@ class SlicedRounds:
         self.planned = np.zeros(n, dtype=np.int64)
         self.slots = np.zeros(n, dtype=np.int64)
         """Row -> the run's slot in the round ledger (it keeps one from its arrival to its finish)."""
+        self.row_of_slot = np.zeros(0, dtype=np.int64)
+        """Ledger slot -> the row of the run holding it (-1: none yet)."""
         self.columns: np.ndarray | None = None
         """Pool -> its chip type's column in the ledger (-1: a type the ledger has not seen)."""
         self.before = np.zeros((n, 2), dtype=np.int64)
@@ -141,21 +144,33 @@ class SlicedRounds:
         free = self.capacity - self.used()
         views = [PoolView(p.name, p.chip_type, p.chips, int(free[i])) for i, p in enumerate(self.pools)]
         pool_names = self.pool_names
-        running = dict(zip(runs, map(pool_names.__getitem__, self.on.tolist()), strict=True))
-        self.boundary(now, ledger.plan(now, views, running), next_s)
 
-    def boundary(self, now: float, plan: dict[str, str], next_s: float) -> None:
-        """Apply the round's plan: runs it moves or leaves out give back their chips, then runs it places start.
+        def running() -> dict[str, str]:
+            return dict(zip(runs, map(pool_names.__getitem__, self.on.tolist()), strict=True))
+
+        slots, where = ledger.plan_slots(now, views, running)
+        self.boundary(now, self._rows(slots, ledger), where, next_s)
+
+    def _rows(self, slots: np.ndarray, ledger: RoundLedger) -> np.ndarray:
+        """The rows of the runs in ledger `slots` (a run planned for the first time gets its row now)."""
+        if len(self.row_of_slot) < len(ledger.runs):
+            grown = np.full(len(ledger.runs), -1, dtype=np.int64)
+            grown[: len(self.row_of_slot)] = self.row_of_slot
+            self.row_of_slot = grown
+        rows: np.ndarray = self.row_of_slot[slots]
+        new = rows < 0
+        if new.any():
+            for i in np.flatnonzero(new).tolist():
+                rows[i] = self._new_row(str(ledger.runs[slots[i]]))
+        return rows
+
+    def boundary(self, now: float, rows_a: np.ndarray, where_a: np.ndarray, next_s: float) -> None:
+        """Apply the round's plan (`rows_a` to the pools `where_a`): runs it moves or leaves out give back
+        their chips, then runs it places start.
 
         Most stints end at a boundary, not by finishing, so a stint's finish becomes a timer only once it falls
         by the next boundary (`next_s`), at the instant the executor's timer would have fired.
         """
-        rows = list(map(self.row_of.get, plan))
-        if None in rows:
-            rows = [self._new_row(run) if row is None else row for run, row in zip(plan, rows, strict=True)]
-        index = self.pool_index
-        rows_a = np.array(rows, dtype=np.int64)
-        where_a = np.array(list(map(index.__getitem__, plan.values())), dtype=np.int64)
         planned = self.planned
         planned[rows_a] = where_a
         stays = planned[self.live] == self.on
@@ -250,6 +265,7 @@ class SlicedRounds:
             if since != now:  # else credited at this instant already (a round boundary)
                 ledger.ran(run, self.types[int(self.type_of[pool[0]])], now - since)
             ledger.leave(run)
+            self.row_of_slot[self.slots[row]] = -1
         record = self._close(at * 0 + row, pool, stint, now, self.runs[[row], WORK])
         keep = self.live != row
         self.live, self.on, self.stints = self.live[keep], self.on[keep], self.stints[keep]
@@ -280,6 +296,7 @@ class SlicedRounds:
         ledger = self.driver.ledger
         assert ledger is not None
         self.slots[row] = ledger.slot[run]
+        self.row_of_slot[self.slots[row]] = row
         self.before[row] = rec.checkpoints, rec.preemptions
         self.book.hold([row], [run])
         return row

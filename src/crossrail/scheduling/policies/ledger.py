@@ -262,6 +262,16 @@ class RoundLedger:
 
     def plan(self, now: float, pools: Sequence[PoolView], running: Mapping[str, str]) -> dict[str, str]:
         """Run -> pool for the next round (`running`: run -> the pool it runs on now)."""
+        slots, where = self.plan_slots(now, pools, lambda: running)
+        runs, names = self.runs[slots].tolist(), [p.name for p in pools]
+        return dict(zip(runs, map(names.__getitem__, where.tolist()), strict=True))
+
+    def plan_slots(
+        self, now: float, pools: Sequence[PoolView], running: Callable[[], Mapping[str, str]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`plan` as arrays: the slots of the runs placed (in `plan`'s order) and the index in `pools` of the
+        pool each goes to. `running` gives run -> the pool it runs on now, asked only where a chip type has
+        several pools (a simulator keeping its runs by slot builds no names for the common case)."""
         self._types(pools)
         if self.changed and (now - self.last_reset >= RESOLVE_S or self.last_reset == 0.0):
             self._reset(now, pools)
@@ -292,19 +302,20 @@ class RoundLedger:
         if self.gangs["negative"] == 0 and all(only_pool[t] is not None for t in columns):
             # Each chip type has one pool and its jobs were taken while their gangs fit its chips: every one
             # fits there whatever the order, so the plan is the chosen allocated jobs, largest gangs first.
-            if singles:  # all alike: in the order taken
-                placed: dict[str, str] = {}
-                for t, took in zip(columns, chosen, strict=True):
-                    placed.update(dict.fromkeys(self.runs[took[self.allocated[took]]].tolist(), only_pool[t]))
-                return placed
-            at = np.concatenate(chosen)
-            on = np.repeat(columns, [len(took) for took in chosen])
-            first = np.argsort(-self.chips[at], kind="stable")
-            at, on = at[first], on[first]
+            position = {p.name: i for i, p in enumerate(pools)}
+            pool_of = np.array([position[only_pool[t] or ""] for t in columns], dtype=np.int64)
+            at = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+            on = np.repeat(pool_of, [len(took) for took in chosen])
+            if not singles:  # largest gangs first; all alike are kept in the order taken
+                first = np.argsort(-self.chips[at], kind="stable")
+                at, on = at[first], on[first]
             keep = self.allocated[at]
-            return dict(zip(self.runs[at[keep]].tolist(), [only_pool[t] for t in on[keep].tolist()], strict=True))
+            return at[keep], on[keep]
         pairs = [(s, t) for t, took in zip(columns, chosen, strict=True) for s in took.tolist()]
-        return self._place(pairs, pools, running)
+        placed = self._place(pairs, pools, running())
+        position = {p.name: i for i, p in enumerate(pools)}
+        slots = np.array([self.slot[run] for run in placed], dtype=np.int64)
+        return slots, np.array([position[name] for name in placed.values()], dtype=np.int64)
 
     def _rank(self) -> list[np.ndarray]:
         """`_ranks` and `_unranked` afresh from the allocation."""
