@@ -163,6 +163,10 @@ class PolicyDriver:
         views every round, as the agent does)."""
         return self.slices if self.ledger is not None else None
 
+    def waiting(self) -> bool:
+        """Whether any run waits to run: in the simulation's queue, or stopped by the bulk rounds."""
+        return bool(self.sim.waiting) or (self.slices is not None and self.slices.waiting() > 0)
+
     def running(self) -> bool:
         """Whether any run holds chips now."""
         return bool(self.sim.executor.live) or (self.slices is not None and len(self.slices.live) > 0)
@@ -176,7 +180,7 @@ class PolicyDriver:
             # As in Gavel's simulator, a round ends when the last job running in it ends its time slice.
             self._round.cancel()
             self._round = None
-        if self._round is None and (sim.waiting or self.running()):
+        if self._round is None and (self.waiting() or self.running()):
             self._round = sim.engine.after(0.0, self.next_round, LATE)
 
     def next_round(self) -> None:
@@ -208,7 +212,7 @@ class PolicyDriver:
         """The round as one step (`sim/slicing.py`): the same credit and plan, the swaps applied together."""
         next_s = now + max(self.round_s, 0.0)
         slices.round(now, next_s)
-        if self.sim.waiting or len(slices.live):
+        if self.waiting() or len(slices.live):
             self._round = self.sim.engine.schedule(next_s, self.next_round, LATE)
 
     def settle(self) -> None:

@@ -107,6 +107,12 @@ class SlicedRounds:
         self.planned = np.zeros(n, dtype=np.int64)
         self.slots = np.zeros(n, dtype=np.int64)
         """Row -> the run's slot in the round ledger (it keeps one from its arrival to its finish)."""
+        self.queued_at = np.zeros(n)
+        """Row -> when the rounds last stopped its stint (it waits since, unless it runs again)."""
+        self.done = 0
+        """Rows whose run has finished."""
+        self.settled = False
+        """Whether `settle` has written the waiting rows into the simulation's queue."""
         self.row_of_slot = np.zeros(0, dtype=np.int64)
         """Ledger slot -> the row of the run holding it (-1: none yet)."""
         self.columns: np.ndarray | None = None
@@ -115,6 +121,10 @@ class SlicedRounds:
         """Row -> its run record's checkpoints and preemptions before the rounds swapped it."""
 
     # --- the round --------------------------------------------------------------------------------
+
+    def waiting(self) -> int:
+        """Runs the rounds have stopped that wait to run again (not in the simulation's queue until `settle`)."""
+        return len(self.names) - len(self.live) - self.done
 
     def used(self) -> np.ndarray:
         """Pool -> chips its stints hold."""
@@ -127,7 +137,6 @@ class SlicedRounds:
         ledger = self.driver.ledger
         assert ledger is not None
         live, stints, names = self.live, self.stints, self.names
-        runs = list(map(names.__getitem__, live.tolist()))
         if len(live):
             credited, started = stints[:, CREDITED], stints[:, STARTED]
             since = np.where(np.isnan(credited), started, np.maximum(started, credited))
@@ -146,6 +155,7 @@ class SlicedRounds:
         pool_names = self.pool_names
 
         def running() -> dict[str, str]:
+            runs = map(names.__getitem__, live.tolist())
             return dict(zip(runs, map(pool_names.__getitem__, self.on.tolist()), strict=True))
 
         slots, where = ledger.plan_slots(now, views, running)
@@ -193,9 +203,8 @@ class SlicedRounds:
     def _start(self, rows: np.ndarray, pools: np.ndarray, now: float) -> None:
         """Each row in turn takes its gang of its pool now (its chips are free: the plan fits every pool)."""
         names, waiting = self.names, self.sim.waiting
-        for run in map(names.__getitem__, rows.tolist()):
-            del waiting[run]
-        for row in rows[self.attempts[rows] == 0].tolist():
+        for row in (rows if self.settled else rows[self.attempts[rows] == 0]).tolist():
+            waiting.pop(names[row], None)  # a run the rounds have not started yet waits in the simulation's queue
             rec = self.records[row]
             if rec.first_start_s is None:
                 rec.first_start_s, rec.queue_s = now, now - rec.submit_s
@@ -229,8 +238,7 @@ class SlicedRounds:
         record = self._close(rows, pools, stints, now, np.minimum(done, self.runs[rows, WORK]))
         self.swaps[rows] += 1
         self.book.left(rows, now, record[:, USEFUL_CHIP_S] - record[:, USEFUL_BEFORE])
-        names = self.names
-        self.sim.waiting.update(dict.fromkeys(map(names.__getitem__, rows.tolist()), now))
+        self.queued_at[rows] = now
 
     def _close(
         self, rows: np.ndarray, pools: np.ndarray, stints: np.ndarray, now: float, kept: np.ndarray
@@ -271,6 +279,7 @@ class SlicedRounds:
         self.live, self.on, self.stints = self.live[keep], self.on[keep], self.stints[keep]
         self._write(row)
         useful = float(record[0, USEFUL_CHIP_S] - record[0, USEFUL_BEFORE])
+        self.done += 1
         sim.succeeded(run, int(self.attempts[row]), self.pool_names[int(pool[0])], useful)
 
     # --- rows -------------------------------------------------------------------------------------
@@ -321,11 +330,18 @@ class SlicedRounds:
     def settle(self) -> None:
         """Every row's columns back into the records (run records, tallies, the driver's, the metrics')."""
         sim, driver = self.sim, self.driver
+        waiting = np.ones(len(self.names), dtype=bool)
+        waiting[self.live] = False
         for row in range(len(self.names)):
             self._write(row)
             rec = self.records[row]
             if rec.outcome != "succeeded":
                 rec.outcome = "pending"
+            else:
+                waiting[row] = False
+        for row in np.flatnonzero(waiting).tolist():
+            sim.waiting.setdefault(self.names[row], float(self.queued_at[row]))
+        self.settled = True
         for row, credited in zip(self.live.tolist(), self.stints[:, CREDITED].tolist(), strict=True):
             run = self.names[row]
             self.records[row].outcome = "running"
@@ -335,7 +351,7 @@ class SlicedRounds:
         self.book.release_all()
 
     def _grow(self, extra: int) -> None:
-        for name in ("attempts", "swaps", "last_pool", "slots"):
+        for name in ("attempts", "swaps", "last_pool", "slots", "queued_at"):
             column = getattr(self, name)
             setattr(self, name, np.concatenate([column, np.zeros(extra, dtype=column.dtype)]))
         for name in ("runs", "full_rate", "rate", "attained", "ran_on", "before"):
