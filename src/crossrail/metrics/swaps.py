@@ -16,6 +16,7 @@ holds, and gives the accumulator exactly what those events one by one would have
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 from collections.abc import Sequence
@@ -61,6 +62,10 @@ class SwapBook:
         self.stages: list[str] = []
         self.stage_keys = np.zeros((0, len(pools)), dtype=np.int64)
         """(stage, pool) -> the group's index in `keys`."""
+        self.held_key = np.zeros(n, dtype=np.int64)
+        """Row -> the group the run counted in when the book took it (its count moves on release)."""
+        self.rehold = False
+        """Whether `release_all` gave back runs the rounds may swap again."""
         self.holding = np.zeros(n, dtype=bool)
         """Row -> whether the book holds the run now."""
         self.durations: dict[int, dict[str, list[np.ndarray]]] = {}
@@ -88,7 +93,7 @@ class SwapBook:
             self.waiting_since[row] = NONE if run.waiting_since is None else run.waiting_since
             self.recovering_since[row] = NONE if run.recovering_since is None else run.recovering_since
             self.last_attempt[row] = run.last_attempt
-            self.key[row] = self._key(run.key)
+            self.key[row] = self.held_key[row] = self._key(run.key)
             self.stage[row] = self._stage(run.key[0])
             self.chips[row] = run.chips
             attempt = run.attempt
@@ -110,7 +115,11 @@ class SwapBook:
         run.waiting_since = None if math.isnan(waiting) else waiting
         run.recovering_since = None if math.isnan(recovering) else recovering
         run.last_attempt = int(self.last_attempt[row])
-        run.key = self.keys[int(self.key[row])]
+        held, now_in = int(self.held_key[row]), int(self.key[row])
+        if held != now_in:  # a run counts in the group of its last attempt
+            self.tallies[held].runs[ACTIVE] -= 1
+            self.tallies[now_in].runs[ACTIVE] += 1
+        run.key = self.keys[now_in]
         if run.waiting_since is not None:
             metrics._waiting[run_id] = run
         started = float(self.started[row])
@@ -127,6 +136,7 @@ class SwapBook:
         """Release every run held (those with an attempt running last, in the order their attempts began: the
         order the accumulator keeps its running attempts in, and sums their usage in), and hand the groups the
         durations kept for them."""
+        self.rehold = True
         rows = np.fromiter(self.held.values(), dtype=np.int64, count=len(self.held))
         idle = np.isnan(self.started[rows])
         running = rows[~idle][np.argsort(self.began_seq[rows[~idle]], kind="stable")]
@@ -142,7 +152,7 @@ class SwapBook:
 
     def _holding(self, rows: np.ndarray) -> None:
         """Hold again any of `rows` released since (after a report mid-run, the rounds go on)."""
-        if not self.holding[rows].all():
+        if self.rehold and not self.holding[rows].all():
             again = [row for row in rows.tolist() if not self.holding[row]]
             self.hold(again, [self.ids[row] for row in again])
 
@@ -157,14 +167,16 @@ class SwapBook:
         useful = np.maximum(useful_chip_s, 0.0) / 3600
         chip_hours = self.chips[rows] * duration / 3600
         cost = chip_hours * self.prices[self.pool[rows]]
-        keys = self.key[rows]
-        for k, mine in _groups(keys):
+        order, groups = _groups(self.key[rows])
+        if order is not None:
+            useful, duration, chip_hours, cost = useful[order], duration[order], chip_hours[order], cost[order]
+        for k, a, b in groups:
             tally = self.tallies[k]
-            tally.useful_chip_hours = _sum(tally.useful_chip_hours, useful, mine)
+            tally.useful_chip_hours = functools.reduce(operator.add, useful[a:b].tolist(), tally.useful_chip_hours)
             tally.reports_useful = True
-            tally.chip_hours = _sum(tally.chip_hours, chip_hours, mine)
-            tally.cost = _sum(tally.cost, cost, mine)
-            self._keep(k, "run_s", duration if mine is None else duration[mine])
+            tally.chip_hours = functools.reduce(operator.add, chip_hours[a:b].tolist(), tally.chip_hours)
+            tally.cost = functools.reduce(operator.add, cost[a:b].tolist(), tally.cost)
+            self._keep(k, "run_s", duration[a:b])
         self.started[rows] = NONE
         self.recovering_since[rows] = ts
         self.waiting_since[rows] = ts  # a running run is never waiting too
@@ -174,27 +186,23 @@ class SwapBook:
         if not len(rows):
             return
         self._holding(rows)
-        old = self.key[rows]
         new = self.stage_keys[self.stage[rows], pools]
-        waited = ts - self.waiting_since[rows]  # NaN where it was not waiting
-        recovered = ts - self.recovering_since[rows]  # NaN where it was not recovering
-        for k, mine in _groups(new):
+        waited = np.maximum(0.0, ts - self.waiting_since[rows])  # NaN where it was not waiting
+        recovered = np.maximum(0.0, ts - self.recovering_since[rows])  # NaN where it was not recovering
+        order, groups = _groups(new)
+        if order is not None:
+            waited, recovered = waited[order], recovered[order]
+        gaps = np.isnan(waited).any() or np.isnan(recovered).any()
+        for k, a, b in groups:
             tally = self.tallies[k]
             tally.has_attempts = True
-            w = waited if mine is None else waited[mine]
-            r = recovered if mine is None else recovered[mine]
-            self._keep(k, "queue_s", np.maximum(0.0, w[~np.isnan(w)]))
-            r = np.maximum(0.0, r[~np.isnan(r)])
+            w, r = waited[a:b], recovered[a:b]
+            if gaps:
+                w, r = w[~np.isnan(w)], r[~np.isnan(r)]
+            self._keep(k, "queue_s", w)
             tally.recoveries += len(r)
             self._keep(k, "recovery_s", r)
-        moved = old != new
-        if moved.any():  # a run counts in the group of its last attempt
-            change = np.bincount(new[moved], minlength=len(self.keys)) - np.bincount(
-                old[moved], minlength=len(self.keys)
-            )
-            for k in np.flatnonzero(change).tolist():
-                self.tallies[k].runs[ACTIVE] += int(change[k])
-        self.key[rows] = new
+        self.key[rows] = new  # the run counts in this group from now (its count moves there on release)
         self.waiting_since[rows] = NONE
         self.recovering_since[rows] = NONE
         self.last_attempt[rows] += 1
@@ -230,20 +238,18 @@ class SwapBook:
         for name, fill, dtype in (
             ("waiting_since", NONE, float), ("recovering_since", NONE, float), ("last_attempt", 0, np.int64),
             ("key", 0, np.int64), ("stage", 0, np.int64), ("chips", 0.0, float), ("pool", 0, np.int64),
-            ("started", NONE, float), ("began_seq", 0, np.int64), ("holding", False, bool),
+            ("started", NONE, float), ("began_seq", 0, np.int64), ("holding", False, bool), ("held_key", 0, np.int64),
         ):  # fmt: skip
             setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, fill, dtype=dtype)]))
 
 
-def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
-    """Each group among `keys` with a mask of its entries (None: every entry is of that group)."""
+def _groups(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int, int]]]:
+    """An order that puts each group's entries together, each group's in their own order (None: all are of one
+    group), and each group with its stretch (group, start, end) in that order."""
     first = int(keys[0])
     if (keys == first).all():
-        return [(first, None)]
-    return [(k, keys == k) for k in np.flatnonzero(np.bincount(keys)).tolist()]
-
-
-def _sum(start: float, addends: np.ndarray, mine: np.ndarray | None) -> float:
-    """`start` plus each addend (of the group's entries) in turn, as `+=` one event at a time would give."""
-    values = addends if mine is None else addends[mine]
-    return functools.reduce(operator.add, values.tolist(), start)
+        return None, [(first, 0, len(keys))]
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(keys)]
+    return order, [(int(ordered[a]), a, b) for a, b in itertools.pairwise(cuts)]

@@ -216,7 +216,10 @@ class SlicedRounds:
         rate = self.rate[rows, pools]
         work = record[:, COMMITTED]
         left = record[:, WORK] - work
-        finish = np.divide(left, rate, out=np.full(len(rows), np.inf), where=rate > 0)
+        if (rate > 0).all():  # the plan places a run only where it can run
+            finish = left / rate
+        else:
+            finish = np.divide(left, rate, out=np.full(len(rows), np.inf), where=rate > 0)
         finish[left <= 0] = 0.0
         new = np.empty((len(rows), 7))
         new[:, STARTED], new[:, START_WORK], new[:, RATE] = now, work, rate
