@@ -16,7 +16,6 @@ holds, and gives the accumulator exactly what those events one by one would have
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import operator
 from collections.abc import Sequence
@@ -27,6 +26,8 @@ from crossrail.metrics.accumulator import ACTIVE, GroupKey, MetricsAccumulator, 
 
 NONE = math.nan
 """A column's stand-in for None (a run not waiting, not recovering)."""
+RUN, QUEUE, RECOVERY = 0, 1, 2
+"""A group's kinds of durations in `SwapBook.durations`: its tally's `run_s`, `queue_s`, `recovery_s`."""
 
 
 class SwapBook:
@@ -68,9 +69,10 @@ class SwapBook:
         """Whether `release_all` gave back runs the rounds may swap again."""
         self.holding = np.zeros(n, dtype=bool)
         """Row -> whether the book holds the run now."""
-        self.durations: dict[int, dict[str, list[np.ndarray]]] = {}
-        """Group -> the run, queue and recovery times of its swaps, handed to it on `release_all` (they only
-        feed distributions, which do not depend on the order of their values)."""
+        self.durations: dict[int, tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+        """Group -> the run, queue and recovery times of its swaps (`RUN`, `QUEUE`, `RECOVERY`), handed to its
+        tally as arrays on `release_all` (they only feed distributions, which do not depend on the order of
+        their values)."""
 
     # --- holding and releasing runs ----------------------------------------------------------------
 
@@ -145,9 +147,9 @@ class SwapBook:
             self.release(ids[row])
         for k, chunks in self.durations.items():
             tally = self.tallies[k]
-            for name, values in chunks.items():
-                if values:
-                    getattr(tally, name).extend(np.concatenate(values).tolist())
+            for durations, values in zip((tally.run_s, tally.queue_s, tally.recovery_s), chunks, strict=True):
+                if values:  # as one array, which the distributions take as it is
+                    durations.add_array(values[0] if len(values) == 1 else np.concatenate(values))
                     values.clear()
 
     def _holding(self, rows: np.ndarray) -> None:
@@ -176,7 +178,7 @@ class SwapBook:
             tally.reports_useful = True
             tally.chip_hours = functools.reduce(operator.add, chip_hours[a:b].tolist(), tally.chip_hours)
             tally.cost = functools.reduce(operator.add, cost[a:b].tolist(), tally.cost)
-            self._keep(k, "run_s", duration[a:b])
+            self._keep(k, RUN, duration[a:b])
         self.started[rows] = NONE
         self.recovering_since[rows] = ts
         self.waiting_since[rows] = ts  # a running run is never waiting too
@@ -199,9 +201,9 @@ class SwapBook:
             w, r = waited[a:b], recovered[a:b]
             if gaps:
                 w, r = w[~np.isnan(w)], r[~np.isnan(r)]
-            self._keep(k, "queue_s", w)
+            self._keep(k, QUEUE, w)
             tally.recoveries += len(r)
-            self._keep(k, "recovery_s", r)
+            self._keep(k, RECOVERY, r)
         self.key[rows] = new  # the run counts in this group from now (its count moves there on release)
         self.waiting_since[rows] = NONE
         self.recovering_since[rows] = NONE
@@ -213,9 +215,9 @@ class SwapBook:
 
     # --- storage -------------------------------------------------------------------------------------
 
-    def _keep(self, k: int, name: str, values: np.ndarray) -> None:
+    def _keep(self, k: int, kind: int, values: np.ndarray) -> None:
         if len(values):
-            self.durations.setdefault(k, {"run_s": [], "queue_s": [], "recovery_s": []})[name].append(values)
+            self.durations.setdefault(k, ([], [], []))[kind].append(values)
 
     def _key(self, key: GroupKey) -> int:
         found = self.key_id.get(key)
@@ -246,10 +248,9 @@ class SwapBook:
 def _groups(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int, int]]]:
     """An order that puts each group's entries together, each group's in their own order (None: all are of one
     group), and each group with its stretch (group, start, end) in that order."""
-    first = int(keys[0])
-    if (keys == first).all():
-        return None, [(first, 0, len(keys))]
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(keys)]
-    return order, [(int(ordered[a]), a, b) for a, b in itertools.pairwise(cuts)]
+    groups, start = [], 0
+    for k, count in enumerate(np.bincount(keys).tolist()):
+        if count:
+            groups.append((k, start, start + count))
+            start += count
+    return (None if len(groups) == 1 else np.argsort(keys, kind="stable")), groups
