@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crossrail.core.events import Event, EventType
-from crossrail.metrics.distribution import Distribution, Distributions
+from crossrail.metrics.distribution import Distribution, Distributions, Durations
 from crossrail.metrics.report import ALL, NO_POOL, UNKNOWN_STAGE, GroupMetrics, Report
 
 if TYPE_CHECKING:
@@ -49,10 +49,10 @@ class _Tally:
     """Everything final about one group; running attempts and queue waits are added at snapshot time."""
 
     runs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
-    queue_s: list[float] = field(default_factory=list)
-    run_s: list[float] = field(default_factory=list)
-    recovery_s: list[float] = field(default_factory=list)
-    jct_s: list[float] = field(default_factory=list)
+    queue_s: Durations = field(default_factory=Durations)
+    run_s: Durations = field(default_factory=Durations)
+    recovery_s: Durations = field(default_factory=Durations)
+    jct_s: Durations = field(default_factory=Durations)
     recoveries: int = 0
     useful_chip_hours: float = 0.0
     reports_useful: bool = False
