@@ -129,6 +129,12 @@ def fig8(rates: list[int], seeds: int, progress: Progress) -> str:
 
     Prints one table row per rate and policy (the mean over seeds beside Gavel's figure, every seed, the
     slowest run's wall and CPU time) and returns the summary's part: each aimed figure with its aim.
+
+    Gavel's figures are one run each, seed 0; `gavel-gen` seed 0 draws the very jobs and arrivals Gavel's
+    generator draws for seed 0, so seed 0's ratio (`_seed0_x`) compares like with like and is printed beside
+    the mean's. The aims are on the mean, as issue 15 states them; in overload (5 jobs/h) one seed's draw
+    moves the average by 2x, and Gavel's own round loop, restated, gives 0.88x its seed-0 figure as the mean
+    of its seeds 0-2 (docs/simulator.md).
     """
     import importlib
     import time
@@ -145,8 +151,11 @@ def fig8(rates: list[int], seeds: int, progress: Progress) -> str:
     matrix = str(DATA / "simulation_throughputs.json")
     policies = (("max_min_fairness", 0), ("max_min_fairness_hetero", 1))
     task = progress.add_task("  Gavel Fig. 8", total=len(rates) * len(policies) * seeds)
-    print("| jobs/h | policy | avg JCT, mean of seeds | Gavel | ratio (aim) | seeds | wall / CPU per run, max |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| jobs/h | policy | avg JCT, mean of seeds | Gavel | ratio (aim) | seed 0 / Gavel (same jobs) | seeds "
+        "| wall / CPU per run, max |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     parts = []
     for rate in rates:
         for policy, column in policies:
@@ -161,16 +170,19 @@ def fig8(rates: list[int], seeds: int, progress: Progress) -> str:
             jct = statistics.mean(r.avg_jct_s or 0.0 for r in results)
             wall = max(r.wall_s for r in results)
             ratio = jct / gavel
+            same = (results[0].avg_jct_s or 0.0) / gavel
             aim = "<= 1.00" if column else "0.90-1.10"
             met = ratio <= 1.0 if column else abs(ratio - 1.0) <= 0.10
             each = ", ".join(f"{r.avg_jct_s or 0:,.0f}" for r in results)
             verdict = aim if met else f"{aim}, missed"
             print(
-                f"| {rate} | {policy} | {jct:,.0f} s | {gavel:,.0f} s | {ratio:.2f}x ({verdict}) | {each} "
+                f"| {rate} | {policy} | {jct:,.0f} s | {gavel:,.0f} s | {ratio:.2f}x ({verdict}) | {same:.3f}x "
+                f"| {each} "
                 f"| {wall:.1f} s / {max(cpu):.1f} s (aim <= {FIG8_AIM_S:.0f} s) |"
             )
             parts.append(
-                f"fig8_{rate}h_{policy}_x {ratio:.3f} (aim {aim}) fig8_{rate}h_{policy}_wall_s {wall:.1f} "
+                f"fig8_{rate}h_{policy}_x {ratio:.3f} (aim {aim}) fig8_{rate}h_{policy}_seed0_x {same:.3f} "
+                f"fig8_{rate}h_{policy}_wall_s {wall:.1f} "
                 f"(aim <= {FIG8_AIM_S:.0f}) fig8_{rate}h_{policy}_cpu_s {max(cpu):.1f} (aim <= {FIG8_AIM_S:.0f})"
             )
     progress.remove_task(task)
