@@ -163,9 +163,9 @@ class Distributions:
 
             part = None
             if not listed or set(map(type, values)) == {float}:
-                array = np.array(values, dtype=np.float64) if listed else values
-                if not (np.isnan(array).any() or np.signbit(array[array == 0]).any()):
-                    ordered = np.sort(array)
+                ordered = np.sort(np.array(values, dtype=np.float64) if listed else values)
+                zeros = ordered[np.searchsorted(ordered, 0.0) : np.searchsorted(ordered, 0.0, side="right")]
+                if not (np.isnan(ordered[-1]) or np.signbit(zeros).any()):  # a NaN sorts last, zeros together
                     finite = bool(np.isfinite(ordered[[0, -1]]).all())
                     part = _Part(ordered, exact_sum(ordered) if finite else None)
             self._parts[id(values)] = part
@@ -203,30 +203,30 @@ def _mean(total: int, count: int) -> float | None:
 
 
 _UNITS = 1 << 1074
-_CHUNK = 1 << 25
-"""At most this many values per step of `exact_sum`: each bin's sum of 27-bit halves stays below 2**53."""
 
 
 def exact_sum(array: Any) -> int:
-    """The exact sum of a finite float64 array, as an integer count of 2**-1074 (the smallest float64 step).
+    """The exact sum of a finite float64 array, as an integer count of 2**-1074 (the smallest float64 step):
+    `exact_sum(a) / 2**1074` is `math.fsum(a.tolist())` to the bit, three times faster on a sorted array.
 
-    Each value is its integer significand times 2 to the power of its exponent: the significands are split
-    into 26-bit halves and summed per exponent in float64 (exact: every partial sum is an integer below
-    2**53), then shifted into place as Python integers. `total / 2**1074` is then `math.fsum` of the values,
-    to the bit, about three times faster than `math.fsum(array.tolist())`.
+    A value is its integer significand times 2 to the power of its exponent. Each run of values of one sign
+    and exponent (a sorted array has one run per sign and exponent) sums its significands in int64, split
+    into 26-bit halves so that no sum overflows below 2**36 values; the run sums are shifted into place as
+    Python integers. Correct for any order, but an unsorted array has many runs, each a Python step.
     """
     import numpy as np
 
+    bits = np.ascontiguousarray(array, dtype=np.float64).view(np.int64)
+    if not len(bits):
+        return 0
+    key = bits >> 52  # the sign and the biased exponent
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    biased = key & 0x7FF  # 0 for zeros and subnormals, which have no implicit leading bit
+    significand = (bits & ((1 << 52) - 1)) | ((biased != 0).astype(np.int64) << 52)
+    high = np.add.reduceat(significand >> 26, starts).tolist()
+    low = np.add.reduceat(significand & ((1 << 26) - 1), starts).tolist()
     total = 0
-    for start in range(0, len(array), _CHUNK):
-        bits = np.ascontiguousarray(array[start : start + _CHUNK], dtype=np.float64).view(np.int64)
-        biased = (bits >> 52) & 0x7FF  # 0 for zeros and subnormals
-        significand = bits & ((1 << 52) - 1)
-        significand |= (biased > 0).astype(np.int64) << 52
-        np.negative(significand, out=significand, where=bits < 0)
-        exponent = np.maximum(biased, 1) - 1  # value = significand * 2**(exponent - 1074)
-        high = np.bincount(exponent, weights=significand >> 26)
-        low = np.bincount(exponent, weights=significand & ((1 << 26) - 1))
-        for e in np.flatnonzero((high != 0) | (low != 0)).tolist():
-            total += ((int(high[e]) << 26) + int(low[e])) << e
+    for k, e, h, lo in zip(key[starts].tolist(), biased[starts].tolist(), high, low, strict=True):
+        run = ((h << 26) + lo) << max(e - 1, 0)  # a value is significand * 2**(max(e, 1) - 1075)
+        total += -run if k < 0 else run
     return total

@@ -69,7 +69,7 @@ class SwapBook:
         """Whether `release_all` gave back runs the rounds may swap again."""
         self.holding = np.zeros(n, dtype=bool)
         """Row -> whether the book holds the run now."""
-        self.durations: dict[int, tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+        self.durations: dict[int, tuple[_Buffer, _Buffer, _Buffer]] = {}
         """Group -> the run, queue and recovery times of its swaps (`RUN`, `QUEUE`, `RECOVERY`), handed to its
         tally as arrays on `release_all` (they only feed distributions, which do not depend on the order of
         their values)."""
@@ -145,12 +145,11 @@ class SwapBook:
         ids = self.ids
         for row in rows[idle].tolist() + running.tolist():
             self.release(ids[row])
-        for k, chunks in self.durations.items():
+        for k, kept in self.durations.items():
             tally = self.tallies[k]
-            for durations, values in zip((tally.run_s, tally.queue_s, tally.recovery_s), chunks, strict=True):
-                if values:  # as one array, which the distributions take as it is
-                    durations.add_array(values[0] if len(values) == 1 else np.concatenate(values))
-                    values.clear()
+            for durations, buffer in zip((tally.run_s, tally.queue_s, tally.recovery_s), kept, strict=True):
+                if buffer.size:  # as one array, which the distributions take as it is
+                    durations.add_array(buffer.take())
 
     def _holding(self, rows: np.ndarray) -> None:
         """Hold again any of `rows` released since (after a report mid-run, the rounds go on)."""
@@ -217,7 +216,10 @@ class SwapBook:
 
     def _keep(self, k: int, kind: int, values: np.ndarray) -> None:
         if len(values):
-            self.durations.setdefault(k, ([], [], []))[kind].append(values)
+            kept = self.durations.get(k)
+            if kept is None:
+                kept = self.durations[k] = (_Buffer(), _Buffer(), _Buffer())
+            kept[kind].add(values)
 
     def _key(self, key: GroupKey) -> int:
         found = self.key_id.get(key)
@@ -243,6 +245,32 @@ class SwapBook:
             ("started", NONE, float), ("began_seq", 0, np.int64), ("holding", False, bool), ("held_key", 0, np.int64),
         ):  # fmt: skip
             setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, fill, dtype=dtype)]))
+
+
+class _Buffer:
+    """A float64 array grown a slice at a time (doubling), taken out whole."""
+
+    __slots__ = ("data", "size")
+
+    def __init__(self) -> None:
+        self.data = np.empty(0)
+        self.size = 0
+
+    def add(self, values: np.ndarray) -> None:
+        end = self.size + len(values)
+        if end > len(self.data):
+            grown = np.empty(max(end, 2 * len(self.data), 1024))
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : end] = values
+        self.size = end
+
+    def take(self) -> np.ndarray:
+        """The values added since the last take; what is handed out is never written again (later values go
+        to the room after it)."""
+        taken = self.data[: self.size]
+        self.data, self.size = self.data[self.size :], 0
+        return taken
 
 
 def _groups(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int, int]]]:
