@@ -53,6 +53,9 @@ def why_not_bulk(sim: Simulation, driver: PolicyDriver) -> str | None:
         ),
         "a preempted run does not go again at once": not retry.retry or retry.backoff_s > 0,
         "jobs report quality curves": any(j.quality is not None for j in jobs),
+        "gangs share hosts of several chips": any(
+            j.chips % p.chips_per_host for p in sim.fleet.pools if p.chips_per_host > 1 for j in jobs
+        ),  # the executor packs gangs onto free hosts; in bulk, a pool's free chips are one number
     }
     return next((why for why, holds in reasons.items() if holds), None)
 

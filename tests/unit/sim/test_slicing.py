@@ -105,6 +105,43 @@ def test_a_report_taken_while_rounds_run_in_bulk_changes_nothing_after_it() -> N
     assert everything(seen) == everything(plain)
 
 
+def mixed_fleet(v100_host: int) -> Fleet:
+    """Two pools of one chip type (the plan picks between them) and one of another."""
+    return build_fleet(
+        [{"name": "v100-a", "accelerator": "gpu", "chip_type": "v100", "chips": 8, "chips_per_host": v100_host},
+         {"name": "v100-b", "accelerator": "gpu", "chip_type": "v100", "chips": 4, "chips_per_host": v100_host},
+         {"name": "k80", "accelerator": "gpu", "chip_type": "k80", "chips": 8, "chips_per_host": 1}],
+        name="mixed",
+    )  # fmt: skip
+
+
+def multi_gpu() -> JobStream:
+    found = parse_workload("gavel-gen:rate=2/h,window=20-40,seed=3,multi_gpu=1", throughputs=str(MATRIX))
+    assert isinstance(found, JobStream)
+    return found
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness", "max_min_fairness_hetero"])
+def test_gangs_on_pools_a_chip_type_shares_report_in_bulk_exactly_what_the_executor_does(policy: str) -> None:
+    bulk, fast, _, ref = through_both(mixed_fleet(1), multi_gpu, policy, until_s=86_400 + 50)
+
+    assert bulk.driver is not None
+    assert bulk.driver.slices is not None
+    assert swaps(ref) > 100
+    assert {rec.pool for rec in ref.runs.values()} >= {"v100-a", "v100-b", "k80"}
+    assert everything(fast) == everything(ref)
+
+
+def test_gangs_that_share_hosts_go_through_the_executor() -> None:
+    """On hosts of several chips a gang needs free chips on whole hosts, which the executor finds and the
+    bulk rounds would not: such rounds take the executor's path."""
+    sim = Simulation(mixed_fleet(4), multi_gpu(), policy="max_min_fairness")
+
+    assert sim.driver is not None
+    assert sim.driver.slices is None
+    assert why_not_bulk(sim, sim.driver) == "gangs share hosts of several chips"
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
