@@ -151,8 +151,10 @@ class Distributions:
         runs = [p.ordered for p in parts if p is not None]
         ordered = runs[0] if len(runs) == 1 else np.sort(np.concatenate(runs), kind="stable")
         sums = [p.sum for p in parts if p is not None and p.sum is not None]
-        mean = _mean(sum(sums), count) if len(sums) == len(parts) else None
-        if mean is None:  # an infinite value, or a sum beyond float64: as fsum says
+        if len(sums) == len(parts):
+            # An int divided by an int is correctly rounded (to nearest, ties to even), as fsum's result is.
+            mean = sum(sums) / _UNITS / count
+        else:  # an infinite or huge value: as fsum says (or raises)
             mean = math.fsum(itertools.chain.from_iterable(r.tolist() for r in runs)) / count
         wanted = sorted({*_position(count, 50)[:2], *_position(count, 95)[:2], count - 1})
         return _read(dict(zip(wanted, ordered[wanted].tolist(), strict=True)), mean, count)
@@ -166,8 +168,8 @@ class Distributions:
                 ordered = np.sort(np.array(values, dtype=np.float64) if listed else values)
                 zeros = ordered[np.searchsorted(ordered, 0.0) : np.searchsorted(ordered, 0.0, side="right")]
                 if not (np.isnan(ordered[-1]) or np.signbit(zeros).any()):  # a NaN sorts last, zeros together
-                    finite = bool(np.isfinite(ordered[[0, -1]]).all())
-                    part = _Part(ordered, exact_sum(ordered) if finite else None)
+                    moderate = ordered[0] > -_LIMIT and ordered[-1] < _LIMIT
+                    part = _Part(ordered, exact_sum(ordered) if moderate else None)
             self._parts[id(values)] = part
         return self._parts[id(values)]
 
@@ -177,7 +179,8 @@ class _Part:
     ordered: Any
     """The values as a sorted float64 array."""
     sum: int | None
-    """Their exact sum in units of 2**-1074 (`exact_sum`); None where one is infinite."""
+    """Their exact sum in units of 2**-1074 (`exact_sum`); None where one is beyond `_LIMIT` (infinite, or
+    large enough that fsum's partial sums could overflow, where fsum raises)."""
 
 
 def _read(ranked: Sequence[float] | dict[int, float], mean: float, count: int) -> Distribution:
@@ -192,17 +195,9 @@ def _read(ranked: Sequence[float] | dict[int, float], mean: float, count: int) -
     )
 
 
-def _mean(total: int, count: int) -> float | None:
-    """`math.fsum` of values whose exact sum is `total` units of 2**-1074, divided by `count`; None where the
-    sum is beyond float64 (fsum says how)."""
-    try:
-        # An int divided by an int is correctly rounded (to nearest, ties to even), as fsum's result is.
-        return total / _UNITS / count
-    except OverflowError:
-        return None
-
-
 _UNITS = 1 << 1074
+_LIMIT = 2.0**960
+"""Below this magnitude no sum of fewer than 2**63 values overflows float64."""
 
 
 def exact_sum(array: Any) -> int:
