@@ -232,10 +232,9 @@ class RoundLedger:
         per = np.where(whole, rates, 1.0)
         got = np.where(whole, np.floor(per * got + STEP_SLACK) / per, got)
         self.time[at, on] += got
-        summed = self.worker_time.tolist()
-        for t, sec in zip(on.tolist(), got.tolist(), strict=True):  # in turn, as `ran` one job after another
-            summed[t] += sec
-        self.worker_time[:] = summed
+        for t in np.flatnonzero(np.bincount(on)).tolist():  # in turn, as `ran` one job after another would
+            mine = got[on == t]  # np.add.accumulate adds one value after another (np.sum would pair them)
+            self.worker_time[t] = np.add.accumulate(np.concatenate(([self.worker_time[t]], mine)))[-1]
 
     def sync(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> None:
         """Make the ledger's jobs those of `jobs` (in arrival order) and credit the service each gained since
