@@ -53,9 +53,9 @@ def why_not_bulk(sim: Simulation, driver: PolicyDriver) -> str | None:
         ),
         "a preempted run does not go again at once": not retry.retry or retry.backoff_s > 0,
         "jobs report quality curves": any(j.quality is not None for j in jobs),
-        "gangs share hosts of several chips": any(
-            j.chips % p.chips_per_host for p in sim.fleet.pools if p.chips_per_host > 1 for j in jobs
-        ),  # the executor packs gangs onto free hosts; in bulk, a pool's free chips are one number
+        "gangs of several chips share hosts with other gangs": any(
+            _fragments(p.chips, p.chips_per_host, {j.chips for j in jobs}) for p in sim.fleet.pools
+        ),
     }
     return next((why for why, holds in reasons.items() if holds), None)
 
@@ -65,6 +65,14 @@ def why_not_bulk(sim: Simulation, driver: PolicyDriver) -> str | None:
 COMMITTED, WORK, CHIPS, ALLOCATED, USEFUL_S, USEFUL_CHIP_S, USEFUL_BEFORE = range(7)
 # The columns of a running stint (`SlicedRounds.stints`, one row per stint in the order they started).
 STARTED, START_WORK, RATE, FULL_RATE, FINISH, CREDITED, GANG = range(7)
+
+
+def _fragments(chips: int, per_host: int, gangs: set[int]) -> bool:
+    """Whether gangs of these sizes can leave a pool's free chips split over its hosts so that a gang that
+    fits its free chips finds no hosts for it. The executor packs gangs onto free hosts, while in bulk a
+    pool's free chips are one number: that holds for one host, hosts of one chip, gangs of one chip, or gangs
+    of whole hosts."""
+    return chips > per_host > 1 and gangs != {1} and any(g % per_host for g in gangs)
 
 
 class SlicedRounds:

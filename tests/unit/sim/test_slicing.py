@@ -139,7 +139,21 @@ def test_gangs_that_share_hosts_go_through_the_executor() -> None:
 
     assert sim.driver is not None
     assert sim.driver.slices is None
-    assert why_not_bulk(sim, sim.driver) == "gangs share hosts of several chips"
+    assert why_not_bulk(sim, sim.driver) == "gangs of several chips share hosts with other gangs"
+
+
+def test_one_chip_jobs_on_hosts_of_several_chips_report_in_bulk_exactly_what_the_executor_does() -> None:
+    def single() -> JobStream:
+        found = parse_workload("gavel-gen:rate=1/h,window=30-60,seed=1", throughputs=str(MATRIX))
+        assert isinstance(found, JobStream)
+        return found
+
+    bulk, fast, _, ref = through_both(mixed_fleet(4), single, "max_min_fairness", until_s=86_400 + 50)
+
+    assert bulk.driver is not None
+    assert bulk.driver.slices is not None
+    assert swaps(ref) > 50
+    assert everything(fast) == everything(ref)
 
 
 @pytest.mark.parametrize(
