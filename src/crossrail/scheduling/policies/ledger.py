@@ -101,6 +101,8 @@ class RoundLedger:
         self.changed = True
         self.fleet: tuple[object, ...] = ()
         self._fastest: tuple[tuple[int, int, int], list[int]] | None = None
+        # Slot x chip type -> the job's rate there over its best rate (for the types' order), and which rows hold.
+        self._rel, self._rel_ok = np.zeros((0, 0)), np.zeros(0, dtype=bool)
         """The chip types fastest first, for the active jobs of (join count, free slots, types) then."""
         self.seen: dict[str, dict[str, float]] = {}
         """Run -> chip type -> service seen so far (`sync` credits what grew since)."""
@@ -132,6 +134,8 @@ class RoundLedger:
         self.chips[s], self.active[s], self.allocated[s] = view.chips, True, False
         self.stepped[s] = bool(view.throughput)
         self.rates[s] = [rate(view, t) for t in self.types]
+        if s < len(self._rel_ok):
+            self._rel_ok[s] = False
         self.time[s], self.deficit[s], self.alloc[s] = self.half, 0.0, 0.0
         self.changed = True
         self.gangs["single"] += view.chips != 1
@@ -370,12 +374,18 @@ class RoundLedger:
         by the same generator Gavel uses (Python's `random.Random(seed + 5)`)."""
         members = (self.seq, len(self.free), len(self.types))  # changes with every join, leave and new type
         if self._fastest is None or self._fastest[0] != members:
-            rates = self.rates[self.active]
+            act = np.flatnonzero(self.active)
             fastest = list(range(len(self.types)))
-            if len(rates):
-                best = rates.max(axis=1, keepdims=True)
-                rel = np.divide(rates, best, out=np.zeros_like(rates), where=best > 0)
-                speed = rel.mean(axis=0)
+            if len(act):
+                if self._rel.shape != self.rates.shape:  # a new chip type or more slots: every row afresh
+                    self._rel, self._rel_ok = np.zeros_like(self.rates), np.zeros(len(self.rates), dtype=bool)
+                stale = act[~self._rel_ok[act]]
+                if len(stale):  # each job's rate on each type over its best, kept while it stays
+                    rates = self.rates[stale]
+                    best = rates.max(axis=1, keepdims=True)
+                    self._rel[stale] = np.divide(rates, best, out=np.zeros_like(rates), where=best > 0)
+                    self._rel_ok[stale] = True
+                speed = self._rel[act].mean(axis=0)
                 fastest.sort(key=lambda t: (-speed[t], self.types[t]))
             self._fastest = (members, fastest)
         order = list(self._fastest[1])
