@@ -102,8 +102,8 @@ class Distributions:
     The figures do not depend on how the values are split or ordered: the percentiles read ranks of the
     sorted values and the mean is an exact sum (as `math.fsum` gives) divided once. Numpy ranks and sums a
     union that holds arrays or `LARGE` values or more (1.5 million values sort in 14 ms there, in half a
-    second in Python): each part is sorted alone and a union merges its parts' sorted runs (a stable sort
-    of sorted runs is a merge); each part's exact sum is a Python integer (`exact_sum`), a union's the sum
+    second in Python): each part is sorted alone and a union reads its ranks from its parts' sorted arrays
+    without merging them (`_ranked`); each part's exact sum is a Python integer (`exact_sum`), a union's the sum
     of its parts'. That holds for values whose order numpy gives as Python's sort does: all floats (an int
     beyond 2**53 rounds in float64), no NaN (sorted() leaves it where it was), no negative zero (which of
     two equal zeros a rank holds shows in the sign); other values are sorted and summed in Python."""
@@ -149,7 +149,6 @@ class Distributions:
         if any(p is None for p in parts):
             return None
         runs = [p.ordered for p in parts if p is not None]
-        ordered = runs[0] if len(runs) == 1 else np.sort(np.concatenate(runs), kind="stable")
         sums = [p.sum for p in parts if p is not None and p.sum is not None]
         if len(sums) == len(parts):
             # An int divided by an int is correctly rounded (to nearest, ties to even), as fsum's result is.
@@ -157,7 +156,8 @@ class Distributions:
         else:  # an infinite or huge value: as fsum says (or raises)
             mean = math.fsum(itertools.chain.from_iterable(r.tolist() for r in runs)) / count
         wanted = sorted({*_position(count, 50)[:2], *_position(count, 95)[:2], count - 1})
-        return _read(dict(zip(wanted, ordered[wanted].tolist(), strict=True)), mean, count)
+        values = runs[0][wanted] if len(runs) == 1 else _ranked(runs, np.array(wanted))
+        return _read(dict(zip(wanted, values.tolist(), strict=True)), mean, count)
 
     def _part(self, values: Any, *, listed: bool) -> _Part | None:
         if id(values) not in self._parts:
@@ -181,6 +181,45 @@ class _Part:
     sum: int | None
     """Their exact sum in units of 2**-1074 (`exact_sum`); None where one is beyond `_LIMIT` (infinite, or
     large enough that fsum's partial sums could overflow, where fsum raises)."""
+
+
+def _ranked(runs: list[Any], ranks: Any) -> Any:
+    """The values at `ranks` (0-based, ascending) of the union of sorted float64 arrays (no NaN, no negative
+    zero), without merging them: for each rank, the least float with more than that many values at or below
+    it, found by bisecting the floats in their order (as unsigned integers, `_order`); each step counts the
+    values at or below by a binary search of each array."""
+    import numpy as np
+
+    low = np.full(len(ranks), _order(np.array([min(r[0] for r in runs)]))[0])
+    high = np.full(len(ranks), _order(np.array([max(r[-1] for r in runs)]))[0])
+    need = ranks + 1
+    while (low < high).any():
+        middle = low + (high - low) // 2
+        values = _float(middle)
+        enough = sum(np.searchsorted(r, values, side="right") for r in runs) >= need
+        high = np.where(enough, middle, high)
+        low = np.where(enough, low, middle + 1)
+    values = _float(high)
+    values[values == 0] = 0.0  # -0.0 counts as 0.0 and comes first in the order; the arrays hold only 0.0
+    return values
+
+
+_SIGN = 1 << 63
+
+
+def _order(values: Any) -> Any:
+    """float64 -> uint64 in the same order (-0.0 just below 0.0): positives gain the sign bit, negatives flip."""
+    import numpy as np
+
+    bits = values.view(np.uint64)
+    return np.where(bits >= _SIGN, ~bits, bits | np.uint64(_SIGN))
+
+
+def _float(order: Any) -> Any:
+    """The inverse of `_order`."""
+    import numpy as np
+
+    return np.where(order >= _SIGN, order ^ np.uint64(_SIGN), ~order).view(np.float64)
 
 
 def _read(ranked: Sequence[float] | dict[int, float], mean: float, count: int) -> Distribution:
@@ -216,12 +255,13 @@ def exact_sum(array: Any) -> int:
         return 0
     key = bits >> 52  # the sign and the biased exponent
     starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-    biased = key & 0x7FF  # 0 for zeros and subnormals, which have no implicit leading bit
-    significand = (bits & ((1 << 52) - 1)) | ((biased != 0).astype(np.int64) << 52)
+    significand = (bits & ((1 << 52) - 1)) | (1 << 52)  # with the leading bit, taken back below where none is
     high = np.add.reduceat(significand >> 26, starts).tolist()
     low = np.add.reduceat(significand & ((1 << 26) - 1), starts).tolist()
+    sizes = np.diff(starts, append=len(bits)).tolist()
     total = 0
-    for k, e, h, lo in zip(key[starts].tolist(), biased[starts].tolist(), high, low, strict=True):
-        run = ((h << 26) + lo) << max(e - 1, 0)  # a value is significand * 2**(max(e, 1) - 1075)
+    for k, h, lo, n in zip(key[starts].tolist(), high, low, sizes, strict=True):
+        e = k & 0x7FF  # the biased exponent: 0 for zeros and subnormals, which have no leading bit
+        run = ((h << 26) + lo - (0 if e else n << 52)) << max(e - 1, 0)  # significand * 2**(max(e, 1) - 1075)
         total += -run if k < 0 else run
     return total

@@ -252,3 +252,24 @@ def test_small_summaries_and_reports_do_not_load_numpy() -> None:
         "assert 'numpy' not in sys.modules, 'numpy was loaded'\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_union_reads_its_ranks_from_its_sorted_parts_for_every_kind_of_float(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [0.0, 5e-324, -5e-324, 1.0, -1.0, math.inf, -math.inf, 1e300, -1e300, 360.0]
+    parts = [
+        [rng.choice([*pool, rng.uniform(-1e6, 1e6), rng.expovariate(1.0)]) for _ in range(rng.randrange(1, 300))]
+        for _ in range(3)
+    ]
+    parts[0][0] = 0.0  # a zero at the ranks of some unions: it must come back as 0.0, never -0.0
+    arrays = [_durations(part, (0, len(part) // 2)) for part in parts]
+    shared = Distributions()
+
+    for chosen in ([0, 1], [1, 2], [0, 1, 2], [2, 0]):
+        values = [v for i in chosen for v in parts[i]]
+        if math.inf in values and -math.inf in values:
+            continue  # inf - inf has no mean
+        assert _bits(shared.of([arrays[i] for i in chosen])) == _bits(_by_sorting(values))
+    zeros = Distributions().of([_durations([-1.0] + [0.0] * 8 + [1.0], (0, 5)), _durations([0.0] * 10, (0, 3))])
+    assert _bits(zeros) == _bits(_by_sorting([-1.0] + [0.0] * 18 + [1.0]))
