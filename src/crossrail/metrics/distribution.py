@@ -103,8 +103,8 @@ class Distributions:
     sorted values and the mean is an exact sum (as `math.fsum` gives) divided once. Numpy ranks and sums a
     union that holds arrays or `LARGE` values or more (1.5 million values sort in 14 ms there, in half a
     second in Python): each part is sorted alone and a union reads its ranks from its parts' sorted arrays
-    without merging them (`_ranked`); each part's exact sum is a Python integer (`exact_sum`), a union's the sum
-    of its parts'. That holds for values whose order numpy gives as Python's sort does: all floats (an int
+    without merging them (`_ranked`); each part's exact sum is a Python integer (`exact_sum`), a union's
+    the sum of its parts'. That holds for values whose order numpy gives as Python's sort does: all floats (an int
     beyond 2**53 rounds in float64), no NaN (sorted() leaves it where it was), no negative zero (which of
     two equal zeros a rank holds shows in the sign); other values are sorted and summed in Python."""
 
