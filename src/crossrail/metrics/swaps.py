@@ -10,7 +10,8 @@ holds, and gives the accumulator exactly what those events one by one would have
   event of that run is folded (`MetricsAccumulator.add` asks the book) and before a report;
 - the sums kept per group (chip-hours, cost, useful chip-hours) take each swap's addend in the order the
   events would have come, one after the other (`functools.reduce`, never a pairwise sum), so every figure
-  is the same to the last bit; the duration lists only feed distributions, which sort them.
+  is the same to the last bit; the run, queue and recovery times only feed distributions, which do not
+  depend on their order: they are kept in growing arrays and handed to the tallies whole (`Durations`).
 """
 
 from __future__ import annotations
