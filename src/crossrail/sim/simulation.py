@@ -292,7 +292,7 @@ class Simulation:
         rec.attempts, rec.pool, rec.outcome = number, pool_name, "running"
         self.useful_before[run] = rec.useful_chip_s
         hosts = hosts_of(chips, pool.chips_per_host)
-        rate = job.rate(pool.chip_type, pool.relative_speed) * chips / job.chips
+        rate = job.gang_rate(pool.chip_type, pool.relative_speed, chips)
         mtbf = self.failures.run_mtbf_s(chips, hosts) if self.failures is not None else math.inf
         min_hosts = hosts_of(job.min_chips, pool.chips_per_host) if job.min_chips else 1
         committed = self.committed.get(run, 0.0)

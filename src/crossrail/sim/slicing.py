@@ -92,14 +92,11 @@ class SlicedRounds:
         self.pools = pools
         self.pool_names = [p.name for p in pools]
         self.pool_index = {p.name: i for i, p in enumerate(pools)}
-        self.types = sorted({p.chip_type for p in pools})
-        self.type_of = np.array([self.types.index(p.chip_type) for p in pools], dtype=np.int64)
         self.capacity = np.array([p.chips for p in pools], dtype=np.int64)
         self.book = sim.metrics.swap_book([(p.name, p.cost_per_chip_hour) for p in pools])
         self.names: list[str] = []
-        self.row_of: dict[str, int] = {}
         self.records: list[RunRecord] = []
-        n, n_pools, n_types = 0, len(pools), len(self.types)
+        n, n_pools = 0, len(pools)
         self.runs = np.zeros((n, 7))
         self.full_rate = np.zeros((n, n_pools))
         self.rate = np.zeros((n, n_pools))
@@ -108,8 +105,6 @@ class SlicedRounds:
         self.swaps = np.zeros(n, dtype=np.int64)
         """Row -> stints the rounds stopped (each a preemption and its final checkpoint)."""
         self.last_pool = np.zeros(n, dtype=np.int64)
-        self.attained = np.zeros((n, n_types))
-        self.ran_on = np.zeros((n, n_types), dtype=bool)
         self.stints = np.zeros((0, 7))
         self.live = np.zeros(0, dtype=np.int64)
         self.on = np.zeros(0, dtype=np.int64)
@@ -257,8 +252,8 @@ class SlicedRounds:
     def _close(
         self, rows: np.ndarray, pools: np.ndarray, stints: np.ndarray, now: float, kept: np.ndarray
     ) -> np.ndarray:
-        """The rows' stints give back their chips with `kept` work kept (the run records' and the driver's
-        tallies, as the executor's attempt's end); returns the rows' records as they now stand."""
+        """The rows' stints give back their chips with `kept` work kept (the run records' tallies, as the
+        executor's attempt's end); returns the rows' records as they now stand."""
         record: np.ndarray = self.runs[rows]
         gang = stints[:, GANG]
         ran = now - stints[:, STARTED]
@@ -268,9 +263,6 @@ class SlicedRounds:
         record[:, USEFUL_CHIP_S] += useful_s * gang
         record[:, COMMITTED] = kept
         self.runs[rows] = record
-        types = self.type_of[pools]
-        self.attained[rows, types] += gang * ran
-        self.ran_on[rows, types] = True
         return record
 
     def _finish(self, row: int) -> None:
@@ -285,10 +277,10 @@ class SlicedRounds:
         ledger = self.driver.ledger
         if ledger is not None:
             if since != now:  # else credited at this instant already (a round boundary)
-                ledger.ran(run, self.types[int(self.type_of[pool[0]])], now - since)
+                ledger.ran(run, self.pools[int(pool[0])].chip_type, now - since)
             ledger.leave(run)
             self.row_of_slot[self.slots[row]] = -1
-        record = self._close(at * 0 + row, pool, stint, now, self.runs[[row], WORK])
+        record = self._close(np.array([row]), pool, stint, now, self.runs[[row], WORK])
         keep = self.live != row
         self.live, self.on, self.stints = self.live[keep], self.on[keep], self.stints[keep]
         self._write(row)
@@ -301,14 +293,14 @@ class SlicedRounds:
     def _new_row(self, run: str) -> int:
         sim = self.sim
         job, rec = sim.jobs[run], sim.runs[run]
-        row = self.row_of[run] = len(self.names)
+        row = len(self.names)
         if row >= len(self.runs):
             self._grow(max(64, 2 * len(self.runs)))
         self.names.append(run)
         self.records.append(rec)
         for i, pool in enumerate(self.pools):
             hosts = hosts_of(job.chips, pool.chips_per_host)
-            full_rate = job.rate(pool.chip_type, pool.relative_speed) * job.chips / job.chips
+            full_rate = job.gang_rate(pool.chip_type, pool.relative_speed, job.chips)
             self.full_rate[row, i], self.rate[row, i] = full_rate, full_rate * hosts / hosts  # as Attempt.rate
         self.runs[row] = (
             sim.committed.get(run, 0.0), job.work_s, job.chips, rec.allocated_chip_s, rec.useful_s,
@@ -337,12 +329,12 @@ class SlicedRounds:
             rec.pool = self.pool_names[int(self.last_pool[row])]
         sim.committed[run] = record[COMMITTED]
         sim.attempts[run] = rec.attempts
-        attained = self.driver.attained.setdefault(run, {})
-        for t in np.flatnonzero(self.ran_on[row]).tolist():
-            attained[self.types[t]] = float(self.attained[row, t])
 
     def settle(self) -> None:
-        """Every row's columns back into the records (run records, tallies, the driver's, the metrics')."""
+        """Every row's columns back into the records (run records, the simulation's tallies, the metrics').
+
+        The driver's service by chip type (`PolicyDriver.attained`) is not kept for these runs: only views
+        read it, and the rounds plan from the ledger, which is told of every stretch run."""
         sim, driver = self.sim, self.driver
         waiting = np.ones(len(self.names), dtype=bool)
         waiting[self.live] = False
@@ -368,7 +360,7 @@ class SlicedRounds:
         for name in ("attempts", "swaps", "last_pool", "slots", "queued_at"):
             column = getattr(self, name)
             setattr(self, name, np.concatenate([column, np.zeros(extra, dtype=column.dtype)]))
-        for name in ("runs", "full_rate", "rate", "attained", "ran_on", "before"):
+        for name in ("runs", "full_rate", "rate", "before"):
             table = getattr(self, name)
             setattr(self, name, np.vstack([table, np.zeros((extra, table.shape[1]), dtype=table.dtype)]))
         self.planned = np.concatenate([self.planned, np.full(extra, -1, dtype=np.int64)])

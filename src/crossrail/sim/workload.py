@@ -61,6 +61,10 @@ class SimJob:
             return max(float(self.throughput.get(chip_type, 0.0)), 0.0)
         return relative_speed
 
+    def gang_rate(self, chip_type: str, relative_speed: float, chips: int) -> float:
+        """Work units per second of a gang of `chips` on a pool of `chip_type` (the job's rate scaled to it)."""
+        return self.rate(chip_type, relative_speed) * chips / self.chips
+
     @property
     def declared_s(self) -> float:
         return self.estimate_s if self.estimate_s is not None else self.work_s
