@@ -192,18 +192,16 @@ class MetricsAccumulator:
         if run.attempt is not None:  # its end never reached the log; bill it up to this start
             self._close(run, ts, ended=False)
         key = (run.key[0], pool)
-        tally = self._tallies.get(key) or self._tally(key)
+        tally = self._tally(key)
         tally.has_attempts = True
         if run.waiting_since is not None:
             tally.queue_s.append(max(0.0, ts - run.waiting_since))
-            run.waiting_since = None
-            self._waiting.pop(run.id, None)
+            self._stop_waiting(run)
         if run.recovering_since is not None:
             tally.recoveries += 1
             tally.recovery_s.append(max(0.0, ts - run.recovering_since))
             run.recovering_since = None
-        if key != run.key:
-            self._move(run, key)
+        self._move(run, key)
         run.attempt = _Attempt(number=number, key=key, chips=chips, cost_per_chip_hour=price, started_ts=ts)
         run.last_attempt = number
         self._running[run.id] = run

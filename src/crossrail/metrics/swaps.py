@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crossrail.metrics.accumulator import ACTIVE, GroupKey, MetricsAccumulator, _Attempt, _Run, _Tally
+from crossrail.metrics.accumulator import ACTIVE, GroupKey, MetricsAccumulator, _Attempt, _Tally
 
 NONE = math.nan
 """A column's stand-in for None (a run not waiting, not recovering)."""
@@ -40,9 +40,9 @@ class SwapBook:
         self.pool_names = [name for name, _ in pools]
         self.prices = np.array([price for _, price in pools], dtype=float)
         self.ids: list[str] = []
-        self.runs: list[_Run | None] = []
-        """Row -> the accumulator's record of the run while the book holds it (None once released)."""
+        """Row -> the run it stands for."""
         self.held: dict[str, int] = {}
+        """Run -> its row, while the book holds it."""
         n = 0
         self.waiting_since = np.full(n, NONE)
         self.recovering_since = np.full(n, NONE)
@@ -82,7 +82,7 @@ class SwapBook:
         until `release`."""
         metrics = self.metrics
         need = max(rows, default=-1) + 1
-        if need > len(self.runs):
+        if need > len(self.ids):
             self._grow(need)
         for row, run_id in zip(rows, run_ids, strict=True):
             run = metrics._runs[run_id]
@@ -90,9 +90,7 @@ class SwapBook:
                 raise ValueError(f"run {run_id!r} is over ({run.outcome}): only a run still going can be swapped")
             self.held[run_id] = row
             self.holding[row] = True
-            while len(self.ids) <= row:
-                self.ids.append("")
-            self.ids[row], self.runs[row] = run_id, run
+            self.ids[row] = run_id
             self.waiting_since[row] = NONE if run.waiting_since is None else run.waiting_since
             self.recovering_since[row] = NONE if run.recovering_since is None else run.recovering_since
             self.last_attempt[row] = run.last_attempt
@@ -111,9 +109,9 @@ class SwapBook:
         row = self.held.pop(run_id, None)
         if row is None:
             return
-        metrics, run = self.metrics, self.runs[row]
-        assert run is not None
-        self.runs[row], self.holding[row] = None, False
+        metrics = self.metrics
+        run = metrics._runs[run_id]
+        self.holding[row] = False
         waiting, recovering = float(self.waiting_since[row]), float(self.recovering_since[row])
         run.waiting_since = None if math.isnan(waiting) else waiting
         run.recovering_since = None if math.isnan(recovering) else recovering
@@ -238,8 +236,8 @@ class SwapBook:
         return self.stages.index(stage)
 
     def _grow(self, need: int) -> None:
-        extra = max(need - len(self.runs), len(self.runs), 64)
-        self.runs.extend([None] * extra)
+        extra = max(need - len(self.ids), len(self.ids), 64)
+        self.ids.extend([""] * extra)
         for name, fill, dtype in (
             ("waiting_since", NONE, float), ("recovering_since", NONE, float), ("last_attempt", 0, np.int64),
             ("key", 0, np.int64), ("stage", 0, np.int64), ("chips", 0.0, float), ("pool", 0, np.int64),
