@@ -140,30 +140,6 @@ def test_views_without_a_split_by_chip_type_credit_what_grew_where_the_job_runs(
     assert book.time[book.slot["b"], 0] - before[1] == ROUND  # not its 500 s from before it was seen
 
 
-def test_crediting_every_running_job_at_once_equals_crediting_them_one_by_one() -> None:
-    """`ran_each` (a simulator's round boundary) leaves the ledger exactly as `ran` per job in turn, whole
-    steps and the sums per chip type included; jobs unknown, idle or on an unknown chip type change nothing."""
-    pools = [PoolView("v100", "v100", 2, 2), PoolView("k80", "k80", 2, 2)]
-    rows = {"a": {"v100": 3.7, "k80": 1.1}, "b": {"v100": 0.9}, "c": {}, "d": {"v100": 2.3, "k80": 0.7}}
-    one, each = (
-        RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False),
-        RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False),
-    )
-    for book in (one, each):
-        book.sync([job(r, throughput=rate) for r, rate in rows.items()], pools)
-    credits = [("a", "v100", 359.99), ("b", "k80", 120.0), ("c", "v100", 0.3), ("d", "k80", 1e-7),
-               ("zz", "v100", 50.0), ("d", "tpu", 10.0), ("a", "k80", 0.0), ("b", "v100", 241.123)]  # fmt: skip
-    for run, kind, sec in credits:
-        one.ran(run, kind, sec)
-    for start in (0, 4):  # two calls, each naming a run at most once
-        part = credits[start : start + 4]
-        each.ran_each([c[0] for c in part], [c[1] for c in part], [c[2] for c in part])
-
-    assert one.time.tolist() == each.time.tolist()
-    assert one.worker_time.tolist() == each.worker_time.tolist()
-    assert one.worker_time.tolist() != [0.0, 0.0]  # something was credited
-
-
 def test_a_chip_type_takes_the_gangs_that_fit_in_rank_order_passing_over_one_too_big_for_what_is_left() -> None:
     """The prefix that fits whole is taken at once; past a gang too big for the chips left, smaller ones behind
     it still take them, as the one-by-one rule does (ranked slots 7, 3, 5, 1, 9 with gangs 2, 4, 4, 1, 1)."""
@@ -175,27 +151,35 @@ def test_a_chip_type_takes_the_gangs_that_fit_in_rank_order_passing_over_one_too
     assert _take(ranked[:0], gangs[:0], 4) == []
 
 
-def test_crediting_by_slot_equals_crediting_by_name_bit_for_bit() -> None:
-    """`ran_slots` (slots and columns a simulator keeps) leaves the ledger exactly as `ran_each` does."""
+def test_crediting_by_slot_equals_crediting_them_one_by_one_bit_for_bit() -> None:
+    """`ran_slots` (a simulator's round boundary: slots and columns it keeps) leaves the ledger exactly as `ran`
+    per job in turn, whole steps and the sums per chip type included; `ran` of a job unknown, idle or on an
+    unknown chip type changes nothing."""
     pools = [PoolView("v100", "v100", 2, 2), PoolView("k80", "k80", 2, 2)]
     rows = {"a": {"v100": 3.7, "k80": 1.1}, "b": {"v100": 0.9}, "c": {}, "d": {"v100": 2.3, "k80": 0.7}}
-    named, slotted = (RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False) for _ in range(2))
-    for book in (named, slotted):
+    one, slotted = (RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False) for _ in range(2))
+    for book in (one, slotted):
         book.sync([job(r, throughput=rate) for r, rate in rows.items()], pools)
     rounds = [
         [("a", "v100", 359.99), ("b", "k80", 120.0), ("c", "v100", 0.3), ("d", "k80", 1e-7)],
         [("d", "v100", 241.123), ("a", "k80", 0.0), ("b", "v100", 17.25), ("c", "k80", 359.9)],
     ]
     for credits in rounds:
-        named.ran_each([c[0] for c in credits], [c[1] for c in credits], [c[2] for c in credits])
+        for run, kind, sec in credits:
+            one.ran(run, kind, sec)
         columns = [slotted.column(c[1]) for c in credits]
         slotted.ran_slots(
             np.array([slotted.slot[c[0]] for c in credits]), np.array(columns), np.array([c[2] for c in credits])
         )
 
-    assert named.time.tolist() == slotted.time.tolist()
-    assert named.worker_time.tolist() == slotted.worker_time.tolist()
+    assert one.time.tolist() == slotted.time.tolist()
+    assert one.worker_time.tolist() == slotted.worker_time.tolist()
+    assert one.worker_time.tolist() != [0.0, 0.0]  # something was credited
     assert slotted.column("tpu") is None
+    before = one.time.tolist(), one.worker_time.tolist()
+    for run, kind, sec in (("zz", "v100", 50.0), ("d", "tpu", 10.0), ("a", "k80", 0.0)):
+        one.ran(run, kind, sec)
+    assert (one.time.tolist(), one.worker_time.tolist()) == before
 
 
 def test_crediting_a_slot_no_job_holds_or_a_run_twice_is_refused_and_credits_nothing() -> None:

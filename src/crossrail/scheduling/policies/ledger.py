@@ -101,9 +101,9 @@ class RoundLedger:
         self.changed = True
         self.fleet: tuple[object, ...] = ()
         self._fastest: tuple[tuple[int, int, int], list[int]] | None = None
+        """The chip types fastest first, for the active jobs of (join count, free slots, types) then."""
         # Slot x chip type -> the job's rate there over its best rate (for the types' order), and which rows hold.
         self._rel, self._rel_ok = np.zeros((0, 0)), np.zeros(0, dtype=bool)
-        """The chip types fastest first, for the active jobs of (join count, free slots, types) then."""
         self.seen: dict[str, dict[str, float]] = {}
         """Run -> chip type -> service seen so far (`sync` credits what grew since)."""
         self._ranks: list[np.ndarray] | None = None
@@ -182,28 +182,15 @@ class RoundLedger:
         self.time[s, t] += seconds
         self.worker_time[t] += seconds
 
-    def ran_each(self, runs: Sequence[str], chip_types: Sequence[str], seconds: Sequence[float]) -> None:
-        """As `ran(runs[i], chip_types[i], seconds[i])` for each i in turn (each run named at most once), in
-        one numpy step: a simulator credits every running job at each round boundary."""
-        index = {t: i for i, t in enumerate(self.types)}
-        rows, cols, secs = [], [], []
-        for run, kind, sec in zip(runs, chip_types, seconds, strict=True):
-            s, t = self.slot.get(run), index.get(kind)
-            if s is not None and t is not None and sec > 0:
-                rows.append(s)
-                cols.append(t)
-                secs.append(sec)
-        if rows:
-            self._credit(np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64), np.array(secs, dtype=float))
-
     def column(self, chip_type: str) -> int | None:
         """The chip type's column in the ledger's arrays (for `ran_slots`); None for a type it has not seen
         (time run there is not counted, as `ran` does not)."""
         return self.types.index(chip_type) if chip_type in self.types else None
 
     def ran_slots(self, slots: np.ndarray, columns: np.ndarray, seconds: np.ndarray) -> None:
-        """As `ran_each` for the runs in `slots` (their `slot` entries, each at most once) on the chip types of
-        `columns` (see `column`), in the given order: what a simulator that keeps its runs' slots credits.
+        """As `ran(runs[i], chip_types[i], seconds[i])` for each i in turn, for the runs in `slots` (their
+        `slot` entries, each at most once) on the chip types of `columns` (see `column`), in one numpy step:
+        what a simulator that keeps its runs' slots credits at each round boundary.
 
         Stretches of no time (seconds <= 0) are skipped. Raises ValueError, crediting nothing, for arrays of
         different lengths, a slot that is not an active job's or a column that is not a chip type's."""
