@@ -19,9 +19,10 @@ distributions) could not compare like with like at 5 jobs/h, where one seed's dr
 Gavel's seed 0, whose figure is 185,057 s). Aims: each 15-job replay <= 0.27 s; on Fig. 8, hetero
 (mean of 3 seeds) <= Gavel-LAS, agnostic within 10% of LAS, each run <= 14 s at 5 jobs/h.
 
-A Fig. 8 run's CPU time is the simulation's own: the LP solver (scipy.optimize, which the max-min policies
-import on their first solve: 0.3-0.4 s CPU of module loading) is loaded before the first timed run, so the
-first run of the process does not carry the process's imports and every run's figure counts the same work.
+A Fig. 8 run's CPU time is the simulation's own: the LP solver (scipy.optimize, which a max-min policy loads
+when it is built, inside the timed `Simulation(...)`: 0.3-0.4 s CPU of module loading) is loaded before the
+first timed run, so the first run of the process does not carry the process's imports and every run's
+figure counts the same work.
 """
 
 from __future__ import annotations
