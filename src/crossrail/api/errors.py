@@ -14,7 +14,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
+from crossrail.api.bounds import PATTERN_MESSAGES
 from crossrail.core.api import API_VERSION
 from crossrail.errors import (
     ConflictError,
@@ -73,8 +75,23 @@ def request_problems(exc: RequestValidationError) -> SpecError:
         where, *rest = [str(p) for p in err.get("loc", ())] or ["body"]
         path = ".".join(rest)
         source = "request body" if where == "body" else f"request {where}"
-        problems.append(Problem(source=source, path=path, message=str(err.get("msg", "invalid"))))
+        message = str(err.get("msg", "invalid"))
+        if err.get("type") == "string_pattern_mismatch":  # the pattern itself tells a caller little
+            message = PATTERN_MESSAGES.get(str(err.get("ctx", {}).get("pattern")), message)
+        problems.append(Problem(source=source, path=path, message=message))
     return SpecError(problems)
+
+
+HTTP_ERRORS = {401: UnauthenticatedError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError}
+"""The crossrail error a plain HTTP refusal (an unknown path, a method the path lacks) is named as; others: usage."""
+
+
+def http_error(exc: HTTPException) -> CrossrailError:
+    return HTTP_ERRORS.get(exc.status_code, UsageError)(str(exc.detail))
+
+
+class InternalError(CrossrailError):
+    """A failure of the server itself: its log has the traceback, the answer does not."""
 
 
 def install(app: FastAPI) -> None:
@@ -89,3 +106,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(body(request_problems(exc), 422), status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def refused(_request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse(body(http_error(exc), exc.status_code), status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def failed(_request: Request, _exc: Exception) -> JSONResponse:
+        # Starlette logs the traceback after answering; the caller gets the one shape and no internals.
+        exc = InternalError("crossrail: the server failed on this request; its log says why")
+        return JSONResponse(body(exc, 500), status_code=500)

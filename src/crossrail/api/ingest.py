@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from crossrail.api.bounds import MAX_INT, Count, Name
 from crossrail.api.errors import Unauthorized
 from crossrail.control import reports
 from crossrail.control.secrets import secret_matches
@@ -34,7 +35,7 @@ router = APIRouter(prefix="/v1")
 class Batch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    incarnation: int = Field(ge=0, description="The writer's incarnation: higher for a restarted writer.")
+    incarnation: int = Field(ge=0, le=MAX_INT, description="The writer's incarnation: higher for a restarted writer.")
     records: list[dict[str, Any]] = Field(description="Report records (docs/runtime.md), each with its `seq`.")
 
 
@@ -85,8 +86,8 @@ def _check(batch: Batch, run: str, attempt: int) -> list[dict[str, Any]]:
     seqs: set[int] = set()
     for i, r in enumerate(batch.records):
         seq = r.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            problems.append(_problem(f"records[{i}].seq", f"must be an integer from 1 (got {seq!r})"))
+        if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_INT:
+            problems.append(_problem(f"records[{i}].seq", f"must be an integer from 1 to {MAX_INT} (got {seq!r})"))
         elif seq in seqs:
             problems.append(_problem(f"records[{i}].seq", f"seq {seq} appears twice in the batch"))
         else:
@@ -107,8 +108,8 @@ def _check(batch: Batch, run: str, attempt: int) -> list[dict[str, Any]]:
 
 @router.post("/ingest/{run}/{attempt}", summary="An attempt's report records: metrics, heartbeats, checkpoints")
 def ingest(
-    run: str,
-    attempt: int,
+    run: Name,
+    attempt: Count,
     batch: Batch,
     request: Request,
     authorization: Annotated[str | None, Header()] = None,

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from crossrail.api.auth import TeamView, actor_of, note_run, scoped, submitted_status
+from crossrail.api.bounds import MAX_INT, MAX_ITEMS, Count, Document, Name, Positive, Text
 from crossrail.core.api import QUEUE_PAGE
 from crossrail.errors import UsageError
 
@@ -23,6 +24,7 @@ FOLLOW_POLL_S = 0.25
 KEEPALIVE_S = 15.0  # a following stream with nothing new sends a comment this often, so proxies keep it open
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
+NAME_MAX = 255  # bytes of a file name on common file systems: a longer source's name is not used for the file
 
 router = APIRouter(prefix="/v1")
 
@@ -32,35 +34,37 @@ class Body(BaseModel):
 
 
 class SubmitBody(Body):
-    document: str | dict[str, Any] = Field(description="The Experiment: YAML or JSON text, or the object itself.")
-    source: str = Field("request body", description="Where the document came from, named in its problems.")
-    sets: list[str] = Field(default_factory=list, description="Overrides, as `--set`: spec.resources.chips=4.")
-    idempotency_key: str | None = Field(None, alias="idempotencyKey")
+    document: Document | dict[str, Any] = Field(description="The Experiment: YAML or JSON text, or the object itself.")
+    source: Text = Field("request body", description="Where the document came from, named in its problems.")
+    sets: list[Text] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="Overrides, as `--set`: spec.resources.chips=4."
+    )
+    idempotency_key: Name | None = Field(None, alias="idempotencyKey")
 
 
 class PlaceBody(Body):
-    document: str | dict[str, Any]
-    source: str = "request body"
-    sets: list[str] = Field(default_factory=list)
+    document: Document | dict[str, Any]
+    source: Text = "request body"
+    sets: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class ResubmitBody(Body):
     resume: bool = False
-    idempotency_key: str | None = Field(None, alias="idempotencyKey")
+    idempotency_key: Name | None = Field(None, alias="idempotencyKey")
 
 
 class FleetBody(Body):
-    document: str | dict[str, Any] = Field(description="The Fleet: YAML or JSON text, or the object itself.")
-    source: str = "request body"
+    document: Document | dict[str, Any] = Field(description="The Fleet: YAML or JSON text, or the object itself.")
+    source: Text = "request body"
 
 
 class ReserveBody(Body):
-    pool: str
-    chips: int = Field(gt=0)
-    start: str
-    duration: str
-    team: str | None = None
-    name: str | None = None
+    pool: Name
+    chips: Positive
+    start: Text
+    duration: Text
+    team: Name | None = None
+    name: Name | None = None
 
 
 def client(request: Request) -> TeamView:
@@ -95,41 +99,41 @@ def submit(body: SubmitBody, request: Request) -> JSONResponse:
 def list_runs(
     request: Request,
     *,
-    state: Annotated[list[str] | None, Query()] = None,
-    stage: str | None = None,
-    team: str | None = None,
-    experiment: str | None = None,
+    state: Annotated[list[Name] | None, Query(max_length=MAX_ITEMS)] = None,
+    stage: Name | None = None,
+    team: Name | None = None,
+    experiment: Name | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    cursor: str | None = None,
+    cursor: Name | None = None,
 ) -> dict[str, Any]:
     return client(request).runs(states=state, stage=stage, team=team, experiment=experiment, limit=limit, cursor=cursor)
 
 
 @router.get("/runs/{ref}", summary="A run with its lineage, attempts, checkpoints and events")
-def show(ref: str, request: Request) -> dict[str, Any]:
+def show(ref: Name, request: Request) -> dict[str, Any]:
     return client(request).show(ref)
 
 
 @router.post("/runs/{ref}/cancel", summary="Cancel a run")
-def cancel(ref: str, request: Request) -> dict[str, Any]:
+def cancel(ref: Name, request: Request) -> dict[str, Any]:
     with writing(request):
         return client(request).cancel(ref)
 
 
 @router.post("/runs/{ref}/suspend", summary="Take a run out of its queue until resumed")
-def suspend(ref: str, request: Request) -> dict[str, Any]:
+def suspend(ref: Name, request: Request) -> dict[str, Any]:
     with writing(request):
         return client(request).suspend(ref)
 
 
 @router.post("/runs/{ref}/resume", summary="Put a suspended run back in its queue")
-def resume(ref: str, request: Request) -> dict[str, Any]:
+def resume(ref: Name, request: Request) -> dict[str, Any]:
     with writing(request):
         return client(request).resume(ref)
 
 
 @router.post("/runs/{ref}/resubmit", response_model=dict[str, Any], summary="Queue a new run of a run's recorded spec")
-def resubmit(ref: str, request: Request, body: ResubmitBody | None = None) -> JSONResponse:
+def resubmit(ref: Name, request: Request, body: ResubmitBody | None = None) -> JSONResponse:
     body = body or ResubmitBody()
     with writing(request):
         result = client(request).resubmit(ref, resume=body.resume, idempotency_key=body.idempotency_key)
@@ -138,7 +142,7 @@ def resubmit(ref: str, request: Request, body: ResubmitBody | None = None) -> JS
 
 
 @router.get("/runs/{ref}/logs", summary="A run's attempt logs; follow=1 streams them as server-sent events")
-async def logs(ref: str, request: Request, attempt: int | None = None, follow: bool = False) -> Any:
+async def logs(ref: Name, request: Request, attempt: Count | None = None, follow: bool = False) -> Any:
     c = client(request)
     first = await run_in_threadpool(c.logs, ref, attempt)
     if not follow:
@@ -178,8 +182,8 @@ def status(request: Request) -> dict[str, Any]:
 def queue(
     request: Request,
     *,
-    limit: Annotated[int, Query(ge=0, description="runs shown per queue; 0: every one")] = QUEUE_PAGE,
-    offset: Annotated[int, Query(ge=0, description="runs skipped at the head of each queue")] = 0,
+    limit: Annotated[int, Query(ge=0, le=MAX_INT, description="runs shown per queue; 0: every one")] = QUEUE_PAGE,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT, description="runs skipped at the head of each queue")] = 0,
 ) -> JSONResponse:
     # Already plain JSON: sent as it is, since FastAPI's value-by-value re-encoding of a queue of 10,000 pending
     # runs costs as much as planning it.
@@ -190,9 +194,9 @@ def queue(
 async def events(
     request: Request,
     *,
-    run: str | None = None,
-    type: Annotated[list[str] | None, Query()] = None,
-    after: Annotated[int, Query(ge=0)] = 0,
+    run: Name | None = None,
+    type: Annotated[list[Name] | None, Query(max_length=MAX_ITEMS)] = None,
+    after: Count = 0,
     limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
     follow: bool = False,
 ) -> Any:
@@ -235,24 +239,25 @@ def agents(request: Request) -> dict[str, Any]:
 
 
 @router.get("/runs/{ref}/checkpoints", summary="A run's committed checkpoints, each verified unless verify=0")
-def checkpoints(ref: str, request: Request, verify: bool = True) -> dict[str, Any]:
+def checkpoints(ref: Name, request: Request, verify: bool = True) -> dict[str, Any]:
     return client(request).ckpt_ls(ref, verify=verify)
 
 
 @router.get("/runs/{ref}/checkpoints/{step}", summary="A checkpoint's manifest (step, or `latest`)")
-def checkpoint(ref: str, step: str, request: Request) -> dict[str, Any]:
+def checkpoint(ref: Name, step: Name, request: Request) -> dict[str, Any]:
     return client(request).ckpt_show(ref, step=_step(step))
 
 
 @router.post("/runs/{ref}/checkpoints/verify", summary="Check every tensor of the newest (or every) checkpoint")
-def verify(ref: str, request: Request, all: bool = False) -> dict[str, Any]:
+def verify(ref: Name, request: Request, all: bool = False) -> dict[str, Any]:
     return client(request).ckpt_verify(ref, every=all)
 
 
 def _step(step: str) -> int | None:
     if step == "latest":
         return None
-    if not step.isdigit():
+    # ASCII digits only: str.isdigit accepts `²`, which int() refuses.
+    if not (step.isascii() and step.isdigit()) or int(step) > MAX_INT:
         raise UsageError(f"checkpoint step {step!r} is neither a number nor `latest`; pass e.g. 100 or latest")
     return int(step)
 
@@ -268,7 +273,7 @@ def fleet(request: Request) -> dict[str, Any]:
 @router.put("/fleet", summary="Replace the fleet with a Fleet document")
 def fleet_apply(body: FleetBody, request: Request) -> dict[str, Any]:
     name = Path(body.source).name
-    if name in ("", ".", "..") or body.source == "request body":
+    if name in ("", ".", "..") or body.source == "request body" or len(name.encode()) > NAME_MAX:
         name = "fleet.yaml"
     with tempfile.TemporaryDirectory(prefix="crossrail-fleet-") as tmp:
         path = Path(tmp) / name
@@ -278,13 +283,13 @@ def fleet_apply(body: FleetBody, request: Request) -> dict[str, Any]:
 
 
 @router.post("/fleet/pools/{pool}/drain", summary="Drain a pool: nothing new is placed on it")
-def drain(pool: str, request: Request) -> dict[str, Any]:
+def drain(pool: Name, request: Request) -> dict[str, Any]:
     with writing(request):
         return client(request).drain(pool)
 
 
 @router.post("/fleet/pools/{pool}/undrain", summary="Undo a drain")
-def undrain(pool: str, request: Request) -> dict[str, Any]:
+def undrain(pool: Name, request: Request) -> dict[str, Any]:
     with writing(request):
         return client(request).drain(pool, drained=False)
 
@@ -306,14 +311,14 @@ def reserve(body: ReserveBody, request: Request) -> dict[str, Any]:
 
 
 class TokenBody(Body):
-    team: str
-    role: str
-    user: str | None = None
-    expires: str | None = Field(None, description="How long it is valid, e.g. 30d; never expires when left out.")
+    team: Name
+    role: Name
+    user: Name | None = None
+    expires: Text | None = Field(None, description="How long it is valid, e.g. 30d; never expires when left out.")
 
 
 @router.get("/usage", summary="Chip-hours and cost per team, stage and pool (a non-admin: its own team)")
-def usage(request: Request, since: str | None = None, team: str | None = None) -> dict[str, Any]:
+def usage(request: Request, since: Text | None = None, team: Name | None = None) -> dict[str, Any]:
     return client(request).usage(since=since, team=team)
 
 
@@ -325,8 +330,8 @@ def whoami(request: Request) -> dict[str, Any]:
 @router.get("/audit", summary="The audit log: every write and every refused request (admins)")
 def audit(
     request: Request,
-    since: str | None = None,
-    team: str | None = None,
+    since: Text | None = None,
+    team: Name | None = None,
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
 ) -> dict[str, Any]:
     return client(request).audit(since=since, team=team, limit=limit)
@@ -343,12 +348,12 @@ def token_create(body: TokenBody, request: Request) -> dict[str, Any]:
 
 
 @router.post("/tokens/{token_id}/revoke", summary="Refuse a token from now on (admins)")
-def token_revoke(token_id: str, request: Request) -> dict[str, Any]:
+def token_revoke(token_id: Name, request: Request) -> dict[str, Any]:
     return client(request).token_revoke(token_id)
 
 
 @router.post("/tokens/{token_id}/rotate", summary="A new secret for a token; the old one is refused (admins)")
-def token_rotate(token_id: str, request: Request) -> dict[str, Any]:
+def token_rotate(token_id: Name, request: Request) -> dict[str, Any]:
     return client(request).token_rotate(token_id)
 
 

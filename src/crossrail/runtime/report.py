@@ -399,12 +399,16 @@ def _invalid(text: str, reason: str, where: str) -> dict[str, Any]:
 Check = tuple[str, Callable[[Any], bool], str]
 
 
+INT_LIMIT = 2**63
+"""A record's integers are signed 64-bit, as the store keeps them (a larger one would overflow its insert)."""
+
+
 def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+    return isinstance(x, int) and not isinstance(x, bool) and -INT_LIMIT <= x < INT_LIMIT
 
 
 def _is_number(x: Any) -> bool:
-    return (isinstance(x, int | float) and not isinstance(x, bool)) and math.isfinite(x)
+    return _is_int(x) or (isinstance(x, float) and math.isfinite(x))
 
 
 def _is_name(x: Any) -> bool:

@@ -1,0 +1,174 @@
+"""No 500s: the hostile parameters and bodies that made the server fail answer in the one error shape instead.
+
+Each request goes through the whole app in process (auth middleware included) over a small fresh workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from crossrail.api import create_app
+from crossrail.client import Client
+from crossrail.control import reports
+from crossrail.control.attempts import new_attempt
+from crossrail.control.secrets import attempt_secret
+from crossrail.core import Event, EventType, ManualClock
+
+CLOCK = ManualClock()
+HUGE = 10**30  # past 64 bits: SQLite refuses to bind it
+
+
+def call(app: FastAPI, method: str, url: str, **kw: Any) -> httpx.Response:
+    """One request through the ASGI app in process; a failure inside the app is its 500, not an exception here."""
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            return await client.request(method, url, **kw)
+
+    return asyncio.run(go())
+
+
+def is_error_shape(answer: httpx.Response, status: int) -> bool:
+    """Whether `answer` is the documented error (docs/api.md#errors) with this status."""
+    body = answer.json()
+    return (
+        answer.status_code == status
+        and body["apiVersion"] == "crossrail/v1"
+        and body["kind"] == "Error"
+        and body["status"] == status
+        and isinstance(body["error"], str)
+        and isinstance(body["message"], str)
+        and isinstance(body["problems"], list)
+    )
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("no500")
+    Client.init(root)
+    return root / ".crossrail"
+
+
+@pytest.fixture(scope="module")
+def app(home: Path) -> Iterator[FastAPI]:
+    app = create_app(home, clock=CLOCK)
+    yield app
+    app.state.client.close()
+
+
+def admitted(home: Path, name: str, report: str) -> str:
+    """A run of the workspace's pretraining experiment, admitted as attempt 1 reporting to `report`."""
+    with Client(home, server="", clock=CLOCK) as c:
+        submitted = c.submit(home / "experiments" / "pretrain-small.yaml", sets=[f"metadata.name={name}"])
+        run_id = str(submitted["run"]["id"])
+        run = c.service.store.get_run(run_id)
+        pool = c.service.fleet.pools[0]
+        att = new_attempt(run, 1, pool, run.chips, report=report.format(run=run_id), now=CLOCK.now())
+        assert c.service.store.admit(att, [Event(EventType.ADMITTED, CLOCK.now(), run_id, 1, {"pool": pool.name})])
+        return run_id
+
+
+def test_checkpoint_step_of_a_non_ascii_digit_is_a_400_not_a_500(app: FastAPI, home: Path) -> None:
+    run = admitted(home, "digits", str(home / "reports" / "{run}" / "1.jsonl"))
+    for step in ("%C2%B2", "%D9%A1", "%EF%BC%91"):  # ², Arabic-Indic one, fullwidth one: str.isdigit says yes
+        answer = call(app, "GET", f"/v1/runs/{run}/checkpoints/{step}")
+        assert is_error_shape(answer, 400), answer.text
+        assert "neither a number nor `latest`" in answer.json()["message"]
+    beyond = call(app, "GET", f"/v1/runs/{run}/checkpoints/{HUGE}")
+    assert is_error_shape(beyond, 400), beyond.text
+    assert call(app, "GET", f"/v1/runs/{run}/checkpoints/7").status_code == 404  # a real number still asks
+
+
+def test_events_after_beyond_63_bits_is_a_422_not_a_500(app: FastAPI) -> None:
+    answer = call(app, "GET", "/v1/events", params={"after": "99999999999999999999999"})
+    assert is_error_shape(answer, 422), answer.text
+    assert answer.json()["problems"][0]["path"] == "after"
+    assert call(app, "GET", "/v1/events", params={"after": str(2**63 - 1)}).json()["events"] == []
+    for name, value in (("after", "²"), ("limit", "١٠")):  # non-ASCII digits are not numbers either
+        assert is_error_shape(call(app, "GET", "/v1/events", params={name: value}), 422)
+
+
+def test_ingest_step_or_seq_of_ten_to_the_thirty_is_refused_not_a_500(app: FastAPI, home: Path) -> None:
+    run = admitted(home, "huge", "http://testserver/v1/ingest/{run}/1")
+    auth = {"Authorization": f"Bearer {attempt_secret(home, run, 1)}"}
+    incarnation = int(CLOCK.now() * 1000)
+
+    def record(seq: int, step: int) -> dict[str, Any]:
+        return {"v": 1, "ts": CLOCK.now(), "run": run, "attempt": 1, "type": "metric", "seq": seq} | {
+            "name": "loss",
+            "value": 1.5,
+            "step": step,
+        }
+
+    url = f"/v1/ingest/{run}/1"
+    by_seq = call(app, "POST", url, headers=auth, json={"incarnation": incarnation, "records": [record(HUGE, 1)]})
+    assert is_error_shape(by_seq, 422), by_seq.text
+    assert by_seq.json()["problems"][0]["path"] == "records[0].seq"
+
+    # A step the store cannot hold makes the record an `invalid` report, as a malformed line does; the good
+    # record beside it is stored.
+    batch = {"incarnation": incarnation, "records": [record(1, HUGE), record(2, 3)]}
+    by_step = call(app, "POST", url, headers=auth, json=batch)
+    assert by_step.status_code == 200, by_step.text
+    assert by_step.json()["stored"] == 2
+    shown = call(app, "GET", f"/v1/runs/{run}")
+    assert shown.status_code == 200, shown.text
+    with Client(home, server="", clock=CLOCK) as c:
+        assert [s["step"] for s in c.service.store.metric_samples(run, "loss")] == [3]
+
+
+def test_file_reports_with_a_step_of_ten_to_the_thirty_do_not_stop_the_agent(home: Path) -> None:
+    run = admitted(home, "huge-file", str(home / "reports" / "{run}" / "1.jsonl"))
+    with Client(home, server="", clock=CLOCK) as c:
+        att = c.service.store.attempts(run)[0]
+        path = Path(att.report_uri or "")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [
+            {"v": 1, "ts": CLOCK.now(), "run": run, "attempt": 1, "type": "metric", "name": "loss", "value": 2.0}
+            | {"step": step}
+            for step in (HUGE, 4)
+        ]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        reports.ingest(c.service.store, att, CLOCK.now())  # the agent's pass: it raised OverflowError
+        assert [s["step"] for s in c.service.store.metric_samples(run, "loss")] == [4]
+
+
+def test_fleet_put_with_a_300_character_or_nul_source_is_answered_not_a_500(app: FastAPI, home: Path) -> None:
+    document = (home / "fleet.yaml").read_text()
+    long = call(app, "PUT", "/v1/fleet", json={"document": document, "source": "f" * 300 + ".yaml"})
+    assert long.status_code == 200, long.text  # a source too long for a file name is still named in problems
+    assert long.json()["kind"] == "FleetChange"
+    nul = call(app, "PUT", "/v1/fleet", json={"document": document, "source": "fleet\x00.yaml"})
+    assert is_error_shape(nul, 422), nul.text
+    assert nul.json()["problems"][0]["path"] == "source"
+    huge = call(app, "PUT", "/v1/fleet", json={"document": document, "source": "f" * 5000})
+    assert is_error_shape(huge, 422), huge.text
+
+
+def test_deeply_nested_json_gets_the_documented_error_shape(app: FastAPI) -> None:
+    for depth in (101, 100_000):
+        body = b'{"document": ' + b"[" * depth + b"]" * depth + b"}"
+        answer = call(app, "POST", "/v1/place", content=body, headers={"content-type": "application/json"})
+        assert is_error_shape(answer, 400), answer.text
+        assert "nested" in answer.json()["message"]
+    unclosed = call(app, "POST", "/v1/place", content=b"[" * 50_000, headers={"content-type": "application/json"})
+    assert is_error_shape(unclosed, 400), unclosed.text
+    # Brackets inside strings are text, not nesting: a spec document's own limit answers a nested document.
+    text = json.dumps({"document": "[" * 5000})
+    assert call(app, "POST", "/v1/place", content=text, headers={"content-type": "application/json"}).status_code == 422
+
+
+def test_unknown_paths_and_methods_answer_in_the_documented_error_shape(app: FastAPI) -> None:
+    assert is_error_shape(call(app, "GET", "/v1/no-such-thing"), 404)
+    wrong = call(app, "DELETE", "/v1/runs")
+    assert is_error_shape(wrong, 405)
+    assert wrong.headers["allow"]  # which methods the path takes
