@@ -129,8 +129,9 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/ui/static/{name}"): Case("GET", "/ui/static/style.css"),
     ("GET", "/"): Case("GET", "/", ok=frozenset({307})),
     ("GET", "/ui"): Case("GET", "/ui", ok=frozenset({307})),
-    # No form: the sign-in form again, 401, whoever asks (test_a_browser_signs_in_through_the_form).
-    ("POST", "/ui/login"): Case("POST", "/ui/login", ok=frozenset({401})),
+    # Not from a page of this server (no Origin): refused, whoever asks; from one, with no form: the sign-in
+    # form again, 401 (test_a_browser_signs_in_through_the_form, tests/security/test_web_session.py).
+    ("POST", "/ui/login"): Case("POST", "/ui/login", ok=frozenset({403})),
     ("GET", "/ui/"): Case("GET", "/ui/", ok=frozenset({307})),
     ("GET", "/v1/openapi.json"): Case("GET", "/v1/openapi.json"),
     ("GET", "/v1/docs"): Case("GET", "/v1/docs"),
@@ -370,7 +371,8 @@ def test_the_dashboard_takes_a_token_once_and_keeps_it_in_a_cookie(world: World)
 
 def test_a_browser_signs_in_through_the_form_and_stays_on_this_site(world: World) -> None:
     viewer = world.tokens["viewer"]
-    with httpx.Client(base_url=world.url) as browser:
+    with httpx.Client(base_url=world.url, headers={"Origin": world.url}) as browser:  # the form's own page
+        assert browser.post("/ui/login").status_code == 401  # no token: the form again
         form = browser.get("/ui/queues", params={"stage": "eval"})
         assert form.status_code == 401
         assert form.headers["content-type"].startswith("text/html")

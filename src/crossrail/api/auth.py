@@ -3,13 +3,17 @@
 Every route of the app names its action in `ROUTES` (a route missing from it fails `create_app`), so no
 endpoint escapes the checks. `AuthMiddleware` authenticates each request (a bearer token, or the dashboard's
 cookie), refuses a role that lacks the route's action (403) or a missing or dead token (401) when the server
-requires auth, and writes the audit row of every write and every refusal. What a role may do to another
-team's runs, and what it may see of them, is `TeamView`'s: the client the endpoints call. docs/auth.md.
+requires auth, refuses a write a page of another origin may have made a browser send (`check_forgery`: the
+cookie's writes need this server's Origin and the session's CSRF token), and writes the audit row of every
+write and every refusal. What a role may do to another team's runs, and what it may see of them, is
+`TeamView`'s: the client the endpoints call. docs/auth.md.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
@@ -158,6 +162,7 @@ class AuthMiddleware:
             actor = await self._who(scope, origin, action)
             if action is not None and actor is not None:
                 check_action(actor, action, method, scope["path"])
+            check_forgery(scope, method, template, action)
         except (UnauthenticatedError, ForbiddenError) as exc:
             await run_in_threadpool(
                 self._audit, actor, origin, method, template, params, errors.status_of(exc), str(exc)
@@ -189,8 +194,8 @@ class AuthMiddleware:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 await audit(int(message["status"]))
-                if login and actor is not None and actor.token_id is not None:  # the dashboard's ?token= once
-                    cookie = login_cookie(login)
+                if login and actor is not None and actor.token_id is not None and _keeps_login(scope):
+                    cookie = login_cookie(login)  # the dashboard's ?token=, kept for the next pages
                     message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]
             await send(message)
 
@@ -344,19 +349,29 @@ def _origin(scope: Scope) -> str:
 
 
 def _bearer(scope: Scope) -> str | None:
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    return _credential(scope)[0]
+
+
+def _credential(scope: Scope) -> tuple[str | None, str]:
+    """The request's token and where it came from: `bearer` (the Authorization header), `query` (a dashboard
+    page's `?token=`), `cookie` (the dashboard's session, which a browser attaches to any request) or `none`."""
+    headers = _headers(scope)
     auth = headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         path = str(scope.get("path", ""))
-        return None if path.startswith("/v1/ingest/") else auth[7:].strip()
+        return (None, "none") if path.startswith("/v1/ingest/") else (auth[7:].strip(), "bearer")
     login = _query_token(scope)
     if login:
-        return login
+        return login, "query"
     for part in headers.get("cookie", "").split(";"):
         name, _, value = part.strip().partition("=")
         if name == COOKIE and value:
-            return str(value)
-    return None
+            return str(value), "cookie"
+    return None, "none"
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
 def _query_token(scope: Scope) -> str | None:
@@ -380,6 +395,102 @@ async def _answer(send: Send, exc: CrossrailError) -> None:
 def login_cookie(secret: str) -> str:
     """The Set-Cookie value that keeps a dashboard token: the browser sends it back, scripts cannot read it."""
     return f"{COOKIE}={secret}; Path=/; HttpOnly; SameSite=Strict"
+
+
+# --- writes a page of another origin makes a browser send --------------------------------------------------
+# SameSite=Strict does not stop them: another port on the same host is the same site, and its pages' form
+# posts carry this server's cookie. What such a page cannot do is choose the Origin header, read this server's
+# pages (where the CSRF token is) or read the HttpOnly cookie.
+
+CSRF_HEADER = "X-CSRF-Token"
+CSRF_META = "crossrail-csrf"
+"""The header a dashboard session's write carries its CSRF token in; the `<meta name>` pages carry it in."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOGIN = ("POST", "/ui/login")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def csrf_token(secret: str) -> str:
+    """The CSRF token of the dashboard session holding token `secret`: a digest keyed by that token, so there
+    is one per session, the server keeps no state to check it, and it reveals nothing of the token."""
+    return hmac.new(secret.encode(), b"crossrail dashboard csrf", hashlib.sha256).hexdigest()
+
+
+def session_csrf(scope: Scope) -> str | None:
+    """The CSRF token a dashboard page hands its browser session (None: the request came without one)."""
+    secret, source = _credential(scope)
+    return csrf_token(secret) if secret and source in ("cookie", "query") else None
+
+
+def check_forgery(scope: Scope, method: str, template: str, action: Action | None) -> None:
+    """ForbiddenError for a write a page of another origin may have made a browser send: a write authorized by
+    the dashboard's cookie needs an Origin (or, lacking one, a Referer) of this server and the session's CSRF
+    token; signing in needs an Origin of this server; a write without any token (the anonymous admin of
+    loopback) is refused when the browser says it comes from another origin. A bearer token is not checked:
+    no other site can make a browser send one."""
+    if method in SAFE_METHODS:
+        return
+    secret, source = _credential(scope)
+    if (method, template) == LOGIN:
+        _same_origin(scope, "signing in to the dashboard")
+    elif action is None or source in ("bearer", "query"):
+        return
+    elif source == "cookie":
+        _same_origin(scope, f"a dashboard session's {method}")
+        sent = _headers(scope).get(CSRF_HEADER.lower(), "")
+        if not hmac.compare_digest(sent.encode(), csrf_token(secret or "").encode()):
+            raise ForbiddenError(
+                f"a dashboard session's {method} {scope['path']} must carry the session's CSRF token in the "
+                f"{CSRF_HEADER} header (its pages carry it in <meta name={CSRF_META!r}>); "
+                "scripts send `Authorization: Bearer <token>` instead"
+            )
+    elif _claimed_origin(scope) is not None:
+        _same_origin(scope, f"a {method} without a token")
+
+
+def _same_origin(scope: Scope, what: str) -> None:
+    claimed, own = _claimed_origin(scope), _own_origin(scope)
+    if claimed is None or own is None or _normal_origin(claimed) != own:
+        said = f"from {claimed}" if claimed else "with no Origin or Referer header"
+        raise ForbiddenError(
+            f"{what} must come from a page of this server ({own or 'its Host header'}), not {said}; "
+            "scripts send `Authorization: Bearer <token>` instead"
+        )
+
+
+def _claimed_origin(scope: Scope) -> str | None:
+    """Where the browser says the request comes from: its Origin, else its Referer (None: neither was sent)."""
+    headers = _headers(scope)
+    return headers.get("origin") or headers.get("referer") or None
+
+
+def _own_origin(scope: Scope) -> str | None:
+    """This server's origin as the request addressed it: scheme (a trusted proxy's, see `serve
+    --forwarded-allow-ips`) and the Host header."""
+    host = _headers(scope).get("host")
+    if not host and scope.get("server"):
+        host = f"{scope['server'][0]}:{scope['server'][1]}"
+    return _normal_origin(f"{scope.get('scheme', 'http')}://{host}") if host else None
+
+
+def _normal_origin(url: str) -> str | None:
+    """`scheme://host:port` of a URL, the port always written (None: not an http(s) URL with a host)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return f"{parts.scheme}://{parts.hostname}:{port or _DEFAULT_PORTS[parts.scheme]}"
+
+
+def _keeps_login(scope: Scope) -> bool:
+    """Whether a page's `?token=` goes into the cookie: not when another site's page sent the browser here
+    (Sec-Fetch-Site), which would sign the browser in as that site's token."""
+    return _headers(scope).get("sec-fetch-site", "none") in ("none", "same-origin")
 
 
 async def _login_form(scope: Scope, receive: Receive, send: Send, exc: UnauthenticatedError) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from crossrail.api.auth import TeamView, login_cookie, request_actor, scoped
+from crossrail.api.auth import CSRF_META, TeamView, login_cookie, request_actor, scoped, session_csrf
 from crossrail.core import format_duration
 from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
 
@@ -42,7 +42,14 @@ _ENV = _templates()
 
 
 def _page(request: Request, template: str, title: str, **context: Any) -> HTMLResponse:
-    html = _ENV.get_template(template).render(pages=PAGES, title=title, path=request.url.path, **context)
+    html = _ENV.get_template(template).render(
+        pages=PAGES,
+        title=title,
+        path=request.url.path,
+        csrf=session_csrf(request.scope),  # a write a page makes carries it (docs/auth.md)
+        csrf_meta=CSRF_META,
+        **context,
+    )
     return HTMLResponse(html)
 
 
@@ -186,11 +193,14 @@ def _report_doc(request: Request, before: str | None, after: str | None) -> Any:
 
 
 def runs_view(c: TeamView, limit: int = 200) -> list[dict[str, Any]]:
-    """The newest runs with their pool, step, latest loss and last committed checkpoint."""
+    """The newest runs of the actor's team (an admin's: of every team) with their pool, step, latest loss and
+    last committed checkpoint. The store picks the team's newest, so other teams' runs never crowd them out."""
     from crossrail.control.service import summary
 
     store, now = c.service.store, c.clock.now()
-    runs = store.list_runs(limit=limit)
+    if not c.actor.admin and c.actor.team is None:  # a token of no team sees no team's runs
+        return []
+    runs = store.list_runs(limit=limit, team=None if c.actor.admin else c.actor.team)
     last = store.last_attempts(r.id for r in runs)
     out = []
     for run in runs:
