@@ -229,10 +229,15 @@ class Client:
         if not self.audit_writes:
             return fn()
         from crossrail.control.access import audit_row, local_actor
-        from crossrail.errors import CrossrailError
+        from crossrail.errors import CrossrailError, ForbiddenError
 
-        actor, what = local_actor(), verb or str(action)
+        actor, what = local_actor(self.workspace.root), verb or str(action)
         try:
+            if not actor.admin:
+                raise ForbiddenError(
+                    f"{actor.who} does not own the workspace {self.workspace.root}, so may not {what} here; its "
+                    "owner (or root) may, or a server's token of your team may"
+                )
             result = fn()
         except CrossrailError as exc:
             if "service" in self.__dict__:  # the store opened: a refusal of this write is recorded
@@ -654,7 +659,7 @@ class Client:
         """Who this client acts as: locally an admin under the OS user (a claimed $CROSSRAIL_USER apart)."""
         from crossrail.control.access import local_actor
 
-        a = actor or local_actor()
+        a = actor or local_actor(self.workspace.root)
         return _obj(
             "Identity", user=a.who, team=a.team, role=str(a.role), token=a.token_id, origin=a.origin, claimed=a.claimed
         )

@@ -84,6 +84,9 @@ class Pool(SpecModel):
     backend: Backend = "local"
     ray: RayPoolSpec | None = None  # the Ray cluster and resources of a backend: ray pool
     drained: bool = False
+    trusted: bool = False
+    """Local pools only: where attempts cannot run under a uid of their team's own (the agent is not root),
+    an admin accepts that commands of team tokens run as the agent's OS user here (docs/auth.md)."""
     time_sliced: bool = False
     """Round-based scheduling policies may preempt and move work here at each round's end."""
     kubernetes: KubernetesPool | None = None  # GKE selectors and Kueue flavor (spec/targets.py)
@@ -291,6 +294,15 @@ class BudgetSpec(SpecModel):
     hold: bool = False
 
 
+class IsolationSpec(SpecModel):
+    """Who an attempt's command runs as on local pools (docs/auth.md): `run_as: per-team` gives each team a
+    uid and gid of its own (`uids` pins a team's, else one derived from its name); any other value names the
+    OS user every attempt runs as."""
+
+    run_as: NonEmpty = "per-team"
+    uids: dict[NonEmpty, Annotated[int, Field(strict=True, ge=1000, lt=2**31)]] = Field(default_factory=dict)
+
+
 class FleetSpec(SpecModel):
     pools: list[Pool] = Field(min_length=1)
     queues: list[Queue] = Field(default_factory=list)
@@ -300,6 +312,7 @@ class FleetSpec(SpecModel):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     reservations: list[ReservationSpec] = Field(default_factory=list)
     budgets: list[BudgetSpec] = Field(default_factory=list)
+    isolation: IsolationSpec | None = None
     kubernetes: KubernetesFleet = Field(default_factory=KubernetesFleet)
 
     @property
