@@ -1,7 +1,7 @@
 """Tokens, actors and the audit log over a store: create, rotate, revoke, authenticate, record (docs/auth.md).
 
 A token is `crt_<id>_<secret>`: the id names it in lists and the audit log, the secret (32 random bytes) is
-shown once and kept only as its sha256. The local CLI acts as an admin under the OS user.
+shown once and kept only as its sha256. The local CLI acts under the OS user: an admin when it owns the workspace.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import os
 import secrets
+from pathlib import Path
 from typing import Any
 
 from crossrail.core import validate_name
@@ -32,11 +33,25 @@ LOCAL_TEAM = "local"
 """The team of an audit row of a local CLI write that belongs to no one team (its role is admin)."""
 
 
-def local_actor() -> Actor:
-    """The local CLI's actor: an admin named by the OS, with `$CROSSRAIL_USER` kept apart as a claim."""
+def local_actor(root: Path | None = None) -> Actor:
+    """The local CLI's actor, named by the OS, with `$CROSSRAIL_USER` kept apart as a claim: an admin when it is
+    the owner of the workspace `root` (the OS user who owns that `.crossrail` directory) or root, else a viewer.
+    Another user of the machine, or a run's command under its team's uid, is not the workspace's admin."""
     user = os_user()
     claimed = os.environ.get("CROSSRAIL_USER") or None
-    return Actor(who=user, team=None, role=Role.ADMIN, origin=f"local:{user}", claimed=claimed)
+    return Actor(who=user, team=None, role=local_role(root), origin=f"local:{user}", claimed=claimed)
+
+
+def local_role(root: Path | None) -> Role:
+    """The one rule of who administers a workspace from this machine (without `root`: the one who asks)."""
+    euid = os.geteuid()
+    if root is None or euid == 0:
+        return Role.ADMIN
+    try:
+        owner = root.stat().st_uid
+    except OSError:  # no workspace there yet: whoever makes it will own it
+        return Role.ADMIN
+    return Role.ADMIN if owner == euid else Role.VIEWER
 
 
 def _sha(secret: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control import budgets, parents, pipesize, reports
+from crossrail.control import budgets, isolation, parents, pipesize, reports
 from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
 from crossrail.control.executor import AttemptStatus, Executor, StopReason
@@ -28,7 +28,8 @@ from crossrail.control.secrets import attempt_secret
 from crossrail.control.service import Service
 from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import EndReason, Event, EventType, format_duration, parse_duration
-from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError
+from crossrail.core.attempts import RunAs
+from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError, UsageError
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
 from crossrail.scheduling.backlog import LEARNER, Resize
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
@@ -278,6 +279,17 @@ class Agent:
             run, att, lost, (EndReason.HEARTBEAT_TIMEOUT, f"lost: no heartbeat for {format_duration(silent)}")
         )
 
+    def _run_as(self, run: RunRecord, att: AttemptRecord) -> RunAs | None:
+        """Who the attempt's command runs as on a local pool (crossrail.control.isolation); None: as the agent's
+        user, the workspace owner's own run in a one-person workspace (or an attempt of another backend)."""
+        fleet = self.service.fleet
+        pool = next((p for p in fleet.spec.pools if p.name == att.pool), None)
+        if (pool is not None and str(pool.backend) != "local") or not isolation.isolating(fleet, self.store):
+            return None
+        if self.workspace_root is not None and isolation.can_isolate():
+            isolation.harden(self.workspace_root)
+        return isolation.run_as(fleet, run.team)
+
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
         parent = att.parent_checkpoint or parents.launch_checkpoint(self.store, run)  # resolved at admission
         parent_uid = self.store.get_run(run.parent_run).uid if run.parent_run else None
@@ -293,6 +305,12 @@ class Agent:
             report_secret=secret,
         )
         if not self.store.record_launch(run.id, att.number):  # fenced: a deposed leader never gets past this
+            return
+        try:
+            request = dataclasses.replace(request, run_as=self._run_as(run, att))
+        except UsageError as exc:  # the fleet names a user this machine lacks, or a team's uid is taken
+            lost = AttemptStatus(run.id, att.number, "lost")
+            self._end(run, att, lost, (EndReason.LAUNCH_FAILED, f"lost: could not be launched: {exc}"))
             return
         try:
             status = self.executor.launch(request)

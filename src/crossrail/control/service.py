@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import budgets, lineage, parents, progress
+from crossrail.control import budgets, isolation, lineage, parents, progress
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.access import Actor
@@ -177,6 +177,7 @@ class Service:
         exp = check_experiment(doc, self.policy)
         if actor is not None and actor.team is not None:
             self._check_queue_admits(exp, actor)
+            isolation.check_submission(self.fleet, actor, exp)
         pre = self.preflight(doc, exp, cwd)
         if pre.problems:
             raise pre.error()

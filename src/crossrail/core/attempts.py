@@ -50,8 +50,22 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class RunAs:
+    """The OS identity a local attempt's command runs under (crossrail.control.isolation): `name` says whose
+    it is (`team:<team>` or a user's name), `groups` are the gids of the teams that share checkpoints with it."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
-    """One attempt of one run on one pool. `env` already holds every CROSSRAIL_* variable."""
+    """One attempt of one run on one pool. `env` already holds every CROSSRAIL_* variable.
+
+    `run_as`: on local pools, the identity its command runs under; None runs it as the executor's own user
+    (the workspace owner's runs in a one-person workspace). Executors of other machines ignore it."""
 
     run: str
     attempt: int
@@ -61,6 +75,7 @@ class LaunchRequest:
     chips: int
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    run_as: RunAs | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from crossrail.core.attempts import AttemptPhase, AttemptStatus, Capabilities, L
 from crossrail.core.clock import Clock, MonotonicClock, SystemClock
 from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, UsageError
+from crossrail.executors import sandbox
 from crossrail.executors.attempt_dirs import FORGOTTEN, AttemptDirs, stop_reason
 from crossrail.executors.supervisor import (
     CHILD,
@@ -99,11 +101,15 @@ class LocalExecutor(AttemptDirs):
         log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
         keep_logs: int = 200,
         clock: Clock | None = None,
+        homes: Path | None = None,
     ) -> None:
+        """`homes`: where attempts that run under an identity of their own get their home (by default `homes`
+        beside `state_dir`)."""
         if log_max_bytes < 1 or keep_logs < 0:
             raise UsageError(f"log_max_bytes must be > 0 and keep_logs >= 0 (got {log_max_bytes}, {keep_logs})")
         self.state_dir = Path(state_dir).absolute()  # the supervisor runs in the attempt directory
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.homes = Path(homes).absolute() if homes is not None else self.state_dir.with_name("homes")
         self.python = python
         self.log_max_bytes = log_max_bytes
         self.keep_logs = keep_logs
@@ -121,9 +127,22 @@ class LocalExecutor(AttemptDirs):
             return self._known(directory)
         request = replace(request, command=gang_command(request, self.python))
         record = {"request": asdict(request), "launched_at": self._clock.now(), "log_max_bytes": self.log_max_bytes}
+        if request.run_as is not None:
+            record["home"] = str(self._sandbox(request))
         write_json_atomic(directory / REQUEST, record)
         self._start_supervisor(directory)
         return self._known(directory)
+
+    def _sandbox(self, request: LaunchRequest) -> Path:
+        """An isolated attempt's home, made with its report file and checkpoint directory its identity's. The
+        attempts' records (each request holds its secrets) are the agent's alone. Not root: the attempt runs
+        as the agent's user, with an environment and a home of its own all the same."""
+        os.chmod(self.state_dir, 0o700)
+        if os.geteuid() == 0:
+            return sandbox.prepare(request, self.homes)
+        home = self.homes / request.run / str(request.attempt)
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return home
 
     def observe(self) -> list[AttemptStatus]:
         self._unreaped = [p for p in self._unreaped if p.poll() is None]
@@ -177,6 +196,10 @@ class LocalExecutor(AttemptDirs):
             write_json_atomic(directory / FORGOTTEN, {"forgotten_at": self._clock.now()})
         for name in RECORDS:
             (directory / name).unlink(missing_ok=True)
+        home = self.homes / run / str(attempt)  # scratch: what the attempt kept is in its checkpoints and report
+        shutil.rmtree(home, ignore_errors=True)
+        with suppress(OSError):
+            home.parent.rmdir()
         self._prune()
 
     # Reading one attempt's state.

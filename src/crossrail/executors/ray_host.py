@@ -20,7 +20,8 @@ from contextlib import suppress
 from typing import Any
 
 from crossrail.core.clock import Clock, SystemClock
-from crossrail.executors.supervisor import START_FAILED, child_env
+from crossrail.executors.sandbox import child_env
+from crossrail.executors.supervisor import START_FAILED
 
 READ_BYTES = 65536
 START_WAIT_S = 10.0

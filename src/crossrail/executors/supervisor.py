@@ -20,6 +20,7 @@ from types import FrameType
 from typing import IO, Any
 
 from crossrail.core.clock import Clock, MonotonicClock, SystemClock
+from crossrail.executors.sandbox import UMASK, child_env
 
 REQUEST = "request.json"
 SUPERVISOR = "supervisor.json"
@@ -187,14 +188,6 @@ class CappedLog:
             self.file.close()
 
 
-def child_env(extra: dict[str, str]) -> dict[str, str]:
-    """The supervisor's environment plus the request's, with this interpreter's directory first on PATH."""
-    env = {**os.environ, **extra}
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", os.defpath)
-    env.setdefault("PYTHONUNBUFFERED", "1")  # so the log shows progress while the attempt runs
-    return env
-
-
 class Supervisor:
     """Runs one attempt's command. `clock` stamps its start and end (wall time the agent compares); `timer`
     measures the grace before a SIGKILL (monotonic, so a wall-clock step neither shortens nor stretches it)."""
@@ -236,27 +229,37 @@ class Supervisor:
             return self._status(sig=signal.SIGTERM, detail="stopped before the command started")
         log = CappedLog(self.dir, int(request.get("log_max_bytes", DEFAULT_LOG_MAX_BYTES)))
         try:
-            return self._run_command(request["request"], log)
+            return self._run_command({**request["request"], "home": request.get("home")}, log)
         finally:
             log.close()
 
     def _run_command(self, request: dict[str, Any], log: CappedLog) -> dict[str, Any]:
         command = [str(part) for part in request["command"]]
+        env = {str(k): str(v) for k, v in request.get("env", {}).items()}
+        home, who = request.get("home"), request.get("run_as")
+        identity: dict[str, Any] = {}
+        if isinstance(who, dict) and os.geteuid() == 0:  # the command runs as its team, never as root
+            identity = {"user": who["uid"], "group": who["gid"], "extra_groups": list(who.get("groups") or [])}
         try:
             child = subprocess.Popen(
                 command,
-                cwd=self.dir,
-                env=child_env({str(k): str(v) for k, v in request.get("env", {}).items()}),
+                cwd=home or self.dir,
+                env=child_env(env, Path(home) if home else None),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 # Its own process group, so the training tree is signalled as one; in the supervisor's
                 # session, so it can be found and ended even if the supervisor dies before recording its pid.
                 process_group=0,
+                umask=UMASK if home else -1,
+                **identity,
             )
         except OSError as exc:
-            log.write(f"crossrail: cannot start {command[0]!r}: {exc.strerror}\n".encode())
-            return self._status(exit_code=START_FAILED, detail=f"cannot start {command[0]!r}: {exc.strerror}")
+            why = f"cannot start {command[0]!r}: {exc.strerror}"
+            if identity:  # most often the interpreter lies in a directory only the agent's user may enter
+                why += f" (as uid {identity['user']}: the program and the directories above it must be open to it)"
+            log.write(f"crossrail: {why}\n".encode())
+            return self._status(exit_code=START_FAILED, detail=why)
         self.started_at = self.clock.now()
         self.child = child
         write_json_atomic(self.dir / CHILD, {**process_record(child.pid), "started_at": self.started_at})
