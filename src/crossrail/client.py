@@ -107,7 +107,9 @@ class Client:
         from crossrail.control.service import Service
 
         self.workspace.check()
-        return Service(ws_mod.open_store(self.workspace), self.load_fleet, lambda: self.policy, self.clock)
+        service = Service(ws_mod.open_store(self.workspace), self.load_fleet, lambda: self.policy, self.clock)
+        service.workspace_dir = self.workspace.root
+        return service
 
     @cached_property
     def executor(self) -> Any:
@@ -218,9 +220,11 @@ class Client:
         results = self._audited(Action.SUBMIT, None, go)
         return _obj("SubmitResults", results=[self._submitted(r) for r in results])
 
-    def resubmit(self, ref: str, *, resume: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
+    def resubmit(
+        self, ref: str, *, resume: bool = False, idempotency_key: str | None = None, actor: Actor | None = None
+    ) -> dict[str, Any]:
         def go() -> Any:
-            return self.service.resubmit(ref, resume=resume, idempotency_key=idempotency_key)
+            return self.service.resubmit(ref, resume=resume, idempotency_key=idempotency_key, actor=actor)
 
         return self._submitted(self._audited(Action.SUBMIT, ref, go, verb="resubmit"))
 
@@ -252,7 +256,8 @@ class Client:
                 )
                 self.service.store.append_audit(row)
             raise
-        uids = [getattr(getattr(r, "run", r), "uid", None) for r in (result if isinstance(result, list) else [result])]
+        listed = result if isinstance(result, list) else [result]
+        uids = [getattr(getattr(r, "run", r), "uid", None) for r in listed]
         runs = [getattr(getattr(r, "run", r), "id", None) for r in (result if isinstance(result, list) else [result])]
         ids = [r for r in runs if isinstance(r, str)]
         row = audit_row(
@@ -263,6 +268,7 @@ class Client:
             target=",".join(ids) if ids and action in (Action.SUBMIT, Action.CHANGE_RUN) else target,
             run_uid=uids[0] if len(uids) == 1 and isinstance(uids[0], str) else None,
             team=self._audit_team(action, target, result),
+            detail="; ".join(c for r in listed if isinstance(c := getattr(r, "crossing", None), str)) or None,
         )
         self.service.store.append_audit(row)
         return result
@@ -333,11 +339,13 @@ class Client:
 
         return self._submitted(self._audited(Action.SUBMIT, source, go)[0])
 
-    def place_text(self, text: str, *, source: str, sets: Sequence[str] = ()) -> dict[str, Any]:
-        """`place` for an experiment written in `text`."""
+    def place_text(
+        self, text: str, *, source: str, sets: Sequence[str] = (), actor: Actor | None = None
+    ) -> dict[str, Any]:
+        """`place` for an experiment written in `text`; with a token's `actor`, a parent is named as it sees runs."""
         from crossrail.spec import parse_document
 
-        return _obj("Placement", **self.service.place(parse_document(text, source), sets, self.cwd))
+        return _obj("Placement", **self.service.place(parse_document(text, source), sets, self.cwd, actor=actor))
 
     def place(self, path: str | os.PathLike[str], *, sets: Sequence[str] = ()) -> dict[str, Any]:
         """Where the experiment in `path` would be placed if submitted now, and why (nothing is written)."""

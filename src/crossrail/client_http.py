@@ -158,7 +158,10 @@ class RemoteClient(Client):
         body = {"document": text, "source": source, "sets": list(sets), "idempotencyKey": idempotency_key}
         return self._call("POST", "/runs", json=body)  # type: ignore[no-any-return]
 
-    def resubmit(self, ref: str, *, resume: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
+    def resubmit(
+        self, ref: str, *, resume: bool = False, idempotency_key: str | None = None, actor: Actor | None = None
+    ) -> dict[str, Any]:
+        """The server takes the team from the token; `actor` is the server's own business and ignored here."""
         body = {"resume": resume, "idempotencyKey": idempotency_key}
         return self._call("POST", f"/runs/{ref}/resubmit", json=body)  # type: ignore[no-any-return]
 
@@ -188,7 +191,10 @@ class RemoteClient(Client):
     def place(self, path: str | os.PathLike[str], *, sets: Sequence[str] = ()) -> dict[str, Any]:
         return self.place_text(_read(path), source=str(path), sets=sets)
 
-    def place_text(self, text: str, *, source: str, sets: Sequence[str] = ()) -> dict[str, Any]:
+    def place_text(
+        self, text: str, *, source: str, sets: Sequence[str] = (), actor: Actor | None = None
+    ) -> dict[str, Any]:
+        """The server names parents as the token sees runs; `actor` is ignored here, as in submit_text."""
         return self._call("POST", "/place", json={"document": text, "source": source, "sets": list(sets)})  # type: ignore[no-any-return]
 
     def events(
@@ -286,7 +292,9 @@ class RemoteClient(Client):
 
 def _read(path: str | os.PathLike[str]) -> str:
     """The file's text, or the SpecError reading it locally gives (the same lines the local CLI prints)."""
-    from crossrail.spec import load_document
+    from crossrail.spec import parse_document
+    from crossrail.spec.loader import read_text
 
-    load_document(path)
-    return Path(path).read_text(encoding="utf-8")
+    text = read_text(path)  # read once, bounded: what is checked is what is sent
+    parse_document(text, str(path))
+    return text

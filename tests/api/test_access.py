@@ -200,7 +200,8 @@ def _body(w: World, key: tuple[str, str], team: str) -> Any:
 
 
 def _expected(case: Case, action_needed: Any, who: str, team: str) -> str:
-    """'ok', 401 or 403 by the stated rules (docs/auth.md)."""
+    """'ok', 401, 403 or 404 by the stated rules (docs/auth.md): another team's run that does not share with
+    the token's team is, to a non-admin, a run that does not exist."""
     if action_needed is None:
         return "ok"
     if who in DEAD:
@@ -209,6 +210,8 @@ def _expected(case: Case, action_needed: Any, who: str, team: str) -> str:
 
     if not allows(Role(who), action_needed):
         return "403"
+    if team == OTHER and case.target == "run" and who != "admin":
+        return "404"
     if team == OTHER and case.target != "none" and who != "admin":
         return "403"
     return "ok"
@@ -291,8 +294,14 @@ def test_access_matrix(world: World, key: tuple[str, str], who: str, team: str) 
         assert _audit_count(world) == audited + 1
         assert (row["action"], row["result"], row["status"]) == (f"{key[0]} {key[1]}", "refused", got)
         assert row["who"] == ("anonymous" if who == "no-token" and got == 401 else row["who"])
-        if case.target == "run" and got == 403:
+        if case.target == "run" and got in (403, 404):
             assert row["target"] == run
+        if got == 404:  # word for word what a run that does not exist gets
+            absent = world.http.request(
+                case.method, path.replace(run, "no-such-run-9"), json=_body(world, key, team), headers=headers
+            )
+            assert absent.status_code == 404
+            assert response.json() == {**absent.json(), "message": absent.json()["message"].replace("no-such-run-9", run)}
         if got == 403 and team == OTHER and case.target != "none" and who != "viewer":
             assert OWN in response.json()["message"]
             assert OTHER in response.json()["message"]

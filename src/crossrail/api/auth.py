@@ -24,8 +24,8 @@ from starlette.routing import Match
 
 from crossrail.api import errors
 from crossrail.client import Client
-from crossrail.core.access import DOING, WRITES, Action, Actor, Role, allows
-from crossrail.errors import ConflictError, CrossrailError, ForbiddenError, UnauthenticatedError
+from crossrail.core.access import DOING, WRITES, Action, Actor, Role, Sight, allows
+from crossrail.errors import ConflictError, CrossrailError, ForbiddenError, NotFoundError, UnauthenticatedError
 from crossrail.store.access import JoinedAudit, joined_audit
 
 COOKIE = "crossrail_token"
@@ -185,11 +185,13 @@ class AuthMiddleware:
             audited.append(code)
             if pending is not None and pending.written and code < 400:
                 return
-            if code in (401, 403) or write:
-                noted = scope.get("state", {})
-                detail = noted.get("refusal") if code >= 400 else None
+            noted = scope.get("state", {})
+            hidden = code == 404 and noted.get("hidden_run") is not None  # a run it may not see: as if none
+            if code in (401, 403) or write or hidden:
+                detail = (noted.get("hidden_run") or noted.get("refusal")) if code >= 400 else None
                 where = params | noted.get("audit_target", {})
-                await run_in_threadpool(self._audit, actor, origin, method, template, where, code, detail)
+                refused = "refused" if hidden else None
+                await run_in_threadpool(self._audit, actor, origin, method, template, where, code, detail, refused)
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -261,10 +263,11 @@ class AuthMiddleware:
         params: dict[str, Any],
         status: int,
         detail: str | None,
+        result: str | None = None,
     ) -> None:
         client = self.fastapi_app.state.client
         client.service.store.append_audit(
-            request_row(client, actor, origin, f"{method} {template}", params, status, detail)
+            request_row(client, actor, origin, f"{method} {template}", params, status, detail, result)
         )
 
 
@@ -298,14 +301,16 @@ def request_row(  # noqa: PLR0917 - one row's fields
     params: dict[str, Any],
     status: int,
     detail: str | None,
+    result: str | None = None,
 ) -> dict[str, Any]:
     """The audit row of a request (`action`: "METHOD /route/{template}") that ended (or, joined to its write, will
-    end) with `status`."""
+    end) with `status`; `result` overrides the one the status says (a 404 for a run the actor may not see is
+    a refusal)."""
     from crossrail.control.access import audit_row
 
     now = client.clock.now()
     target, run_uid = _target(client, params)
-    result = "ok" if status < 400 else "refused" if status in (401, 403) else "failed"
+    result = result or ("ok" if status < 400 else "refused" if status in (401, 403) else "failed")
     if actor is None:
         return {"ts": now, "who": ANONYMOUS, "action": action, "target": target, "run_uid": run_uid} | {
             "origin": origin,
@@ -524,12 +529,20 @@ _QUEUE_FIELDS = frozenset(
 
 
 class TeamView:
-    """The client as one actor may use it: other teams' runs are refused (403 naming both teams) or hidden,
-    except for admins; queue entries of other teams keep only their position and size."""
+    """The client as one actor may use it, by the one visibility rule (core.access.Sight): a run of a team
+    the actor does not see is, to it, a run that does not exist (404, the same words); a run it sees but is
+    not its team's (shared with it by the fleet) may be read and named as a parent, not changed (403). Queue
+    entries of other teams keep only their position and size. Admins see and change every run."""
 
-    def __init__(self, client: Client, actor: Actor) -> None:
+    def __init__(self, client: Client, actor: Actor, refused: Callable[[str], None] | None = None) -> None:
         self.client = client
         self.actor = actor
+        self._refused = refused  # told when a request named a run it may not see, for the audit log
+
+    @functools.cached_property
+    def sight(self) -> Sight:
+        seen: Sight = self.client.service.sight(self.actor)
+        return seen
 
     @property
     def service(self) -> Any:
@@ -546,7 +559,7 @@ class TeamView:
         return self.client.report()
 
     def place_text(self, text: str, **kw: Any) -> dict[str, Any]:
-        return self.client.place_text(text, **kw)
+        return self.client.place_text(text, actor=self.actor, **kw)
 
     def agents(self) -> dict[str, Any]:
         return self.client.agents()
@@ -580,9 +593,23 @@ class TeamView:
 
     # --- checks
 
+    def seen(self, ref: str) -> Any:
+        """The run `ref` names, of those the actor sees; NotFoundError as for a run that does not exist otherwise
+        (and, when it does exist, the refusal is told to the audit log)."""
+        try:
+            return self.client.service.get(ref, self.sight)
+        except NotFoundError:
+            hidden = self.client.service.store.find_run(ref)
+            if hidden is not None and self._refused is not None:
+                self._refused(
+                    f"run {hidden.id} of team {hidden.team or '(none)'} is not visible to team {self.actor.team}"
+                )
+            raise
+
     def own(self, ref: str, what: str) -> Any:
-        """The run `ref` names, when the actor may `what` it; ForbiddenError naming both teams otherwise."""
-        run = self.client.service.get(ref)
+        """The run `ref` names, when the actor may `what` it: NotFoundError for a run it does not see,
+        ForbiddenError naming both teams for one it sees but does not own (a shared run)."""
+        run = self.seen(ref)
         if not self.actor.sees_team(run.team):
             raise ForbiddenError(
                 f"run {run.id} belongs to team {run.team or '(none)'}; the token of {self.actor.who} is team "
@@ -617,7 +644,7 @@ class TeamView:
 
     def resubmit(self, ref: str, **kw: Any) -> dict[str, Any]:
         self.own(ref, "resubmit")
-        return self.client.resubmit(ref, **kw)
+        return self.client.resubmit(ref, actor=self.actor, **kw)
 
     def cancel(self, ref: str) -> dict[str, Any]:
         self.own(ref, "cancel")
@@ -638,23 +665,23 @@ class TeamView:
         return self.client.token_rotate(token_id, by=self.actor.who)
 
     def show(self, ref: str) -> dict[str, Any]:
-        self.own(ref, "read")
+        self.seen(ref)
         return self.client.show(ref)
 
     def logs(self, ref: str, attempt: int | None = None) -> dict[str, Any]:
-        self.own(ref, "read the logs of")
+        self.seen(ref)
         return self.client.logs(ref, attempt)
 
     def ckpt_ls(self, ref: str, **kw: Any) -> dict[str, Any]:
-        self.own(ref, "read the checkpoints of")
+        self.seen(ref)
         return self.client.ckpt_ls(ref, **kw)
 
     def ckpt_show(self, ref: str, **kw: Any) -> dict[str, Any]:
-        self.own(ref, "read the checkpoints of")
+        self.seen(ref)
         return self.client.ckpt_show(ref, **kw)
 
     def ckpt_verify(self, ref: str, **kw: Any) -> dict[str, Any]:
-        self.own(ref, "verify the checkpoints of")
+        self.seen(ref)
         return self.client.ckpt_verify(ref, **kw)
 
     def usage(self, *, team: str | None = None, **kw: Any) -> dict[str, Any]:
@@ -665,7 +692,7 @@ class TeamView:
 
     def events(self, ref: str | None = None, **kw: Any) -> dict[str, Any]:
         if ref is not None:
-            self.own(ref, "read the events of")
+            self.seen(ref)
         page = self.client.events(ref, **kw)
         if self.actor.admin or ref is not None:
             return page
@@ -677,7 +704,7 @@ class TeamView:
         if self.actor.admin:
             return out
         for key in ("active", "recently_failed"):
-            out[key] = [r for r in out.get(key, []) if self.actor.sees_team(r.get("team"))]
+            out[key] = [r for r in out.get(key, []) if self.sight.sees(r.get("team"))]
         return out
 
     def queue(self, **kw: Any) -> dict[str, Any]:
@@ -685,11 +712,11 @@ class TeamView:
         if self.actor.admin:
             return out
         for q in out.get("queues", []):
-            q["pending"] = [p if self.actor.sees_team(p.get("team")) else _redacted(p) for p in q.get("pending", [])]
+            q["pending"] = [p if self.sight.sees(p.get("team")) else _redacted(p) for p in q.get("pending", [])]
         return out
 
     def sees(self, teams: dict[str, str | None], run: str) -> bool:
-        return self.actor.sees_team(teams.get(run))
+        return self.sight.sees(teams.get(run))
 
     def _teams(self, runs: Any) -> dict[str, str | None]:
         ids = {r for r in runs if r}
@@ -697,7 +724,7 @@ class TeamView:
 
     def visible(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows (run summaries) of runs this actor may see."""
-        return [r for r in rows if self.actor.sees_team(r.get("team"))]
+        return [r for r in rows if self.sight.sees(r.get("team"))]
 
 
 def _redacted(entry: dict[str, Any]) -> dict[str, Any]:
@@ -705,7 +732,10 @@ def _redacted(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def scoped(request: Request) -> TeamView:
-    return TeamView(request.app.state.client, actor_of(request))
+    def refused(detail: str) -> None:  # the middleware audits the 404 as a refusal, saying this
+        request.scope.setdefault("state", {})["hidden_run"] = detail
+
+    return TeamView(request.app.state.client, actor_of(request), refused)
 
 
 def note_run(request: Request, result: dict[str, Any]) -> None:

@@ -173,16 +173,25 @@ REPORT_CACHE_S = 30.0
 
 def _report_doc(request: Request, before: str | None, after: str | None) -> Any:
     from crossrail.control import report_doc
+    from crossrail.control.facts import stored_sim_runs
 
     c = _client(request)
     now = c.clock.now()
-    key = (before, after)
+    key = (before, after, c.sight)  # selections pick from the runs the actor sees: one report per sight
     cached = getattr(request.app.state, "report_doc", None)
     if cached is not None and cached[0] == key and 0 <= now - cached[1].generated_at < REPORT_CACHE_S:
         return cached[1]
     service = c.service
     try:
-        doc = report_doc.build(service.store, service.fleet, now, before=before, after=after)
+        doc = report_doc.build(
+            service.store,
+            service.fleet,
+            now,
+            before=before,
+            after=after,
+            sight=c.sight,
+            simulation=stored_sim_runs(service.store),
+        )
     except UsageError as exc:
         raise HTTPException(400, str(exc)) from None
     request.app.state.report_doc = (key, doc)
@@ -236,7 +245,7 @@ def run_view(c: TeamView, ref: str) -> dict[str, Any]:
     logs = c.logs(run_id)["attempts"]
     for entry in logs:
         entry["tail"] = "\n".join((entry["log"] or "").splitlines()[-LOG_TAIL_LINES:])
-    derived = [r for r in c.service.store.list_runs() if r.parent_run == run_id and c.actor.sees_team(r.team)]
+    derived = [r for r in c.service.store.list_runs() if r.parent_run == run_id and c.sight.sees(r.team)]
     return {
         "run": shown["run"],
         "lineage": shown["lineage"],
@@ -282,12 +291,13 @@ def lineage_view(c: TeamView) -> dict[str, Any]:
     """Datasets → runs → checkpoints → derived runs, and the edges from a checkpoint to the runs it started
     (of the runs the actor may see)."""
     store = c.service.store
-    runs = [r for r in store.list_runs(newest_first=False) if c.actor.sees_team(r.team)]
+    runs = [r for r in store.list_runs(newest_first=False) if c.sight.sees(r.team)]
     checkpoints = {r.id: [k.as_dict() for k in store.checkpoints(r.id)] for r in runs}
     by_uri_ckpt = {k["uri"]: (rid, k) for rid, ks in checkpoints.items() for k in ks}
     edges = []
+    seen = {r.id for r in runs}
     for run in runs:
-        if run.parent_run is None:
+        if run.parent_run is None or run.parent_run not in seen:  # a parent it may not see is not named
             continue
         resolved = [a.parent_checkpoint for a in store.attempts(run.id) if a.parent_checkpoint]
         uri = resolved[-1] if resolved else None

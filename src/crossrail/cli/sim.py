@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from crossrail.cli.common import guard
+from crossrail.cli.common import Home, guard
 from crossrail.cli.output import print_json
 from crossrail.errors import UsageError
 
@@ -108,6 +108,15 @@ def simulate_command(  # noqa: PLR0917 (a typer command takes each option as a p
     records: Annotated[
         bool, typer.Option("--records", help="With --json: add every run's record, for `crossrail compare sim:FILE`.")
     ] = False,
+    store: Annotated[
+        bool,
+        typer.Option(
+            "--store",
+            help="Keep each policy's per-run records in the workspace's store and print its id, for "
+            "`compare sim:ID` over --server and the dashboard's report.",
+        ),
+    ] = False,
+    home: Home = None,
 ) -> None:
     """Simulate a workload on a fleet with the scheduling core the agent runs; compare policies."""
 
@@ -118,7 +127,8 @@ def simulate_command(  # noqa: PLR0917 (a typer command takes each option as a p
         until_s = _duration(until, "--until")
         policies = [policy, *(compare or [])]
         args = (workload, fleet, pools, throughputs, policies, seed, as_json, plot, until_s, quantum, round_s)
-        _simulate(*args, reliability, time_sliced=time_sliced, records=records)
+        keep = _keeper(home) if store else None
+        _simulate(*args, reliability, time_sliced=time_sliced, records=records, keep=keep)
 
     guard(go)
 
@@ -139,7 +149,9 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
     *,
     time_sliced: bool = False,
     records: bool = False,
+    keep: Any = None,
 ) -> None:
+    """`keep(policy, records)`, when given, stores each result's per-run records and returns their id."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -151,7 +163,7 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
     failures, checkpoint = reliability
     sims = [
         Simulation(fleet, jobs, policy=p, failures=failures, checkpoint=checkpoint, seed=seed, quantum_s=quantum_s,
-                   round_s=round_s, record_events=records)
+                   round_s=round_s, record_events=records or keep is not None)
         for p in policies
     ]  # fmt: skip
     console = Console(stderr=as_json, highlight=False)
@@ -167,12 +179,23 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
             results.append(sim.run(until_s, progress=tick))
     if plot_path is not None:
         report.plot(results, plot_path)
+    rows_of: list[list[dict[str, Any]] | None] = [
+        None
+        if sim.events is None
+        else [r.as_dict() for r in run_facts(sim.events, fleet, result.end_s, sim.executor.samples)]
+        for sim, result in zip(sims, results, strict=True)
+    ]
+    stored = [
+        keep(sim.policy_name, rows) if keep is not None and rows is not None else None
+        for sim, rows in zip(sims, rows_of, strict=True)
+    ]
     if as_json:
         outs: list[dict[str, Any]] = [r.to_json() for r in results]
-        for sim, result, one in zip(sims, results, outs, strict=True):
-            if records and sim.events is not None:
-                facts = run_facts(sim.events, fleet, result.end_s, sim.executor.samples)
-                one["records"] = [r.as_dict() for r in facts]
+        for one, rows, sim_id in zip(outs, rows_of, stored, strict=True):
+            if records and rows is not None:
+                one["records"] = rows
+            if sim_id is not None:
+                one["stored"] = f"sim:{sim_id}"
         out = outs[0]
         if len(results) > 1:
             out["compare"] = outs[1:]
@@ -180,8 +203,27 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
         print_json(out)
         return
     report.print_results(results, console)
+    for sim, sim_id in zip(sims, stored, strict=True):
+        if sim_id is not None:
+            console.print(f"{sim.policy_name}: stored as sim:{sim_id} (`crossrail compare --before sim:{sim_id} ...`)")
     if plot_path is not None:
         console.print(f"plots: {plot_path}")
+
+
+def _keeper(home: Path | None) -> Any:
+    """A function storing one result's records in the workspace at `home` (found as every command finds it),
+    returning its id; the workspace is opened before the simulation runs, so a missing one fails at once."""
+    from crossrail.cli.common import client
+    from crossrail.control.access import local_actor
+
+    c = client(home)
+    c.service  # noqa: B018 - open the store now: no workspace is an error before minutes of simulation
+
+    def keep(policy: str, rows: list[dict[str, Any]]) -> str:
+        sim_id: str = c.service.store.add_simulation(rows, policy=policy, by=local_actor().who, now=c.clock.now())
+        return sim_id
+
+    return keep
 
 
 def plan_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)

@@ -2,8 +2,9 @@
 
 A selection (SEL), as `crossrail compare` and `crossrail report --before/--after` take it, is either event
 filters over the workspace's runs (`stage=post_training,pool=h100,since=2026-11-01,until=2026-12-01,
-team=nlp`) or a simulation result written by `simulate --json --records` (`sim:result.json`, optionally
-followed by filters: `sim:result.json,stage=eval`): `select_runs` reads both.
+team=nlp`) or a simulation result: locally a file written by `simulate --json --records` (`sim:result.json`,
+optionally followed by filters: `sim:result.json,stage=eval`), over the API a result `simulate --store` kept
+in the store (`sim:3f9a0c2e71b4`): `select_runs` reads both.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from crossrail.core import EventType
-from crossrail.errors import UsageError
+from crossrail.errors import NotFoundError, SpecError, UsageError
 from crossrail.metrics import RunFacts, Sample, Target, fold_runs, parse_selection
 from crossrail.metrics.registry import SAMPLE_NAMES
 from crossrail.store import Store
@@ -42,26 +44,62 @@ def workspace_runs(store: Store, now: float) -> list[RunFacts]:
 
 
 SIM = "sim:"
+SIM_FILE_MAX_BYTES = 512 * 1024 * 1024
+"""The largest `simulate --json --records` result `sim:FILE` reads (about 1.5 million runs)."""
+
+SimulationReader = Callable[[str, str], list[RunFacts]]
+"""(what follows `sim:`, the option's name for errors) -> the runs of that simulation result."""
 
 
-def select_runs(text: str, flag: str, workspace: Callable[[], Sequence[RunFacts]]) -> list[RunFacts]:
-    """The runs a selection names: of a simulation result (`sim:FILE[,filters]`), else of `workspace()`.
+def select_runs(
+    text: str,
+    flag: str,
+    workspace: Callable[[], Sequence[RunFacts]],
+    simulation: SimulationReader | None = None,
+) -> list[RunFacts]:
+    """The runs a selection names: of a simulation result (`sim:NAME[,filters]`), else of `workspace()`.
 
-    `flag` names the option in errors; `workspace` is called only when the selection reads the workspace.
+    `flag` names the option in errors; `workspace` is called only when the selection reads the workspace;
+    `simulation` reads `sim:NAME` (the local CLI: a file, `sim_file_runs`; the server: a stored result by
+    id, `stored_sim_runs`, so that no request names a path on the server).
     """
     if text.startswith(SIM):
-        path, _, filters = text[len(SIM) :].partition(",")
-        return parse_selection(filters, flag).pick(sim_runs(Path(path), flag))
+        name, _, filters = text[len(SIM) :].partition(",")
+        return parse_selection(filters, flag).pick((simulation or sim_file_runs)(name, flag))
     return parse_selection(text, flag).pick(workspace())
 
 
-def sim_runs(path: Path, flag: str) -> list[RunFacts]:
-    """Every run record of a `simulate --json --records` result."""
+def sim_file_runs(path: str, flag: str) -> list[RunFacts]:
+    """Every run record of a `simulate --json --records` result file, read on the caller's side (the local
+    CLI) through the bounded reader: a FIFO, a device or a file past SIM_FILE_MAX_BYTES is refused."""
+    from crossrail.spec.loader import read_bounded
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_bounded(Path(path), SIM_FILE_MAX_BYTES))
+    except SpecError as exc:
+        raise UsageError(f"{flag} {SIM}{path}: {exc.problems[0].message}") from None
+    except ValueError as exc:
         raise UsageError(f"{flag} {SIM}{path}: cannot read it ({exc})") from None
     records = data.get("records") if isinstance(data, dict) else None
     if not isinstance(records, list):
         raise UsageError(f"{flag} {SIM}{path} has no per-run records; write it with `simulate --json --records`")
-    return [RunFacts.from_dict(r) for r in records]
+    return _facts(records, f"{flag} {SIM}{path}")
+
+
+def stored_sim_runs(store: Store) -> SimulationReader:
+    """`sim:ID` as a server reads it: the records `simulate --store` kept in `store` under ID, never a file."""
+
+    def read(sim_id: str, flag: str) -> list[RunFacts]:
+        try:
+            return _facts(store.simulation(sim_id), f"{flag} {SIM}{sim_id}")
+        except NotFoundError as exc:
+            raise UsageError(f"{flag} {SIM}{sim_id[:40]}: {exc}") from None
+
+    return read
+
+
+def _facts(records: list[Any], where: str) -> list[RunFacts]:
+    try:
+        return [RunFacts.from_dict(r) for r in records]
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{where}: a run record is not one `simulate --records` writes ({exc})") from None

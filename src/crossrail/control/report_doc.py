@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.control import budgets
-from crossrail.control.facts import select_runs, workspace_runs
+from crossrail.control.facts import SimulationReader, select_runs, workspace_runs
 from crossrail.control.figures import Figure, figures
+from crossrail.core.access import EVERYONE, Sight
+from crossrail.errors import WorkspaceError
 from crossrail.metrics import RunFacts, Verdict, compare
 from crossrail.metrics.usage import Usage, usage
 from crossrail.spec import Fleet
@@ -47,11 +49,16 @@ def build(
     since: float | None = None,
     before: str | None = None,
     after: str | None = None,
+    sight: Sight = EVERYONE,
+    simulation: SimulationReader | None = None,
 ) -> ReportDoc:
     """The report of the store's runs as of `now`; `since` bounds the cost table's window, `before` and
-    `after` (selections as `crossrail compare` takes them: filters or `sim:FILE`) add the verdict and its figure."""
+    `after` (selections as `crossrail compare` takes them: filters or `sim:NAME`) add the verdict and its
+    figure. The selections pick only runs of teams `sight` sees; `simulation` reads `sim:NAME` (default: a
+    file, as the local CLI reads it; a server passes facts.stored_sim_runs)."""
     runs = workspace_runs(store, now)
-    verdict, compared = _verdict(runs, before, after)
+    seen = runs if sight.teams is None else [r for r in runs if sight.sees(None if r.team == "-" else r.team)]
+    verdict, compared = _verdict(seen, before, after, simulation)
     return ReportDoc(
         fleet=fleet.name,
         generated_at=now,
@@ -66,31 +73,51 @@ def build(
     )
 
 
-def _verdict(runs: Sequence[RunFacts], before: str | None, after: str | None) -> tuple[Verdict | None, str]:
+def _verdict(
+    runs: Sequence[RunFacts], before: str | None, after: str | None, simulation: SimulationReader | None = None
+) -> tuple[Verdict | None, str]:
     if before is None and after is None:
         return None, ""
     from crossrail.errors import UsageError
 
     if before is None or after is None:
         raise UsageError("give both --before and --after (filters or sim:FILE, as `crossrail compare` takes them)")
-    picked = [select_runs(text, flag, lambda: runs) for text, flag in ((before, "--before"), (after, "--after"))]
+    sides = ((before, "--before"), (after, "--after"))
+    picked = [select_runs(text, flag, lambda: runs, simulation) for text, flag in sides]
     compared = f"before {before} ({len(picked[0])} runs), after {after} ({len(picked[1])} runs)"
     return compare(picked[0], picked[1]), compared
 
 
 def write(doc: ReportDoc, out: Path) -> list[Path]:
-    """Write the PNGs, report.md and report.html under `out` (made if missing); the paths written."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Write the PNGs, report.md and report.html under `out` (made if missing); the paths written.
+
+    Checked before anything is written: `out` is a directory or a new path, and each file it would write
+    there is a regular file or new (never a device, FIFO or link written through)."""
+    files = [(f"{fig.name}.png", fig.png) for fig in doc.figures if fig.png is not None]
+    files += [(MARKDOWN, markdown(doc).encode()), (HTML, to_html(doc).encode())]
+    check_out(out, [name for name, _ in files])
     written = []
-    for fig in doc.figures:
-        if fig.png is not None:
-            path = out / f"{fig.name}.png"
-            path.write_bytes(fig.png)
-            written.append(path)
-    for name, text in ((MARKDOWN, markdown(doc)), (HTML, to_html(doc))):
-        (out / name).write_text(text, encoding="utf-8")
-        written.append(out / name)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files:
+            (out / name).write_bytes(data)
+            written.append(out / name)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot write the report into {out}: {exc.strerror or exc}") from None
     return written
+
+
+def check_out(out: Path, names: Sequence[str] = ()) -> None:
+    """WorkspaceError unless `out` is a directory or a new path and each of `names` in it is a regular file or new."""
+    try:
+        if out.exists() and not out.is_dir():
+            raise WorkspaceError(f"{out} exists and is not a directory; --out names a directory (new or existing)")
+        for name in names:
+            path = out / name
+            if path.is_symlink() or (path.exists() and not path.is_file()):
+                raise WorkspaceError(f"{path} is not a regular file; remove it or write the report elsewhere")
+    except OSError as exc:  # a symbolic link loop, a part of the path that is a file, no permission
+        raise WorkspaceError(f"cannot write the report into {out}: {exc.strerror or exc}") from None
 
 
 # --- Markdown ------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from crossrail.control import budgets, isolation, lineage, parents, progress
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
-from crossrail.core.access import Actor
+from crossrail.core.access import EVERYONE, Actor, Sight
 from crossrail.core.api import QUEUE_PAGE
 from crossrail.core.events import TERMINAL_RUN_STATES
 from crossrail.errors import (
@@ -31,6 +31,7 @@ from crossrail.errors import (
     UsageError,
 )
 from crossrail.store import NewRun, RunRecord, Store
+from crossrail.store.access import note_audit_detail
 from crossrail.store.records import QueuedKey
 
 if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the commands that use them
@@ -46,6 +47,7 @@ class SubmitResult:
     run: RunRecord
     created: bool
     warnings: list[str] = field(default_factory=list)
+    crossing: str | None = None  # a parent of another team, by the fleet's sharing: said in the audit log
 
 
 _FEASIBILITY_PATH = "spec.resources.chips"
@@ -61,6 +63,7 @@ class Preflight:
     parent_run: str | None
     parent_checkpoint: str | None
     infeasible: bool = False
+    parent_team: str | None = None
 
     def error(self) -> SpecError:
         """The problems as one error: an InfeasibleError (also a PlacementError) when no pool could hold it."""
@@ -72,6 +75,7 @@ class _Prepared:
     new: NewRun
     events: list[Event]
     warnings: list[str]
+    crossing: str | None = None
 
 
 class Service:
@@ -95,6 +99,8 @@ class Service:
         self._configs: dict[str, str | BaseException] = {}
         self._reached: dict[str, Reachability] = {}
         self.reach_timeout_s = DEFAULT_TIMEOUT_S
+        self.workspace_dir: Path | None = None
+        """The `.crossrail` directory: its configs/, data/ and checkpoints/ are what requests may name."""
         # How much and how long submit reads to digest a config or an unversioned dataset.
         self.input_limits = lineage.DEFAULT_LIMITS
         # Cores of the host local pools start worker processes on (one per data-parallel worker).
@@ -159,9 +165,12 @@ class Service:
                 infeasible = infeasible or isinstance(exc, InfeasibleError)
         if problems:
             raise InfeasibleError(problems) if infeasible else SpecError(problems)
+        crossings = [p.crossing for p in prepared if p.crossing]
+        if crossings:  # said in the audit row the write carries (an API request's), as the result says it locally
+            note_audit_detail("; ".join(crossings))
         runs = self.store.create_runs([p.new for p in prepared], now, [p.events for p in prepared])
         return [
-            SubmitResult(run=run, created=created, warnings=p.warnings)
+            SubmitResult(run=run, created=created, warnings=p.warnings, crossing=p.crossing)
             for (run, created), p in zip(runs, prepared, strict=True)
         ]
 
@@ -178,14 +187,14 @@ class Service:
         if actor is not None and actor.team is not None:
             self._check_queue_admits(exp, actor)
             isolation.check_submission(self.fleet, actor, exp)
-        pre = self.preflight(doc, exp, cwd)
+        pre = self.preflight(doc, exp, cwd, actor=actor)
         if pre.problems:
             raise pre.error()
         try:
             recorded, res = self._resolve(exp, doc.source, pre.code_commit)
         except SpecError as exc:
             raise SpecError(locate(exc.problems, doc)) from None
-        res.warnings[:0] = pre.warnings
+        res.warnings[:] = dict.fromkeys([*pre.warnings, *res.warnings])  # a read both made warns once
         parent_run, parent_ckpt = pre.parent_run, pre.parent_checkpoint
         queue = self.fleet.queue_for(exp.spec.stage, exp.metadata.team)
         queue_name = queue.name if queue is not None else str(exp.spec.stage)
@@ -217,8 +226,9 @@ class Service:
             config_uri=exp.spec.config,
             config_digest=res.config_digest,
         )
-        events = self._opening_events(new, now, resumed_from=None)
-        return _Prepared(new=new, events=events, warnings=res.warnings)
+        crossing = _crossing(pre.parent_run, pre.parent_team, exp.metadata.team)
+        events = self._opening_events(new, now, resumed_from=None, parent_team=pre.parent_team)
+        return _Prepared(new=new, events=events, warnings=res.warnings, crossing=crossing)
 
     @staticmethod
     def _as_team(doc: Document, actor: Actor) -> Document:
@@ -248,7 +258,10 @@ class Service:
             f"no {stage} queue admits team {team!r} ({which}); ask an admin to add the team to a queue's `teams`"
         )
 
-    def _opening_events(self, new: NewRun, now: float, resumed_from: str | None) -> list[Event]:
+    def _opening_events(
+        self, new: NewRun, now: float, resumed_from: str | None, *, parent_team: str | None = None
+    ) -> list[Event]:
+        shared = parent_team is not None and new.team is not None and parent_team != new.team
         return [
             Event(
                 EventType.SUBMITTED,
@@ -264,6 +277,8 @@ class Service:
                     "idempotency_key": new.idempotency_key,
                     "resumed_from": resumed_from,
                     "parent_run": new.parent_run,
+                    # lineage of a crossing: the parent's team, which shares with this run's by the fleet
+                    **({"parent_team": parent_team, "shared_from": parent_team} if shared else {}),
                     "target": _target(new),
                 },
             ),
@@ -279,8 +294,20 @@ class Service:
             ),
         ]
 
+    def sight(self, actor: Actor | None) -> Sight:
+        """Whose runs `actor` sees and may name (everyone's without an actor: the workspace owner's CLI)."""
+        if actor is None:
+            return EVERYONE
+        return actor.sight(self.fleet.shared_with(actor.team))
+
     def preflight(
-        self, doc: Document, exp: Experiment, cwd: Path, *, together: frozenset[str] = frozenset()
+        self,
+        doc: Document,
+        exp: Experiment,
+        cwd: Path,
+        *,
+        together: frozenset[str] = frozenset(),
+        actor: Actor | None = None,
     ) -> Preflight:
         """Every check submit makes beyond the file, writing and digesting nothing: a pool of the fleet can
         ever hold it, its commit is known (or may be missing, by the policy), its dataset is there (one
@@ -288,27 +315,64 @@ class Service:
         call this too; each problem names the file, line (or `--set` argument), field and fix.
 
         `together`: experiments checked with this one (`validate a.yaml b.yaml`); a parent among them that
-        has no run yet is taken as one that will be queued first."""
+        has no run yet is taken as one that will be queued first. With `actor`, a parent outside its sight
+        is a parent that does not exist (Sight)."""
         from crossrail.spec.problems import locate
 
         res = lineage.Resolution()
         problems = self._feasibility(exp, doc.source) + self._host_cores(exp, doc.source)
+        res.problems += self._new_team(exp.metadata.team, doc.source)
         commit = exp.spec.code.commit if exp.spec.code else None
         if commit == "auto":
             commit = self._git_head(cwd, doc.source, res)
-        self._dataset_there(exp, doc.source, res)
-        parent_run = parent_ckpt = None
+        refused = self._out_of_reach(exp, doc.source, actor, res)
+        if "spec.dataset.uri" not in refused:
+            self._dataset_there(exp, doc.source, res)
+        if not res.problems:  # the reads submit makes, bounded as there: a FIFO, a device, 60 MB are refused alike
+            if exp.spec.config and "spec.config" not in refused:
+                self._config_digest(exp.spec.config, doc.source, res)
+            if not exp.spec.dataset.version and "spec.dataset.uri" not in refused:
+                self._dataset_version(exp.spec.dataset.uri, doc.source, res)
+        parent_run = parent_ckpt = parent_team = None
         parent = exp.spec.parent
-        if parent is not None and parent.run in together and self.store.find_run(parent.run) is None:
+        sight = self.sight(actor)
+        if parent is not None and parent.run in together and self.store.find_run(parent.run, teams=sight.teams) is None:
             res.warnings.append(f"{exp.metadata.name} starts from {parent.run}: submit {parent.run} first")
         else:
             try:
-                parent_run, parent_ckpt = self._parent(exp, doc.source)
+                parent_run, parent_ckpt, parent_team = self._parent(exp, doc.source, sight)
             except SpecError as exc:
                 problems += exc.problems
         located = locate([*problems, *res.problems], doc)
         infeasible = bool(problems) and problems[0].path == _FEASIBILITY_PATH
-        return Preflight(located, res.warnings, commit, parent_run, parent_ckpt, infeasible)
+        return Preflight(located, res.warnings, commit, parent_run, parent_ckpt, infeasible, parent_team)
+
+    def _out_of_reach(self, exp: Experiment, source: str, actor: Actor | None, res: lineage.Resolution) -> set[str]:
+        """The fields naming paths `actor` may not name (control/uris.py), each a problem in `res`; nothing is
+        opened to decide, so a refusal says nothing of whether the file exists."""
+        from crossrail.control.uris import reach_for
+
+        rule = reach_for(actor is not None, self.workspace_dir, self.fleet.spec.paths.roots)
+        named = {"spec.dataset.uri": exp.spec.dataset.uri, "spec.checkpoint.dir": str(exp.spec.checkpoint.dir)}
+        if exp.spec.config:
+            named["spec.config"] = exp.spec.config
+        refused = set()
+        for field_path, uri in named.items():
+            why = rule.refusal(uri)
+            if why is not None:
+                refused.add(field_path)
+                fix = "name object storage, or a file under an allowed root (an admin can add one)"
+                res.problems.append(Problem(source, field_path, f"{uri[:200]} {why}", fix=fix))
+        return refused
+
+    def _new_team(self, team: str | None, source: str) -> list[Problem]:
+        """A team not yet known (to the fleet or by a run) is named as a DNS-1123 label; known ones keep theirs."""
+        from crossrail.core import validate_team
+
+        why = None if team is None else validate_team(team)
+        if why is None or team in self.fleet.spec.teams or self.store.list_runs(team=team, limit=1):
+            return []
+        return [Problem(source, "metadata.team", f"a new team {why}", fix="name the team e.g. `ml-research`")]
 
     def _feasibility(self, exp: Experiment, source: str) -> list[Problem]:
         """The fleet check (scheduling.require_feasible) as one problem on one line: each pool's reason."""
@@ -450,11 +514,15 @@ class Service:
                 return None
         return self._datasets[uri]
 
-    def _parent(self, exp: Experiment, source: str) -> tuple[str | None, str | None]:
+    def _parent(
+        self, exp: Experiment, source: str, sight: Sight = EVERYONE
+    ) -> tuple[str | None, str | None, str | None]:
+        """(run id, checkpoint, team) of the parent `exp` names, as `sight` sees runs; a parent of another team is
+        taken only where that team shares with the experiment's (`spec.sharing` of the fleet)."""
         parent = exp.spec.parent
         if parent is None:
-            return None, None
-        run = self.store.find_run(parent.run)
+            return None, None, None
+        run = self.store.find_run(parent.run, teams=sight.teams)
         if run is None:
             raise SpecError(
                 [
@@ -466,8 +534,11 @@ class Service:
                     )
                 ]
             )
+        refusal = self.unshared(run, exp.metadata.team)
+        if refusal is not None:
+            raise SpecError([Problem(source, "spec.parent.run", refusal[0], fix=refusal[1])])
         if parent.checkpoint == "latest":
-            return run.id, self._parent_latest(run, source)
+            return run.id, self._parent_latest(run, source), run.team
         match = next((c for c in self.store.checkpoints(run.id) if c.step == parent.checkpoint), None)
         why = None if match is None else parents.why_unusable(match)
         if match is None or why is not None:
@@ -479,7 +550,18 @@ class Service:
             steps = ", ".join(map(str, parents.usable_steps(self.store, run.id))) or "none"
             fix = "name one of the usable steps, or 'latest'" if steps != "none" else "name another parent run"
             raise SpecError([Problem(source, "spec.parent.checkpoint", f"{problem} (usable steps: {steps})", fix=fix)])
-        return run.id, match.uri
+        return run.id, match.uri, run.team
+
+    def unshared(self, parent: RunRecord, team: str | None) -> tuple[str, str] | None:
+        """(what, fix) when a run of `team` may not start from `parent`: its team is another that does not
+        share with `team` by the fleet's `spec.sharing`; None when it may."""
+        if parent.team is None or team is None or parent.team == team or self.fleet.shares(parent.team, team):
+            return None
+        return (
+            f"run {parent.id} belongs to team {parent.team}, which does not share its checkpoints with team {team}",
+            f"an admin adds `- {{from: {parent.team}, to: [{team}]}}` under spec.sharing in the fleet "
+            "(`crossrail fleet apply`), or name a parent of your own team",
+        )
 
     def _parent_latest(self, run: RunRecord, source: str) -> str:
         """`latest` of a parent that has ended: its newest checkpoint that verifies. Of one still queued or
@@ -502,10 +584,23 @@ class Service:
 
     # --- resubmit and state changes --------------------------------------------------------------
 
-    def resubmit(self, ref: str, *, resume: bool = False, idempotency_key: str | None = None) -> SubmitResult:
-        """A new run of `ref`'s recorded spec; with `resume`, starting from its latest committed checkpoint."""
-        old = self.get(ref)
+    def resubmit(
+        self, ref: str, *, resume: bool = False, idempotency_key: str | None = None, actor: Actor | None = None
+    ) -> SubmitResult:
+        """A new run of `ref`'s recorded spec; with `resume`, starting from its latest committed checkpoint.
+
+        A recorded parent of another team that no longer shares with the run's (or never did: runs stored
+        before sharing) is kept as it was stored, and refused here, naming the line the fleet needs."""
+        old = self.get(ref, self.sight(actor))
+        isolation.check_submission(self.fleet, actor)
         parent_run, parent_ckpt = old.parent_run, old.parent_checkpoint
+        parent_team = None
+        if parent_run is not None and not resume:
+            parent = self.store.find_run(parent_run)
+            refusal = None if parent is None else self.unshared(parent, old.team)
+            if refusal is not None:
+                raise ForbiddenError(f"run {old.id} starts from {refusal[0]}; {refusal[1]}")
+            parent_team = None if parent is None else parent.team
         if resume:  # from its newest checkpoint that verifies; the runtime checks every checksum at launch
             verified = parents.newest_verified(self.store, old.id)
             if verified.newest is None:
@@ -528,9 +623,12 @@ class Service:
                 "parent_checkpoint": parent_ckpt,
             }
         )
-        events = self._opening_events(new, now, resumed_from=old.id)
+        crossing = _crossing(parent_run, parent_team, old.team)
+        if crossing:
+            note_audit_detail(crossing)
+        events = self._opening_events(new, now, resumed_from=old.id, parent_team=parent_team)
         run, created = self.store.create_runs([new], now, [events])[0]
-        return SubmitResult(run=run, created=created)
+        return SubmitResult(run=run, created=created, crossing=crossing)
 
     def _current_attempt(self, run: RunRecord) -> int | None:
         active = [a.number for a in self.store.attempts(run.id) if a.state in ("starting", "running")]
@@ -569,8 +667,9 @@ class Service:
 
     # --- read models ---------------------------------------------------------------------------
 
-    def get(self, ref: str) -> RunRecord:
-        run = self.store.find_run(ref)
+    def get(self, ref: str, sight: Sight = EVERYONE) -> RunRecord:
+        """The run `ref` names, of those `sight` sees; NotFoundError, in the same words, for one it does not."""
+        run = self.store.find_run(ref, teams=sight.teams)
         if run is None:
             raise NotFoundError(f"no run or experiment named {ref!r}; `crossrail status` lists runs")
         return run
@@ -756,7 +855,9 @@ class Service:
             "events": [e.as_dict() for e in events],
         }
 
-    def place(self, doc: Document, sets: Sequence[str] = (), cwd: Path | None = None) -> dict[str, Any]:
+    def place(
+        self, doc: Document, sets: Sequence[str] = (), cwd: Path | None = None, *, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """Where an experiment would be placed if submitted now, every candidate's terms, and its start.
 
         The experiment is checked as submit checks it (preflight) first: a request submit would refuse is
@@ -768,7 +869,9 @@ class Service:
         doc = apply_overrides(doc, sets) if sets else doc
         exp = check_experiment(doc, self.policy)
         self._reached.clear()
-        pre = self.preflight(doc, exp, cwd or Path.cwd())
+        self._configs.clear()
+        self._datasets.clear()
+        pre = self.preflight(doc, exp, cwd or Path.cwd(), actor=actor)
         if pre.problems:
             raise pre.error()
         now = self.clock.now()
@@ -855,6 +958,13 @@ def lineage_of(run: RunRecord) -> dict[str, Any]:
         "spec_digest": run.spec_digest,
         "idempotency_key": run.idempotency_key,
     }
+
+
+def _crossing(parent_run: str | None, parent_team: str | None, team: str | None) -> str | None:
+    """How a run of `team` crossed to a parent of another team, as the audit log says it; None when it did not."""
+    if parent_run is None or parent_team is None or team is None or parent_team == team:
+        return None
+    return f"parent {parent_run} of team {parent_team}, shared with team {team} by the fleet's spec.sharing"
 
 
 def _digest(obj: Any) -> str:

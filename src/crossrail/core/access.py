@@ -87,6 +87,32 @@ class Actor:
         """Whether this actor may see the specs, logs and metrics of a run of `team`."""
         return self.admin or (team is not None and team == self.team)
 
+    def sight(self, shared_with: frozenset[str] = frozenset()) -> Sight:
+        """Whose runs this actor sees and may name: every team's (admins), else its own team's and those of
+        `shared_with`, the teams that share with it (Fleet.shared_with)."""
+        if self.admin:
+            return Sight(None)
+        own = frozenset() if self.team is None else frozenset({self.team})
+        return Sight(own | shared_with)
+
     def by(self) -> dict[str, str]:
         """What events record of who acted: `by`, and the locally claimed user apart when one was claimed."""
         return {"by": self.who} | ({"claimed_by": self.claimed} if self.claimed else {})
+
+
+@dataclass(frozen=True)
+class Sight:
+    """The one visibility rule: the teams whose runs an actor may see and name (`None`: every team's).
+
+    A run outside it is, to that actor, a run that does not exist: the same 404 and the same words, on
+    every path that names a run (show, logs, checkpoints, events, parents at submit, place and validate,
+    resubmit, compare and report selectors, the dashboard)."""
+
+    teams: frozenset[str] | None
+
+    def sees(self, team: str | None) -> bool:
+        return self.teams is None or (team is not None and team in self.teams)
+
+
+EVERYONE = Sight(None)
+"""What an admin, and the workspace owner's own CLI, see: every run."""

@@ -294,6 +294,14 @@ class BudgetSpec(SpecModel):
     hold: bool = False
 
 
+class SharingSpec(SpecModel):
+    """Team `from`'s runs, with their checkpoints, may be named as parents by runs of the teams in `to` (and
+    are visible to them); no other team's run is. Declared by an admin, in the fleet (docs/auth.md)."""
+
+    from_team: NonEmpty = Field(alias="from")
+    to: list[NonEmpty] = Field(min_length=1)
+
+
 class IsolationSpec(SpecModel):
     """Who an attempt's command runs as on local pools (docs/auth.md): `run_as: per-team` gives each team a
     uid and gid of its own (`uids` pins a team's, else one derived from its name); any other value names the
@@ -301,6 +309,21 @@ class IsolationSpec(SpecModel):
 
     run_as: NonEmpty = "per-team"
     uids: dict[NonEmpty, Annotated[int, Field(strict=True, ge=1000, lt=2**31)]] = Field(default_factory=dict)
+
+
+class PathsSpec(SpecModel):
+    """Local directories a request to the server may name in an experiment (config, dataset, checkpoints),
+    beside the workspace's configs/, data/ and checkpoints/ (crossrail.control.uris)."""
+
+    roots: list[NonEmpty] = Field(default_factory=list)
+
+    @field_validator("roots")
+    @classmethod
+    def _absolute(cls, roots: list[str]) -> list[str]:
+        relative = [r for r in roots if not r.removeprefix("file://").startswith("/")]
+        if relative:
+            raise ValueError(f"roots must be absolute directories (got {', '.join(map(repr, relative))})")
+        return roots
 
 
 class FleetSpec(SpecModel):
@@ -312,6 +335,8 @@ class FleetSpec(SpecModel):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     reservations: list[ReservationSpec] = Field(default_factory=list)
     budgets: list[BudgetSpec] = Field(default_factory=list)
+    sharing: list[SharingSpec] = Field(default_factory=list)
+    paths: PathsSpec = Field(default_factory=PathsSpec)
     isolation: IsolationSpec | None = None
     kubernetes: KubernetesFleet = Field(default_factory=KubernetesFleet)
 
@@ -331,6 +356,7 @@ class FleetSpec(SpecModel):
         held = [(r.name, r.pool, r.chips, r.start_s, r.duration_s) for r in self.reservations]
         items += reservation_items(pools, held)
         items += budget_items(self.teams, [b.team for b in self.budgets])
+        items += sharing_items([(s.from_team, s.to) for s in self.sharing])
         raise_items(items)
         return self
 
@@ -441,6 +467,17 @@ def budget_items(teams: list[str], budgeted: list[Any]) -> Items:
     return items
 
 
+def sharing_items(sharing: list[tuple[Any, list[Any]]]) -> Items:
+    """A team shares with other teams, never with itself."""
+    items: Items = []
+    for i, (giver, takers) in enumerate(sharing):
+        for j, taker in enumerate(takers):
+            if taker == giver:
+                message = f"team {giver!r} shares with itself"
+                items.append((("sharing", i, "to", j), message, "a team always sees its own runs: leave it out"))
+    return items
+
+
 def _duplicates(field: str, names: list[Any], noun: str) -> Items:
     items: Items = []
     for i, name in enumerate(names):
@@ -537,6 +574,16 @@ class Fleet(SpecModel):
             if p.name == name:
                 return p
         raise KeyError(f"no pool {name!r} in fleet {self.name}; pools are {', '.join(self.pool_names)}")
+
+    def shared_with(self, team: str | None) -> frozenset[str]:
+        """The teams that share their runs and checkpoints with `team` (`spec.sharing`), not `team` itself."""
+        if team is None:
+            return frozenset()
+        return frozenset(s.from_team for s in self.spec.sharing if team in s.to)
+
+    def shares(self, giver: str, taker: str) -> bool:
+        """Whether team `giver` shares its runs and checkpoints with team `taker`."""
+        return giver in self.shared_with(taker)
 
     @property
     def pool_names(self) -> list[str]:

@@ -49,6 +49,12 @@ def load_document(path: str | os.PathLike[str]) -> Document:
     return parse_document(_read(source), source)
 
 
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The text of the file at `path` under the limits of load_document (regular, small, UTF-8, no NUL)."""
+    source = os.fspath(path)
+    return _decode(_read(source), source)
+
+
 def parse_document(text: str | bytes, source: str) -> Document:
     """Parse YAML or JSON text whose top level is a mapping; SpecError listing every problem found."""
     data, lines = parse_value(text, source, what="document")
@@ -113,8 +119,18 @@ def _decode(raw: bytes, source: str) -> str:
         ) from None
 
 
-def _read(source: str) -> bytes:
-    """At most MAX_FILE_BYTES + 1 bytes of a regular file; never opens a FIFO or device for reading."""
+def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path`, refused (SpecError) past `max_bytes` or when it is not a
+    regular file; never opens a FIFO or device for reading, never reads more than `max_bytes` + 1 bytes."""
+    source = os.fspath(path)
+    raw = _read(source, max_bytes)
+    if len(raw) > max_bytes:
+        raise _error(source, f"larger than {max_bytes} bytes", None, "check the path")
+    return raw
+
+
+def _read(source: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """At most `max_bytes` + 1 bytes of a regular file; never opens a FIFO or device for reading."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then tells what was opened.
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -128,8 +144,8 @@ def _read(source: str) -> bytes:
             raise _error(source, "is not a regular file (a pipe, socket or device)", None, "pass a file on disk")
         chunks: list[bytes] = []
         size = 0
-        while size <= MAX_FILE_BYTES:
-            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+        while size <= max_bytes:
+            chunk = os.read(fd, min(max_bytes + 1 - size, 1 << 24))
             if not chunk:
                 break
             chunks.append(chunk)

@@ -43,6 +43,7 @@ class JoinedAudit:
     status: int = 200
     created_status: int | None = None
     written: bool = False
+    detail: str | None = None
     _created: bool = field(default=False, repr=False)
 
     def runs_written(self, runs: Sequence[tuple[Any, bool]]) -> None:
@@ -54,10 +55,17 @@ class JoinedAudit:
 
     def final(self) -> dict[str, Any]:
         status = self.created_status if self._created and self.created_status is not None else self.status
-        return self.row | {"ts": self.now(), "result": "ok", "status": status, "detail": None}
+        return self.row | {"ts": self.now(), "result": "ok", "status": status, "detail": self.detail}
 
 
 _JOINED: ContextVar[JoinedAudit | None] = ContextVar("crossrail_joined_audit", default=None)
+
+
+def note_audit_detail(detail: str) -> None:
+    """Say `detail` in the audit row of the write under way (a request's joined row), when there is one."""
+    pending = _JOINED.get()
+    if pending is not None:
+        pending.detail = detail[:2000]
 
 
 @contextmanager

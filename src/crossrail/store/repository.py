@@ -8,13 +8,13 @@ involved are locked with SELECT ... FOR UPDATE.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, true, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from crossrail.core.attempts import EndReason
@@ -35,8 +35,9 @@ from crossrail.store.records import (
     QueuedKey,
     RunRecord,
 )
+from crossrail.store.simulations import SimulationRecords
 
-HEAD_REVISION = "0012"
+HEAD_REVISION = "0013"
 LEADER_WRITE_IDLE_MS = 1000
 """How long (ms) a leader's write transaction may sit idle between statements on PostgreSQL before the server
 ends it: well under the leases agents run with (15 s by default, 2 s in the failover test), so a stopped
@@ -45,7 +46,7 @@ ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-class Store(AccessRecords):
+class Store(AccessRecords, SimulationRecords):
     """State of one workspace (or one shared database): open with `Store.open(url)`."""
 
     def __init__(self, engine: Engine, *, path: Path | None = None, read_only: bool = False) -> None:
@@ -239,15 +240,17 @@ class Store(AccessRecords):
             raise NotFoundError(f"no run {rid!r}; `crossrail status` lists runs")
         return RunRecord.from_row(row)
 
-    def find_run(self, ref: str) -> RunRecord | None:
-        """The run with id `ref`, else the run with uid `ref`, else the latest run of the experiment named `ref`."""
+    def find_run(self, ref: str, *, teams: Collection[str] | None = None) -> RunRecord | None:
+        """The run with id `ref`, else the run with uid `ref`, else the latest run of the experiment named `ref`;
+        with `teams`, only runs of those teams are found (a team-less run by no one that passes `teams`)."""
+        seen = true() if teams is None else t.runs.c.team.in_(sorted(teams))
         with self._read() as conn:
-            row = conn.execute(select(t.runs).where(t.runs.c.id == ref)).first()
+            row = conn.execute(select(t.runs).where(t.runs.c.id == ref, seen)).first()
             if row is None and is_uid(ref):
-                row = conn.execute(select(t.runs).where(t.runs.c.uid == ref)).first()
+                row = conn.execute(select(t.runs).where(t.runs.c.uid == ref, seen)).first()
             if row is None:
                 row = conn.execute(
-                    select(t.runs).where(t.runs.c.experiment == ref).order_by(t.runs.c.n.desc()).limit(1)
+                    select(t.runs).where(t.runs.c.experiment == ref, seen).order_by(t.runs.c.n.desc()).limit(1)
                 ).first()
             return None if row is None else RunRecord.from_row(row)
 

@@ -220,3 +220,15 @@ audit = Table(
     Index("ix_audit_ts", "ts"),
     Index("ix_audit_team_ts", "team", "ts"),
 )
+
+# Stored simulation results (0013): per-run records `crossrail compare sim:ID` reads, named by a content id.
+simulations = Table(
+    "simulations",
+    metadata,
+    Column("id", String(16), primary_key=True),
+    Column("created_at", Float, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("policy", String(64), nullable=False),
+    Column("runs", Integer, nullable=False),
+    Column("records", JSON, nullable=False),
+)
