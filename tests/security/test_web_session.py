@@ -10,6 +10,8 @@ process, over one small workspace for the module.
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from tests.api.conftest import CROSSRAIL, free_port
 
 from crossrail.api import create_app
 from crossrail.api.auth import COOKIE
@@ -215,6 +218,47 @@ def test_x_forwarded_for_is_believed_only_from_named_proxies(site: Site) -> None
     assert _origin_through_serve(site, _submit(site), None) == "127.0.0.1:40001"
     assert _origin_through_serve(site, _submit(site), "10.0.0.1") == "127.0.0.1:40001"
     assert _origin_through_serve(site, _submit(site), "127.0.0.1") == "203.0.113.9:0"
+
+
+@pytest.mark.slow
+def test_crossrail_serve_believes_x_forwarded_for_only_from_the_proxy_it_names(site: Site) -> None:
+    """A real `crossrail serve --forwarded-allow-ips 127.0.0.2`: the same header from 127.0.0.1 (loopback, which
+    uvicorn alone would believe) is ignored, from the named proxy it is believed."""
+    port = free_port()
+    argv = [CROSSRAIL, "serve", "--port", str(port), "--home", str(site.home), "--forwarded-allow-ips", "127.0.0.2"]
+    url = f"http://127.0.0.1:{port}"
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
+        try:
+            _wait_for(server, url)
+            _cancel_through(site, url)
+        finally:
+            server.terminate()
+
+
+def _wait_for(server: subprocess.Popen[bytes], url: str) -> None:
+    deadline = time.monotonic() + 60
+    while not _answers(url):
+        assert server.poll() is None, f"crossrail serve exited with {server.returncode}"
+        assert time.monotonic() < deadline, "crossrail serve did not answer in 60 s"
+        time.sleep(0.1)
+
+
+def _cancel_through(site: Site, url: str) -> None:
+    for peer, origin in (("127.0.0.1", "127.0.0.1:"), ("127.0.0.2", "203.0.113.9:")):
+        transport = httpx.HTTPTransport(local_address=peer)
+        with httpx.Client(transport=transport, base_url=url, timeout=30) as http:
+            sent = http.post(f"/v1/runs/nosuch-{peer}/cancel", headers={"X-Forwarded-For": "203.0.113.9"})
+        assert sent.status_code == 404
+        row = _last_audit(site)
+        assert row["target"] == f"nosuch-{peer}"
+        assert str(row["origin"]).startswith(origin), (peer, row["origin"])
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/v1/health", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_another_teams_many_runs_leave_a_teams_runs_page_its_own(site: Site) -> None:
