@@ -77,13 +77,29 @@ def export_mlflow(
 ) -> dict[str, Any]:
     """Export `runs` (default: every run of the workspace) to MLflow; returns what was created or updated."""
     ids = [c.service.get(ref).id for ref in runs] or [r.id for r in c.service.store.list_runs(newest_first=False)]
-    ml = _mlflow()(tracking_uri=tracking_uri)
-    found = ml.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found is not None else ml.create_experiment(experiment)
-    exported = [_export_run(c, ml, experiment_id, rid) for rid in ids]
+    client = _mlflow()
+    from mlflow.exceptions import MlflowException
+
+    try:
+        ml = client(tracking_uri=tracking_uri)
+        found = ml.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found is not None else ml.create_experiment(experiment)
+        exported = [_export_run(c, ml, experiment_id, rid) for rid in ids]
+    except (MlflowException, OSError) as exc:
+        raise UsageError(_refused(tracking_uri, exc)) from None
     return api_object(
         "MlflowExport", tracking_uri=tracking_uri, experiment=experiment, experiment_id=experiment_id, runs=exported
     )
+
+
+def _refused(tracking_uri: str, exc: Exception) -> str:
+    """MLflow's refusal in a line, with the way out for the file store MLflow no longer takes by default."""
+    text = getattr(exc, "message", None) or str(exc)
+    first = text.strip().split("\n")[0].split(". ")[0][:300]
+    fix = "check the URI and that the server answers"
+    if tracking_uri.startswith("file:") or "://" not in tracking_uri:
+        fix = "MLflow's file store is retired: pass --tracking-uri sqlite:///mlflow.db or an http:// server"
+    return f"MLflow refused --tracking-uri {tracking_uri}: {first}; {fix}"
 
 
 def _export_run(c: Client, ml: Any, experiment_id: str, run_id: str) -> dict[str, Any]:

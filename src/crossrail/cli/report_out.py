@@ -26,6 +26,7 @@ def write_report(
         start = parse_selection(f"since={since}").since if since else None
     except UsageError:
         raise UsageError(f"--since {since!r} is not a date; write 2026-11-01 or 2026-11-01T12:00 (UTC)") from None
+    report_doc.check_out(out, (report_doc.MARKDOWN, report_doc.HTML))  # before the store is read, not after
     with client(home, server) as c:
         if not hasattr(c, "service"):
             raise UsageError("report --out reads the workspace's store; run it beside the workspace, without --server")

@@ -15,19 +15,20 @@ from typing import Any
 
 from crossrail.control.service import Service
 from crossrail.control.workspace import Workspace
-from crossrail.core import Event, EventType, parse_duration
-from crossrail.errors import UsageError
+from crossrail.core import Event, EventType, parse_duration, validate_team
+from crossrail.errors import Problem, SpecError, UsageError
 from crossrail.scheduling import Scheduler, fleet_changes
 from crossrail.spec import Fleet, parse_document, parse_fleet
+from crossrail.spec.loader import read_text
 
 CAPACITY_KINDS = ("pool_added", "pool_removed", "capacity", "drain", "undrain")
 
 
 def apply(service: Service, ws: Workspace, path: Path) -> list[str]:
     """Replace the workspace fleet with the file at `path`; returns what changed."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)  # a FIFO, device, directory or huge file is refused, never read
     new = parse_fleet(parse_document(text, str(path)))
-    return _commit(service, ws, new, text, reason=f"fleet applied from {path}")
+    return _commit(service, ws, new, text, reason=f"fleet applied from {path}", source=str(path))
 
 
 def set_drained(service: Service, ws: Workspace, pool: str, drained: bool) -> list[str]:
@@ -95,11 +96,12 @@ def _commit_data(service: Service, ws: Workspace, data: dict[str, Any], reason: 
     _round_trip().dump(data, out)
     text = out.getvalue()
     new = parse_fleet(parse_document(text, str(ws.fleet_path)))
-    return _commit(service, ws, new, text, reason=reason)
+    return _commit(service, ws, new, text, reason=reason, source=str(ws.fleet_path))
 
 
-def _commit(service: Service, ws: Workspace, new: Fleet, text: str, reason: str) -> list[str]:
+def _commit(service: Service, ws: Workspace, new: Fleet, text: str, *, reason: str, source: str) -> list[str]:
     old = service.fleet
+    _check_new_teams(old, new, source)
     Scheduler.from_fleet(new)  # the core accepts it (reservations fit, pools exist) before anything is written
     changes = fleet_changes(old, new)
     tmp = ws.fleet_path.with_name(f".{ws.fleet_path.name}.tmp")
@@ -113,6 +115,18 @@ def _commit(service: Service, ws: Workspace, new: Fleet, text: str, reason: str)
         service.store.append_events(events)
     service.reload_fleet()
     return [str(c) for c in changes]
+
+
+def _check_new_teams(old: Fleet, new: Fleet, source: str) -> None:
+    """A team the fleet names for the first time is a DNS-1123 label; teams it named already keep their names."""
+    known = set(old.spec.teams)
+    problems = []
+    for team in new.spec.teams:
+        why = None if team in known else validate_team(team)
+        if why is not None:
+            problems.append(Problem(source, "spec", f"a new team {why}", fix="name the team e.g. `ml-research`"))
+    if problems:
+        raise SpecError(problems)
 
 
 def _capacity_event(old: Fleet, new: Fleet, pool: str, detail: str, *, reason: str, now: float) -> Event:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -60,12 +61,38 @@ def backup(ws: Workspace, dest: Path, *, force: bool = False) -> dict[str, Any]:
     path = _sqlite_only(ws, "backup")
     source = _existing(ws, path)
     dest = dest.expanduser().absolute()
-    if dest.exists() and not force:
-        raise WorkspaceError(f"{dest} exists; choose another file or pass --force to overwrite it")
+    _check_dest(dest, force=force)
     if dest.resolve() == source.resolve():
         raise WorkspaceError(f"{dest} is the store itself; back it up to another file")
     _copy(source, dest)
     return {"store": str(source), "backup": str(dest), "bytes": dest.stat().st_size, **_facts(dest)}
+
+
+def _check_dest(dest: Path, *, force: bool) -> None:
+    """A backup goes to a new path or, with --force, over a regular file: never a device, FIFO, link or dir."""
+    try:
+        mode = dest.lstat().st_mode
+    except FileNotFoundError:
+        if not dest.parent.is_dir():
+            raise WorkspaceError(f"{dest.parent} is not a directory; create it or back up elsewhere") from None
+        return
+    except OSError as exc:
+        raise WorkspaceError(f"cannot write the backup {dest}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise WorkspaceError(f"{dest} is {kind}; a backup goes to a new path or over a regular file")
+    if not force:
+        raise WorkspaceError(f"{dest} exists; choose another file or pass --force to overwrite it")
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def restore(ws: Workspace, src: Path, clock: Clock, *, other_store: bool = False) -> dict[str, Any]:

@@ -3,7 +3,16 @@
 from crossrail.core.attempts import EndReason
 from crossrail.core.clock import Clock, ManualClock, MonotonicClock, SystemClock
 from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
-from crossrail.core.ids import attempt_id, is_uid, new_uid, parse_run_id, run_dir_name, run_id, validate_name
+from crossrail.core.ids import (
+    attempt_id,
+    is_uid,
+    new_uid,
+    parse_run_id,
+    run_dir_name,
+    run_id,
+    validate_name,
+    validate_team,
+)
 from crossrail.core.priority import PRIORITIES, PRIORITY_RANK, priority_level, priority_rank
 from crossrail.core.quantities import format_duration, parse_duration, parse_topology
 
@@ -32,4 +41,5 @@ __all__ = [
     "run_dir_name",
     "run_id",
     "validate_name",
+    "validate_team",
 ]

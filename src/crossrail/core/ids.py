@@ -31,6 +31,23 @@ def validate_name(name: str) -> str | None:
     return None
 
 
+TEAM_MAX = 63
+
+
+def validate_team(name: str) -> str | None:
+    """Why `name` is not a name for a new team (a DNS-1123 label: a Kubernetes namespace can carry it), or None.
+
+    Teams stored before this rule keep their names; only new ones are held to it."""
+    if not name:
+        return "must not be empty"
+    if len(name) > TEAM_MAX or not _NAME.match(name):
+        return (
+            f"{name[:80]!r} is not a team name; use at most {TEAM_MAX} lower-case letters, digits and '-',"
+            " starting and ending with a letter or digit"
+        )
+    return None
+
+
 def run_id(experiment: str, n: int) -> str:
     if n < 1:
         raise ValueError(f"run numbers start at 1 (got {n})")
