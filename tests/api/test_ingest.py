@@ -60,12 +60,12 @@ def _attempt(c: Client, name: str, report: str | None) -> str:
     return run_id
 
 
-def _write(reporter: Reporter, run_id: str) -> None:
+def _write(reporter: Reporter, checkpoint_dir: str) -> None:
     for step in range(1, 6):
         reporter.metrics({"loss": 4.0 / step, "tokens_per_second": 1000.0 + step}, step=step)
         reporter.heartbeat(step)
     reporter.metric("grad_norm", 0.5, step=6)
-    reporter.checkpoint(5, f"file:///ckpt/{run_id}/step-00000005", tokens=5120)
+    reporter.checkpoint(5, f"{checkpoint_dir}/step-00000005", tokens=5120)
     reporter.event("phase", stage="eval")
 
 
@@ -81,30 +81,34 @@ def _stored(c: Client, run_id: str) -> dict[str, Any]:
         "samples": [{k: v for k, v in s.items() if k != "id"} for s in samples],
         "checkpoints": [(k.step, k.uri) for k in c.service.store.checkpoints(run_id)],
     }
-    return dict(json.loads(json.dumps(body, default=str).replace(run_id, "RUN")))
+    uid = c.service.store.get_run(run_id).uid or "no uid"
+    return dict(json.loads(json.dumps(body, default=str).replace(uid, "UID").replace(run_id, "RUN")))
 
 
 def test_http_reports_store_what_the_file_channel_stores(home: Path, url: str) -> None:
+    at = CLOCK.now()
+
     def clock() -> float:  # one time for every record, so both channels' records carry the same
-        return 1_000_000.0
+        return at
 
     with Client(home, server="", clock=CLOCK) as c:
         by_file = _attempt(c, "by-file", None)
         by_http = _attempt(c, "by-http", url + "/v1/ingest/{run}/1")
         att = next(a for a in c.service.store.attempts(by_file))
         with Reporter(att.report_uri or "", run=by_file, attempt=1, clock=clock) as reporter:
-            _write(reporter, by_file)
+            _write(reporter, c.service.store.get_run(by_file).run_checkpoint_dir)
         reports.ingest(c.service.store, att, CLOCK.now())
 
         secret = attempt_secret(home, by_http, 1)
         target = f"{url}/v1/ingest/{by_http}/1"
         with Reporter(target, run=by_http, attempt=1, clock=clock, secret=secret, flush_records=4) as reporter:
-            _write(reporter, by_http)
+            _write(reporter, c.service.store.get_run(by_http).run_checkpoint_dir)
         http_att = next(a for a in c.service.store.attempts(by_http))
         assert reports.ingest(c.service.store, http_att, CLOCK.now()) == http_att  # the agent leaves it alone
 
         file_side, http_side = _stored(c, by_file), _stored(c, by_http)
         assert len(file_side["samples"]) == 11
+        assert len(file_side["checkpoints"]) == 1
         assert file_side == http_side
 
 
@@ -118,18 +122,19 @@ def test_replayed_and_reordered_batches_are_stored_once(home: Path, url: str) ->
                     "value": 1.0 / seq, "step": seq, "seq": seq}  # fmt: skip
 
         first, second, third = [record(s) for s in (1, 2, 3)], [record(s) for s in (4, 5)], [record(6)]
-        assert post_batch(target, secret, 7, third)["stored"] == 1  # ahead of the others
-        assert post_batch(target, secret, 7, second)["stored"] == 2
-        assert post_batch(target, secret, 7, second)["duplicates"] == 2
-        assert post_batch(target, secret, 7, first)["stored"] == 3
-        assert post_batch(target, secret, 7, [*first, *third])["duplicates"] == 4
+        one, two = int(CLOCK.now() * 1000), int(CLOCK.now() * 1000) + 1  # writers' start times in ms
+        assert post_batch(target, secret, one, third)["stored"] == 1  # ahead of the others
+        assert post_batch(target, secret, one, second)["stored"] == 2
+        assert post_batch(target, secret, one, second)["duplicates"] == 2
+        assert post_batch(target, secret, one, first)["stored"] == 3
+        assert post_batch(target, secret, one, [*first, *third])["duplicates"] == 4
         steps = [s["step"] for s in c.service.store.metric_samples(run_id)]
         assert sorted(steps) == [1, 2, 3, 4, 5, 6]
 
         # A restarted writer numbers from 1 again under a higher incarnation; the replaced one is fenced off.
         restarted = [{**record(1), "step": 7, "ts": 200.0}]
-        assert post_batch(target, secret, 8, restarted)["stored"] == 1
-        assert post_batch(target, secret, 7, [record(7)])["stale"] is True
+        assert post_batch(target, secret, two, restarted)["stored"] == 1
+        assert post_batch(target, secret, one, [record(7)])["stale"] is True
         assert sorted(s["step"] for s in c.service.store.metric_samples(run_id)) == [1, 2, 3, 4, 5, 6, 7]
 
 
@@ -184,10 +189,29 @@ def test_a_nan_metric_is_an_event_and_infinities_are_samples_on_both_channels(ho
             reporter.metrics({"loss": float("nan"), "grad_norm": float("inf")}, step=3)
         reports.ingest(c.service.store, att, CLOCK.now())  # stored once, not refused by the database
         secret = attempt_secret(home, by_http, 1)
-        with Reporter(f"{url}/v1/ingest/{by_http}/1", run=by_http, attempt=1, secret=secret) as reporter:
+        with Reporter(
+            f"{url}/v1/ingest/{by_http}/1", run=by_http, attempt=1, secret=secret, clock=CLOCK.now
+        ) as reporter:
             reporter.metrics({"loss": float("nan"), "grad_norm": float("inf")}, step=3)
         for run_id in (by_file, by_http):
             samples = c.service.store.metric_samples(run_id)
             assert [(s["name"], s["value"]) for s in samples] == [("grad_norm", float("inf"))]
             (nan,) = [e for e in c.service.store.events(run=run_id) if e.type == "reported"]
             assert nan.data == {"name": "nan_metric", "data": {"metric": "loss", "step": 3, "value": "nan"}}
+
+
+def test_a_writer_posts_what_it_buffered_in_batches_within_the_servers_bounds(home: Path, url: str) -> None:
+    with Client(home, server="", clock=CLOCK) as c:
+        run_id = _attempt(c, "split", url + "/v1/ingest/{run}/1")
+        secret = attempt_secret(home, run_id, 1)
+        target = f"{url}/v1/ingest/{run_id}/1"
+        big = 10**6  # nothing flushes by count or time: only the bounds (1,000 records, 4 MiB) cut batches
+        with Reporter(
+            target, run=run_id, attempt=1, secret=secret, clock=CLOCK.now, flush_records=big, flush_s=big
+        ) as r:
+            for step in range(1, 2502):
+                r.metric("loss", 1.0, step=step)
+            for i in range(80):  # 80 records of 60 kB: 4.8 MB
+                r.event("blob", i=i, data="y" * 60_000)
+        assert len(c.service.store.metric_samples(run_id)) == 2501
+        assert len([e for e in c.service.store.events(run=run_id) if e.type == "reported"]) == 80

@@ -6,6 +6,11 @@ new, higher incarnation and numbers from 1 again; records of an older incarnatio
 from a writer that was replaced and are dropped. Within an incarnation, what was stored is kept in the
 attempt's report cursor as `h1:<incarnation>:<contiguous seq>:<ranges stored above it>`, moved in the same
 transaction as the records (Store.ingest), so a replayed or reordered batch stores nothing twice.
+
+A batch is refused whole (422, nothing stored) when it is larger than the channel's bounds or its
+incarnation is not a time its writer could have started: from the attempt's creation to now, in ms, each end
+widened by INCARNATION_SKEW_S (docs/runtime.md#limits). A checkpoint record outside the run's own
+checkpoint directory is not indexed; the batch's other records are (control/reports.translate).
 """
 
 from __future__ import annotations
@@ -23,7 +28,14 @@ from crossrail.control import reports
 from crossrail.control.secrets import secret_matches
 from crossrail.core.api import api_object
 from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
-from crossrail.runtime.report import parse_line
+from crossrail.runtime.report import (
+    INCARNATION_SKEW_S,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_RECORDS,
+    MAX_RECORD_BYTES,
+    parse_line,
+)
+from crossrail.store import AttemptRecord
 
 CURSOR_PREFIX = "h1"
 CURSOR_CHARS = 64  # attempts.report_cursor is a String(64)
@@ -84,7 +96,17 @@ def _check(batch: Batch, run: str, attempt: int) -> list[dict[str, Any]]:
     """The records as the file channel's reader would give them; every problem with the batch at once."""
     problems, records = [], []
     seqs: set[int] = set()
+    if len(batch.records) > MAX_BATCH_RECORDS:
+        message = f"{len(batch.records)} records; a batch holds at most {MAX_BATCH_RECORDS}"
+        raise SpecError([_problem("records", message, "post them in smaller batches")])
+    total = 0
     for i, r in enumerate(batch.records):
+        # Measured as the writer's line: compact JSON without `seq` (runtime/report.py bounds the same).
+        size = len(json.dumps({k: v for k, v in r.items() if k != "seq"}, separators=(",", ":")))
+        total += size
+        if size > MAX_RECORD_BYTES:
+            message = f"a record of {size} bytes; a record is at most {MAX_RECORD_BYTES}"
+            problems.append(_problem(f"records[{i}]", message, "report a summary; keep large data in files"))
         seq = r.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_INT:
             problems.append(_problem(f"records[{i}].seq", f"must be an integer from 1 to {MAX_INT} (got {seq!r})"))
@@ -101,9 +123,25 @@ def _check(batch: Batch, run: str, attempt: int) -> list[dict[str, Any]]:
                 )
             )
         records.append(parse_line(json.dumps(r).encode(), f"record {i}"))
+    if total > MAX_BATCH_BYTES:
+        message = f"the records hold {total} bytes; a batch holds at most {MAX_BATCH_BYTES}"
+        problems.append(_problem("records", message, "post them in smaller batches"))
     if problems:
         raise SpecError(problems)
     return records
+
+
+def _check_incarnation(incarnation: int, att: AttemptRecord, now: float) -> None:
+    """An incarnation is its writer's start in ms: one before the attempt was created or after now (beyond
+    the clock allowance) is no writer of this attempt, and would fence the real one off as `stale`."""
+    created = att.created_at if att.created_at is not None else att.started_at
+    low = None if created is None else int((created - INCARNATION_SKEW_S) * 1000)
+    high = int((now + INCARNATION_SKEW_S) * 1000)
+    if (low is not None and incarnation < low) or incarnation > high:
+        window = f"from {low} to {high}" if low is not None else f"up to {high}"
+        message = f"{incarnation} is not a start time of this attempt's writer (ms since the epoch, {window})"
+        fix = "send the writer's start time in milliseconds (the runtime's Reporter does); check its clock"
+        raise SpecError([_problem("incarnation", message, fix)])
 
 
 @router.post("/ingest/{run}/{attempt}", summary="An attempt's report records: metrics, heartbeats, checkpoints")
@@ -134,6 +172,7 @@ def ingest(
                 f"attempt {attempt} of {run} reports to {att.report_uri or 'nowhere'}, not over HTTP; its records"
                 " are read from there"
             )
+        _check_incarnation(batch.incarnation, att, client.clock.now())
         seen = Seen.decode(att.report_cursor)
         if batch.incarnation < seen.incarnation:
             return _result(run, attempt, 0, len(records), stale=True)
@@ -150,7 +189,8 @@ def ingest(
                 f" send the batches from seq {seen.upto + 1} first"
             )
         ordered = [r for r, _ in sorted(fresh, key=lambda pair: pair[1])]
-        events, samples, ckpts, beat = reports.translate(att, ordered, client.clock.now())
+        own = store.get_run(run).run_checkpoint_dir
+        events, samples, ckpts, beat = reports.translate(att, ordered, client.clock.now(), checkpoint_dir=own)
         if store.ingest(
             att.run_id,
             att.number,

@@ -3,39 +3,75 @@
 from __future__ import annotations
 
 import math
+import posixpath
 from dataclasses import replace
 from typing import Any
 
 from crossrail.core import Event, EventType
 from crossrail.runtime.report import read_new
+from crossrail.runtime.storage import local_path
 from crossrail.store import AttemptRecord, Store
+
+READS_PER_PASS = 16
+"""Batches (each at most MAX_BATCH_BYTES) one pass indexes of one attempt: a backlog drains over passes."""
 
 
 def ingest(store: Store, att: AttemptRecord, now: float) -> AttemptRecord:
     """Index whatever the attempt wrote since its cursor; the attempt with its new cursor and heartbeat."""
     if not att.report_uri or att.report_uri.startswith(("http://", "https://")):
         return att  # nothing to read, or records the API server stores as they are posted (crossrail.api.ingest)
-    records, cursor = read_new(att.report_uri, att.report_cursor)
-    if not records and cursor == att.report_cursor:
-        return att
-    events, samples, ckpts, beat = translate(att, records, now)
-    store.ingest(
-        att.run_id,
-        att.number,
-        old_cursor=att.report_cursor,
-        new_cursor=cursor,
-        events=events,
-        samples=samples,
-        checkpoints=ckpts,
-        heartbeat=beat,
-    )
-    return replace(att, report_cursor=cursor, last_heartbeat=beat or att.last_heartbeat)
+    for _ in range(READS_PER_PASS):
+        records, cursor = read_new(att.report_uri, att.report_cursor)
+        if not records and cursor == att.report_cursor:
+            return att
+        own = store.get_run(att.run_id).run_checkpoint_dir
+        events, samples, ckpts, beat = translate(att, records, now, checkpoint_dir=own)
+        store.ingest(
+            att.run_id,
+            att.number,
+            old_cursor=att.report_cursor,
+            new_cursor=cursor,
+            events=events,
+            samples=samples,
+            checkpoints=ckpts,
+            heartbeat=beat,
+        )
+        att = replace(att, report_cursor=cursor, last_heartbeat=beat or att.last_heartbeat)
+    return att
+
+
+def own_checkpoint(uri: str, checkpoint_dir: str) -> bool:
+    """Whether `uri` names an entry under the run's checkpoint directory (not the directory itself).
+
+    Both sides are normalized (`file://` or a plain path, `..` folded), so neither another run's directory
+    nor a `javascript:` URI passes; a relative directory matches where the writer's working directory put it."""
+    mine, theirs = _location(checkpoint_dir), _location(uri)
+    if mine is None or theirs is None or mine[0] != theirs[0]:
+        return False
+    base, path = mine[1].rstrip("/"), theirs[1]
+    if base.startswith("/") or not path.startswith("/"):
+        return path.startswith(base + "/")
+    return f"/{base}/" in path  # a relative dir, under the writer's working directory
+
+
+def _location(uri: str) -> tuple[str, str] | None:
+    """(scheme, normalized path) of a checkpoint location; `file` for a local path. None for an empty one."""
+    path = local_path(uri)
+    if path is not None:
+        scheme = "file"
+    else:
+        scheme, _, path = uri.partition("://")
+    path = posixpath.normpath(path) if path else ""
+    return (scheme.lower(), path) if path and path != "." else None
 
 
 def translate(
-    att: AttemptRecord, records: list[dict[str, Any]], now: float
+    att: AttemptRecord, records: list[dict[str, Any]], now: float, *, checkpoint_dir: str
 ) -> tuple[list[Event], list[dict[str, Any]], list[dict[str, Any]], float | None]:
-    """Runtime records -> events, metric samples and checkpoints to index, plus the last heartbeat time."""
+    """Runtime records -> events, metric samples and checkpoints to index, plus the last heartbeat time.
+
+    A checkpoint outside the run's `checkpoint_dir` is not indexed (another run's, or no checkpoint at all):
+    it becomes an `invalid` report, and the batch's other records are kept."""
     events: list[Event] = []
     samples: list[dict[str, Any]] = []
     ckpts: list[dict[str, Any]] = []
@@ -61,6 +97,10 @@ def translate(
         elif kind == "heartbeat":
             beat = max(beat or ts, ts)
             events.append(Event(EventType.HEARTBEAT, ts, att.run_id, att.number, {"step": r.get("step")}))
+        elif kind == "checkpoint" and not own_checkpoint(str(r["uri"]), checkpoint_dir):
+            reason = f"checkpoint of step {r['step']} is not under the run's checkpoint directory; not indexed"
+            data = {"reason": reason, "line": str(r["uri"])[:200]}
+            events.append(Event(EventType.REPORTED, now, att.run_id, att.number, {"name": "invalid", "data": data}))
         elif kind == "checkpoint":
             beat = max(beat or ts, ts)
             ckpts.append({"step": int(r["step"]), "uri": str(r["uri"]), "ts": ts})

@@ -30,6 +30,14 @@ INVALID_LINE_CHARS = 500
 SECRET_ENV = "CROSSRAIL_REPORT_SECRET"
 POST_TRIES = 3  # a batch is posted this many times (backing off from POST_BACKOFF_S) before flush() raises
 POST_BACKOFF_S = 0.5
+# Bounds on what one writer sends (docs/runtime.md#limits): a record as one compact JSON line without its
+# `seq`, and a batch (an HTTP post, a chunk object, one read of the file channel) in records and bytes.
+MAX_RECORD_BYTES = 64 * 1024
+MAX_BATCH_RECORDS = 1000
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+INCARNATION_SKEW_S = 300.0
+"""An incarnation is its writer's start in ms; the server takes one from the attempt's creation to its own
+now, each end widened by this much for clocks that disagree."""
 
 
 def chunk_name(n: int) -> str:
@@ -86,13 +94,17 @@ class _ChunkSink:
         self._root = self._root.rstrip("/")
         self._clock, self._flush_records, self._flush_s = clock, flush_records, flush_s
         self._buffer: list[bytes] = []
+        self._bytes = 0
         self._oldest = 0.0
         self._next: int | None = None
 
     def write(self, line: bytes, durable: bool) -> None:
+        if self._buffer and (len(self._buffer) >= MAX_BATCH_RECORDS or self._bytes + len(line) > MAX_BATCH_BYTES):
+            self.flush()  # a chunk stays within what the reader takes in one piece
         if not self._buffer:
             self._oldest = self._clock()
         self._buffer.append(line)
+        self._bytes += len(line)
         due = len(self._buffer) >= self._flush_records or self._clock() - self._oldest >= self._flush_s
         if durable or due:
             self.flush()
@@ -105,6 +117,7 @@ class _ChunkSink:
         self._fs.pipe_file(f"{self._root}/{chunk_name(self._next)}", b"".join(self._buffer))
         self._next += 1
         self._buffer.clear()
+        self._bytes = 0
 
     def close(self) -> None:
         self.flush()
@@ -133,13 +146,17 @@ class _HttpSink:
         self.incarnation = int(clock() * 1000)
         self._seq = 0
         self._buffer: list[dict[str, Any]] = []
+        self._bytes = 0
         self._oldest = 0.0
 
     def write(self, line: bytes, durable: bool) -> None:
+        if self._buffer and (len(self._buffer) >= MAX_BATCH_RECORDS or self._bytes + len(line) > MAX_BATCH_BYTES):
+            self.flush()  # a batch stays within the server's bounds, whatever flush_records says
         if not self._buffer:
             self._oldest = self._clock()
         self._seq += 1
         self._buffer.append({**json.loads(line), "seq": self._seq})
+        self._bytes += len(line)
         due = len(self._buffer) >= self._flush_records or self._clock() - self._oldest >= self._flush_s
         if durable or due:
             self.flush()
@@ -149,6 +166,7 @@ class _HttpSink:
             return
         post_batch(self._url, self._secret, self.incarnation, self._buffer)
         self._buffer = []
+        self._bytes = 0
 
     def close(self) -> None:
         self.flush()
@@ -269,8 +287,13 @@ class Reporter:
             if self._closed:
                 raise CrossrailError(f"the reporter for {self.target} is closed; records after close() are lost")
             record = {"v": RECORD_VERSION, "ts": self._clock(), "run": self.run, "attempt": self.attempt}
-            line = json.dumps({**record, "type": kind, **fields}, separators=(",", ":"), allow_nan=False)
-            self._sink.write(line.encode() + b"\n", durable)
+            line = json.dumps({**record, "type": kind, **fields}, separators=(",", ":"), allow_nan=False).encode()
+            if len(line) > MAX_RECORD_BYTES:
+                raise CrossrailError(
+                    f"a {kind} record of {len(line)} bytes is larger than {MAX_RECORD_BYTES} bytes, which the"
+                    " channel stores; report a summary, and keep large data in files beside the checkpoint"
+                )
+            self._sink.write(line + b"\n", durable)
 
 
 class HeartbeatThread(threading.Thread):
@@ -341,14 +364,17 @@ def _cursor(cursor: str | None) -> int:
 
 
 def _read_file(path: str, offset: int) -> tuple[list[dict[str, Any]], str]:
-    """Whole lines from byte `offset`; a trailing line without its newline is left for the next call."""
+    """Whole lines from byte `offset`, at most MAX_BATCH_BYTES of them a call; a trailing line without its
+    newline is left for the next call, and a line longer than a batch is skipped as one `invalid` record."""
     try:
         with open(path, "rb") as f:
             f.seek(offset)
-            data = f.read()
+            data = f.read(MAX_BATCH_BYTES)
+            end = data.rfind(b"\n") + 1
+            if end == 0 and len(data) == MAX_BATCH_BYTES:
+                return _skip_long_line(f, data, offset)
     except FileNotFoundError:
         return [], str(offset)
-    end = data.rfind(b"\n") + 1
     records, start = [], 0
     while start < end:
         stop = data.index(b"\n", start)
@@ -357,26 +383,53 @@ def _read_file(path: str, offset: int) -> tuple[list[dict[str, Any]], str]:
     return records, str(offset + end)
 
 
+def _skip_long_line(f: Any, head: bytes, offset: int) -> tuple[list[dict[str, Any]], str]:
+    """The line at `offset` is longer than a batch: one `invalid` record once its newline is written."""
+    where = offset + len(head)
+    while block := f.read(MAX_BATCH_BYTES):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            size = where + newline - offset
+            return [_too_long(head, f"a record of {size} bytes", f"byte {offset}")], str(where + newline + 1)
+        where += len(block)
+    return [], str(offset)  # still being written: read it again once it ends
+
+
+def _too_long(raw: bytes, what: str, where: str) -> dict[str, Any]:
+    text = raw[: INVALID_LINE_CHARS * 4].decode("utf-8", errors="replace")
+    return _invalid(text, f"{what}; a record is at most {MAX_RECORD_BYTES} bytes", where)
+
+
 def _read_chunks(target: str, consumed: int) -> tuple[list[dict[str, Any]], str]:
-    """Every chunk after the first `consumed`, in order, up to the first one not written yet."""
+    """The chunks after the first `consumed`, in order, up to the first one not written yet or about
+    MAX_BATCH_BYTES read; a chunk larger than that is one `invalid` record."""
     fs, root = filesystem(target)
     root = root.rstrip("/")
     records: list[dict[str, Any]] = []
-    while True:
+    read = 0
+    while read < MAX_BATCH_BYTES:
         name = chunk_name(consumed + 1)
         try:
-            data = bytes(fs.cat_file(f"{root}/{name}"))
+            data = bytes(fs.cat_file(f"{root}/{name}", start=0, end=MAX_BATCH_BYTES + 1))
         except FileNotFoundError:
             return records, str(consumed)
+        read += len(data)
+        if len(data) > MAX_BATCH_BYTES:
+            records.append(_too_long(data, f"a chunk of more than {MAX_BATCH_BYTES} bytes", name))
+            consumed += 1
+            continue
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
         records += [parse_line(line, f"{name} line {i}") for i, line in enumerate(lines, 1)]
         consumed += 1
+    return records, str(consumed)
 
 
 def parse_line(raw: bytes, where: str) -> dict[str, Any]:
-    """One record from one line, or an `invalid` record saying why not."""
+    """One record from one line, or an `invalid` record saying why not (a line over MAX_RECORD_BYTES, too)."""
+    if len(raw) > MAX_RECORD_BYTES:
+        return _too_long(raw, f"a record of {len(raw)} bytes", where)
     text = raw.decode("utf-8", errors="replace")
     try:
         value = json.loads(raw)

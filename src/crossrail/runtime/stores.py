@@ -21,8 +21,16 @@ from typing import IO, Any
 from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, CheckpointError
 from crossrail.runtime.storage import file_uri, fsync_dir, local_path
 
+try:
+    import fcntl
+except ImportError:  # no flock here: drafts of dead writers go by the age rule alone
+    fcntl = None  # type: ignore[assignment]
+
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600.0
+WRITER_LOCK = ".writer.lock"
+"""In a local draft while its writer lives: the writer holds an flock on it, which the kernel lets go when
+the writer dies, so the next save sweeps a dead writer's draft at once rather than after STALE_TMP_S."""
 STEP_DIR = re.compile(r"^step-(\d+)$")
 StorageOptions = Mapping[str, Any]
 ReadInto = Callable[[int, memoryview], int]
@@ -199,23 +207,85 @@ class LocalStore(Store):
         return LocalDraft(self, name)
 
     def remove_stale(self) -> None:
-        """Temp dirs of saves that died more than an hour ago; a younger one may belong to a live writer."""
+        """Drafts whose writer died (its lock is free), and temp dirs of saves that died more than an hour
+        ago; a younger one without a lock may belong to a live writer (or one on a file system without locks)."""
         cutoff = time.time() - STALE_TMP_S
         try:
             entries = list(os.scandir(self.root))
         except FileNotFoundError:
             return
         for entry in entries:
-            if entry.name.startswith(TMP_PREFIX) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+            if not entry.name.startswith(TMP_PREFIX):
+                continue
+            try:
+                old = entry.stat(follow_symlinks=False).st_mtime < cutoff
+            except FileNotFoundError:
+                continue  # committed or removed meanwhile
+            if old or _writer_dead(entry.path):
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
+def _lock(path: str) -> int | None:
+    """An open descriptor holding an exclusive flock on `path` (made if missing), or None where there is none."""
+    if fcntl is None:
+        return None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _writer_dead(draft: str) -> bool:
+    """Whether the draft's writer lock exists and is free: its writer died (a live one, this process's
+    own async save included, holds it). No lock, or a file system without locks, says nothing."""
+    if fcntl is None:
+        return False
+    path = os.path.join(draft, WRITER_LOCK)
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # A writer unlinks its lock before it lets go, as it commits: a lock still in place was let go by death.
+        held = os.fstat(fd)
+        now = os.stat(path)
+        return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 class LocalDraft(Draft):
-    """Files go into a fresh `.tmp-<name>-*` sibling, fsynced; the commit renames it to `<name>`."""
+    """Files go into a fresh `.tmp-<name>-*` sibling, fsynced; the commit renames it to `<name>`.
+
+    The writer holds WRITER_LOCK in it until the commit or abort, so a later save can tell a dead writer's
+    draft from a live one's."""
 
     def __init__(self, store: LocalStore, name: str) -> None:
         self.store, self.name = store, name
         self.tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=store.root)
+        lock = os.path.join(self.tmp, WRITER_LOCK)
+        try:
+            self._lock = _lock(lock)
+        except OSError:
+            self._lock = None
+        if self._lock is None:
+            with contextlib.suppress(OSError):
+                os.unlink(lock)  # no lock to hold: the draft is left to the age rule
+
+    def _unlock(self) -> None:
+        """Unlink the lock, then let it go: a sweeper that takes it then sees it was not let go by death."""
+        if self._lock is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.tmp, WRITER_LOCK))
+        os.close(self._lock)
+        self._lock = None
 
     def open_write(self, file: str) -> IO[bytes]:
         return open(os.path.join(self.tmp, file), "wb", buffering=0)
@@ -236,17 +306,23 @@ class LocalDraft(Draft):
     def commit(self, marker: bytes) -> None:
         """Marker and directory fsynced, then one rename; a damaged dir already there is moved aside first."""
         self.write_small(MARKER_FILE, marker)
+        if self._lock is not None:  # the lock file goes before the commit; the lock itself is held through it
+            os.unlink(os.path.join(self.tmp, WRITER_LOCK))
         fsync_dir(self.tmp)
         final, aside = self.store.path(self.name), None
         if os.path.lexists(final):
             aside = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}replaced-{self.name}-", dir=self.store.root)
             os.rename(final, os.path.join(aside, "old"))
-        os.rename(self.tmp, final)
+        try:
+            os.rename(self.tmp, final)
+        finally:
+            self._unlock()
         fsync_dir(self.store.root)
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
 
     def abort(self) -> None:
+        self._unlock()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -241,7 +241,9 @@ def test_many_threads_writing_at_once_leave_only_whole_lines(tmp_path: Path) -> 
     lines = (tmp_path / "r.jsonl").read_text().splitlines()
     assert len(lines) == 1600
     assert all(json.loads(line)["data"]["payload"] == payload for line in lines)
-    records, _ = read_new(target, None)
+    records, cursor = read_new(target, None)  # 4.9 MB: one read takes at most MAX_BATCH_BYTES of whole lines
+    while more := read_new(target, cursor)[0]:
+        records, cursor = records + more, read_new(target, cursor)[1]
     assert sorted((x["data"]["thread"], x["data"]["i"]) for x in records) == [
         (t, i) for t in range(8) for i in range(200)
     ]
