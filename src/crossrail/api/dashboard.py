@@ -202,14 +202,13 @@ def _report_doc(request: Request, before: str | None, after: str | None) -> Any:
 
 
 def runs_view(c: TeamView, limit: int = 200) -> list[dict[str, Any]]:
-    """The newest runs of the actor's team (an admin's: of every team) with their pool, step, latest loss and
-    last committed checkpoint. The store picks the team's newest, so other teams' runs never crowd them out."""
+    """The newest runs the actor sees (its team's and those shared with it; an admin's: every team's) with
+    their pool, step, latest loss and last committed checkpoint. The store picks the newest of those teams, so
+    other teams' runs never crowd them out."""
     from crossrail.control.service import summary
 
     store, now = c.service.store, c.clock.now()
-    if not c.actor.admin and c.actor.team is None:  # a token of no team sees no team's runs
-        return []
-    runs = store.list_runs(limit=limit, team=None if c.actor.admin else c.actor.team)
+    runs = store.list_runs(limit=limit, teams=c.sight.teams)
     last = store.last_attempts(r.id for r in runs)
     out = []
     for run in runs:

@@ -264,9 +264,11 @@ class Store(AccessRecords, SimulationRecords):
         newest_first: bool = True,
         team: str | None = None,
         before: tuple[float, str] | None = None,
+        teams: Collection[str] | None = None,
     ) -> list[RunRecord]:
         """Runs in creation order (newest first by default), optionally filtered and limited; `before` keeps
-        those created before (created_at, id), the last of a previous newest-first page."""
+        those created before (created_at, id), the last of a previous newest-first page; `teams` keeps runs of
+        those teams only (a Sight's), picked by the query, so other teams' runs never fill the `limit`."""
         wanted = None if states is None else sorted({str(s) for s in states})
         if wanted is not None and limit is not None and len(wanted) > 1:
             # One index range per state, each stopped at `limit`, merged here: the database never
@@ -282,6 +284,7 @@ class Store(AccessRecords, SimulationRecords):
                     newest_first=newest_first,
                     team=team,
                     before=before,
+                    teams=teams,
                 )
             ]
             merged.sort(key=lambda r: (r.created_at, r.id), reverse=newest_first)
@@ -295,6 +298,8 @@ class Store(AccessRecords, SimulationRecords):
             q = q.where(t.runs.c.experiment == experiment)
         if team is not None:
             q = q.where(t.runs.c.team == team)
+        if teams is not None:
+            q = q.where(t.runs.c.team.in_(sorted(teams)))
         if before is not None:
             at, rid = before
             q = q.where((t.runs.c.created_at < at) | ((t.runs.c.created_at == at) & (t.runs.c.id < rid)))
