@@ -295,3 +295,25 @@ def test_validate_and_place_refuse_what_submit_refuses(tmp_path: Path, what: str
         checked = local.validate([exp])
         assert not checked["valid"]
         assert any(p["path"] == what and "regular file" in p["message"] for p in checked["problems"]), checked
+
+
+@pytest.mark.slow
+def test_simulate_store_keeps_a_result_that_compare_names_by_id(tmp_path: Path) -> None:
+    """`simulate --store` prints sim:ID; the local CLI compares by that id (or a file), as the server does."""
+    import subprocess
+    import sys
+
+    cli = str(Path(sys.executable).with_name("crossrail"))
+    Client.init(tmp_path)
+    data = Path(__file__).parents[2] / "data" / "gavel"
+    sim = [cli, "simulate", "--pools", "v100:2:2,k80:4:4", "--workload", f"gavel:{data / 'artifact_evaluation.trace'}"]
+    sim += ["--throughputs", str(data / "simulation_throughputs.json"), "--store", "--json"]
+    done = subprocess.run(sim, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
+    stored = json.loads(done.stdout)["stored"]
+    assert stored.startswith("sim:")
+    with Client(tmp_path / ".crossrail", server="") as local:
+        assert [s["runs"] for s in local.service.store.simulations()] == [15]
+    compare = [cli, "compare", "--before", stored, "--after", stored, "--json"]
+    verdict = subprocess.run(compare, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
+    cycle = json.loads(verdict.stdout)["research_cycle"]
+    assert (cycle["n_before"], cycle["n_after"], cycle["change"]) == (15, 15, 0.0)

@@ -159,7 +159,23 @@ class _Loader:
     def runs(self, text: str, flag: str) -> list[RunFacts]:
         from crossrail.control.facts import select_runs
 
-        return select_runs(text, flag, self._read_workspace)
+        return select_runs(text, flag, self._read_workspace, self._simulation)
+
+    def _simulation(self, name: str, flag: str) -> list[RunFacts]:
+        """`sim:NAME`: a result file read here, or the id of one `simulate --store` kept in the workspace."""
+        from crossrail.control.facts import sim_file_runs, stored_sim_runs
+        from crossrail.store.simulations import SIM_ID
+
+        if Path(name).exists() or not SIM_ID.fullmatch(name):
+            return sim_file_runs(name, flag)
+        with client(self.home, self.server) as c:
+            from crossrail.client_http import RemoteClient
+
+            if isinstance(c, RemoteClient):
+                raise UsageError(
+                    f"{flag} sim:{name}: stored simulations are read beside the workspace, without --server"
+                )
+            return stored_sim_runs(c.service.store)(name, flag)
 
     def policy(self) -> Any:
         if self._policy is None:
