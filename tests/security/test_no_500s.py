@@ -172,3 +172,11 @@ def test_unknown_paths_and_methods_answer_in_the_documented_error_shape(app: Fas
     wrong = call(app, "DELETE", "/v1/runs")
     assert is_error_shape(wrong, 405)
     assert wrong.headers["allow"]  # which methods the path takes
+
+
+def test_reservation_with_a_duration_past_a_float_is_a_400_not_a_500(app: FastAPI) -> None:
+    body = {"pool": "tpu-v5p", "chips": 4, "start": "now", "duration": "1e308s"}
+    answer = call(app, "POST", "/v1/fleet/reservations", json=body)
+    assert is_error_shape(answer, 400), answer.text
+    assert "not a duration" in answer.json()["message"]
+    assert call(app, "GET", "/v1/fleet/reservations").json()["reservations"] == []  # nothing was written

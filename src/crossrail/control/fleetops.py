@@ -64,7 +64,10 @@ def reserve(
     if team:
         entry["team"] = team
     held.append(entry)
-    parse_duration(duration)  # a clear error before the fleet's own checks
+    try:
+        parse_duration(duration)  # a clear error before the fleet's own checks
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return _commit_data(service, ws, data, reason=f"reservation {label}")
 
 
