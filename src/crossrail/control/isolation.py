@@ -65,11 +65,18 @@ def run_as(fleet: Any, team: str | None) -> RunAs:
         return RunAs(name=mode, uid=user.pw_uid, gid=user.pw_gid, groups=tuple(os.getgrouplist(mode, user.pw_gid)))
     pinned = dict(spec.uids) if spec is not None else {}
     uid = team_uid(team, pinned)
+    known = {NO_TEAM, *getattr(fleet.spec, "teams", ()), *pinned} - {team or NO_TEAM}
+    twin = next((t for t in sorted(known) if team_uid(t, pinned) == uid), None)
+    if twin is not None:
+        raise UsageError(
+            f"teams {team or '(none)'} and {twin or '(none)'} would share uid {uid}; pin another one for either in the "
+            "fleet's spec.isolation.uids"
+        )
     try:  # a derived uid that a real account holds would hand the team that account's files
         holder = pwd.getpwuid(uid).pw_name
     except KeyError:
         holder = None
-    if holder is not None:
+    if holder is not None and (team or NO_TEAM) not in pinned:  # a pinned uid may be an account made for it
         raise UsageError(
             f"the uid of team {team or '(none)'}, {uid}, is user {holder}'s on this machine; pin another one in "
             "the fleet's spec.isolation.uids"
@@ -82,20 +89,6 @@ def run_as(fleet: Any, team: str | None) -> RunAs:
 def can_isolate() -> bool:
     """Only root can start a process under another uid."""
     return os.geteuid() == 0
-
-
-def uid_clashes(fleet: Any) -> list[str]:
-    """Teams of the fleet that would share one uid (two names whose derived uids collide, or pinned alike)."""
-    spec = getattr(fleet.spec, "isolation", None)
-    pinned = dict(spec.uids) if spec is not None else {}
-    seen: dict[int, str] = {}
-    clashes = []
-    for team in [NO_TEAM, *fleet.spec.teams]:
-        uid = team_uid(team, pinned)
-        if uid in seen:
-            clashes.append(f"teams {seen[uid] or '(none)'} and {team} both get uid {uid}")
-        seen.setdefault(uid, team)
-    return clashes
 
 
 def check_submission(fleet: Any, actor: Actor | None, exp: Any = None) -> None:
@@ -140,6 +133,20 @@ def harden(root: Path) -> None:
         if entry.name in PUBLIC:
             if stat.S_ISDIR(info.st_mode) and entry.name in ("reports", "homes"):
                 os.chmod(entry, 0o711)  # each attempt's own file or home under it is named, never listed
+            if stat.S_ISDIR(info.st_mode) and entry.name == "reports":
+                _close_reports(entry)
             continue
         if info.st_mode & 0o077:
             os.chmod(entry, stat.S_IMODE(info.st_mode) & 0o700)
+
+
+def _close_reports(reports: Path) -> None:
+    """Report files written before isolation (mode 0644) become their owner's alone, like the ones made since."""
+    for run in reports.iterdir():
+        if not run.is_dir() or run.is_symlink():
+            continue
+        for report in run.iterdir():
+            with suppress(FileNotFoundError):
+                info = report.lstat()
+                if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
+                    os.chmod(report, stat.S_IMODE(info.st_mode) & 0o600)

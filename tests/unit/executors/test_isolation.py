@@ -1,0 +1,119 @@
+"""Local attempts under an identity of their own (LaunchRequest.run_as): their uid, their environment, what they
+may read and write; and the owner's own runs, which keep the agent's environment but its control settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tests.security.sandboxing import open_directory, python_for_others
+
+from crossrail.core.attempts import LaunchRequest, RunAs
+from crossrail.executors.local import LocalExecutor
+from crossrail.executors.sandbox import child_env
+
+from .helpers import ended, kill_everything, request
+
+TEAM_A = RunAs(name="team:a", uid=210_000_001, gid=210_000_001)
+TEAM_B = RunAs(name="team:b", uid=210_000_002, gid=210_000_002)
+
+# What the command sees and can do, as one JSON line on its output.
+PROBE = """
+import json, os, sys
+def tries(fn):
+    try:
+        fn()
+        return "done"
+    except OSError as exc:
+        return type(exc).__name__
+ckpt, report, theirs, records = sys.argv[1:5]
+def write_checkpoint():
+    with open(os.path.join(ckpt, "step-1"), "w") as f:
+        f.write("w")
+def write_report():
+    with open(report, "a") as f:
+        f.write("{}\\n")
+print(json.dumps({
+    "uid": os.getuid(), "gid": os.getgid(), "cwd": os.getcwd(), "home": os.environ.get("HOME"),
+    "env": sorted(os.environ),
+    "checkpoint": tries(write_checkpoint), "report": tries(write_report),
+    "theirs": tries(lambda: open(theirs).read()), "records": tries(lambda: os.listdir(records)),
+}))
+"""
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="starting a command under another uid takes root")
+
+
+@pytest.fixture
+def workspace() -> Iterator[Path]:
+    with open_directory("crossrail-executor-") as root:
+        yield root
+        kill_everything(root / "attempts")
+
+
+def launch(workspace: Path, who: RunAs, theirs: Path, attempt: int = 1) -> dict[str, object]:
+    python, env = python_for_others()
+    ckpt, report = workspace / "checkpoints" / f"run-{attempt}", workspace / "reports" / "train-1" / f"{attempt}.jsonl"
+    records = workspace / "attempts"
+    base = request("", attempt=attempt)
+    req: LaunchRequest = replace(
+        base,
+        command=[python, "-c", PROBE, str(ckpt), str(report), str(theirs), str(records)],
+        env={**env, "CROSSRAIL_CHECKPOINT_DIR": f"file://{ckpt}", "CROSSRAIL_REPORT": str(report), "MINE": "1"},
+        run_as=who,
+    )
+    executor = LocalExecutor(records)
+    executor.launch(req)
+    done = ended(executor, attempt, timeout_s=30)
+    log = executor.logs("train-1", attempt)
+    assert done.exit_code == 0, log
+    out: dict[str, object] = json.loads(log.strip().splitlines()[-1])
+    assert stat.S_IMODE(records.stat().st_mode) == 0o700  # every attempt's request, secrets and all
+    assert (ckpt / "step-1").stat().st_uid == who.uid
+    assert stat.S_IMODE((ckpt / "step-1").stat().st_mode) == 0o640  # its team may read it, no one else
+    return out
+
+
+def test_an_isolated_attempt_runs_as_its_team_with_its_own_files_and_nothing_of_the_agents(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CROSSRAIL_TOKEN", "crt_agent_only")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the agent's")
+    theirs = workspace / "checkpoints" / "theirs"
+    theirs.mkdir(parents=True)
+    os.chown(theirs, TEAM_A.uid, TEAM_A.gid)
+    theirs.chmod(0o750)
+    (theirs / "weights").write_text("team a")
+    os.chown(theirs / "weights", TEAM_A.uid, TEAM_A.gid)
+    (theirs / "weights").chmod(0o640)
+
+    out = launch(workspace, TEAM_B, theirs / "weights")
+    home = workspace / "homes" / "train-1" / "1"
+    assert (out["uid"], out["gid"]) == (TEAM_B.uid, TEAM_B.gid)
+    assert out["cwd"] == out["home"] == str(home)
+    assert {"CROSSRAIL_TOKEN", "AWS_SECRET_ACCESS_KEY"}.isdisjoint(out["env"])  # type: ignore[arg-type]
+    assert {"MINE", "CROSSRAIL_REPORT", "PATH", "HOME"} <= set(out["env"])  # type: ignore[arg-type]
+    assert out["checkpoint"] == out["report"] == "done"
+    assert out["theirs"] == "PermissionError"  # another team's checkpoint
+    assert out["records"] == "PermissionError"  # the agent's records of every attempt
+
+    # Shared with: team a's group opens the same file to team b's next attempt, still read-only.
+    out = launch(workspace, replace(TEAM_B, groups=(TEAM_A.gid,)), theirs / "weights", attempt=2)
+    assert out["theirs"] == "done"
+
+
+def test_the_owners_own_run_keeps_the_agents_environment_but_its_control_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("CROSSRAIL_TOKEN", "CROSSRAIL_SERVER", "CROSSRAIL_HOME", "CROSSRAIL_STORE_URL"):
+        monkeypatch.setenv(name, "the agent's")
+    monkeypatch.setenv("AWS_PROFILE", "owner")
+    env = child_env({"CROSSRAIL_RUN_ID": "train-1", "CROSSRAIL_TOKEN": "from the spec"})
+    assert env["AWS_PROFILE"] == "owner"
+    assert env["CROSSRAIL_RUN_ID"] == "train-1"
+    assert not {"CROSSRAIL_TOKEN", "CROSSRAIL_SERVER", "CROSSRAIL_HOME", "CROSSRAIL_STORE_URL"} & set(env)
