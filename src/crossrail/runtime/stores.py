@@ -225,6 +225,18 @@ class LocalStore(Store):
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
+def _open_as_umask_allows(directory: str) -> None:
+    """mkdtemp makes a directory 0700 whatever the umask: open a checkpoint's as far as the process's umask
+    lets its files be (umask 027 under isolation: the team's group reads it, as teams it shares with do)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            umask = next((int(line.split()[1], 8) for line in f if line.startswith("Umask:")), None)
+    except (OSError, ValueError, IndexError):
+        return
+    if umask is not None:
+        os.chmod(directory, 0o777 & ~umask)
+
+
 def _lock(path: str) -> int | None:
     """An open descriptor holding an exclusive flock on `path` (made if missing), or None where there is none."""
     if fcntl is None:
@@ -269,6 +281,7 @@ class LocalDraft(Draft):
     def __init__(self, store: LocalStore, name: str) -> None:
         self.store, self.name = store, name
         self.tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=store.root)
+        _open_as_umask_allows(self.tmp)
         lock = os.path.join(self.tmp, WRITER_LOCK)
         try:
             self._lock = _lock(lock)

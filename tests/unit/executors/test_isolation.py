@@ -107,6 +107,42 @@ def test_an_isolated_attempt_runs_as_its_team_with_its_own_files_and_nothing_of_
     assert out["theirs"] == "done"
 
 
+SAVE = """
+import sys, numpy as np
+from crossrail.runtime import Checkpointer
+Checkpointer(sys.argv[1]).save({"w": np.arange(4.0)}, 7)
+"""
+
+RESTORE = """
+import sys
+from crossrail.runtime import Checkpointer
+try:
+    print("restored", Checkpointer(sys.argv[1]).restore()[1]["step"])
+except OSError as exc:
+    print("refused", type(exc).__name__)
+"""
+
+
+def run_code(workspace: Path, who: RunAs, code: str, uri: str, attempt: int) -> str:
+    python, env = python_for_others()
+    req = replace(request("", attempt=attempt), command=[python, "-c", code, uri], env=env, run_as=who)
+    if code is SAVE:
+        req = replace(req, env={**env, "CROSSRAIL_CHECKPOINT_DIR": uri})
+    executor = LocalExecutor(workspace / "attempts")
+    executor.launch(req)
+    done = ended(executor, attempt, timeout_s=30)
+    log = executor.logs("train-1", attempt)
+    assert done.exit_code == 0, log
+    return log.strip().rpartition("\n")[2]
+
+
+def test_a_checkpoint_one_team_saved_opens_to_a_team_it_shares_with_and_to_no_other(workspace: Path) -> None:
+    uri = f"file://{workspace}/checkpoints/a-run"
+    run_code(workspace, TEAM_A, SAVE, uri, attempt=1)
+    assert run_code(workspace, replace(TEAM_B, groups=(TEAM_A.gid,)), RESTORE, uri, attempt=2) == "restored 7"
+    assert run_code(workspace, TEAM_B, RESTORE, uri, attempt=3) == "refused PermissionError"
+
+
 def test_the_owners_own_run_keeps_the_agents_environment_but_its_control_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
