@@ -220,6 +220,20 @@ def test_x_forwarded_for_is_believed_only_from_named_proxies(site: Site) -> None
     assert _origin_through_serve(site, _submit(site), "127.0.0.1") == "203.0.113.9:0"
 
 
+def test_behind_a_named_tls_proxy_the_dashboards_https_origin_is_this_servers(site: Site) -> None:
+    """The proxy at 10.0.0.5 terminates TLS: the browser's Origin is https, the server hears http. Only a
+    proxy the server believes can say so (X-Forwarded-Proto)."""
+    sent = {"Origin": "https://crossrail.test", "X-Forwarded-Proto": "https"}
+    form = {"token": site.viewer, "next": "/ui/runs"}
+    for trusted, status in ((None, 403), ("10.0.0.5", 303)):
+        with serving(site.home, require_auth=True) as app:
+            config = server_config(app, "127.0.0.1", 8470, trusted)
+            config.load()
+            proxied = Browser(config.loaded_app, "http://crossrail.test", peer=("10.0.0.5", 40001))
+            signed = proxied.post("/ui/login", data=form, headers=sent, follow_redirects=False)
+            assert signed.status_code == status, (trusted, signed.text)
+
+
 @pytest.mark.slow
 def test_crossrail_serve_believes_x_forwarded_for_only_from_the_proxy_it_names(site: Site) -> None:
     """A real `crossrail serve --forwarded-allow-ips 127.0.0.2`: the same header from 127.0.0.1 (loopback, which

@@ -455,11 +455,14 @@ def check_forgery(scope: Scope, method: str, template: str, action: Action | Non
 
 def _same_origin(scope: Scope, what: str) -> None:
     claimed, own = _claimed_origin(scope), _own_origin(scope)
-    if claimed is None or own is None or _normal_origin(claimed) != own:
+    seen = None if claimed is None else _normal_origin(claimed)
+    if seen is None or own is None or seen != own:
         said = f"from {claimed}" if claimed else "with no Origin or Referer header"
+        proxied = seen is not None and own is not None and seen.startswith("https:") and own.startswith("http:")
+        hint = " (behind a proxy that terminates TLS, name it: `crossrail serve --forwarded-allow-ips`)"
         raise ForbiddenError(
-            f"{what} must come from a page of this server ({own or 'its Host header'}), not {said}; "
-            "scripts send `Authorization: Bearer <token>` instead"
+            f"{what} must come from a page of this server ({own or 'its Host header'}), not {said}"
+            f"{hint if proxied else ''}; scripts send `Authorization: Bearer <token>` instead"
         )
 
 
