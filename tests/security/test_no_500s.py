@@ -180,3 +180,18 @@ def test_reservation_with_a_duration_past_a_float_is_a_400_not_a_500(app: FastAP
     assert is_error_shape(answer, 400), answer.text
     assert "not a duration" in answer.json()["message"]
     assert call(app, "GET", "/v1/fleet/reservations").json()["reservations"] == []  # nothing was written
+
+
+def test_the_openapi_document_states_the_bounds_and_the_one_error_shape(app: FastAPI) -> None:
+    doc = call(app, "GET", "/v1/openapi.json").json()
+
+    def param(path: str, name: str) -> dict[str, Any]:
+        return next(p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == name)
+
+    assert param("/v1/events", "after")["schema"]["maximum"] == 2**63 - 1
+    assert param("/v1/runs/{ref}", "ref")["schema"]["maxLength"] == 256
+    incarnation = doc["components"]["schemas"]["Batch"]["properties"]["incarnation"]
+    assert (incarnation["minimum"], incarnation["maximum"]) == (0, 2**63 - 1)
+    error = {"$ref": "#/components/schemas/Error"}
+    assert doc["paths"]["/v1/runs"]["post"]["responses"]["422"]["content"]["application/json"]["schema"] == error
+    assert "HTTPValidationError" not in doc["components"]["schemas"]  # FastAPI's `detail` shape is never sent

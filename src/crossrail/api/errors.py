@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from crossrail.api.bounds import PATTERN_MESSAGES
+from crossrail.api.bounds import MAX_INT, PATTERN_MESSAGES
 from crossrail.core.api import API_VERSION
 from crossrail.errors import (
     ConflictError,
@@ -94,8 +94,83 @@ class InternalError(CrossrailError):
     """A failure of the server itself: its log has the traceback, the answer does not."""
 
 
+_TEXT = {"type": "string"}
+_MAYBE_TEXT = {"anyOf": [_TEXT, {"type": "null"}]}
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "Error",
+    "type": "object",
+    "required": ["apiVersion", "kind", "status", "error", "message", "problems"],
+    "properties": {
+        "apiVersion": _TEXT,
+        "kind": {"const": "Error"},
+        "status": {"type": "integer"},
+        "error": _TEXT,
+        "message": _TEXT,
+        "problems": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "file": _TEXT,
+                    "line": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                    "path": _TEXT,
+                    "message": _TEXT,
+                    "fix": _MAYBE_TEXT,
+                    "set": _MAYBE_TEXT,
+                },
+            },
+        },
+    },
+}
+"""`body()`'s shape, as the OpenAPI document states it for every refusal."""
+
+
+def _document_errors(app: FastAPI) -> None:
+    """The OpenAPI document names the one error shape for 422 and every other refusal, instead of FastAPI's own
+    validation error (`{"detail": [...]}`), which this app never sends."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for unused in ("HTTPValidationError", "ValidationError"):
+            components.pop(unused, None)
+        components["Error"] = ERROR_SCHEMA
+        refusal = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        for item in schema.get("paths", {}).values():
+            for op in item.values():
+                responses = op.setdefault("responses", {})
+                if "422" in responses:
+                    responses["422"] = {"description": "The request or its document is not valid"} | refusal
+                responses["default"] = {"description": "A refusal (docs/api.md#errors)"} | refusal
+        _integer_bounds(schema)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _integer_bounds(node: Any) -> None:
+    """Integer bounds as integers: FastAPI's OpenAPI model turns a body field's into floats, and 2**63 - 1 as a
+    float is 2**63, one past what the server takes."""
+    if isinstance(node, list):
+        for item in node:
+            _integer_bounds(item)
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "integer":
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            value = node.get(key)
+            if isinstance(value, float):
+                node[key] = max(-MAX_INT, min(MAX_INT, int(value)))
+    for value in node.values():
+        _integer_bounds(value)
+
+
 def install(app: FastAPI) -> None:
-    """Answer every crossrail error and malformed request in the one shape."""
+    """Answer every crossrail error and malformed request in the one shape, and say so in the OpenAPI document."""
+    _document_errors(app)
 
     @app.exception_handler(CrossrailError)
     async def crossrail_error(request: Request, exc: CrossrailError) -> JSONResponse:

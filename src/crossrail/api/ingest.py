@@ -47,7 +47,7 @@ router = APIRouter(prefix="/v1")
 class Batch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    incarnation: int = Field(ge=0, le=MAX_INT, description="The writer's incarnation: higher for a restarted writer.")
+    incarnation: Count = Field(description="The writer's incarnation: higher for a restarted writer.")
     records: list[dict[str, Any]] = Field(description="Report records (docs/runtime.md), each with its `seq`.")
 
 
