@@ -301,7 +301,8 @@ def test_access_matrix(world: World, key: tuple[str, str], who: str, team: str) 
                 case.method, path.replace(run, "no-such-run-9"), json=_body(world, key, team), headers=headers
             )
             assert absent.status_code == 404
-            assert response.json() == {**absent.json(), "message": absent.json()["message"].replace("no-such-run-9", run)}
+            said = absent.json()["message"].replace("no-such-run-9", run)
+            assert response.json() == {**absent.json(), "message": said}
         if got == 403 and team == OTHER and case.target != "none" and who != "viewer":
             assert OWN in response.json()["message"]
             assert OTHER in response.json()["message"]
