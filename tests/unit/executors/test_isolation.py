@@ -9,6 +9,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.security.sandboxing import open_directory, python_for_others
@@ -56,7 +57,7 @@ def workspace() -> Iterator[Path]:
         kill_everything(root / "attempts")
 
 
-def launch(workspace: Path, who: RunAs, theirs: Path, attempt: int = 1) -> dict[str, object]:
+def launch(workspace: Path, who: RunAs, theirs: Path, attempt: int = 1) -> dict[str, Any]:
     python, env = python_for_others()
     ckpt, report = workspace / "checkpoints" / f"run-{attempt}", workspace / "reports" / "train-1" / f"{attempt}.jsonl"
     records = workspace / "attempts"
@@ -72,7 +73,7 @@ def launch(workspace: Path, who: RunAs, theirs: Path, attempt: int = 1) -> dict[
     done = ended(executor, attempt, timeout_s=30)
     log = executor.logs("train-1", attempt)
     assert done.exit_code == 0, log
-    out: dict[str, object] = json.loads(log.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(log.strip().splitlines()[-1])
     assert stat.S_IMODE(records.stat().st_mode) == 0o700  # every attempt's request, secrets and all
     assert (ckpt / "step-1").stat().st_uid == who.uid
     assert stat.S_IMODE((ckpt / "step-1").stat().st_mode) == 0o640  # its team may read it, no one else
@@ -96,8 +97,8 @@ def test_an_isolated_attempt_runs_as_its_team_with_its_own_files_and_nothing_of_
     home = workspace / "homes" / "train-1" / "1"
     assert (out["uid"], out["gid"]) == (TEAM_B.uid, TEAM_B.gid)
     assert out["cwd"] == out["home"] == str(home)
-    assert {"CROSSRAIL_TOKEN", "AWS_SECRET_ACCESS_KEY"}.isdisjoint(out["env"])  # type: ignore[arg-type]
-    assert {"MINE", "CROSSRAIL_REPORT", "PATH", "HOME"} <= set(out["env"])  # type: ignore[arg-type]
+    assert {"CROSSRAIL_TOKEN", "AWS_SECRET_ACCESS_KEY"}.isdisjoint(out["env"])
+    assert {"MINE", "CROSSRAIL_REPORT", "PATH", "HOME"} <= set(out["env"])
     assert out["checkpoint"] == out["report"] == "done"
     assert out["theirs"] == "PermissionError"  # another team's checkpoint
     assert out["records"] == "PermissionError"  # the agent's records of every attempt
