@@ -139,7 +139,7 @@ def test_a_pod_reports_through_object_storage_next_to_its_checkpoints(
     _kueue_admits_and_pod_runs(api, job)
     with Reporter(env["CROSSRAIL_REPORT"], run=run, attempt=1) as reporter:  # what the trainer in the pod does
         reporter.metric("loss", 2.5, step=10)
-        reporter.checkpoint(10, f"memory://crossrail-k8s-reports/ckpt/{run}/step-0000000010")
+        reporter.checkpoint(10, f"memory://crossrail-k8s-reports/ckpt/{run}-{uid}/step-0000000010")
     agent.reconcile()
 
     store = client.service.store

@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from crossrail.core import validate_name
+from crossrail.core import validate_team
 from crossrail.core.access import Action, Actor, Role, role
 from crossrail.errors import ConflictError, NotFoundError, UnauthenticatedError, UsageError
 from crossrail.store import Store
@@ -81,7 +81,7 @@ def create_token(
 ) -> dict[str, Any]:
     """A new token for `team` with `role_name`; the returned `token` is the only time its secret is seen."""
     problems = []
-    bad_team = validate_name(team)
+    bad_team = validate_team(team)  # a new team is a DNS-1123 label (docs/auth.md)
     if bad_team is not None:
         problems.append(f"--team {bad_team}")
     try:

@@ -57,7 +57,7 @@ def test_status_and_show_give_pool_step_loss_last_checkpoint_and_agent_liveness(
     with reporter:
         for step in (1, 2, 3):
             reporter.metrics({"loss": 4.0 / step, "tokens_per_second": 1000.0}, step=step)
-        reporter.checkpoint(2, "file:///ckpt/step-00000002", tokens=64)
+        reporter.checkpoint(2, f"{client.service.store.get_run(run_id).run_checkpoint_dir}/step-00000002", tokens=64)
         reporter.metric("steps_per_hour", 10.0, step=3)
     store = client.service.store
     reports.ingest(store, store.attempts(run_id)[0], clock.now())

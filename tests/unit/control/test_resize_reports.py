@@ -27,7 +27,7 @@ def test_a_reported_resize_is_a_resized_event_and_a_garbled_one_stays_reported(t
         reporter.event("resized", degree_before="four", degree_after=3)
     records, _ = read_new(channel, None)
 
-    events, _, _, _ = translate(attempt(), records, now=1001.0)
+    events, _, _, _ = translate(attempt(), records, now=1001.0, checkpoint_dir=str(tmp_path / "ckpt"))
 
     assert [e.type for e in events] == [EventType.REPORTED, EventType.RESIZED, EventType.REPORTED]
     assert events[1].data == {

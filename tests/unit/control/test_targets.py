@@ -57,7 +57,7 @@ def test_the_framework_and_precision_the_runtime_reports_reach_the_attempts_fact
         image_digest=None, started_at=990.0, ended_at=None, exit_code=None, reason=None,
     )  # fmt: skip
     records, _ = read_new(channel, None)
-    reported, _, _, _ = translate(att, records, now=1001.0)
+    reported, _, _, _ = translate(att, records, now=1001.0, checkpoint_dir=str(tmp_path / "ckpt"))
     started = Event(EventType.STARTED, 990.0, "gpt-1", 1, {"pool": "h100", "accelerator": "gpu", "chips": 8})
 
     (run,) = fold_runs([started, *reported], now=1002.0)
