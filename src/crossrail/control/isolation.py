@@ -108,11 +108,11 @@ def check_submission(fleet: Any, actor: Actor | None, exp: Any = None) -> None:
         if str(p.backend) == "local" and not getattr(p, "trusted", False) and (fits is None or p.name in fits)
     ]
     if open_pools:
-        names = ", ".join(open_pools)
+        pools = f"local pool {open_pools[0]}" if len(open_pools) == 1 else f"local pools {', '.join(open_pools)}"
         raise ForbiddenError(
-            f"the run could be placed on local pool {names}, where its command would run as this server's own OS "
-            f"user (uid {os.geteuid()}, not root, so it cannot run it under a uid of team {actor.team}'s own); an "
-            f"admin runs the server as root, or marks the pool `trusted: true` in the fleet to accept that risk"
+            f"the run could be placed on {pools}, where its command would run as this server's own OS user (uid "
+            f"{os.geteuid()}, not root, so it cannot run it under a uid of team {actor.team}'s own); an admin runs "
+            "the server as root, or marks the pool `trusted: true` in the fleet to accept that risk"
         )
 
 
