@@ -26,7 +26,7 @@ from crossrail.core import Event, EventType, ManualClock
 from crossrail.errors import CrossrailError
 from crossrail.runtime import Checkpointer, Reporter
 from crossrail.runtime.report import MAX_BATCH_RECORDS, MAX_RECORD_BYTES
-from crossrail.runtime.stores import LocalStore
+from crossrail.runtime.stores import LocalDraft, LocalStore
 
 CLOCK = ManualClock()
 CRASH_WRITER = Path(__file__).parents[1] / "unit" / "runtime" / "crash_writer.py"
@@ -84,7 +84,7 @@ def stored(home: Path, run: str) -> tuple[list[int], list[str], list[dict[str, A
 
 def own_dir(home: Path, run: str) -> str:
     with Client(home, server="", clock=CLOCK) as c:
-        return c.service.store.get_run(run).run_checkpoint_dir
+        return str(c.service.store.get_run(run).run_checkpoint_dir)
 
 
 def test_an_incarnation_of_ten_to_the_forty_is_refused_and_the_real_writer_goes_on(app: FastAPI, home: Path) -> None:
@@ -184,7 +184,8 @@ def test_a_killed_saves_tmp_step_directory_is_swept_at_the_next_save(tmp_path: P
 
 def test_a_live_save_in_this_process_is_not_swept(tmp_path: Path) -> None:
     live = LocalStore(str(tmp_path)).draft("step-0000000007")  # a save in flight, as an async save holds one
+    assert isinstance(live, LocalDraft)
     live.write_small("manifest.json", b"{}")
     Checkpointer(str(tmp_path)).save({"w": np.zeros(4, np.float32)}, 3)
-    assert Path(live.tmp).is_dir()  # type: ignore[attr-defined]
+    assert Path(live.tmp).is_dir()
     live.abort()
