@@ -195,3 +195,15 @@ def test_the_openapi_document_states_the_bounds_and_the_one_error_shape(app: Fas
     error = {"$ref": "#/components/schemas/Error"}
     assert doc["paths"]["/v1/runs"]["post"]["responses"]["422"]["content"]["application/json"]["schema"] == error
     assert "HTTPValidationError" not in doc["components"]["schemas"]  # FastAPI's `detail` shape is never sent
+
+
+def test_cli_options_past_63_bits_are_usage_errors_not_tracebacks(home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from crossrail.cli.app import app as cli
+
+    for args in (["events", "--after", str(HUGE)], ["events", "--limit", str(HUGE)], ["queue", "--offset", str(HUGE)]):
+        result = CliRunner().invoke(cli, [*args, "--home", str(home)], env={"CROSSRAIL_SERVER": "", "COLUMNS": "200"})
+        assert result.exit_code == 2, (args, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert "9223372036854775807" in result.output

@@ -17,11 +17,9 @@ from typing import Annotated, Any
 from annotated_types import Ge, Gt, Le
 from pydantic import StringConstraints
 
+from crossrail.core.api import MAX_INT
 from crossrail.errors import UsageError
 from crossrail.spec.loader import MAX_FILE_BYTES
-
-MAX_INT = 2**63 - 1
-"""The largest integer a request may carry: the store's integers are signed 64-bit."""
 
 NAME_CHARS = 256
 """A name or reference: a run (id, uid, experiment), pool, team, token id, cursor, idempotency key."""

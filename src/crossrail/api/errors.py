@@ -16,8 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from crossrail.api.bounds import MAX_INT, PATTERN_MESSAGES
-from crossrail.core.api import API_VERSION
+from crossrail.api.bounds import PATTERN_MESSAGES
+from crossrail.core.api import API_VERSION, MAX_INT
 from crossrail.errors import (
     ConflictError,
     CrossrailError,

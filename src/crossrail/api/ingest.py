@@ -22,11 +22,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from crossrail.api.bounds import MAX_INT, Count, Name
+from crossrail.api.bounds import Count, Name
 from crossrail.api.errors import Unauthorized
 from crossrail.control import reports
 from crossrail.control.secrets import secret_matches
-from crossrail.core.api import api_object
+from crossrail.core.api import MAX_INT, api_object
 from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
 from crossrail.runtime.report import (
     INCARNATION_SKEW_S,

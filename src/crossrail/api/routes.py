@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from crossrail.api.auth import TeamView, actor_of, note_run, scoped, submitted_status
-from crossrail.api.bounds import MAX_INT, MAX_ITEMS, Count, Document, Name, Positive, Text
-from crossrail.core.api import QUEUE_PAGE
+from crossrail.api.bounds import MAX_ITEMS, Count, Document, Name, Positive, Text
+from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})

@@ -9,6 +9,7 @@ import typer
 
 from crossrail.cli.common import Home, Json, Server, client, guard
 from crossrail.cli.output import console, emit, table
+from crossrail.core.api import MAX_INT
 
 token_app = typer.Typer(
     help="API tokens: each names a team and a role (viewer, submitter, admin).", no_args_is_help=True
@@ -108,7 +109,7 @@ def whoami_command(home: Home = None, server: Server = None, as_json: Json = Fal
 def audit_command(  # noqa: PLR0917 - typer commands take each option as a parameter
     since: Annotated[str | None, typer.Option("--since", help="Only the last DURATION, e.g. 2h or 7d.")] = None,
     team: Annotated[str | None, typer.Option("--team", help="Only rows of this team.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the newest N rows.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, max=MAX_INT, help="Only the newest N rows.")] = None,
     home: Home = None,
     server: Server = None,
     as_json: Json = False,

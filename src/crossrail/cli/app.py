@@ -18,7 +18,7 @@ from crossrail.cli import serve as serve_cli
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, refuse_json
 from crossrail.cli.export import export_app
 from crossrail.cli.output import console, emit
-from crossrail.core.api import QUEUE_PAGE
+from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError
 
 app = typer.Typer(
@@ -202,8 +202,12 @@ def show(run: RunRef, home: Home = None, server: Server = None, as_json: Json = 
 
 @app.command()
 def queue(
-    limit: Annotated[int, typer.Option("--limit", min=0, help="Runs shown per queue; 0: every one.")] = QUEUE_PAGE,
-    offset: Annotated[int, typer.Option("--offset", min=0, help="Runs skipped at the head of each queue.")] = 0,
+    limit: Annotated[
+        int, typer.Option("--limit", min=0, max=MAX_INT, help="Runs shown per queue; 0: every one.")
+    ] = QUEUE_PAGE,
+    offset: Annotated[
+        int, typer.Option("--offset", min=0, max=MAX_INT, help="Runs skipped at the head of each queue.")
+    ] = 0,
     home: Home = None,
     server: Server = None,
     as_json: Json = False,
@@ -222,8 +226,8 @@ def queue(
 @app.command()
 def events(
     run: Annotated[str | None, typer.Option("--run", help="Only this run's events.")] = None,
-    after: Annotated[int, typer.Option("--after", help="Only events with seq above this.")] = 0,
-    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    after: Annotated[int, typer.Option("--after", min=0, max=MAX_INT, help="Only events with seq above this.")] = 0,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, max=MAX_INT)] = None,
     verify: Annotated[
         bool, typer.Option("--verify", help="Check the events' hash chains instead; exit 1 naming any rewritten event.")
     ] = False,
@@ -434,7 +438,7 @@ def _serve_metrics(c: Any, host: str, port: int) -> None:
 @app.command()
 def logs(
     run: RunRef,
-    attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="Only this attempt.")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", min=1, max=MAX_INT, help="Only this attempt.")] = None,
     follow_: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing the latest attempt's output until it ends.")
     ] = False,
@@ -582,7 +586,7 @@ fleet_app.command("undrain")(_drain(False))
 @app.command()
 def reserve(
     pool: Annotated[str, typer.Argument(help="Pool name.")],
-    chips: Annotated[int, typer.Option("--chips", min=1, help="Chips to hold (whole hosts).")],
+    chips: Annotated[int, typer.Option("--chips", min=1, max=MAX_INT, help="Chips to hold (whole hosts).")],
     start: Annotated[str, typer.Option("--start", help="ISO time with a zone, or 'now'.")],
     duration: Annotated[str, typer.Option("--duration", help="How long, e.g. 14d or 6h.")],
     team: Annotated[str | None, typer.Option("--team", help="The team the capacity is held for.")] = None,
