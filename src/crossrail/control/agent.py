@@ -30,6 +30,7 @@ from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import EndReason, Event, EventType, format_duration, parse_duration
 from crossrail.core.attempts import RunAs
 from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError, UsageError
+from crossrail.executors import sandbox
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
 from crossrail.scheduling.backlog import LEARNER, Resize
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
@@ -286,9 +287,14 @@ class Agent:
         pool = next((p for p in fleet.spec.pools if p.name == att.pool), None)
         if (pool is not None and str(pool.backend) != "local") or not isolation.isolating(fleet, self.store):
             return None
-        if self.workspace_root is not None and isolation.can_isolate():
-            isolation.harden(self.workspace_root)
-        return isolation.run_as(fleet, run.team)
+        who = isolation.run_as(fleet, run.team)
+        if isolation.can_isolate():
+            if self.workspace_root is not None:
+                isolation.harden(self.workspace_root)
+            parent = self.store.find_run(run.parent_run) if run.parent_run else None
+            if parent is not None:  # a parent written before isolation becomes its team's, readable as shared
+                sandbox.adopt(parent.run_checkpoint_dir, isolation.run_as(fleet, parent.team))
+        return who
 
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
         parent = att.parent_checkpoint or parents.launch_checkpoint(self.store, run)  # resolved at admission
@@ -308,7 +314,7 @@ class Agent:
             return
         try:
             request = dataclasses.replace(request, run_as=self._run_as(run, att))
-        except UsageError as exc:  # the fleet names a user this machine lacks, or a team's uid is taken
+        except (UsageError, OSError) as exc:  # a user this machine lacks, a team's uid taken, a parent's files
             lost = AttemptStatus(run.id, att.number, "lost")
             self._end(run, att, lost, (EndReason.LAUNCH_FAILED, f"lost: could not be launched: {exc}"))
             return

@@ -84,7 +84,7 @@ def _open_dir(path: Path) -> None:
 
 def own(path: Path, who: RunAs, *, mode: int) -> None:
     """`path` owned by `who` at `mode`; when it was someone else's (root made it, or it dates from before
-    isolation), everything under it too, with no access left for others."""
+    isolation), everything under it too: directories 0750 and files 0640, its group's to read, no one else's."""
     info = path.lstat()
     if stat.S_ISLNK(info.st_mode):
         raise OSError(f"{path} is a symbolic link; an attempt's files must be real ones")
@@ -94,7 +94,23 @@ def own(path: Path, who: RunAs, *, mode: int) -> None:
                 child = os.path.join(directory, name)
                 os.lchown(child, who.uid, who.gid)
                 child_info = os.lstat(child)
-                if not stat.S_ISLNK(child_info.st_mode):
-                    os.chmod(child, stat.S_IMODE(child_info.st_mode) & 0o750)
+                if stat.S_ISDIR(child_info.st_mode):
+                    os.chmod(child, 0o750)
+                elif stat.S_ISREG(child_info.st_mode):
+                    os.chmod(child, 0o640)
         os.lchown(path, who.uid, who.gid)
     os.chmod(path, mode)
+
+
+def adopt(uri: str, who: RunAs) -> None:
+    """A run's checkpoint directory that the agent's user still owns (written before isolation) becomes its
+    team's, so the runs that start from it (its team's, or a team it shares with) can read it."""
+    path = local_path(uri)
+    if path is None:
+        return
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+        own(path, who, mode=0o750)

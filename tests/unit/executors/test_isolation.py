@@ -11,12 +11,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from tests.security.sandboxing import open_directory, python_for_others
 
 from crossrail.core.attempts import LaunchRequest, RunAs
+from crossrail.executors import sandbox
 from crossrail.executors.local import LocalExecutor
 from crossrail.executors.sandbox import child_env
+from crossrail.runtime import Checkpointer
 
 from .helpers import ended, kill_everything, request
 
@@ -142,6 +145,16 @@ def test_a_checkpoint_one_team_saved_opens_to_a_team_it_shares_with_and_to_no_ot
     run_code(workspace, TEAM_A, SAVE, uri, attempt=1)
     assert run_code(workspace, replace(TEAM_B, groups=(TEAM_A.gid,)), RESTORE, uri, attempt=2) == "restored 7"
     assert run_code(workspace, TEAM_B, RESTORE, uri, attempt=3) == "refused PermissionError"
+
+
+def test_a_checkpoint_written_before_isolation_becomes_its_teams_when_a_run_starts_from_it(workspace: Path) -> None:
+    uri = f"file://{workspace}/checkpoints/legacy-run"
+    Checkpointer(uri).save({"w": np.arange(4.0)}, 7)  # by the agent's user, as every run was before isolation
+    for step in Path(uri.removeprefix("file://")).iterdir():
+        step.chmod(0o700)  # as mkdtemp left them then
+    sandbox.adopt(uri, TEAM_A)
+    assert run_code(workspace, TEAM_B, RESTORE, uri, attempt=1) == "refused PermissionError"
+    assert run_code(workspace, replace(TEAM_B, groups=(TEAM_A.gid,)), RESTORE, uri, attempt=2) == "restored 7"
 
 
 def test_the_owners_own_run_keeps_the_agents_environment_but_its_control_settings(
