@@ -207,3 +207,11 @@ def test_cli_options_past_63_bits_are_usage_errors_not_tracebacks(home: Path) ->
         assert result.exit_code == 2, (args, result.output)
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         assert "9223372036854775807" in result.output
+
+
+def test_ingest_with_a_non_ascii_token_is_a_401_not_a_500(app: FastAPI, home: Path) -> None:
+    run = admitted(home, "latin", "http://testserver/v1/ingest/{run}/1")
+    batch = {"incarnation": int(CLOCK.now() * 1000), "records": []}
+    for token in ("Bearer \xff\xfe".encode("latin-1"), "Bearer ²".encode("latin-1")):
+        answer = call(app, "POST", f"/v1/ingest/{run}/1", headers={"Authorization": token}, json=batch)
+        assert is_error_shape(answer, 401), answer.text

@@ -47,4 +47,5 @@ def attempt_secret(root: Path, run: str, attempt: int) -> str:
 
 
 def secret_matches(root: Path, run: str, attempt: int, shown: str) -> bool:
-    return hmac.compare_digest(attempt_secret(root, run, attempt), shown)
+    # As bytes: compare_digest refuses str with non-ASCII characters, which a header may carry.
+    return hmac.compare_digest(attempt_secret(root, run, attempt).encode(), shown.encode("utf-8", "replace"))
