@@ -215,3 +215,13 @@ def test_ingest_with_a_non_ascii_token_is_a_401_not_a_500(app: FastAPI, home: Pa
     for token in ("Bearer \xff\xfe".encode("latin-1"), "Bearer ²".encode("latin-1")):
         answer = call(app, "POST", f"/v1/ingest/{run}/1", headers={"Authorization": token}, json=batch)
         assert is_error_shape(answer, 401), answer.text
+
+
+def test_fleet_put_with_a_pool_of_ten_to_the_thirty_chips_is_a_422_not_a_500(app: FastAPI, home: Path) -> None:
+    import yaml
+
+    fleet = yaml.safe_load((home / "fleet.yaml").read_text())
+    fleet["spec"]["pools"][0]["chips"] = HUGE  # the scheduler's slot per host: an OverflowError, or all memory
+    answer = call(app, "PUT", "/v1/fleet", json={"document": fleet})
+    assert is_error_shape(answer, 422), answer.text
+    assert answer.json()["problems"][0]["path"] == "spec.pools[0].chips"

@@ -47,6 +47,9 @@ PolicyName = Literal[
 """Scheduling policies (crossrail.scheduling.policies.POLICY_NAMES; docs/policies.md)."""
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 Chips = Annotated[int, Field(strict=True, ge=0)]
+MAX_POOL_CHIPS = 1_000_000
+"""A pool's chips at most: the scheduler keeps a slot per host, so a pool of 10**30 chips would not fit in memory."""
+PoolChips = Annotated[int, Field(strict=True, gt=0, le=MAX_POOL_CHIPS)]
 
 
 class RayPoolSpec(SpecModel):
@@ -71,8 +74,8 @@ class Pool(SpecModel):
     name: Name
     accelerator: Accelerator
     chip_type: NonEmpty
-    chips: PositiveInt
-    chips_per_host: PositiveInt
+    chips: PoolChips
+    chips_per_host: PoolChips
     topologies: list[str] = Field(default_factory=list)
     cost_per_chip_hour: float = Field(default=0.0, strict=True, ge=0, allow_inf_nan=False)
     relative_speed: float = Field(default=1.0, strict=True, gt=0, allow_inf_nan=False)
