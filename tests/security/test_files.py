@@ -138,3 +138,44 @@ def test_export_mlflow_to_a_file_uri_is_a_clear_error(home: Path, tmp_path: Path
     assert crash is None, output
     assert code == 2, output
     assert "sqlite:///" in output  # the way out is named
+
+
+# `simulate` reads its workload, trace and matrix files the same way; each in a child with a timeout too.
+SIM_DRIVER = textwrap.dedent(
+    """
+    import json, resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    from crossrail.errors import SpecError
+    from crossrail.sim.workload import parse_workload
+
+    matrix, *files = sys.argv[1:]
+    for name in files:
+        for workload, throughputs in ((name, None), (f"gavel:{name}", matrix), (f"philly:{name}", None)):
+            try:
+                parse_workload(workload, throughputs=throughputs)
+                answer = "read"
+            except SpecError:
+                answer = "refused"
+            except BaseException as exc:
+                answer = type(exc).__name__
+            print(json.dumps({"workload": workload, "answer": answer}), flush=True)
+    """
+)
+
+
+def test_simulate_refuses_devices_fifos_and_unreadable_workload_files(tmp_path: Path) -> None:
+    files = bad_files(tmp_path)
+    matrix = Path(__file__).parents[2] / "data" / "gavel" / "simulation_throughputs.json"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SIM_DRIVER, str(matrix), *files],
+            check=False,
+            capture_output=True,
+            timeout=120,
+            text=True,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"simulate hung reading a file; answered before that: {exc.stdout!r}")
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(results) == 3 * len(files), done.stderr[-2000:]
+    assert [r for r in results if r["answer"] != "refused"] == []

@@ -159,11 +159,25 @@ def parse_throughputs(data: str | Mapping[str, Any], *, source: str = "throughpu
     return Throughputs(rates)
 
 
+TRACE_MAX_BYTES = 64 * 1024 * 1024
+"""The largest trace or matrix file read: Gavel's are about 1 MB; the bound keeps a device or FIFO out."""
+
+
+def read_text(path: str | Path) -> str:
+    """A trace file's text through the bounded reader (a regular file, at most TRACE_MAX_BYTES, UTF-8)."""
+    from crossrail.spec.loader import read_bounded
+
+    raw = read_bounded(path, TRACE_MAX_BYTES)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte offset {exc.start}"
+        raise SpecError([Problem(str(path), "", message, fix="save the file as UTF-8")]) from None
+
+
 def load_trace(path: str | Path) -> list[GavelJob]:
-    path = Path(path)
-    return parse_trace(path.read_text(encoding="utf-8"), source=str(path))
+    return parse_trace(read_text(path), source=str(path))
 
 
 def load_throughputs(path: str | Path) -> Throughputs:
-    path = Path(path)
-    return parse_throughputs(path.read_text(encoding="utf-8"), source=str(path))
+    return parse_throughputs(read_text(path), source=str(path))

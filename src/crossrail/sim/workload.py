@@ -20,7 +20,7 @@ from crossrail.errors import Problem, SpecError
 from crossrail.metrics import Target
 from crossrail.sim.quality import QualityCurve
 from crossrail.spec import Stage
-from crossrail.spec.loader import parse_value
+from crossrail.spec.loader import MAX_FILE_BYTES, parse_value, read_bounded
 
 if TYPE_CHECKING:
     from crossrail.sim.generated import GavelGen
@@ -178,10 +178,7 @@ JOB_KEYS = set(SimJob.__dataclass_fields__)
 def load_jobs(path: str | Path) -> list[SimJob]:
     """A YAML or JSON list of jobs (`{jobs: [...]}` or a bare list) with SimJob's field names."""
     source = str(path)
-    try:
-        text = Path(path).read_bytes()
-    except OSError as exc:
-        raise SpecError([Problem(source, "", f"cannot read the workload file: {exc.strerror}")]) from None
+    text = read_bounded(path, MAX_FILE_BYTES)  # what parse_value takes; a FIFO or device is never opened to read
     data, _ = parse_value(text, source, what="workload")
     rows = data.get("jobs") if isinstance(data, dict) else data
     if not isinstance(rows, list):
