@@ -14,6 +14,7 @@ import pytest
 
 from crossrail.errors import CrossrailError
 from crossrail.runtime import HeartbeatThread, Reporter, RuntimeContext, read_new
+from crossrail.runtime.report import MAX_BATCH_BYTES
 
 
 class Ticks:
@@ -205,6 +206,28 @@ def test_a_chunk_is_flushed_by_age_by_a_checkpoint_and_by_close(memfs: Any) -> N
     r.close()
     records, cursor = read_new(target, cursor)
     assert (kinds(records), cursor) == (["event"], "3")
+
+
+def test_a_chunk_over_the_batch_bound_is_one_invalid_record_and_the_next_chunk_is_read(memfs: Any) -> None:
+    memfs.pipe_file("/big/chunk-000001.jsonl", b"x" * (MAX_BATCH_BYTES + 10))
+    with Reporter("memory://big", run="r-1", attempt=1, flush_records=1) as r:  # continues with chunk 2
+        r.heartbeat(1)
+    records, cursor = read_new("memory://big", None)  # a read stops after about MAX_BATCH_BYTES
+    assert (kinds(records), cursor) == (["invalid"], "1")
+    assert len(records[0]["line"]) <= 500
+    assert kinds(read_new("memory://big", cursor)[0]) == ["heartbeat"]
+
+
+def test_chunks_stay_within_the_batch_bound_whatever_flush_records_says(memfs: Any) -> None:
+    with Reporter("memory://bounded", run="r-1", attempt=1, flush_records=10**6, flush_s=10**6) as r:
+        for i in range(100):  # 100 records of 60 kB: 6 MB, two chunks
+            r.event("blob", i=i, data="y" * 60_000)
+    sizes = [memfs.size(p) for p in memfs.ls("/bounded", detail=False)]
+    assert len(sizes) == 2
+    assert max(sizes) <= MAX_BATCH_BYTES
+    records, cursor = read_new("memory://bounded", None)
+    records += read_new("memory://bounded", cursor)[0]
+    assert [x["data"]["i"] for x in records] == list(range(100))
 
 
 def test_a_new_writer_on_the_same_prefix_continues_the_numbering(memfs: Any) -> None:
