@@ -181,7 +181,7 @@ def _hint(name: str, ws: dict[str, Any]) -> st.SearchStrategy[Any] | None:
         },
     )
     hints: dict[str, st.SearchStrategy[Any]] = {
-        "document": st.just(ws["fleet"] if ws["path"] == "/v1/fleet" else ws["experiment"]),
+        "document": _documents(ws["fleet"] if ws["path"] == "/v1/fleet" else ws["experiment"]),
         "sets": st.lists(st.builds("{}={}".format, st.sampled_from(SET_KEYS), _texts(["4", "high"])), max_size=3),
         "ref": st.sampled_from(ws["runs"]),
         "run": st.just(run) if ws["path"].startswith("/v1/ingest/") else st.sampled_from(ws["runs"]),
@@ -200,6 +200,32 @@ def _hint(name: str, ws: dict[str, Any]) -> st.SearchStrategy[Any] | None:
         "since": st.sampled_from(["1d", f"{'9' * 30}d", "2026-01-01"]),
     }
     return hints.get(name)
+
+
+def _documents(text: str) -> st.SearchStrategy[Any]:
+    """The workspace's document as its text, or as an object with one value anywhere in it made hostile."""
+    import copy
+
+    import yaml
+
+    document = yaml.safe_load(text)
+
+    def places(node: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            yield (*at, key)
+            yield from places(child, (*at, key))
+
+    def spoiled(where: tuple[Any, ...], value: Any) -> Any:
+        changed = copy.deepcopy(document)
+        parent = changed
+        for key in where[:-1]:
+            parent = parent[key]
+        parent[where[-1]] = value
+        return changed
+
+    hostile = st.sampled_from(HOSTILE_INT) | st.sampled_from(HOSTILE_TEXT) | JSON_ANY
+    return st.just(text) | st.builds(spoiled, st.sampled_from(list(places(document))), hostile)
 
 
 def _header(value: Any) -> str:
