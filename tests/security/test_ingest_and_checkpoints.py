@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -189,3 +191,26 @@ def test_a_live_save_in_this_process_is_not_swept(tmp_path: Path) -> None:
     Checkpointer(str(tmp_path)).save({"w": np.zeros(4, np.float32)}, 3)
     assert Path(live.tmp).is_dir()
     live.abort()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_report_file_replaced_by_a_fifo_or_device_does_not_hold_the_agent(home: Path, kind: str) -> None:
+    run = admitted(home, f"swapped-{kind}", str(home / "reports" / "{run}" / "1.jsonl"))
+    report = home / "reports" / run / "1.jsonl"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(report)  # what the attempt's command could put in place of its own report
+    else:
+        os.symlink("/dev/zero", report)
+    done: list[str] = []
+
+    def poll() -> None:
+        with Client(home, server="", clock=CLOCK) as c:
+            att = c.service.store.attempts(run)[0]
+            done.append(str(reports.ingest(c.service.store, att, CLOCK.now()).report_cursor))
+
+    thread = threading.Thread(target=poll, daemon=True)  # a daemon: a stuck read cannot hold the suite
+    thread.start()
+    thread.join(20)
+    assert done, "the agent's read of the report did not return"
+    assert stored(home, run) == ([], [], [])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 import threading
 import time
@@ -367,14 +368,18 @@ def _read_file(path: str, offset: int) -> tuple[list[dict[str, Any]], str]:
     """Whole lines from byte `offset`, at most MAX_BATCH_BYTES of them a call; a trailing line without its
     newline is left for the next call, and a line longer than a batch is skipped as one `invalid` record."""
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read(MAX_BATCH_BYTES)
-            end = data.rfind(b"\n") + 1
-            if end == 0 and len(data) == MAX_BATCH_BYTES:
-                return _skip_long_line(f, data, offset)
+        # O_NONBLOCK and the fstat: a report replaced by a FIFO or a device is not read (nor waited on).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return [], str(offset)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return [], str(offset)  # its heartbeats stop, and the attempt is lost as any silent one is
+        f.seek(offset)
+        data = f.read(MAX_BATCH_BYTES)
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) == MAX_BATCH_BYTES:
+            return _skip_long_line(f, data, offset)
     records, start = [], 0
     while start < end:
         stop = data.index(b"\n", start)
