@@ -473,6 +473,19 @@ def _is_name(x: Any) -> bool:
     return isinstance(x, str) and bool(x)
 
 
+METRIC_NAME_CHARS = 128
+URI_CHARS = 2048
+"""The longest metric name and checkpoint URI the store's columns hold (PostgreSQL refuses a longer one)."""
+
+
+def _is_metric_name(x: Any) -> bool:
+    return _is_name(x) and len(x) <= METRIC_NAME_CHARS
+
+
+def _is_uri(x: Any) -> bool:
+    return _is_name(x) and len(x) <= URI_CHARS
+
+
 def _is_step(x: Any) -> bool:
     return x is None or _is_int(x)
 
@@ -488,14 +501,14 @@ _ENVELOPE: tuple[Check, ...] = (
 )
 _FIELDS: dict[str, tuple[Check, ...]] = {
     "metric": (
-        ("name", _is_name, "a non-empty string"),
+        ("name", _is_metric_name, f"a non-empty string of at most {METRIC_NAME_CHARS} characters"),
         ("value", _is_value, 'a number or "nan", "inf", "-inf"'),
         ("step", _is_step, "an integer or null"),
     ),
     "heartbeat": (("step", _is_step, "an integer or null"),),
     "checkpoint": (
         ("step", _is_int, "an integer"),
-        ("uri", _is_name, "a non-empty string"),
+        ("uri", _is_uri, f"a non-empty string of at most {URI_CHARS} characters"),
         ("tokens", _is_step, "an integer or null"),
     ),
     "event": (("name", _is_name, "a non-empty string"), ("data", lambda x: isinstance(x, dict), "an object")),

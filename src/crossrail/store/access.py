@@ -13,12 +13,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, String, func, insert, select, update
 
 from crossrail.errors import ConflictError, NotFoundError
 from crossrail.store import schema as t
 
 AUDIT_FIELDS = tuple(c.name for c in t.audit.columns if c.name != "seq")
+AUDIT_LENGTHS = {c.name: c.type.length for c in t.audit.columns if isinstance(c.type, String) and c.type.length}
+"""The longest text each bounded audit column holds."""
+
+
+def fitted(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with each text cut to its column's length: a request's target or path is audited as far as it fits.
+    PostgreSQL refuses a longer value (SQLite keeps it), and that would fail the request being audited."""
+    return {k: v[: AUDIT_LENGTHS[k]] if isinstance(v, str) and k in AUDIT_LENGTHS else v for k, v in row.items()}
 
 
 def check_fields(row: dict[str, Any]) -> None:
@@ -92,7 +100,7 @@ def joined_row(conn: Connection) -> JoinedAudit | None:
     pending = _JOINED.get()
     if pending is None or pending.written:
         return None
-    conn.execute(insert(t.audit), pending.final())  # the compiled INSERT is cached: no statement built per row
+    conn.execute(insert(t.audit), fitted(pending.final()))  # the compiled INSERT is cached: none built per row
     return pending
 
 
@@ -157,7 +165,7 @@ class AccessRecords:
     def append_audit(self, row: dict[str, Any]) -> int:
         check_fields(row)
         with self._write(join_audit=False) as conn:
-            key = conn.execute(insert(t.audit), row).inserted_primary_key
+            key = conn.execute(insert(t.audit), fitted(row)).inserted_primary_key
         assert key is not None
         return int(key[0])
 
