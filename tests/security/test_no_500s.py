@@ -225,3 +225,11 @@ def test_fleet_put_with_a_pool_of_ten_to_the_thirty_chips_is_a_422_not_a_500(app
     answer = call(app, "PUT", "/v1/fleet", json={"document": fleet})
     assert is_error_shape(answer, 422), answer.text
     assert answer.json()["problems"][0]["path"] == "spec.pools[0].chips"
+
+
+def test_a_body_over_32_mib_is_a_413_before_it_is_parsed(app: FastAPI) -> None:
+    from crossrail.api.bounds import MAX_BODY_BYTES
+
+    body = b'{"document": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    answer = call(app, "POST", "/v1/place", content=body, headers={"content-type": "application/json"})
+    assert is_error_shape(answer, 413), answer.text[:300]

@@ -78,8 +78,8 @@ def _is_form(content_type: str) -> bool:
 
 
 class BodyLimits:
-    """Refuse a request body over MAX_BODY_BYTES (413) or nested past MAX_DEPTH (400) in the one error shape,
-    before the app reads it; any other body goes on to the app as it came (pure ASGI: responses stream)."""
+    """Refuse a request body over MAX_BODY_BYTES (413) or a JSON one nested past MAX_DEPTH (400) in the one error
+    shape, before the app reads it; any other body goes on to the app as it came (pure ASGI: responses stream)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -89,9 +89,6 @@ class BodyLimits:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if _is_form(headers.get("content-type", "").lower()):  # the dashboard's sign-in form: not JSON
-            await self.app(scope, receive, send)
-            return
         declared = headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             await _refuse(scope, send, 413, _too_large())
@@ -110,7 +107,8 @@ class BodyLimits:
             chunks.append(chunk)
             more = bool(message.get("more_body", False))
         body = b"".join(chunks)
-        depth = json_depth(body)
+        # The dashboard's sign-in form is not JSON: its size is bounded, its brackets are text.
+        depth = 0 if _is_form(headers.get("content-type", "").lower()) else json_depth(body)
         if depth > MAX_DEPTH:
             exc = UsageError(f"the request body is nested {depth} levels deep; the limit is {MAX_DEPTH}")
             await _refuse(scope, send, 400, exc)
