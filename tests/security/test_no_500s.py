@@ -233,3 +233,16 @@ def test_a_body_over_32_mib_is_a_413_before_it_is_parsed(app: FastAPI) -> None:
     body = b'{"document": "' + b"x" * MAX_BODY_BYTES + b'"}'
     answer = call(app, "POST", "/v1/place", content=body, headers={"content-type": "application/json"})
     assert is_error_shape(answer, 413), answer.text[:300]
+
+
+DASHBOARD_HOSTILE = ["%C2%B2", "%00", "x" * 300, "9" * 30, "sim:%2Fdev%2Fzero", "experiment=%00", "run=9" * 9, "%FF"]
+
+
+def test_dashboard_pages_answer_hostile_parameters_without_a_500(app: FastAPI) -> None:
+    """The dashboard's routes are not in the OpenAPI document, so the fuzz does not reach them: these do."""
+    for value in DASHBOARD_HOSTILE:
+        for url in (f"/ui/runs/{value}", f"/ui/static/{value}", f"/ui/report?before={value}", f"/ui/runs?x={value}"):
+            answer = call(app, "GET", url)
+            assert answer.status_code < 500, (url, answer.status_code, answer.text[:300])
+            if answer.status_code >= 400 and answer.headers["content-type"].startswith("application/json"):
+                assert is_error_shape(answer, answer.status_code), answer.text
