@@ -133,7 +133,9 @@ def test_damage_in_the_newest_of_five_checkpoints_resumes_from_the_newest_good_o
 
     children = {parent: child_of(client, experiments, parent) for parent in parents.values()}
     # An evaluation of the flipped step, named explicitly: the cheap check passes it, the restore does not.
+    # (by pretraining's own team: the fleet shares foundation's checkpoints with alignment, not with evals)
     evaluation = [BIGRAM, "spec.args=[--eval]", f"spec.parent={{run: {parents['flipped-byte']}, checkpoint: 50}}"]
+    evaluation.append("metadata.team=foundation")
     evaluated = client.submit(experiments / "eval-smoke.yaml", sets=evaluation)["run"]["id"]
     drive(client, ended(client, *children.values(), evaluated))
     assert store.get_run(evaluated).state == "succeeded"
