@@ -1,7 +1,8 @@
-"""Requests that name more than the store's columns hold, on PostgreSQL: answered and audited, never a 500.
+"""Requests that name more than the store's columns hold, or a NUL, on PostgreSQL: answered and audited, never
+a 500.
 
-SQLite keeps a string of any length in a `VARCHAR(n)`; PostgreSQL refuses it, which made the audit row of
-the request, and with it the request, fail.
+SQLite keeps a string of any length in a `VARCHAR(n)`, and NUL; PostgreSQL refuses both, which made the audit
+row of the request (written before the request's own validation), and with it the request, fail.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def app(checkout: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> I
     app.state.client.close()
 
 
-def test_long_names_in_audited_requests_are_answered_on_postgresql(app: FastAPI, checkout: Path) -> None:
+def test_long_or_nul_names_in_audited_requests_are_answered_on_postgresql(app: FastAPI, checkout: Path) -> None:
     with Client(checkout / ".crossrail", server="", clock=CLOCK) as c:
         admin = {"Authorization": f"Bearer {c.token_create(team='foundation', role='admin', user='pg')['token']}"}
     long = "r" * 300
@@ -37,6 +38,8 @@ def test_long_names_in_audited_requests_are_answered_on_postgresql(app: FastAPI,
         ("POST", f"/v1/fleet/pools/{long}/drain", admin, 422),
         ("POST", "/v1/" + "x" * 300, {}, 401),  # a refusal of an unknown path: audited with the path as action
         ("GET", f"/v1/runs/{long}", {"Authorization": "Bearer " + "t" * 300}, 401),
+        ("POST", "/v1/runs/%00/resubmit", admin, 422),  # PostgreSQL refuses NUL in a query or a row
+        ("POST", "/v1/runs/a%00b/cancel", {}, 401),
     ]
     for method, url, headers, status in cases:
         answer = call(app, method, url, headers=headers)

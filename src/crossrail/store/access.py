@@ -24,9 +24,14 @@ AUDIT_LENGTHS = {c.name: c.type.length for c in t.audit.columns if isinstance(c.
 
 
 def fitted(row: dict[str, Any]) -> dict[str, Any]:
-    """`row` with each text cut to its column's length: a request's target or path is audited as far as it fits.
-    PostgreSQL refuses a longer value (SQLite keeps it), and that would fail the request being audited."""
-    return {k: v[: AUDIT_LENGTHS[k]] if isinstance(v, str) and k in AUDIT_LENGTHS else v for k, v in row.items()}
+    """`row` with each text cut to its column's length and NUL shown as U+FFFD: a request's target or path is
+    audited as far as it fits. PostgreSQL refuses a longer value or a NUL (SQLite keeps both), and that would fail
+    the request being audited."""
+    return {k: _fit(v, AUDIT_LENGTHS.get(k)) if isinstance(v, str) else v for k, v in row.items()}
+
+
+def _fit(text: str, length: int | None) -> str:
+    return text.replace("\x00", "\ufffd")[:length]
 
 
 def check_fields(row: dict[str, Any]) -> None:

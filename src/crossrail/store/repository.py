@@ -243,6 +243,8 @@ class Store(AccessRecords, SimulationRecords):
     def find_run(self, ref: str, *, teams: Collection[str] | None = None) -> RunRecord | None:
         """The run with id `ref`, else the run with uid `ref`, else the latest run of the experiment named `ref`;
         with `teams`, only runs of those teams are found (a team-less run by no one that passes `teams`)."""
+        if "\x00" in ref:  # no run's name holds NUL, and PostgreSQL refuses to compare one
+            return None
         seen = true() if teams is None else t.runs.c.team.in_(sorted(teams))
         with self._read() as conn:
             row = conn.execute(select(t.runs).where(t.runs.c.id == ref, seen)).first()
