@@ -264,6 +264,7 @@ def test_a_page_of_the_queue_is_what_the_whole_queue_says_of_those_runs(
             *POST_TRAINING,
             "spec.priority=critical",
             "spec.parent.run=pretrain-small-4",
+            "metadata.team=foundation",  # the fleet shares foundation's checkpoints with alignment, not evals
             "spec.parent.checkpoint=latest",
         ],
     )["run"]["id"]
