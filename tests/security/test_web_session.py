@@ -188,16 +188,35 @@ def test_a_token_in_a_link_from_another_site_does_not_sign_the_browser_in(site: 
     assert typed.headers["set-cookie"].startswith(f"{COOKIE}={site.viewer};")
 
 
-def test_a_page_elsewhere_cannot_write_as_the_anonymous_admin_of_loopback(site: Site) -> None:
-    run, kept = _submit(site), _submit(site)
+def test_a_page_elsewhere_cannot_write_as_the_anonymous_admin_of_loopback(tmp_path: Path) -> None:
+    """A one-person workspace (no tokens) served on loopback without auth: the CLI is its anonymous admin."""
+    Client.init(tmp_path)
+    home = tmp_path / ".crossrail"
+    with Client(home, server="") as local:
+        alone = Site(home, local, Browser(None), "", "", "")
+        run, kept = _submit(alone), _submit(alone)
+        with serving(home, require_auth=False) as app:
+            loopback = Browser(app, "http://127.0.0.1:8470")
+            forged = loopback.post(f"/v1/runs/{run}/cancel", headers={"Origin": "http://evil.example"})
+            assert forged.status_code == 403, forged.text
+            assert _last_audit(alone)["result"] == "refused"
+            assert _state(alone, run) == "queued"
+            assert loopback.post(f"/v1/runs/{kept}/cancel").status_code == 200  # the CLI sends no Origin
+            assert _state(alone, kept) == "cancelled"
+
+
+def test_a_workspace_with_tokens_has_no_anonymous_admin_on_loopback_either(site: Site) -> None:
+    """Where teams act (the store has tokens), a run's isolated command could reach a loopback server without
+    auth and act as its anonymous admin: a request without a token is refused there too."""
+    run = _submit(site)
     with serving(site.home, require_auth=False) as app:
         loopback = Browser(app, "http://127.0.0.1:8470")
-        forged = loopback.post(f"/v1/runs/{run}/cancel", headers={"Origin": "http://evil.example"})
-        assert forged.status_code == 403, forged.text
-        assert _last_audit(site)["result"] == "refused"
+        refused = loopback.post(f"/v1/runs/{run}/cancel")
+        assert refused.status_code == 401, refused.text
+        assert (_last_audit(site)["result"], _last_audit(site)["status"]) == ("refused", 401)
         assert _state(site, run) == "queued"
-        assert loopback.post(f"/v1/runs/{kept}/cancel").status_code == 200  # the CLI sends no Origin
-        assert _state(site, kept) == "cancelled"
+        tokened = loopback.post(f"/v1/runs/{run}/cancel", headers={"Authorization": f"Bearer {site.submitter}"})
+        assert tokened.status_code == 200, tokened.text
 
 
 def _origin_through_serve(site: Site, run: str, forwarded_allow_ips: str | None) -> str:
@@ -261,7 +280,8 @@ def _cancel_through(site: Site, url: str) -> None:
     for peer, origin in (("127.0.0.1", "127.0.0.1:"), ("127.0.0.2", "203.0.113.9:")):
         transport = httpx.HTTPTransport(local_address=peer)
         with httpx.Client(transport=transport, base_url=url, timeout=30) as http:
-            sent = http.post(f"/v1/runs/nosuch-{peer}/cancel", headers={"X-Forwarded-For": "203.0.113.9"})
+            claimed = {"X-Forwarded-For": "203.0.113.9", "Authorization": f"Bearer {site.submitter}"}
+            sent = http.post(f"/v1/runs/nosuch-{peer}/cancel", headers=claimed)
         assert sent.status_code == 404
         row = _last_audit(site)
         assert row["target"] == f"nosuch-{peer}"

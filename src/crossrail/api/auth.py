@@ -279,12 +279,22 @@ def request_actor(client: Client, secret: str | None, origin: str, *, require_au
         from crossrail.control.access import authenticate
 
         return authenticate(client.service.store, secret, origin=origin, now=client.clock.now())
-    if not require_auth:
+    if not require_auth and not _shared(client):
         return Actor(who=ANONYMOUS, team=None, role=Role.ADMIN, origin=origin)
+    why = "this server requires a token" if require_auth else "this workspace has tokens, so loopback needs one too"
     raise UnauthenticatedError(
-        "this server requires a token: pass --token, set CROSSRAIL_TOKEN or send `Authorization: Bearer ...`"
+        f"{why}: pass --token, set CROSSRAIL_TOKEN or send `Authorization: Bearer ...`"
         " (the dashboard takes ?token=... once); an admin makes one with `crossrail token create`"
     )
+
+
+def _shared(client: Client) -> bool:
+    """Whether others act in this workspace (it has tokens, or its fleet isolates runs): then a request without a
+    token is nobody's, even on loopback, where the commands of isolated runs could otherwise reach the server as
+    its anonymous admin (docs/auth.md)."""
+    from crossrail.control.isolation import isolating
+
+    return isolating(client.fleet, client.service.store)
 
 
 def check_action(actor: Actor, action: Action, method: str, path: str) -> None:

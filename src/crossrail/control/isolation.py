@@ -50,7 +50,7 @@ def team_uid(team: str | None, pinned: Mapping[str, int] | None = None) -> int:
 
 def isolating(fleet: Any, store: Any) -> bool:
     """Whether attempts run apart from the owner: the fleet says so, or the workspace has tokens (others submit)."""
-    return getattr(fleet.spec, "isolation", None) is not None or bool(store.tokens())
+    return getattr(fleet.spec, "isolation", None) is not None or bool(store.has_tokens())
 
 
 def run_as(fleet: Any, team: str | None) -> RunAs:

@@ -153,6 +153,11 @@ class AccessRecords:
             row = conn.execute(select(t.tokens).where(t.tokens.c.secret_sha256 == secret_sha256)).first()
         return None if row is None else dict(row._mapping)
 
+    def has_tokens(self) -> bool:
+        """Whether any token was ever made here (a workspace others act in)."""
+        with self._read() as conn:
+            return conn.execute(select(t.tokens.c.id).limit(1)).first() is not None
+
     def tokens(self) -> list[dict[str, Any]]:
         """Every token, oldest first, without its hash."""
         cols = [c for c in t.tokens.columns if c.name != "secret_sha256"]
