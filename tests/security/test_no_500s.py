@@ -182,6 +182,19 @@ def test_reservation_with_a_duration_past_a_float_is_a_400_not_a_500(app: FastAP
     assert call(app, "GET", "/v1/fleet/reservations").json()["reservations"] == []  # nothing was written
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("start", "tomorrow"), ("start", "2026-12-01T00:00:00"), ("duration", "soon")]
+)
+def test_reservation_errors_over_http_name_the_fields_of_the_request_not_cli_flags(
+    app: FastAPI, field: str, value: str
+) -> None:
+    body = {"pool": "tpu-v5p", "chips": 4, "start": "now", "duration": "1h"} | {field: value}
+    answer = call(app, "POST", "/v1/fleet/reservations", json=body)
+    assert is_error_shape(answer, 400), answer.text
+    assert answer.json()["message"].startswith(field)
+    assert "--" not in answer.json()["message"]
+
+
 def test_the_openapi_document_states_the_bounds_and_the_one_error_shape(app: FastAPI) -> None:
     doc = call(app, "GET", "/v1/openapi.json").json()
 

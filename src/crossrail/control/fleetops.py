@@ -67,7 +67,7 @@ def reserve(
     try:
         parse_duration(duration)  # a clear error before the fleet's own checks
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"duration: {exc}") from None
     return _commit_data(service, ws, data, reason=f"reservation {label}")
 
 
@@ -165,9 +165,9 @@ def _start(text: str, now: float) -> str:
     try:
         when = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"--start {text!r} is not a time; write 2026-12-01T00:00:00+00:00 or now") from None
+        raise UsageError(f"start {text!r} is not a time; write 2026-12-01T00:00:00+00:00 or now") from None
     if when.tzinfo is None:
-        raise UsageError(f"--start {text!r} has no time zone; add one, e.g. {text}+00:00")
+        raise UsageError(f"start {text!r} has no time zone; add one, e.g. {text}+00:00")
     return when.isoformat()
 
 
