@@ -14,6 +14,7 @@ from crossrail.spec.experiment import (
     Resources,
     Retries,
     experiment_digest,
+    work_digest,
 )
 from crossrail.spec.fleet import Fleet, Pool, Queue
 from crossrail.spec.lint import lint_experiment, placeholder
@@ -64,6 +65,7 @@ __all__ = [
     "check_experiment",
     "default_policy",
     "experiment_digest",
+    "work_digest",
     "kind_of",
     "lint_experiment",
     "load_document",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
@@ -357,5 +358,35 @@ def experiment_digest(exp: Experiment) -> str:
         del data["spec"]["parallelism"]  # digests of experiments from before parallelism stay as they were
     if not exp.spec.parts:
         del data["spec"]["parts"]  # likewise for runs without parts
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+WORK_FIELDS_IGNORED: tuple[tuple[str, ...], ...] = (
+    ("metadata",),
+    ("spec", "priority"),
+    ("spec", "accelerators"),
+    ("spec", "retries"),
+    ("spec", "parent"),
+    ("spec", "target"),
+    ("spec", "checkpoint", "dir"),
+    ("spec", "code", "commit"),
+    ("spec", "dataset", "version"),
+)
+"""What an experiment's work digest leaves out: who, when and where it runs, not what it computes."""
+
+
+def work_digest(recorded: Mapping[str, Any]) -> str:
+    """`sha256:<hex>` of what a run computes: its recorded experiment (as stored, by alias) without its name,
+    team, labels, priority, placement preferences, retries, parent, target, checkpoint directory, commit and
+    dataset version. Runs with equal work digests are measurements of the same work: run-time estimates
+    learn from them, and a verdict compares them."""
+    data = json.loads(json.dumps(recorded, default=str))
+    for path in WORK_FIELDS_IGNORED:
+        node = data
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -400,3 +400,38 @@ def test_a_part_with_more_workers_than_chips_is_refused_at_its_path() -> None:
     text = edited(PIPELINE, "reward: {chips: 1}", "reward: {chips: 1, parallelism: {data: 2}}")
 
     assert [path for path, _, _, _ in problems(text)] == ["spec.parts.reward.parallelism.data"]
+
+
+def test_the_work_digest_ignores_who_where_and_when_but_not_what_is_computed() -> None:
+    from crossrail.spec import work_digest
+
+    base = {
+        "metadata": {"name": "a", "team": "t"},
+        "spec": {
+            "stage": "pretraining",
+            "image": "img@sha256:00",
+            "command": ["python", "-m", "x"],
+            "args": ["--steps", "10"],
+            "priority": "low",
+            "checkpoint": {"dir": "file:///c/a", "every": 60},
+            "dataset": {"uri": "file:///d", "version": "v1"},
+            "code": {"repo": "r", "commit": "abc"},
+            "resources": {"chips": 4},
+        },
+    }
+    moved = {
+        "metadata": {"name": "b", "team": "u", "labels": {"k": "v"}},
+        "spec": {
+            **base["spec"],
+            "priority": "high",
+            "checkpoint": {"dir": "file:///c/b", "every": 60},
+            "dataset": {"uri": "file:///d", "version": "v2"},
+            "code": {"repo": "r", "commit": "def"},
+            "accelerators": {"prefer": "tpu"},
+            "parent": {"run": "p", "checkpoint": "latest"},
+        },
+    }
+    assert work_digest(base) == work_digest(moved)
+    more_steps = {**base, "spec": {**base["spec"], "args": ["--steps", "20"]}}
+    more_chips = {**base, "spec": {**base["spec"], "resources": {"chips": 8}}}
+    assert len({work_digest(base), work_digest(more_steps), work_digest(more_chips)}) == 3
