@@ -65,7 +65,6 @@ __all__ = [
     "check_experiment",
     "default_policy",
     "experiment_digest",
-    "work_digest",
     "kind_of",
     "lint_experiment",
     "load_document",
@@ -78,4 +77,5 @@ __all__ = [
     "parse_policy",
     "placeholder",
     "validate_files",
+    "work_digest",
 ]
