@@ -221,10 +221,17 @@ class Client:
         return _obj("SubmitResults", results=[self._submitted(r) for r in results])
 
     def resubmit(
-        self, ref: str, *, resume: bool = False, idempotency_key: str | None = None, actor: Actor | None = None
+        self,
+        ref: str,
+        *,
+        resume: bool = False,
+        from_weights: bool = False,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
     ) -> dict[str, Any]:
         def go() -> Any:
-            return self.service.resubmit(ref, resume=resume, idempotency_key=idempotency_key, actor=actor)
+            key, weights = idempotency_key, from_weights
+            return self.service.resubmit(ref, resume=resume, from_weights=weights, idempotency_key=key, actor=actor)
 
         return self._submitted(self._audited(Action.SUBMIT, ref, go, verb="resubmit"))
 

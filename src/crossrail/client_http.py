@@ -159,10 +159,16 @@ class RemoteClient(Client):
         return self._call("POST", "/runs", json=body)  # type: ignore[no-any-return]
 
     def resubmit(
-        self, ref: str, *, resume: bool = False, idempotency_key: str | None = None, actor: Actor | None = None
+        self,
+        ref: str,
+        *,
+        resume: bool = False,
+        from_weights: bool = False,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
     ) -> dict[str, Any]:
         """The server takes the team from the token; `actor` is the server's own business and ignored here."""
-        body = {"resume": resume, "idempotencyKey": idempotency_key}
+        body = {"resume": resume, "fromWeights": from_weights, "idempotencyKey": idempotency_key}
         return self._call("POST", f"/runs/{ref}/resubmit", json=body)  # type: ignore[no-any-return]
 
     def status(self) -> dict[str, Any]:

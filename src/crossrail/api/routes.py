@@ -50,6 +50,7 @@ class PlaceBody(Body):
 
 class ResubmitBody(Body):
     resume: bool = False
+    from_weights: bool = Field(False, alias="fromWeights")
     idempotency_key: Name | None = Field(None, alias="idempotencyKey")
 
 
@@ -136,7 +137,9 @@ def resume(ref: Name, request: Request) -> dict[str, Any]:
 def resubmit(ref: Name, request: Request, body: ResubmitBody | None = None) -> JSONResponse:
     body = body or ResubmitBody()
     with writing(request):
-        result = client(request).resubmit(ref, resume=body.resume, idempotency_key=body.idempotency_key)
+        result = client(request).resubmit(
+            ref, resume=body.resume, from_weights=body.from_weights, idempotency_key=body.idempotency_key
+        )
     note_run(request, result)
     return JSONResponse(result, status_code=submitted_status(result["created"]))
 

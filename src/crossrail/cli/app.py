@@ -146,7 +146,19 @@ def submit(
 @app.command()
 def resubmit(
     run: RunRef,
-    resume: Annotated[bool, typer.Option("--resume", help="Start from the run's latest committed checkpoint.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the run from its newest checkpoint that verifies: its step, optimizer, data cursor and "
+            "RNG, to the experiment's total steps (before 0.x it restarted the step count with a fresh optimizer; "
+            "that is now --from-weights).",
+        ),
+    ] = False,
+    from_weights: Annotated[
+        bool,
+        typer.Option("--from-weights", help="Start a new training initialised from the run's newest checkpoint."),
+    ] = False,
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
     home: Home = None,
     server: Server = None,
@@ -158,7 +170,8 @@ def resubmit(
         from crossrail.cli import render
 
         with client(home, server) as c:
-            emit(c.resubmit(run, resume=resume, idempotency_key=idempotency_key), as_json, render.submitted)
+            result = c.resubmit(run, resume=resume, from_weights=from_weights, idempotency_key=idempotency_key)
+            emit(result, as_json, render.submitted)
 
     guard(go)
 

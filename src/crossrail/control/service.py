@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from crossrail.control import budgets, isolation, lineage, parents, progress
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
-from crossrail.core.access import EVERYONE, Actor, Sight
+from crossrail.core.access import EVERYONE, Actor, Sight, note_hidden
 from crossrail.core.api import QUEUE_PAGE
 from crossrail.core.events import TERMINAL_RUN_STATES
 from crossrail.errors import (
@@ -522,7 +522,7 @@ class Service:
         parent = exp.spec.parent
         if parent is None:
             return None, None, None
-        run = self.store.find_run(parent.run, teams=sight.teams)
+        run = self.find(parent.run, sight)
         if run is None:
             raise SpecError(
                 [
@@ -585,30 +585,42 @@ class Service:
     # --- resubmit and state changes --------------------------------------------------------------
 
     def resubmit(
-        self, ref: str, *, resume: bool = False, idempotency_key: str | None = None, actor: Actor | None = None
+        self,
+        ref: str,
+        *,
+        resume: bool = False,
+        from_weights: bool = False,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
     ) -> SubmitResult:
-        """A new run of `ref`'s recorded spec; with `resume`, starting from its latest committed checkpoint.
+        """A new run of `ref`'s recorded spec. With `resume`, it continues `ref` from its newest checkpoint that
+        verifies: that step, optimizer, data cursor and RNG, to the experiment's own total steps. With
+        `from_weights`, it is a new training initialised from those weights (its parent is `ref`; it resumes
+        nothing).
 
         A recorded parent of another team that no longer shares with the run's (or never did: runs stored
         before sharing) is kept as it was stored, and refused here, naming the line the fleet needs."""
         old = self.get(ref, self.sight(actor))
         isolation.check_submission(self.fleet, actor)
+        if resume and from_weights:
+            raise UsageError("--resume continues the run and --from-weights starts a new training: pick one")
         parent_run, parent_ckpt = old.parent_run, old.parent_checkpoint
         parent_team = None
-        if parent_run is not None and not resume:
+        if parent_run is not None and not (resume or from_weights):
             parent = self.store.find_run(parent_run)
             refusal = None if parent is None else self.unshared(parent, old.team)
             if refusal is not None:
                 raise ForbiddenError(f"run {old.id} starts from {refusal[0]}; {refusal[1]}")
             parent_team = None if parent is None else parent.team
-        if resume:  # from its newest checkpoint that verifies; the runtime checks every checksum at launch
+        if resume or from_weights:  # its newest checkpoint that verifies; the runtime checks every checksum
             verified = parents.newest_verified(self.store, old.id)
             if verified.newest is None:
+                flag, verb = ("--resume", "resume") if resume else ("--from-weights", "start")
                 raise ConflictError(
-                    f"run {old.id} has no checkpoint that verifies to resume from{verified.describe()}; "
-                    "resubmit without --resume to start over"
+                    f"run {old.id} has no checkpoint that verifies to {verb} from{verified.describe()}; "
+                    f"resubmit without {flag} to start over"
                 )
-            parent_run, parent_ckpt = old.id, verified.newest.uri
+            parent_run, parent_ckpt, parent_team = old.id, verified.newest.uri, old.team
         now = self.clock.now()
         exp_row = {k: v for k, v in old.as_dict().items() if k in NewRun.__dataclass_fields__}
         new = NewRun(
@@ -618,7 +630,8 @@ class Service:
                 "experiment_spec": old.spec,
                 "uid": new_uid(now),
                 "idempotency_key": idempotency_key,
-                "resumed_from": old.id,
+                # resumed_from == parent_run is how the runtime knows to continue (RuntimeContext.continues_parent)
+                "resumed_from": None if from_weights else old.id,
                 "parent_run": parent_run,
                 "parent_checkpoint": parent_ckpt,
             }
@@ -626,7 +639,7 @@ class Service:
         crossing = _crossing(parent_run, parent_team, old.team)
         if crossing:
             note_audit_detail(crossing)
-        events = self._opening_events(new, now, resumed_from=old.id, parent_team=parent_team)
+        events = self._opening_events(new, now, resumed_from=new.resumed_from, parent_team=parent_team)
         run, created = self.store.create_runs([new], now, [events])[0]
         return SubmitResult(run=run, created=created, crossing=crossing)
 
@@ -669,9 +682,20 @@ class Service:
 
     def get(self, ref: str, sight: Sight = EVERYONE) -> RunRecord:
         """The run `ref` names, of those `sight` sees; NotFoundError, in the same words, for one it does not."""
-        run = self.store.find_run(ref, teams=sight.teams)
+        run = self.find(ref, sight)
         if run is None:
             raise NotFoundError(f"no run or experiment named {ref!r}; `crossrail status` lists runs")
+        return run
+
+    def find(self, ref: str, sight: Sight = EVERYONE) -> RunRecord | None:
+        """The run `ref` names, of those `sight` sees; a run it names but may not see is None, and noted as a
+        refusal for the audit log (core.access.note_hidden)."""
+        run = self.store.find_run(ref, teams=sight.teams)
+        if run is None and sight.teams is not None:
+            hidden = self.store.find_run(ref)
+            if hidden is not None:
+                seen = ", ".join(sorted(sight.teams)) or "none"
+                note_hidden(f"run {hidden.id} of team {hidden.team or '(none)'} is not visible to teams {seen}")
         return run
 
     def status(self, limit: int = 50) -> dict[str, Any]:

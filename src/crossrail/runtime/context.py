@@ -138,6 +138,24 @@ class RuntimeContext:
         return value if isinstance(value, str) and value else None
 
     @property
+    def continues_parent(self) -> bool:
+        """Whether the parent checkpoint is this run's own past (`resubmit --resume`: the run it resumes is its
+        parent), so training continues from its step, optimizer and data cursor; otherwise a parent only gives
+        the weights a new training starts from (`resubmit --from-weights`, `spec.parent`)."""
+        resumed = self.lineage.get("resumed_from")
+        return self.parent_run is not None and resumed == self.parent_run
+
+    @property
+    def parent_optional(self) -> bool:
+        """`spec.parent.optional: true`: a parent checkpoint that cannot be loaded starts the run fresh instead
+        of failing it. Never for a run that resumes: continuing is what was asked."""
+        if self.continues_parent:
+            return False
+        spec = self.spec.get("spec")
+        parent = spec.get("parent") if isinstance(spec, dict) else None
+        return isinstance(parent, dict) and parent.get("optional") is True
+
+    @property
     def parent_uid(self) -> str | None:
         """The declared parent's uid; None when there is none or it is a run from before uids."""
         value = self.lineage.get("parent_run_uid")

@@ -195,10 +195,12 @@ def preference_items(prefer: str | None, allow: list[str] | None) -> Items:
 
 
 class ParentRef(SpecModel):
-    """Start from another run's checkpoint: `checkpoint` is `latest` or a step number."""
+    """Start from another run's checkpoint: `checkpoint` is `latest` or a step number; `optional`: a checkpoint
+    that cannot be loaded at launch starts the run fresh instead of failing it."""
 
     run: NonEmpty
     checkpoint: int | Literal["latest"] = "latest"
+    optional: bool = False
 
     @field_validator("checkpoint", mode="before")
     @classmethod

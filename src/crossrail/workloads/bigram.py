@@ -126,7 +126,7 @@ class Trainer(TrainingLoop):
             tensors, manifest = Checkpointer(self.ctx.checkpoint_dir).restore(own.step)
             self.ctx.claim(manifest, own.uri)
             _check_kind(manifest, own.uri)
-            self.reporter.event("resumed", step=own.step, **{"from": own.uri})
+            self.reporter.event("resumed", step=own.step, source="own", **{"from": own.uri})
             self.saved_step = own.step
             return Bigram.from_tensors(tensors, own.step), own.uri
         parent = self.ctx.parent_checkpoint
@@ -135,12 +135,22 @@ class Trainer(TrainingLoop):
         try:  # a damaged parent step falls back to the newest older one that verifies
             info, tensors, manifest = restore_from(parent, on_skip=self._skipped)
         except CheckpointNotFound as exc:
-            print(f"{PROG}: starting from scratch: {exc}", file=sys.stderr)
             self.reporter.event("parent_not_found", uri=parent, reason=str(exc))
+            if not self.ctx.parent_optional:
+                raise CheckpointNotFound(
+                    f"{PROG}: the parent checkpoint {parent} could not be loaded: {exc}; resubmit without --resume "
+                    "to start over, or set spec.parent.optional: true to start fresh when it is missing"
+                ) from exc
+            print(f"{PROG}: starting from scratch (spec.parent.optional): {exc}", file=sys.stderr)
             return Bigram(), None
         self.ctx.claim(manifest, info.uri, as_parent=True)
         _check_kind(manifest, info.uri)
-        self.reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
+        step = int(manifest["step"])
+        if self.ctx.continues_parent:  # `resubmit --resume`: continue the parent's training, moments and all
+            data = {"step": step, "source": "parent", "carried": ["weights", "step", "data cursor", "optimizer"]}
+            self.reporter.event("resumed", **data, reset=[], **{"from": info.uri})
+            return Bigram.from_tensors(tensors, step), info.uri
+        self.reporter.event("initialised", step=step, **{"from": info.uri})
         return Bigram.from_tensors(tensors, 0, weights_only=True), info.uri
 
     def _skipped(self, uri: str, reason: str) -> None:

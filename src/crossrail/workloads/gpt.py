@@ -34,6 +34,7 @@ from crossrail.runtime import (
     read_bytes,
     restore_from,
 )
+from crossrail.runtime.neutral import moments
 from crossrail.workloads import gpt_data, parallel
 from crossrail.workloads.config import pick, read_config, section
 from crossrail.workloads.gpt_data import Corpus
@@ -246,11 +247,16 @@ class Start:
     tensors: Arrays | None = None
     step: int | None = None  # None: a fresh optimizer at step 0
     uri: str | None = None
-    manifest: dict[str, Any] | None = None  # of the run's own checkpoint it resumes
+    manifest: dict[str, Any] | None = None  # of the checkpoint it resumes (its own, or the parent it continues)
+    own: bool = False  # the checkpoint is in this run's own directory
+    optimizer: bool = True  # the checkpoint's optimizer moments are restored (False: "optimizer reset")
 
 
 def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> Start:
-    """1. this run's newest valid checkpoint (a retry resumes); 2. the parent's weights; 3. a fresh model."""
+    """1. this run's newest valid checkpoint (a retry resumes); 2. the parent's checkpoint: continued from its
+    step when this run resumes its parent (`resubmit --resume`), else its weights only; 3. a fresh model.
+
+    A parent that was asked for and cannot be loaded fails the run, unless `spec.parent.optional` is true."""
 
     def skipped(uri: str, reason: str) -> None:
         _skipped(reporter, uri, reason)
@@ -260,8 +266,8 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
         tensors, manifest = Checkpointer(ctx.checkpoint_dir).restore(own.step)
         ctx.claim(manifest, own.uri)
         model = model_of(manifest, own.uri, cfg)
-        reporter.event("resumed", step=own.step, **{"from": own.uri})
-        return Start(model, tensors, own.step, own.uri, manifest)
+        reporter.event("resumed", step=own.step, source="own", **{"from": own.uri})
+        return Start(model, tensors, own.step, own.uri, manifest, own=True)
     parent = ctx.parent_checkpoint
     if parent is None or parent == "latest":
         if cfg.task == "finetune":
@@ -270,14 +276,23 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
     try:  # a damaged parent step falls back to the newest older one that verifies
         info, tensors, manifest = restore_from(parent, on_skip=skipped)
     except CheckpointNotFound as exc:
-        print(f"{PROG}: no parent checkpoint: {exc}", file=sys.stderr)
         reporter.event("parent_not_found", uri=parent, reason=str(exc))
-        if cfg.task == "finetune":
-            raise
+        if cfg.task == "finetune" or not ctx.parent_optional:
+            raise CheckpointNotFound(
+                f"{PROG}: the parent checkpoint {parent} could not be loaded: {exc}; resubmit without --resume to "
+                "start over, or set spec.parent.optional: true to start fresh when it is missing"
+            ) from exc
+        print(f"{PROG}: no parent checkpoint (spec.parent.optional): {exc}", file=sys.stderr)
         return Start(cfg.model)
     ctx.claim(manifest, info.uri, as_parent=True)
     model = model_of(manifest, info.uri, cfg)
-    reporter.event("initialised", step=manifest["step"], **{"from": info.uri})
+    step = int(manifest["step"])
+    if ctx.continues_parent:
+        reset = [] if moments(tensors)[0] else ["optimizer reset"]
+        carried = ["weights", "step", "data cursor", "rng"] + ([] if reset else ["optimizer"])
+        reporter.event("resumed", step=step, source="parent", carried=carried, reset=reset, **{"from": info.uri})
+        return Start(model, tensors, step, info.uri, manifest, optimizer=not reset)
+    reporter.event("initialised", step=step, **{"from": info.uri})
     return Start(model, tensors, None, info.uri)
 
 
@@ -318,8 +333,9 @@ class Trainer(TrainingLoop):
         self.text = corpus.text
         self.engine = build_engine(cfg, self.model)
         tensors = start.tensors if start.tensors is not None else init_tensors(self.model, cfg.seed)
-        self.engine.load(tensors, start.step)
-        self.saved_step = start.step  # the step of the newest checkpoint this run holds
+        self.engine.load(tensors, start.step if start.optimizer else None)
+        self.engine.step = start.step or 0  # a continued run counts on from its checkpoint's step
+        self.saved_step = start.step if start.own else None  # the step of the newest checkpoint this run holds
         self.peak, source = (cfg.peak_flops, "given") if cfg.peak_flops else (self.engine.peak_flops(), "measured")
         # The batch is global: every worker's share of it together; MFU is against the peak of every device.
         self.flops_per_step = train_flops_per_token(self.model) * cfg.batch * self.model.context

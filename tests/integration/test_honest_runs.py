@@ -1,0 +1,139 @@
+"""What crossrail says is what happened: a resume continues the run it resumes (step, optimizer, data cursor),
+in each framework and across them, and lineage names the checkpoint that was loaded. Real processes, tiny sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.integration.test_agent import BIGRAM, drive
+from tests.unit.workloads.builders import gpt_launcher, losses, of_type, run_in_process, spec
+
+from crossrail.client import Client
+
+K, TOTAL = 8, 16  # the GPT runs stop at step K and resume to TOTAL
+PACED = [BIGRAM, "spec.args=[--steps, '60', --checkpoint-every-steps, '10', --step-sleep, '0.05']"]
+PACED += ["spec.resources.chips=1"]
+
+
+# ---- the GPT workload, in each framework and across them ------------------------------------------------------
+
+
+def gpt(root: Path, run: str, framework: str, steps: int, resumes: str | None = None) -> list[dict[str, Any]]:
+    """One attempt of GPT run `run` as crossrail launches it; with `resumes`, as `resubmit <resumes> --resume`
+    launches it: that run is both its parent and the run it resumes, its checkpoint the parent checkpoint.
+
+    The entry point runs in this process (the framework imports once); the agent tests below run processes."""
+    launcher = gpt_launcher(root / run, run=run)
+    if resumes is not None:
+        lineage = {"dataset_version": "sha256:d1", "code_commit": "abc1234", "parent_run": resumes}
+        parent = (root / resumes / "checkpoints" / resumes).as_uri()
+        launcher.spec = spec(lineage=lineage | {"resumed_from": resumes}, parent_checkpoint=parent)
+    args = ["--framework", framework, "--steps", str(steps), "--checkpoint-every-steps", str(K)]
+    assert run_in_process(launcher, *args) == 0
+    return launcher.records(1)
+
+
+def window(records: list[dict[str, Any]]) -> list[float]:
+    """The losses of steps K+1 ... K+5."""
+    found = losses(records)
+    return [found[s] for s in range(K + 1, K + 6)]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return gpt(tmp_path_factory.mktemp("gpt"), "straight", "torch", TOTAL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_resumed_gpt_run_continues_to_the_total_steps_with_the_losses_of_an_uninterrupted_one(
+    framework: str, tmp_path: Path, uninterrupted: list[dict[str, Any]]
+) -> None:
+    if framework == "jax":
+        pytest.importorskip("jax")
+    first = gpt(tmp_path, "first", framework, K)
+    assert max(losses(first)) == K
+    resumed = gpt(tmp_path, "again", "torch", TOTAL, resumes="first")
+    # 1. It counted on from step K, not from 1, and ended at the experiment's total.
+    assert sorted(losses(resumed)) == list(range(K + 1, TOTAL + 1))
+    event = of_type(resumed, "event", "resumed")[0]["data"]
+    assert (event["step"], event["source"], event["reset"]) == (K, "parent", [])
+    assert "optimizer" in event["carried"]
+    # 2. Same framework: the very losses of an uninterrupted run; from JAX: the same curve within 10%.
+    straight = window(uninterrupted)
+    if framework == "torch":
+        np.testing.assert_allclose(window(resumed), straight, rtol=1e-4)
+    else:
+        assert np.mean(window(resumed)) == pytest.approx(np.mean(straight), rel=0.10)
+
+
+@pytest.mark.slow
+def test_from_weights_starts_a_new_count_with_a_fresh_optimizer(tmp_path: Path) -> None:
+    gpt(tmp_path, "first", "torch", K)
+    launcher = gpt_launcher(tmp_path / "child", run="child")
+    lineage = {"dataset_version": "sha256:d1", "code_commit": "abc1234", "parent_run": "first"}
+    launcher.spec = spec(lineage=lineage, parent_checkpoint=(tmp_path / "first" / "checkpoints" / "first").as_uri())
+    assert run_in_process(launcher, "--framework", "torch", "--steps", "3") == 0
+    records = launcher.records(1)
+    assert sorted(losses(records)) == [1, 2, 3]
+    assert of_type(records, "event", "initialised")[0]["data"]["step"] == K
+    assert not of_type(records, "event", "resumed")
+
+
+# ---- through the agent: cancel, resume, lose or damage the checkpoint -----------------------------------------
+
+
+@pytest.fixture
+def client(checkout: Path) -> Iterator[Client]:
+    with Client(cwd=checkout) as c:
+        yield c
+
+
+def ended(client: Client, *runs: str) -> Callable[[], bool]:
+    store = client.service.store
+    return lambda: all(store.get_run(r).state in ("succeeded", "failed", "cancelled") for r in runs)
+
+
+def loss_by_step(client: Client, run: str) -> dict[int, float]:
+    return {int(s["step"]): float(s["value"]) for s in client.service.store.metric_samples(run, "loss")}
+
+
+def reported(client: Client, run: str, name: str) -> list[dict[str, Any]]:
+    events = client.service.store.events(run=run, types=["reported"])
+    return [e.data.get("data", {}) for e in events if e.data.get("name") == name]
+
+
+def cancelled_midway(client: Client, experiments: Path) -> str:
+    """A bigram run of 60 steps cancelled once it has checkpointed step 20."""
+    run = str(client.submit(experiments / "pretrain-small.yaml", sets=PACED)["run"]["id"])
+    store = client.service.store
+    drive(client, lambda: any(c.step >= 20 for c in store.checkpoints(run)))
+    client.cancel(run)
+    drive(client, lambda: not any(a.state in ("starting", "running") for a in store.attempts(run)))
+    return run
+
+
+@pytest.mark.slow
+def test_cancel_then_resume_ends_at_the_total_steps_with_an_uninterrupted_runs_losses(
+    client: Client, experiments: Path
+) -> None:
+    straight = str(client.submit(experiments / "pretrain-small.yaml", sets=PACED)["run"]["id"])
+    first = cancelled_midway(client, experiments)
+    resumed = str(client.resubmit(first, resume=True)["run"]["id"])
+    drive(client, ended(client, straight, resumed))
+    assert client.service.store.get_run(resumed).state == "succeeded"
+    k = reported(client, resumed, "resumed")[0]["step"]
+    after, before = loss_by_step(client, resumed), loss_by_step(client, straight)
+    assert min(after) == k + 1
+    assert max(after) == 60
+    steps = range(k + 1, k + 6)
+    np.testing.assert_allclose([after[s] for s in steps], [before[s] for s in steps], rtol=1e-4)
+    assert client.show(resumed)["lineage"]["resumed_from"] == first
+    # --from-weights is the other thing: a new training whose parent is the run, resuming nothing.
+    child = client.show(client.resubmit(first, from_weights=True)["run"]["id"])["lineage"]
+    assert (child["parent_run"], child["resumed_from"]) == (first, None)
