@@ -9,6 +9,7 @@ endpoint added later without a case here fails `test_every_route_has_a_case`.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -316,6 +317,73 @@ def test_access_matrix(world: World, key: tuple[str, str], who: str, team: str) 
 def _audit_count(w: World) -> int:
     c = _local(w.home)
     return c.service.store.audit_count()
+
+
+# --- the paths around the matrix: runs named as parents, in selectors, on dashboard pages ---------------
+
+NAMING = ("parent at submit", "parent at place", "report selector", "dashboard run page", "lineage page")
+
+
+def _naming(w: World, how: str, run: str, headers: dict[str, str]) -> Any:
+    """A request that names run `run` the way `how` says (the run's experiment, for a selector)."""
+    experiment = run.rsplit("-", 1)[0]
+    if how.startswith("parent"):
+        path = "/v1/runs" if how.endswith("submit") else "/v1/place"
+        sets = [f"metadata.name=n{time.monotonic_ns() % 10**9}", f"spec.parent.run={run}", "spec.parent.checkpoint=7"]
+        return w.http.post(path, json={"document": w.experiment, "sets": sets}, headers=headers)
+    if how == "report selector":
+        query = f"before=experiment={experiment}&after=experiment={experiment}"
+        return w.http.get(f"/ui/report?{query}", headers=headers)
+    if how == "dashboard run page":
+        return w.http.get(f"/ui/runs/{run}", headers=headers)
+    return w.http.get("/ui/lineage", headers=headers)
+
+
+@pytest.mark.parametrize("how", NAMING)
+@pytest.mark.parametrize("who", ROLES)
+def test_naming_another_teams_unshared_run_is_naming_no_run(world: World, how: str, who: str) -> None:
+    """alignment does not share with foundation: to foundation's viewers and submitters its run does not exist
+    on any of these paths (the same answer as for a name nothing has); admins see it. A parent across teams is
+    refused to everyone, admins included, until the fleet shares (foundation shares with alignment, so the
+    other way round is allowed: the shared case below)."""
+    if how == "parent at submit" and who == "viewer":
+        pytest.skip("viewers may not submit: the matrix covers that 403")
+    headers, hidden = _as(world, who), world.runs[OTHER]
+    before, audited = _fingerprint(world), _audit_count(world)
+    named = _naming(world, how, hidden, headers)
+    refusal = _last_audit(world) if _audit_count(world) > audited else None
+    absent = _naming(world, how, "held-nobody-1", headers)
+    assert _fingerprint(world) == before, "naming a run changed the store"
+    text = named.text.replace(hidden, "held-nobody-1").replace(f"held-{OTHER}", "held-nobody")
+    if who == "admin":
+        if how.startswith("parent"):
+            assert named.status_code == 422
+            assert f"{{from: {OTHER}, to: [{OWN}]}}" in named.text
+        else:
+            assert named.status_code == 200
+            assert hidden in named.text or re.search(r"experiment=held-alignment \([1-9]\d* runs\)", named.text)
+    elif how == "lineage page":
+        assert hidden not in named.text
+    elif how == "report selector":
+        assert "(0 runs)" in named.text
+        assert "(1 runs)" not in named.text
+    else:
+        assert named.status_code == absent.status_code
+        assert named.status_code in (404, 422)
+        assert text == absent.text
+        assert refusal is not None, "naming a hidden run is audited"
+        assert (refusal["result"], refusal["status"]) == ("refused", named.status_code)
+        assert OTHER in refusal["detail"]
+
+
+def test_a_shared_run_is_named_as_a_parent_by_the_team_it_is_shared_with(world: World) -> None:
+    """foundation shares with alignment: alignment's place of an experiment starting from foundation's run goes
+    past the parent to that run's checkpoints (it has none at step 7), where foundation's run is visible."""
+    sets = [f"spec.parent.run={world.runs[OWN]}", "spec.parent.checkpoint=7"]
+    body = {"document": world.experiment, "sets": [*sets, f"metadata.team={OTHER}"]}
+    placed = world.http.post("/v1/place", json=body, headers=_as(world, "viewer", other=True))
+    assert placed.status_code == 422
+    assert f"run {world.runs[OWN]} has no checkpoint at step 7" in placed.text
 
 
 # --- visibility, submit into queues, the dashboard's login -------------------------------------------

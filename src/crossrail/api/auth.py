@@ -24,8 +24,8 @@ from starlette.routing import Match
 
 from crossrail.api import errors
 from crossrail.client import Client
-from crossrail.core.access import DOING, WRITES, Action, Actor, Role, Sight, allows
-from crossrail.errors import ConflictError, CrossrailError, ForbiddenError, NotFoundError, UnauthenticatedError
+from crossrail.core.access import DOING, WRITES, Action, Actor, Role, Sight, allows, noting_hidden
+from crossrail.errors import ConflictError, CrossrailError, ForbiddenError, UnauthenticatedError
 from crossrail.store.access import JoinedAudit, joined_audit
 
 COOKIE = "crossrail_token"
@@ -175,6 +175,7 @@ class AuthMiddleware:
         scope.setdefault("state", {})["actor"] = actor
         login = _query_token(scope)
         audited: list[int] = []
+        hidden_runs: list[str] = []  # runs it named that its actor may not see (Service.find notes them)
         write = action in WRITES and method != "GET"
         pending = await self._pending(actor, origin, method, template, params) if write else None
 
@@ -186,9 +187,9 @@ class AuthMiddleware:
             if pending is not None and pending.written and code < 400:
                 return
             noted = scope.get("state", {})
-            hidden = code == 404 and noted.get("hidden_run") is not None  # a run it may not see: as if none
+            hidden = code >= 400 and bool(hidden_runs)  # it named a run it may not see: answered as if none
             if code in (401, 403) or write or hidden:
-                detail = (noted.get("hidden_run") or noted.get("refusal")) if code >= 400 else None
+                detail = (hidden_runs[0] if hidden else noted.get("refusal")) if code >= 400 else None
                 where = params | noted.get("audit_target", {})
                 refused = "refused" if hidden else None
                 await run_in_threadpool(self._audit, actor, origin, method, template, where, code, detail, refused)
@@ -202,14 +203,21 @@ class AuthMiddleware:
             await send(message)
 
         try:
-            if pending is None:
-                await self.app(scope, receive, sending)
-            else:
-                with joined_audit(pending):
-                    await self.app(scope, receive, sending)
+            await self._serve(scope, receive, sending, pending, hidden_runs)
         finally:
             if not audited:  # it failed before answering
                 await audit(500)
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, pending: JoinedAudit | None, hidden_runs: list[str]
+    ) -> None:
+        """The app's answer, the write joined to its audit row, noting the runs it named but may not see."""
+        with noting_hidden(hidden_runs):
+            if pending is None:
+                await self.app(scope, receive, send)
+            else:
+                with joined_audit(pending):
+                    await self.app(scope, receive, send)
 
     async def _who(self, scope: Scope, origin: str, action: Action | None) -> Actor | None:
         if action is not None and _bearer(scope):  # a token is looked up in the store: off the event loop
@@ -547,10 +555,9 @@ class TeamView:
     not its team's (shared with it by the fleet) may be read and named as a parent, not changed (403). Queue
     entries of other teams keep only their position and size. Admins see and change every run."""
 
-    def __init__(self, client: Client, actor: Actor, refused: Callable[[str], None] | None = None) -> None:
+    def __init__(self, client: Client, actor: Actor) -> None:
         self.client = client
         self.actor = actor
-        self._refused = refused  # told when a request named a run it may not see, for the audit log
 
     @functools.cached_property
     def sight(self) -> Sight:
@@ -608,16 +615,8 @@ class TeamView:
 
     def seen(self, ref: str) -> Any:
         """The run `ref` names, of those the actor sees; NotFoundError as for a run that does not exist otherwise
-        (and, when it does exist, the refusal is told to the audit log)."""
-        try:
-            return self.client.service.get(ref, self.sight)
-        except NotFoundError:
-            hidden = self.client.service.store.find_run(ref)
-            if hidden is not None and self._refused is not None:
-                self._refused(
-                    f"run {hidden.id} of team {hidden.team or '(none)'} is not visible to team {self.actor.team}"
-                )
-            raise
+        (and, when it does exist, the refusal is noted for the audit log: Service.find)."""
+        return self.client.service.get(ref, self.sight)
 
     def own(self, ref: str, what: str) -> Any:
         """The run `ref` names, when the actor may `what` it: NotFoundError for a run it does not see,
@@ -745,10 +744,7 @@ def _redacted(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def scoped(request: Request) -> TeamView:
-    def refused(detail: str) -> None:  # the middleware audits the 404 as a refusal, saying this
-        request.scope.setdefault("state", {})["hidden_run"] = detail
-
-    return TeamView(request.app.state.client, actor_of(request), refused)
+    return TeamView(request.app.state.client, actor_of(request))
 
 
 def note_run(request: Request, result: dict[str, Any]) -> None:

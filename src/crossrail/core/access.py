@@ -6,6 +6,9 @@ the token's team (`TEAM_SCOPED`), except for admins. Pure: the API and the local
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -116,3 +119,24 @@ class Sight:
 
 EVERYONE = Sight(None)
 """What an admin, and the workspace owner's own CLI, see: every run."""
+
+
+_HIDDEN: ContextVar[list[str] | None] = ContextVar("crossrail_hidden_runs", default=None)
+
+
+def note_hidden(detail: str) -> None:
+    """Tell the request under way that it named a run its actor may not see: it is answered as for no run,
+    and audited as a refusal saying `detail` (the API's middleware collects these, `noting_hidden`)."""
+    noted = _HIDDEN.get()
+    if noted is not None:
+        noted.append(detail)
+
+
+@contextmanager
+def noting_hidden(into: list[str]) -> Iterator[list[str]]:
+    """Within this context (and the worker threads it starts), `note_hidden` appends to `into`."""
+    token = _HIDDEN.set(into)
+    try:
+        yield into
+    finally:
+        _HIDDEN.reset(token)
