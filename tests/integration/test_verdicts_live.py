@@ -76,6 +76,11 @@ def test_policy_check_and_compare_judge_real_runs_on_both_accelerators(
     verdict = json.loads(out.stdout)
     assert (verdict["research_cycle"]["n_before"], verdict["research_cycle"]["n_after"]) == (RUNS, RUNS)
     assert verdict["verdict"].startswith(("research cycle", "no significant change"))
+    # one experiment on both pools: nothing confounds it, and local pools time only crossrail's software path
+    assert (verdict["refused"], verdict["confounds"], verdict["software_path_only"]) == (False, [], True)
+    assert verdict["verdict"].endswith(
+        "software path only: virtual local pools time crossrail's path, not the accelerators"
+    )
     checked = CliRunner().invoke(app, ["policy", "check", "--json", "--home", str(checkout / ".crossrail")])
     assert checked.exit_code == 0, checked.output
     post = next(f for f in json.loads(checked.stdout)["findings"] if f["stage"] == "post_training")

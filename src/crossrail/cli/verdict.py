@@ -19,11 +19,18 @@ from crossrail.core.api import api_object
 from crossrail.errors import UsageError
 
 if TYPE_CHECKING:
-    from crossrail.metrics import Change, RunFacts
+    from crossrail.metrics import Change, FleetTimeline, RunFacts
 
 Sel = Annotated[str, typer.Option(help="Event filters (stage=...,pool=...,since=...,until=...,team=...) or sim:FILE.")]
 Resamples = Annotated[int, typer.Option("--resamples", min=100, help="Bootstrap resamples.")]
 Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed: the same seed gives the same intervals.")]
+AllowConfounds = Annotated[
+    bool,
+    typer.Option(
+        "--allow-confounds",
+        help="Judge sides that differ in experiment, arguments, commit, dataset or framework (each is named).",
+    ),
+]
 
 
 def compare_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
@@ -34,22 +41,37 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
     as_json: Json = False,
     resamples: Resamples = 2000,
     seed: Seed = 0,
+    allow_confounds: AllowConfounds = False,
 ) -> None:
-    """Did the research cycle get shorter from BEFORE to AFTER? A verdict with bootstrap intervals."""
+    """Did the research cycle get shorter from BEFORE to AFTER? A verdict with bootstrap intervals.
+
+    Sides that did not measure the same work (experiment digest, arguments, code commit, dataset version,
+    framework) are refused (exit status 1) unless --allow-confounds; a fleet whose capacity or load differs
+    between the sides is a named warning."""
 
     def go() -> None:
         from crossrail.metrics import compare
 
         loaded = _Loader(home, server)
         runs_before, runs_after = loaded.runs(before, "--before"), loaded.runs(after, "--after")
-        verdict = compare(runs_before, runs_after, resamples=resamples, seed=seed)
+        fleet = loaded.fleet() if not (before.startswith("sim:") or after.startswith("sim:")) else None
+        verdict = compare(
+            runs_before, runs_after, resamples=resamples, seed=seed, fleet=fleet, allow_confounds=allow_confounds
+        )
         if as_json:
             print_json(api_object("Verdict", before=before, after=after, **verdict.as_dict()))
-            return
-        console.print(f"before: {before} ({len(runs_before)} runs)   after: {after} ({len(runs_after)} runs)")
-        _changes([verdict.cycle, *verdict.explain])
-        console.print(f"[bold]{verdict.sentence}[/]")
-        console.print(f"method: {verdict.method}", style="dim")
+        else:
+            console.print(f"before: {before} ({len(runs_before)} runs)   after: {after} ({len(runs_after)} runs)")
+            for d in verdict.confounds:
+                console.print(f"[red]confound:[/] {d.sentence()}")
+            for d in verdict.warnings:
+                console.print(f"[yellow]warning:[/] {d.sentence()}")
+            if not verdict.refused:
+                _changes([verdict.cycle, *verdict.explain])
+            console.print(f"[bold]{verdict.sentence}[/]")
+            console.print(f"method: {verdict.method}", style="dim")
+        if verdict.refused:
+            raise typer.Exit(1)
 
     guard(go)
 
@@ -64,8 +86,12 @@ def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as
     as_json: Json = False,
     resamples: Resamples = 2000,
     seed: Seed = 0,
+    allow_confounds: AllowConfounds = False,
 ) -> None:
-    """Each stage's preferred accelerator as a hypothesis: do the runs support it, contradict it, or not tell yet?"""
+    """Each stage's preferred accelerator as a hypothesis: do the runs support it, contradict it, or not tell yet?
+
+    A stage whose runs on the two accelerators did not measure the same work is not judged ("not
+    comparable", each difference named) unless --allow-confounds."""
 
     def go() -> None:
         from crossrail.control.facts import SIM
@@ -78,7 +104,7 @@ def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as
             rules = load_policy(policy)
         else:  # judged against the workspace's policy; simulated runs alone, against the article's
             rules = default_policy() if (runs or "").startswith(SIM) else loaded.policy()
-        findings = check(rules, chosen, resamples=resamples, seed=seed)
+        findings = check(rules, chosen, resamples=resamples, seed=seed, allow_confounds=allow_confounds)
         if as_json:
             method = describe_method(resamples, seed)
             print_json(api_object("PolicyCheck", findings=[f.as_dict() for f in findings], method=method))
@@ -86,6 +112,8 @@ def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as
         for f in findings:
             console.print(f"[bold]{f.stage}[/] prefers {f.preferred}: [bold]{f.status}[/]")
             console.print(f"  {f.sentence}")
+            for note in f.notes:
+                console.print(f"  [yellow]{note}[/]")
             if f.changes:
                 _changes(list(f.changes), indent="  ", sides=(f.preferred, f.other or "other"))
         console.print(f"method: {describe_method(resamples, seed)}", style="dim")
@@ -155,6 +183,7 @@ class _Loader:
         self.home, self.server = home, server
         self._workspace: list[RunFacts] | None = None
         self._policy: Any = None
+        self._fleet: FleetTimeline | None = None
 
     def runs(self, text: str, flag: str) -> list[RunFacts]:
         from crossrail.control.facts import select_runs
@@ -177,6 +206,10 @@ class _Loader:
                 )
             return stored_sim_runs(c.service.store)(name, flag)
 
+    def fleet(self) -> FleetTimeline | None:
+        """The workspace's fleet around its runs (capacity and load), once the workspace was read."""
+        return self._fleet
+
     def policy(self) -> Any:
         if self._policy is None:
             with client(self.home, self.server) as c:
@@ -184,7 +217,7 @@ class _Loader:
         return self._policy
 
     def _read_workspace(self) -> list[RunFacts]:
-        from crossrail.control.facts import workspace_runs
+        from crossrail.control.facts import local_pools, workspace_fleet, workspace_runs
 
         if self._workspace is None:
             from crossrail.client_http import RemoteClient
@@ -195,7 +228,9 @@ class _Loader:
                         "compare, policy check and metrics read the workspace's store: run them beside it, without"
                         " --server, or on simulation results (sim:FILE)"
                     )
-                self._workspace = workspace_runs(c.service.store, c.clock.now())
+                virtual = local_pools(c.service.fleet)
+                self._workspace = workspace_runs(c.service.store, c.clock.now(), virtual_pools=virtual)
+                self._fleet = workspace_fleet(c.service.store, self._workspace)
                 self._policy = c.policy
         return self._workspace
 
@@ -203,15 +238,18 @@ class _Loader:
 def _changes(changes: list[Change], *, indent: str = "", sides: tuple[str, str] = ("before", "after")) -> None:
     from rich.table import Table
 
+    from crossrail.metrics import format_value
+
     t = Table(box=None, pad_edge=False)
-    for col in ("metric", sides[0], sides[1], "change", "95% CI", "n", "runs needed"):
+    for col in ("metric", sides[0], sides[1], "change", "95% CI", "n", "runs needed", "detectable"):
         t.add_column(col)
     for c in changes:
         ci = f"{c.ci[0] * 100:+.0f}% to {c.ci[1] * 100:+.0f}%" if c.ci else "-"
         t.add_row(
-            indent + c.metric, _num(c.before), _num(c.after),
+            indent + c.metric, format_value(c.metric, c.before), format_value(c.metric, c.after),
             f"{c.change * 100:+.0f}%" if c.change is not None else "-", ci,
             f"{c.n_before}/{c.n_after}", str(c.needed) if c.needed is not None and not c.significant else "-",
+            f"±{c.detectable * 100:.0f}%" if c.detectable is not None else "-",
         )  # fmt: skip
     console.print(t)
 

@@ -10,22 +10,27 @@ in the store (`sim:3f9a0c2e71b4`): `select_runs` reads both.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from crossrail.core import EventType
 from crossrail.errors import NotFoundError, SpecError, UsageError
-from crossrail.metrics import RunFacts, Sample, Target, fold_runs, parse_selection
+from crossrail.metrics import FleetTimeline, RunFacts, Sample, Target, fold_runs, parse_selection
+from crossrail.metrics.comparable import capacity_steps
 from crossrail.metrics.registry import SAMPLE_NAMES
+from crossrail.spec import work_digest
 from crossrail.store import Store
+from crossrail.store.records import RunRecord
 
 
-def workspace_runs(store: Store, now: float) -> list[RunFacts]:
+def workspace_runs(store: Store, now: float, *, virtual_pools: Collection[str] = ()) -> list[RunFacts]:
     """Every run in the store, folded from its events and the samples metrics read, as of `now`.
 
     Only the reported metrics a computation reads (and each run's target metric) are loaded: a training run
-    reports loss and step times every step, which no metric here needs.
+    reports loss and step times every step, which no metric here needs. Each run carries what a verdict
+    checks for comparability (its work digest, arguments, code commit and dataset version, from its recorded
+    spec), and its attempts on `virtual_pools` (local pools: chips standing in for accelerators) say so.
     """
     events = store.events()
     ids = sorted({e.run for e in events if e.run is not None})
@@ -40,7 +45,34 @@ def workspace_runs(store: Store, now: float) -> list[RunFacts]:
         for s in store.metric_samples(rid)
         if s["name"] in wanted
     ]
-    return fold_runs(events, samples, now=now)
+    runs = fold_runs(events, samples, now=now)
+    _describe_work(runs, store.runs_by_id(ids), frozenset(virtual_pools))
+    return runs
+
+
+def _describe_work(runs: list[RunFacts], records: Mapping[str, RunRecord], virtual_pools: frozenset[str]) -> None:
+    for run in runs:
+        for attempt in run.attempts:
+            attempt.virtual = attempt.pool in virtual_pools
+        rec = records.get(run.id)
+        if rec is None:
+            continue
+        spec = rec.spec.get("spec") if isinstance(rec.spec, Mapping) else None
+        args = spec.get("args") if isinstance(spec, Mapping) else None
+        run.work = work_digest(rec.spec)
+        run.args = tuple(str(a) for a in args) if isinstance(args, list) else ()
+        run.commit = rec.code_commit or None
+        run.dataset_version = rec.dataset_version or None
+
+
+def workspace_fleet(store: Store, runs: Sequence[RunFacts]) -> FleetTimeline:
+    """The fleet around the workspace's runs, for a verdict's warnings: recorded capacity and every attempt."""
+    return FleetTimeline(capacity_steps(store.events()), runs)
+
+
+def local_pools(fleet: Any) -> frozenset[str]:
+    """The fleet's pools of the local backend: virtual chips, whose timings measure the software path."""
+    return frozenset(p.name for p in fleet.spec.pools if str(p.backend) == "local")
 
 
 SIM = "sim:"

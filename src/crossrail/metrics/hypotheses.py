@@ -9,11 +9,13 @@ the hypothesis; all against it contradict it; none (or both ways) cannot tell ye
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from crossrail.metrics.comparable import differences, virtual
 from crossrail.metrics.registry import METRICS
 from crossrail.metrics.runs import RunFacts
 from crossrail.metrics.verdict import RESAMPLES, SEED, Change, change, method
@@ -21,6 +23,7 @@ from crossrail.spec.policy import PlacementPolicy
 
 ALWAYS = ("research_cycle_seconds", "cost_per_effective_run", "cost_to_target")
 SUPPORTED, CONTRADICTED, CANNOT_TELL, UNTESTED = "supported", "contradicted", "cannot tell yet", "no hypothesis"
+NOT_COMPARABLE = "not comparable"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class Finding:
     changes: tuple[Change, ...] = ()
     """Each metric from the preferred side (before) to the other (after)."""
     runs_needed: int | None = None
+    notes: tuple[str, ...] = ()
+    """What the finding leaves out or rests on: confounds allowed, metrics not measured and why, virtual pools."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -48,15 +53,29 @@ class Finding:
             "runs": {"preferred": self.n_preferred, "other": self.n_other},
             "runs_needed": self.runs_needed,
             "metrics": [c.as_dict() for c in self.changes],
+            "notes": list(self.notes),
         }
 
 
 def check(
-    policy: PlacementPolicy, runs: Sequence[RunFacts], *, resamples: int = RESAMPLES, seed: int = SEED
+    policy: PlacementPolicy,
+    runs: Sequence[RunFacts],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    allow_confounds: bool = False,
 ) -> list[Finding]:
     """One finding per stage the policy names, in the policy's order."""
     return [
-        check_stage(str(stage), w.preferred_accelerator, w.metrics, runs, resamples=resamples, seed=seed)
+        check_stage(
+            str(stage),
+            w.preferred_accelerator,
+            w.metrics,
+            runs,
+            resamples=resamples,
+            seed=seed,
+            allow_confounds=allow_confounds,
+        )
         for stage, w in policy.workloads.items()
     ]
 
@@ -69,6 +88,7 @@ def check_stage(
     *,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    allow_confounds: bool = False,
 ) -> Finding:
     if preferred not in ("tpu", "gpu"):
         return Finding(stage, preferred, None, UNTESTED, f"{stage} prefers {preferred}: no one accelerator to test")
@@ -82,9 +102,26 @@ def check_stage(
         return Finding(stage, preferred, None, CANNOT_TELL, sentence, len(on_pref), 0)
     other = others.most_common(1)[0][0]
     on_other = [r for r in mine if r.dimension("accelerator") == other]
+    confounds = differences(on_pref, on_other)
+    notes = [f"confound allowed: {d.sentence()}" for d in confounds]
+    if confounds and not allow_confounds:
+        what = "; ".join(d.sentence() for d in confounds)
+        sentence = (
+            f"{stage} on {preferred} vs {other}: not comparable ({what}); run one experiment on both, or pass"
+            " --allow-confounds to judge anyway"
+        )
+        return Finding(stage, preferred, other, NOT_COMPARABLE, sentence, len(on_pref), len(on_other))
     names = [n for n in dict.fromkeys([*metrics, *ALWAYS]) if n in METRICS]
-    measured = [c for n in names if _measured(c := change(n, on_pref, on_other, resamples=resamples, seed=seed))]
-    return _judge(stage, preferred, other, on_pref, on_other, measured)
+    changes = [change(n, on_pref, on_other, resamples=resamples, seed=seed) for n in names]
+    measured = [c for c in changes if _measured(c)]
+    for c in changes:
+        if not _measured(c) and c.metric in metrics:
+            side = preferred if c.before is None else other
+            notes.append(f"{c.metric} left out: no {stage} run on {side} has a value for it")
+    if virtual(on_pref) or virtual(on_other):
+        notes.append("software path only: virtual local pools time crossrail's path, not the accelerators")
+    found = _judge(stage, preferred, other, on_pref, on_other, measured)
+    return dataclasses.replace(found, notes=tuple(notes))
 
 
 def _measured(c: Change) -> bool:

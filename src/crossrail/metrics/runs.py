@@ -85,6 +85,8 @@ class AttemptFacts:
     precision: str = "-"
     first_beat: tuple[float, int] | None = None
     last_beat: tuple[float, int] | None = None
+    virtual: bool = False
+    """Ran on a virtual pool (local chips standing in for accelerators): its timings measure the software path."""
 
     def seconds(self, until: float) -> float:
         end = self.ended_ts if self.ended_ts is not None else until
@@ -115,6 +117,11 @@ class RunFacts:
     samples: list[Sample] = field(default_factory=list)
     target: Target | None = None
     target_met_ts: float | None = None
+    work: str | None = None
+    """The run's work digest (`crossrail.spec.work_digest`): runs with equal ones computed the same thing."""
+    args: tuple[str, ...] | None = None
+    commit: str | None = None
+    dataset_version: str | None = None
     _by_name: dict[str, list[float]] | None = field(default=None, repr=False, compare=False)
 
     # -- where it ran ------------------------------------------------------------------------------
@@ -205,6 +212,10 @@ class RunFacts:
             "samples": [s.__dict__ for s in self.samples],
             "target": self.target.as_dict() if self.target else None,
             "target_met_ts": self.target_met_ts,
+            "work": self.work,
+            "args": list(self.args) if self.args is not None else None,
+            "commit": self.commit,
+            "dataset_version": self.dataset_version,
         }
 
     @classmethod
@@ -214,7 +225,9 @@ class RunFacts:
         attempts = [AttemptFacts(**{**a, **_beats(a)}) for a in fields.pop("attempts", [])]
         samples = [Sample(**s) for s in fields.pop("samples", [])]
         target = Target.of(fields.pop("target", None))
-        return cls(**fields, attempts=attempts, samples=samples, target=target)
+        args = fields.pop("args", None)
+        args = tuple(str(a) for a in args) if isinstance(args, list | tuple) else None
+        return cls(**fields, attempts=attempts, samples=samples, target=target, args=args)
 
 
 def _beats(a: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,10 +2,17 @@
 
 Method (stated in every verdict): each metric is a ratio of per-run sums (crossrail.metrics.registry); the
 relative change `after / before − 1` is recomputed on RESAMPLES resamples of the runs of each side, drawn
-with replacement from a fixed seed, and its 2.5th and 97.5th percentiles are the 95% interval. A change
-is significant when the interval excludes 0. Runs needed per side come from a normal-approximation power
-calculation (80% power, two-sided alpha 0.05) with the observed spread of each side's linearised per-run
-values and the observed effect: n = (z₀.₉₇₅ + z₀.₈)² (s_before² + s_after²) / (after − before)².
+with replacement from a fixed seed, and the 95% interval is the bias-corrected and accelerated (BCa) one:
+the percentile interval corrected for the resamples' median bias and for the skew a jackknife over the runs
+measures, which keeps its coverage on the few runs a side a verdict usually has (Efron 1987). A change is
+significant when the interval excludes 0. Below MIN_RUNS succeeded runs a side no verdict is given. Runs
+needed per side come from a normal-approximation power calculation (80% power, two-sided alpha 0.05) with
+the observed spread of each side's linearised per-run values and the observed effect:
+n = (z₀.₉₇₅ + z₀.₈)² (s_before² + s_after²) / (after − before)²; the smallest change detectable with the
+runs at hand is (z₀.₉₇₅ + z₀.₈) √(s_before²/n_before + s_after²/n_after) / before.
+
+Before any of this, the two sides must have measured the same work (crossrail.metrics.comparable): a
+verdict over confounded sides is refused unless `allow_confounds`, and then names each confound.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from crossrail.core.quantities import format_duration
+from crossrail.metrics.comparable import Difference, FleetTimeline, differences, fleet_warnings, virtual
 from crossrail.metrics.distribution import percentile
 from crossrail.metrics.registry import METRICS, Metric, Pair, ratio
 from crossrail.metrics.runs import RunFacts
@@ -25,6 +34,8 @@ RESAMPLES = 2000
 SEED = 0
 ALPHA = 0.05
 POWER = 0.8
+MIN_RUNS = 3
+"""Succeeded runs a side below which no verdict is given: two runs cannot show a spread worth an interval."""
 CYCLE = "research_cycle_seconds"
 EXPLAIN = (
     "experiment_queue_seconds",
@@ -42,8 +53,9 @@ THROUGHPUT = ("tokens_per_second", "steps_per_hour", "samples_per_second")
 
 def method(resamples: int = RESAMPLES, seed: int = SEED) -> str:
     return (
-        f"bootstrap over runs, {resamples:,} resamples, seed {seed}, 95% percentile interval of the relative change;"
-        f" runs needed: normal approximation, {POWER:.0%} power at alpha {ALPHA}"
+        f"bootstrap over runs, {resamples:,} resamples, seed {seed}, 95% BCa interval of the relative change"
+        f" (bias-corrected and accelerated, fit for few runs); at least {MIN_RUNS} succeeded runs a side;"
+        f" runs needed and smallest detectable change: normal approximation, {POWER:.0%} power at alpha {ALPHA}"
     )
 
 
@@ -62,6 +74,8 @@ class Change:
     needed: int | None
     """Runs per side the observed effect needs to be significant; None when it cannot be said."""
     higher_is_better: bool
+    detectable: float | None = None
+    """The smallest relative change these runs detect at 80% power (alpha 0.05); None without a spread."""
 
     @property
     def significant(self) -> bool:
@@ -93,6 +107,9 @@ class Change:
             "significant": self.significant,
             "better": self.better,
             "runs_needed": self.needed,
+            "detectable_change": self.detectable,
+            "before_text": format_value(self.metric, self.before),
+            "after_text": format_value(self.metric, self.after),
         }
 
 
@@ -104,10 +121,22 @@ class Verdict:
     cycle: Change
     explain: list[Change] = field(default_factory=list)
     method: str = ""
+    confounds: list[Difference] = field(default_factory=list)
+    """What differs between the sides' work; a verdict with any is refused unless confounds were allowed."""
+    warnings: list[Difference] = field(default_factory=list)
+    """The fleet around the runs differing between the sides: capacity, load."""
+    refused: bool = False
+    software_path_only: bool = False
+    """Some runs ran on virtual local pools: the verdict measures crossrail's path, not the accelerators."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.sentence,
+            "refused": self.refused,
+            "confounds": [d.as_dict() for d in self.confounds],
+            "warnings": [d.as_dict() for d in self.warnings],
+            "software_path_only": self.software_path_only,
+            "min_runs": MIN_RUNS,
             "research_cycle": self.cycle.as_dict(),
             "explain": [c.as_dict() for c in self.explain],
             "method": self.method,
@@ -136,9 +165,63 @@ def change(
             if rb and ra is not None:
                 draws.append(ra / rb - 1)
         if draws:
-            ci = (percentile(draws, 2.5), percentile(draws, 97.5))
-    needed = _needed(b, a) if vb is not None and va is not None else None
-    return Change(m.name.name, vb, va, len(b), len(a), rel, ci, needed, m.higher_is_better)
+            ci = _bca(draws, rel, b, a)
+    known = vb is not None and va is not None
+    needed = _needed(b, a) if known else None
+    detectable = _detectable(b, a) if known else None
+    return Change(m.name.name, vb, va, len(b), len(a), rel, ci, needed, m.higher_is_better, detectable)
+
+
+def _bca(draws: list[float], rel: float, b: Sequence[Pair], a: Sequence[Pair]) -> tuple[float, float]:
+    """The 95% BCa interval of the relative change: percentiles of the draws moved by bias z0 and skew acc.
+
+    z0 = Φ⁻¹(share of draws below the estimate, ties halved); acc = Σ U³ / (6 (Σ U²)^1.5) over the jackknife
+    influence values U = (n_g − 1)(mean_g − θ₍g,i₎) of each side g. Without a usable correction (every draw
+    on one side of the estimate, no spread in the jackknife) it is the percentile interval.
+    """
+    below = sum(1 for d in draws if d < rel) + 0.5 * sum(1 for d in draws if d == rel)
+    share = below / len(draws)
+    if not 0 < share < 1:
+        return (percentile(draws, 2.5), percentile(draws, 97.5))
+    normal = NormalDist()
+    z0 = normal.inv_cdf(share)
+    influence = _influence(b, a, side=0) + _influence(a, b, side=1)
+    sq = math.fsum(u * u for u in influence)
+    acc = math.fsum(u**3 for u in influence) / (6 * sq**1.5) if sq > 0 else 0.0
+    bounds = []
+    for q in (ALPHA / 2, 1 - ALPHA / 2):
+        z = z0 + normal.inv_cdf(q)
+        denominator = 1 - acc * z
+        level = normal.cdf(z0 + z / denominator) if denominator > 0 else (1.0 if q > 0.5 else 0.0)
+        bounds.append(percentile(draws, min(100.0, max(0.0, level * 100))))
+    return (bounds[0], bounds[1])
+
+
+def _influence(own: Sequence[Pair], other: Sequence[Pair], *, side: int) -> list[float]:
+    """Jackknife influence values of one side's runs on the relative change (the other side held whole)."""
+    n_sum, d_sum = math.fsum(n for n, _ in own), math.fsum(d for _, d in own)
+    fixed = ratio(other)
+    thetas = []
+    for n, d in own:
+        rest_d = d_sum - d
+        if rest_d == 0 or fixed is None:
+            return []
+        r = (n_sum - n) / rest_d
+        base, new = (r, fixed) if side == 0 else (fixed, r)
+        if not base:
+            return []
+        thetas.append(new / base - 1)
+    mean = math.fsum(thetas) / len(thetas)
+    return [(len(thetas) - 1) * (mean - t) for t in thetas]
+
+
+def _detectable(b: Sequence[Pair], a: Sequence[Pair]) -> float | None:
+    """The smallest relative change the runs at hand detect at 80% power, two-sided alpha 0.05."""
+    sb, sa, vb = _spread(b), _spread(a), ratio(b)
+    if sb is None or sa is None or not vb:
+        return None
+    z = NormalDist().inv_cdf(1 - ALPHA / 2) + NormalDist().inv_cdf(POWER)
+    return z * math.sqrt(sb**2 / len(b) + sa**2 / len(a)) / abs(vb)
 
 
 def _needed(b: Sequence[Pair], a: Sequence[Pair]) -> int | None:
@@ -172,24 +255,58 @@ def compare(
     explain: Sequence[str] = EXPLAIN,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    fleet: FleetTimeline | None = None,
+    allow_confounds: bool = False,
 ) -> Verdict:
-    """Did research cycle time change from `before` to `after`? One sentence, with the evidence."""
+    """Did research cycle time change from `before` to `after`? One sentence, with the evidence.
+
+    Sides that differ in their work (`comparable.differences`) are refused: the sentence says what differs
+    and no metric is judged, unless `allow_confounds`, when the verdict is given and names each confound.
+    A fleet whose capacity or load differs between the sides' windows is a warning named in the sentence.
+    """
+    confounds = differences(before, after)
+    warnings = fleet_warnings(before, after, fleet) if fleet is not None else []
+    software = virtual(before) or virtual(after)
+    if confounds and not allow_confounds:
+        empty = Change(CYCLE, None, None, len(before), len(after), None, None, None, False)
+        what = "; ".join(d.sentence() for d in confounds)
+        sentence = (
+            f"refused: the sides did not measure the same work ({what}); select runs of one experiment on each"
+            " side, or pass --allow-confounds to judge anyway"
+        )
+        return Verdict(sentence, empty, [], method(resamples, seed), confounds, warnings, True, software)
     cycle = change(CYCLE, before, after, resamples=resamples, seed=seed)
     others = [change(name, before, after, resamples=resamples, seed=seed) for name in explain]
     shown = [c for c in others if c.before is not None and c.after is not None]
-    return Verdict(_sentence(cycle, {c.metric: c for c in shown}), cycle, shown, method(resamples, seed))
+    sentence = _sentence(cycle, {c.metric: c for c in shown})
+    if confounds:
+        sentence += f" (confounded: the sides differ in {', '.join(d.what for d in confounds)})"
+    if warnings:
+        sentence += f"; warning: {'; '.join(d.sentence() for d in warnings)}"
+    if software:
+        sentence += "; software path only: virtual local pools time crossrail's path, not the accelerators"
+    return Verdict(sentence, cycle, shown, method(resamples, seed), confounds, warnings, False, software)
 
 
 def _sentence(cycle: Change, others: dict[str, Change]) -> str:
     if cycle.before is None or cycle.after is None or cycle.change is None:
         side = "before" if cycle.before is None else "after"
-        return f"cannot judge the research cycle: no run {side} succeeded (n too small: 0 runs; need at least 2 a side)"
+        return (
+            f"cannot judge the research cycle: no run {side} succeeded"
+            f" (n too small: 0 runs; need at least {MIN_RUNS} a side)"
+        )
+    if cycle.n < MIN_RUNS:
+        return (
+            f"cannot judge the research cycle: n too small ({cycle.n_before} succeeded runs before,"
+            f" {cycle.n_after} after; need at least {MIN_RUNS} a side)"
+        )
     queue = others.get("experiment_queue_seconds")
     queue_rose = queue is not None and queue.significant and (queue.change or 0) > 0
     if cycle.significant:
         lo, hi = sorted((abs(cycle.ci[0]), abs(cycle.ci[1]))) if cycle.ci else (0.0, 0.0)
         word = "shorter" if cycle.change < 0 else "longer"
         text = f"research cycle {word} by {_pct(abs(cycle.change))} (95% CI {lo * 100:.0f}–{_pct(hi)})"
+        text += f", {format_value(CYCLE, cycle.before)} → {format_value(CYCLE, cycle.after)}"
         if word == "longer" and queue_rose and queue is not None:
             text += f": queue time rose {_times(queue)}"
         return text
@@ -199,10 +316,10 @@ def _sentence(cycle: Change, others: dict[str, Change]) -> str:
         return f"throughput up {_pct(faster.change)} but cycle not shorter{why}"
     interval = f", 95% CI {_pct(cycle.ci[0], sign=True)} to {_pct(cycle.ci[1], sign=True)}" if cycle.ci else ""
     text = f"no significant change in research cycle ({_pct(cycle.change, sign=True)}{interval})"
-    if cycle.n < 2:
-        text += f" (n too small: {cycle.n} runs; need at least 2 a side to measure a spread)"
-    elif cycle.needed is not None and cycle.needed > cycle.n:
+    if cycle.needed is not None and cycle.needed > cycle.n:
         text += f" (n too small: {cycle.n} runs; need about {cycle.needed})"
+    if cycle.detectable is not None:
+        text += f"; these runs detect a change of {_pct(cycle.detectable)} or more"
     return text
 
 
@@ -213,3 +330,21 @@ def _pct(x: float, *, sign: bool = False) -> str:
 def _times(c: Change) -> str:
     r = c.ratio()
     return f"{r:.1f}×" if r is not None else "?"
+
+
+RATES = ("success_rate", "goodput", "target_met_rate", "eval_pass_rate", "accelerator_utilization", "device_busy")
+
+
+def format_value(metric: str, x: float | None) -> str:
+    """A metric's value for people: durations as `1h05m`, costs with two decimals, shares as percentages."""
+    if x is None:
+        return "-"
+    if metric.endswith("_seconds"):
+        return format_duration(x)
+    if metric.startswith("cost"):
+        return f"{x:,.2f}"
+    if metric in RATES:
+        return f"{x * 100:.1f}%"
+    if metric.startswith("chip_hours"):
+        return f"{x:,.3g} chip-h" if abs(x) < 1000 else f"{x:,.0f} chip-h"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"

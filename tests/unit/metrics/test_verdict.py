@@ -31,6 +31,8 @@ def test_runs_needed_is_the_normal_approximation_for_80_percent_power() -> None:
     assert compare(before, after).sentence == (
         "no significant change in research cycle (+40%, 95% CI "
         f"{c.ci[0] * 100:+.0f}% to {c.ci[1] * 100:+.0f}%) (n too small: 4 runs; need about 27)"
+        # 2.801585 * sqrt(166.67 / 4 + 166.67 / 4) / 25 = 1.023: four runs a side see only a doubling
+        "; these runs detect a change of 102% or more"
     )
 
 
@@ -63,7 +65,7 @@ def test_no_succeeded_runs_on_a_side_cannot_be_judged() -> None:
     sentence = compare([], [run(0, queue_s=0, run_s=1)]).sentence
     assert (
         sentence
-        == "cannot judge the research cycle: no run before succeeded (n too small: 0 runs; need at least 2 a side)"
+        == "cannot judge the research cycle: no run before succeeded (n too small: 0 runs; need at least 3 a side)"
     )
     assert math.isclose(
         change("research_cycle_seconds", [run(0, queue_s=0, run_s=2)], [run(1, queue_s=0, run_s=1)]).change or 0, -0.5
