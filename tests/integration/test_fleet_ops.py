@@ -95,6 +95,17 @@ def test_the_fleet_commands_speak_json(checkout: Path) -> None:
     assert listed["reservations"][0]["pool"] == "h100"
 
 
+def test_draining_a_misspelt_pool_names_the_close_one_and_changes_nothing(live: Client, checkout: Path) -> None:
+    fleet_yaml = checkout / ".crossrail" / "fleet.yaml"
+    before = fleet_yaml.read_text()
+    with pytest.raises(CrossrailError, match="no pool 'h1000' in the fleet; did you mean 'h100'"):
+        live.drain("h1000")
+    with pytest.raises(CrossrailError, match="no pool 'zz' in the fleet; pools: tpu-v5p, h100"):
+        live.drain("zz")
+    assert fleet_yaml.read_text() == before
+    assert capacity_events(live) == []
+
+
 def test_drain_and_reserve_edit_fleet_yaml_in_place_keeping_its_comments(live: Client, checkout: Path) -> None:
     fleet_yaml = checkout / ".crossrail" / "fleet.yaml"
     before = fleet_yaml.read_text()

@@ -20,6 +20,7 @@ from crossrail.errors import Problem, SpecError, UsageError
 from crossrail.scheduling import Scheduler, fleet_changes
 from crossrail.spec import Fleet, parse_document, parse_fleet
 from crossrail.spec.loader import read_text
+from crossrail.spec.problems import did_you_mean
 
 CAPACITY_KINDS = ("pool_added", "pool_removed", "capacity", "drain", "undrain")
 
@@ -36,7 +37,8 @@ def set_drained(service: Service, ws: Workspace, pool: str, drained: bool) -> li
     pools = data["spec"]["pools"]
     match = [p for p in pools if p.get("name") == pool]
     if not match:
-        raise UsageError(f"no pool {pool!r} in the fleet; pools: {', '.join(p['name'] for p in pools)}")
+        names = [p["name"] for p in pools]
+        raise UsageError(f"no pool {pool!r} in the fleet; {did_you_mean(pool, names) or 'pools: ' + ', '.join(names)}")
     if drained:
         match[0]["drained"] = True
     else:

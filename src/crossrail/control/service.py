@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crossrail.control import budgets, isolation, lineage, parents, progress
+from crossrail.control.loaded import loaded_lineage
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.access import EVERYONE, Actor, Sight, note_hidden
@@ -684,7 +685,11 @@ class Service:
         """The run `ref` names, of those `sight` sees; NotFoundError, in the same words, for one it does not."""
         run = self.find(ref, sight)
         if run is None:
-            raise NotFoundError(f"no run or experiment named {ref!r}; `crossrail status` lists runs")
+            from crossrail.spec.problems import did_you_mean  # the spec layer loads only on this error
+
+            # suggested only from runs `sight` sees: a hidden run's name gets what a nonexistent one gets
+            hint = did_you_mean(ref, self.store.run_names(teams=sight.teams))
+            raise NotFoundError(f"no run or experiment named {ref!r}; {hint or '`crossrail status` lists runs'}")
         return run
 
     def find(self, ref: str, sight: Sight = EVERYONE) -> RunRecord | None:
@@ -856,9 +861,9 @@ class Service:
         lineage = lineage_of(run)
         # `latest` names a step once an attempt launched: show what it resolved to, and what was asked
         launched = [a.parent_checkpoint for a in attempts if a.parent_checkpoint]
-        lineage["parent_checkpoint_requested"] = run.parent_checkpoint
         if launched:
             lineage["parent_checkpoint"] = launched[-1]
+        lineage |= loaded_lineage(run, attempts, events)  # then what the runtime reports it loaded
         parts = {a.part: a for a in attempts if a.part is not None}  # a pipeline: each part's hardware, latest attempt
         if parts:
             lineage["parts"] = {

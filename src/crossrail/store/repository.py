@@ -256,6 +256,13 @@ class Store(AccessRecords, SimulationRecords):
                 ).first()
             return None if row is None else RunRecord.from_row(row)
 
+    def run_names(self, *, teams: Collection[str] | None = None) -> list[str]:
+        """The experiment names and run ids of runs of `teams` (every run without), for a did-you-mean."""
+        seen = true() if teams is None else t.runs.c.team.in_(sorted(teams))
+        with self._read() as conn:
+            rows = conn.execute(select(t.runs.c.experiment, t.runs.c.id).where(seen)).all()
+        return sorted({name for row in rows for name in row if name})
+
     def list_runs(
         self,
         *,
@@ -762,10 +769,11 @@ class Store(AccessRecords, SimulationRecords):
         if uri is None:
             return
         reason = str(event.data["data"].get("reason") or "skipped by the runtime")[:512]
+        state = CHECKPOINT_DELETED if reason.startswith("deleted:") else CHECKPOINT_DAMAGED  # gone, or fails a check
         conn.execute(
             update(t.checkpoints)
             .where(t.checkpoints.c.uri == uri, t.checkpoints.c.state == CHECKPOINT_COMMITTED)
-            .values(skipped_reason=reason, state=CHECKPOINT_DAMAGED)
+            .values(skipped_reason=reason, state=state)
         )
 
     @staticmethod
@@ -781,8 +789,12 @@ class Store(AccessRecords, SimulationRecords):
 
     @staticmethod
     def _record_parent(conn: Connection, rid: str, number: int, event: Event) -> None:
-        """An `initialised` report names the parent checkpoint the attempt really started from (after any fallback)."""
+        """An `initialised` report, or a `resumed` one from the parent (`resubmit --resume`), names the parent
+        checkpoint the attempt really loaded (after any fallback)."""
         uri = _reported_uri(event, "initialised", key="from")
+        data = event.data.get("data")
+        if uri is None and isinstance(data, dict) and data.get("source") == "parent":
+            uri = _reported_uri(event, "resumed", key="from")
         if uri is not None:
             conn.execute(
                 update(t.attempts)

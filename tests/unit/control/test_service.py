@@ -12,6 +12,7 @@ from tests.unit.runtime.ckpt_builders import saved
 
 from crossrail.client import Client
 from crossrail.core import Event, EventType, ManualClock
+from crossrail.core.access import Sight
 from crossrail.errors import ConflictError, NotFoundError, PlacementError, SpecError
 
 IMAGE_DIGEST = "sha256:3f1c5e0a9b7d2c4e6f8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e"
@@ -214,6 +215,24 @@ def test_cancel_suspend_resume_follow_the_run_state_machine(client: Client, expe
 def test_an_unknown_run_is_not_found(client: Client) -> None:
     with pytest.raises(NotFoundError, match="no run or experiment named 'ghost'"):
         client.show("ghost")
+
+
+def test_a_misspelt_run_gets_a_did_you_mean_only_of_runs_the_caller_sees(client: Client, experiments: Path) -> None:
+    client.submit(experiments / "pretrain-small.yaml")  # team foundation
+    service = client.service
+    with pytest.raises(
+        NotFoundError, match="no run or experiment named 'pretrain-smal'; did you mean 'pretrain-small'"
+    ):
+        client.show("pretrain-smal")
+    with pytest.raises(NotFoundError, match="did you mean 'pretrain-small'"):
+        service.get("pretrain-smal", Sight(frozenset({"foundation"})))
+    # to another team the run does not exist: the same words as a name nothing is close to
+    with pytest.raises(NotFoundError) as hidden:
+        service.get("pretrain-smal", Sight(frozenset({"evals"})))
+    with pytest.raises(NotFoundError) as nothing:
+        service.get("zzzz", Sight(frozenset({"evals"})))
+    assert "pretrain" not in str(hidden.value).replace("'pretrain-smal'", "")
+    assert str(hidden.value).replace("pretrain-smal", "zzzz") == str(nothing.value)
 
 
 def test_resubmit_resume_starts_from_the_latest_committed_checkpoint(
