@@ -1,4 +1,5 @@
-"""`--set path=value` overrides applied to a Document before it is validated."""
+"""`--set path=value` overrides (and `path+=value`, `path-=value` on lists) applied to a Document before it
+is validated."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ def apply_overrides(doc: Document, sets: Sequence[str]) -> Document:
 
     The value is read as YAML (`4` is a number, `[a, b]` a list, `~` null, nothing an empty string).
     Missing mapping keys along the path are created; list items are addressed by index (`spec.args.1`).
+    `path+=value` appends to the list at `path` (creating it when missing; a list value appends each item),
+    `path-=value` removes every item equal to `value` (each item of a list value), which must be there.
     Every malformed override is reported in one SpecError.
     """
     data = copy.deepcopy(doc.data)
@@ -25,8 +28,8 @@ def apply_overrides(doc: Document, sets: Sequence[str]) -> Document:
     problems: list[Problem] = []
     for raw in sets:
         try:
-            keys, value = _parse(raw, doc.source)
-            path = _assign(data, keys, value, raw, doc.source)
+            keys, op, value = _parse(raw, doc.source)
+            path = _assign(data, keys, value, raw, doc.source, op=op)
         except SpecError as exc:
             problems.extend(exc.problems)
             continue
@@ -39,30 +42,35 @@ def apply_overrides(doc: Document, sets: Sequence[str]) -> Document:
 
 
 def _problem(source: str, raw: str, message: str, fix: str | None = None) -> SpecError:
-    key = raw.partition("=")[0].strip() if "=" in raw else ""
+    key = raw.partition("=")[0].strip().rstrip("+-").rstrip() if "=" in raw else ""
     return SpecError([Problem(source, key, f"--set {raw!r}: {message}", fix=fix)])
 
 
-def _parse(raw: str, source: str) -> tuple[tuple[str, ...], Any]:
+def _parse(raw: str, source: str) -> tuple[tuple[str, ...], str, Any]:
+    """The path, the operation (`=`, `+=` or `-=`) and the value of one override."""
     key, sep, text = raw.partition("=")
     key = key.strip()
+    op = "="
+    if key[-1:] in {"+", "-"}:
+        op, key = key[-1] + "=", key[:-1].rstrip()
     if not sep or not key:
         raise _problem(source, raw, "expected key=value", "write e.g. --set spec.resources.chips=4")
     path = tuple(key.split("."))
     if not all(path):
         raise _problem(source, raw, f"{key!r} has an empty part", "separate keys with single dots")
     if not text.strip():
-        return path, ""
+        return path, op, ""
     try:
         value, _ = parse_value(text, f"--set {key}")
     except SpecError as exc:
         reason = "; ".join(p.message for p in exc.problems)
         raise _problem(source, raw, f"the value is not valid YAML ({reason})", "quote it") from None
-    return path, value
+    return path, op, value
 
 
-def _assign(data: Any, keys: tuple[str, ...], value: Any, raw: str, source: str) -> Path:
-    """Set `value` at `keys` inside `data`; the path actually written, list indexes as ints."""
+def _assign(data: Any, keys: tuple[str, ...], value: Any, raw: str, source: str, *, op: str = "=") -> Path:
+    """Set `value` at `keys` inside `data` (or append or remove it, by `op`); the path actually written, list
+    indexes as ints."""
     node: Any = data
     path: Path = ()
     for depth, key in enumerate(keys):
@@ -71,17 +79,38 @@ def _assign(data: Any, keys: tuple[str, ...], value: Any, raw: str, source: str)
             if not (key.isascii() and key.isdigit()) or int(key) >= len(node):
                 bound = f"0 to {len(node) - 1}" if node else "none, the list is empty"
                 message = f"{format_path(path)} is a list; index {key!r} is not one of {bound}"
-                raise _problem(source, raw, message)
+                listed = format_path(path)
+                fix = f"to add an item write --set {listed}+=VALUE; to remove one, --set {listed}-=VALUE"
+                raise _problem(source, raw, message, fix)
             part = int(key)
         elif not isinstance(node, dict):
             shown = format_path(path) or "the document"
             raise _problem(source, raw, f"{shown} is {show(node)}, not a mapping or a list")
         path = (*path, part)
         if depth == len(keys) - 1:
-            node[part] = value
+            present = node.get(part) if isinstance(node, dict) else node[part]
+            node[part] = value if op == "=" else _changed_list(present, value, op=op, path=path, raw=raw, source=source)
         elif isinstance(node, dict) and node.get(part) is None:
             node[part] = {}
             node = node[part]
         else:
             node = node[part]
     return path
+
+
+def _changed_list(present: Any, value: Any, *, op: str, path: Path, raw: str, source: str) -> list[Any]:
+    """The list `present` with `value` appended (`+=`) or removed (`-=`); each item of a list value."""
+    items = value if isinstance(value, list) else [value]
+    if present is None and op == "+=":
+        return list(items)
+    if not isinstance(present, list):
+        shown = "not set" if present is None else f"{show(present)}, not a list"
+        raise _problem(source, raw, f"{format_path(path)} is {shown}", f"{op} works on a list; set a value with =")
+    if op == "+=":
+        return [*present, *items]
+    missing = [item for item in items if item not in present]
+    if missing:
+        listed = ", ".join(show(i) for i in present) or "nothing, the list is empty"
+        message = f"{format_path(path)} has no item {', '.join(show(i) for i in missing)}; it holds {listed}"
+        raise _problem(source, raw, message)
+    return [item for item in present if item not in items]

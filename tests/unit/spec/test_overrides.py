@@ -25,6 +25,35 @@ def test_overrides_set_typed_values_and_leave_the_input_unchanged() -> None:
     assert exp.spec.args == ["--steps", "300"]
 
 
+def test_plus_equals_appends_to_a_list_and_minus_equals_removes_from_it() -> None:
+    sets = ["spec.args+=--resume", "spec.args+=[--seed, 7]", "spec.args-=--steps", "spec.retries.exit_codes+=3"]
+    exp = parse_experiment(apply_overrides(doc(EXPERIMENT_YAML), sets))
+    assert exp.spec.args == ["200", "--resume", "--seed", "7"]
+    assert exp.spec.retries.exit_codes == [3]
+
+
+@pytest.mark.parametrize(
+    ("override", "message", "fix"),
+    [
+        pytest.param(
+            "spec.args.7=x",
+            "spec.args is a list; index '7' is not one of 0 to 1",
+            "to add an item write --set spec.args+=VALUE; to remove one, --set spec.args-=VALUE",
+            id="out-of-range-names-both-forms",
+        ),
+        pytest.param("spec.args-=--seed", "spec.args has no item '--seed'; it holds '--steps', '200'", None, id="absent"),
+        pytest.param("spec.image+=x", "spec.image is 'us-docker", "+= works on a list; set a value with =", id="scalar"),
+    ],
+)
+def test_a_list_change_that_cannot_apply_says_why_and_how(override: str, message: str, fix: str | None) -> None:
+    with pytest.raises(SpecError) as caught:
+        apply_overrides(doc(EXPERIMENT_YAML), [override])
+    (problem,) = caught.value.problems
+    assert message in problem.message
+    assert problem.path == override.partition("=")[0].rstrip("+-")
+    assert problem.fix == fix
+
+
 def test_overridden_paths_lose_their_lines_and_others_keep_them() -> None:
     changed = apply_overrides(doc(EXPERIMENT_YAML), ["spec.resources={chips: 2}"])
 
