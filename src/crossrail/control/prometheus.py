@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from crossrail.core.events import TERMINAL_RUN_STATES, Event, EventType, RunState, state_after
 from crossrail.metrics.accumulator import number_field, text_field
+from crossrail.metrics.progress import Beat, step_of, step_work
 
 # Kueue's admission_wait_time_seconds buckets: 1 s doubling up to about 2.8 hours.
 WAIT_BUCKETS_S = tuple(float(2**i) for i in range(14))
@@ -38,6 +39,11 @@ class _Run:
     chips: float = 0.0
     cost_per_chip_hour: float = 0.0
     started_ts: float | None = None  # of the attempt running now
+    attempt: int | None = None
+    first_beat: Beat | None = None  # progress of the attempt running now (metrics.progress)
+    last_beat: Beat | None = None
+    resume_step: int | None = None
+    high_step: int = 0  # the furthest step its ended attempts reported
 
 
 @dataclass
@@ -65,6 +71,8 @@ class FleetCounters:
         self.failures: dict[tuple[str, str, str], int] = defaultdict(int)
         self.chip_s: dict[tuple[str, str, str], float] = defaultdict(float)
         self.cost: dict[tuple[str, str, str], float] = defaultdict(float)
+        self.useful_chip_s: dict[tuple[str, str, str], float] = defaultdict(float)
+        self.recompute_chip_s: dict[tuple[str, str, str], float] = defaultdict(float)
 
     def add(self, event: Event) -> None:
         if event.run is None:
@@ -93,6 +101,14 @@ class FleetCounters:
             run.chips = number_field(data, "chips", run.chips)
             run.cost_per_chip_hour = number_field(data, "cost_per_chip_hour", run.cost_per_chip_hour)
             run.started_ts = event.ts
+            run.attempt, run.first_beat, run.last_beat, run.resume_step = event.attempt, None, None, None
+        elif kind is EventType.HEARTBEAT and run.started_ts is not None and event.attempt == run.attempt:
+            step = step_of(data)
+            if step is not None:
+                run.first_beat = run.first_beat or (event.ts, step)
+                run.last_beat = (event.ts, step)
+        elif kind is EventType.REPORTED and data.get("name") == "resumed" and event.attempt == run.attempt:
+            run.resume_step = step_of(data.get("data"))
         elif kind is EventType.RETRIED:
             self.retries[(text_field(data, "cause", UNKNOWN), run.stage)] += 1
         if kind in (EventType.FAILED, EventType.PREEMPTED):
@@ -111,6 +127,12 @@ class FleetCounters:
         key = (run.team, run.stage, run.pool)
         self.chip_s[key] += chip_s
         self.cost[key] += chip_s / 3600 * run.cost_per_chip_hour
+        work = step_work(run.chips, run.first_beat, run.last_beat, run.resume_step, run.high_step)
+        if work is not None:
+            self.useful_chip_s[key] += work[0]
+            self.recompute_chip_s[key] += work[1]
+        if run.last_beat is not None:
+            run.high_step = max(run.high_step, run.last_beat[1])
         run.started_ts = None
 
     def running_usage(self, now: float) -> dict[tuple[str, str, str], tuple[float, float]]:
@@ -163,6 +185,18 @@ class FleetCounters:
         yield _counter("crossrail_chip_seconds", "Chip-seconds of attempts (running ones up to now)", labels, chip_s)
         yield _counter(
             "crossrail_cost", "Cost of attempts at the fleet's prices (running ones up to now)", labels, cost
+        )
+        yield _counter(
+            "crossrail_useful_chip_seconds",
+            "Chip-seconds of ended attempts that advanced training to steps not reached before (goodput's numerator)",
+            labels,
+            self.useful_chip_s,
+        )
+        yield _counter(
+            "crossrail_recompute_chip_seconds",
+            "Chip-seconds of ended attempts spent redoing steps an earlier attempt had done (lost work)",
+            labels,
+            self.recompute_chip_s,
         )
 
 

@@ -27,6 +27,7 @@ METRIC_NAMES: dict[str, MetricName] = _names(
     ("research_cycle_seconds", "s", "lower", "submit to result of runs that succeeded, retries included"),
     ("experiment_queue_seconds", "s", "lower", "time a run waited in its queue, summed over its attempts"),
     ("recovery_seconds", "s", "lower", "failure or preemption to the next attempt's start"),
+    ("recompute_seconds", "s", "lower", "time spent redoing steps an earlier attempt had done, per run"),
     ("success_rate", "ratio", "higher", "succeeded / (succeeded + failed)"),
     ("goodput", "ratio", "higher", "chip-hours whose work was kept / chip-hours allocated"),
     ("chip_hours_per_run", "chip-h", "lower", "chip-hours of all attempts per run"),

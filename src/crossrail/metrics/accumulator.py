@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from crossrail.core.events import Event, EventType
 from crossrail.metrics.distribution import Distribution, Distributions, Durations
+from crossrail.metrics.progress import Beat, step_of, step_work
 from crossrail.metrics.report import ALL, NO_POOL, UNKNOWN_STAGE, GroupMetrics, Report
 
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ class _Attempt:
     chips: float
     cost_per_chip_hour: float
     started_ts: float
+    first_beat: Beat | None = None
+    last_beat: Beat | None = None
+    resume_step: int | None = None
 
 
 @dataclass(slots=True)
@@ -42,6 +46,7 @@ class _Run:
     attempt: _Attempt | None = None  # the attempt running now
     last_attempt: int = 0
     outcome: str | None = None
+    high_step: int = 0  # the furthest step its ended attempts reported: steps up to it are not new work
 
 
 @dataclass(slots=True)
@@ -87,6 +92,8 @@ class MetricsAccumulator:
             EventType.PREEMPTED: self._on_preempted,
             EventType.CANCELLED: self._on_cancelled,
             EventType.SUSPENDED: self._on_suspended,
+            EventType.HEARTBEAT: self._on_beat,
+            EventType.REPORTED: self._on_reported,
         }
 
     def add(self, event: Event) -> None:
@@ -223,6 +230,19 @@ class MetricsAccumulator:
         self._end_attempt(run, event)
         self._await_recovery(run, event.ts, event.attempt)
 
+    def _on_beat(self, run: _Run, event: Event) -> None:
+        attempt, step = run.attempt, step_of(event.data)
+        if attempt is None or step is None or event.attempt != attempt.number:
+            return
+        if attempt.first_beat is None:
+            attempt.first_beat = (event.ts, step)
+        attempt.last_beat = (event.ts, step)
+
+    def _on_reported(self, run: _Run, event: Event) -> None:
+        attempt = run.attempt
+        if attempt is not None and event.data.get("name") == "resumed" and event.attempt == attempt.number:
+            attempt.resume_step = step_of(event.data.get("data"))
+
     def _on_cancelled(self, run: _Run, event: Event) -> None:
         self._end_attempt(run, event)
         self._finish(run, CANCELLED, event.ts)
@@ -265,6 +285,11 @@ class MetricsAccumulator:
     def _end(self, run: _Run, ts: float, number: int | None, useful_chip_s: float | None) -> None:
         attempt = run.attempt
         if attempt is not None and number in (None, attempt.number):
+            work = step_work(attempt.chips, attempt.first_beat, attempt.last_beat, attempt.resume_step, run.high_step)
+            if attempt.last_beat is not None:
+                run.high_step = max(run.high_step, attempt.last_beat[1])
+            if useful_chip_s is None and work is not None:
+                useful_chip_s = work[0]  # measured live from its steps; a simulator's end reports its own
             if useful_chip_s is not None:
                 tally = self._tallies[attempt.key]
                 tally.useful_chip_hours += max(useful_chip_s, 0.0) / 3600

@@ -129,6 +129,7 @@ _PER_RUN: dict[str, PerRun] = {
     "research_cycle_seconds": _mean(lambda run: run.cycle_s),
     "experiment_queue_seconds": _mean(lambda run: run.queue_s),
     "recovery_seconds": _recovery,
+    "recompute_seconds": _mean(lambda run: run.recompute_s),
     "success_rate": _success,
     "goodput": _goodput,
     "chip_hours_per_run": _chip_hours,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from crossrail.core.events import Event, EventType
+from crossrail.metrics.progress import step_of, step_work
 from crossrail.metrics.report import NO_POOL, UNKNOWN_STAGE
 
 OPS = ("<=", "<", ">=", ">", "==")
@@ -85,6 +86,10 @@ class AttemptFacts:
     precision: str = "-"
     first_beat: tuple[float, int] | None = None
     last_beat: tuple[float, int] | None = None
+    resume_step: int | None = None
+    """The step its training resumed from (the runtime's `resumed` report); None when it started afresh."""
+    recompute_chip_s: float | None = None
+    """Chip-seconds spent redoing steps an earlier attempt had already done (lost work); None when unknown."""
     virtual: bool = False
     """Ran on a virtual pool (local chips standing in for accelerators): its timings measure the software path."""
 
@@ -153,6 +158,12 @@ class RunFacts:
         if self.outcome != "succeeded" or self.submitted_ts is None or self.ended_ts is None:
             return None
         return max(0.0, self.ended_ts - self.submitted_ts)
+
+    @property
+    def recompute_s(self) -> float | None:
+        """Wall seconds its attempts spent redoing steps an earlier attempt had done; None when unmeasured."""
+        lost = [a.recompute_chip_s / a.chips for a in self.attempts if a.recompute_chip_s is not None and a.chips]
+        return math.fsum(lost) if lost else None
 
     @property
     def queue_s(self) -> float | None:
@@ -267,6 +278,8 @@ class _Fold:
         elif e.type is EventType.REPORTED and e.data.get("name") in ("runtime", "started"):
             self.runtime[(run.id, e.attempt)] = e.data.get("data") or {}
             self._describe(run, e.attempt)
+        elif e.type is EventType.REPORTED and e.data.get("name") == "resumed":
+            self._resumed(run, e)
         elif e.type in ENDS:
             self._ended(run, e)
 
@@ -331,6 +344,11 @@ class _Fold:
             last.first_beat = (e.ts, step)
         last.last_beat = (e.ts, step)
 
+    def _resumed(self, run: RunFacts, e: Event) -> None:
+        last, step = run.last, step_of(e.data.get("data"))
+        if last is not None and last.number == e.attempt and step is not None:
+            last.resume_step = step
+
     def _ended(self, run: RunFacts, e: Event) -> None:
         last = run.last
         if last is not None and last.ended_ts is None and e.attempt in (None, last.number):
@@ -362,6 +380,8 @@ def fold_runs(events: Iterable[Event], samples: Iterable[Sample] = (), *, now: f
         if event.ts <= now:
             fold.add(event)
     runs = fold.runs
+    for run in runs.values():
+        _measure_progress(run)
     for s in samples:
         if s.run in runs and s.ts <= now and math.isfinite(s.value):
             runs[s.run].samples.append(s)
@@ -373,6 +393,20 @@ def fold_runs(events: Iterable[Event], samples: Iterable[Sample] = (), *, now: f
     for run in runs.values():
         run.target_met_ts = _target_met(run, children.get(run.id, []))
     return [runs[k] for k in sorted(runs)]
+
+
+def _measure_progress(run: RunFacts) -> None:
+    """Useful and recomputed chip-seconds of each attempt from the steps it reported (`progress.step_work`);
+    an end event that carries `useful_chip_s` (the simulator's) keeps it."""
+    high = 0
+    for a in run.attempts:
+        work = step_work(a.chips, a.first_beat, a.last_beat, a.resume_step, high)
+        if work is not None:
+            if a.useful_chip_s is None:
+                a.useful_chip_s = work[0]
+            a.recompute_chip_s = work[1]
+        if a.last_beat is not None:
+            high = max(high, a.last_beat[1])
 
 
 def _target_met(run: RunFacts, children: list[RunFacts]) -> float | None:

@@ -8,6 +8,7 @@ fsspec URI is a prefix under which numbered chunks `chunk-000001.jsonl`, ... are
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -323,6 +324,10 @@ class HeartbeatThread(threading.Thread):
         self._stopped.set()
         if self.is_alive():
             self.join(timeout_s)
+        # A last beat with the step reached: useful progress is measured up to an attempt's last report.
+        if not self.reporter.closed and self.step_fn is not None:
+            with contextlib.suppress(CrossrailError, OSError):  # the channel closed under it: the attempt ends
+                self.reporter.heartbeat(self.step_fn())
 
 
 def _value(value: float) -> float | str:

@@ -1,0 +1,33 @@
+"""Useful progress of one attempt from the steps it reported: a step counts once, steps redone are lost work."""
+
+from __future__ import annotations
+
+Beat = tuple[float, int]
+"""(ts, step) of a progress report (a heartbeat)."""
+
+
+def step_work(
+    chips: float, first: Beat | None, last: Beat | None, resume_step: int | None, high: int
+) -> tuple[float, float] | None:
+    """(useful chip-seconds, recomputed chip-seconds) of an attempt; None when its pace cannot be measured.
+
+    The attempt resumed from step r (`resume_step`; 0 when it started afresh) and reached step s, after earlier
+    attempts of its run reached step h (`high`): it did max(0, s − max(r, h)) steps for the first time and
+    max(0, min(s, h) − r) again. Each is priced at the attempt's own pace between its first and last report
+    (seconds per step) times its chips. Its allocated time besides (start-up, restore, checkpoints, steps
+    after its last report) is neither useful nor recomputed: it is the rest of the lost time.
+    """
+    if first is None or last is None:
+        return None
+    (t0, s0), (t1, s1) = first, last
+    if s1 <= s0 or t1 <= t0:
+        return None
+    start = resume_step if resume_step is not None else 0
+    pace = chips * (t1 - t0) / (s1 - s0)
+    return pace * max(0, s1 - max(start, high)), pace * max(0, min(s1, high) - start)
+
+
+def step_of(data: object) -> int | None:
+    """The integer `step` of an event's data (a heartbeat, a `resumed` report), else None."""
+    step = data.get("step") if isinstance(data, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
