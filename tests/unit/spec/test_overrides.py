@@ -41,8 +41,12 @@ def test_plus_equals_appends_to_a_list_and_minus_equals_removes_from_it() -> Non
             "to add an item write --set spec.args+=VALUE; to remove one, --set spec.args-=VALUE",
             id="out-of-range-names-both-forms",
         ),
-        pytest.param("spec.args-=--seed", "spec.args has no item '--seed'; it holds '--steps', '200'", None, id="absent"),
-        pytest.param("spec.image+=x", "spec.image is 'us-docker", "+= works on a list; set a value with =", id="scalar"),
+        pytest.param(
+            "spec.args-=--seed", "spec.args has no item '--seed'; it holds '--steps', '200'", None, id="absent"
+        ),
+        pytest.param(
+            "spec.image+=x", "spec.image is 'us-docker", "+= works on a list; set a value with =", id="scalar"
+        ),
     ],
 )
 def test_a_list_change_that_cannot_apply_says_why_and_how(override: str, message: str, fix: str | None) -> None:
