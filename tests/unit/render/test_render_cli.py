@@ -83,7 +83,7 @@ def test_fleet_render_writes_every_kueue_object(tmp_path: Path) -> None:
     done = runner.invoke(app, ["fleet", "render", "--target", "kueue", "--fleet", FLEET, "-o", str(tmp_path)])
     assert done.exit_code == 0, done.output
     text = (tmp_path / "kueue.yaml").read_text()
-    assert text.startswith("# Rendered by crossrail for Kueue v0.20 (kueue.x-k8s.io/v1beta2)")
+    assert text.startswith("# Rendered by crossrail for Kueue v0.19 (kueue.x-k8s.io/v1beta2)")
     objects = list(yaml.safe_load_all(text))
     kinds = Counter(o["kind"] for o in objects)
     # 2 team namespaces; 5 stage queues' LocalQueues in default, foundation and alignment

@@ -22,6 +22,7 @@ from crossrail.executors.render.kueue import (
     SLICE_REQUIRED_TOPOLOGY,
     SLICE_SIZE,
     VERSION_ANNOTATIONS,
+    exclusions,
     local_queue,
     namespace,
 )
@@ -175,6 +176,10 @@ def _pod(
     tolerations = _tolerations(resource, GKE_SPOT in selectors)
     if tolerations:
         spec["tolerations"] = tolerations
+    apart = exclusions(fleet, pool)
+    if apart:  # off every other flavor Kueue could match (kueue.exclusions)
+        required = {"nodeSelectorTerms": [{"matchExpressions": apart}]}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
     if volumes:
         spec["volumes"] = [_volume(v) for v in volumes]
     metadata: dict[str, Any] = {"labels": labels}

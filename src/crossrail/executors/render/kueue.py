@@ -6,8 +6,8 @@ Kueue then admits exactly as crossrail's own scheduler would: nominal quota per 
 lending limits inside a cohort, lower-priority preemption inside a queue and reclaim of lent quota; and a
 TPU slice only when a whole node pool of its shape is free.
 
-The objects target Kueue v0.20 and JobSet v0.12: the CRDs in schemas/crds/ are snapshots of their main
-branches just after the v0.19.2 and v0.12.0 releases (schemas/crds/SOURCES.md). Kueue serves both
+The objects target Kueue v0.19 and JobSet v0.12, the newest releases at the commits the CRDs in
+schemas/crds/ were copied from (main just after v0.19.2 and v0.12.0; schemas/crds/SOURCES.md). Kueue serves both
 `v1beta1` and `v1beta2` (the storage version); they differ, for what crossrail renders, only in the
 ClusterQueue's cohort field (`cohort` in v1beta1, `cohortName` in v1beta2).
 """
@@ -26,7 +26,7 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_APIS = ("v1beta1", "v1beta2")
 KUEUE_API_DEFAULT = "v1beta2"
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_API_DEFAULT}"
-KUEUE_RELEASE = "v0.20"
+KUEUE_RELEASE = "v0.19"
 JOBSET_RELEASE = "v0.12"
 VERSION_ANNOTATIONS = {"crossrail.dev/kueue-version": KUEUE_RELEASE, "crossrail.dev/jobset-version": JOBSET_RELEASE}
 """On every rendered workload: the releases whose CRDs (schemas/crds/) it was checked against."""
@@ -137,10 +137,47 @@ def _obj(api: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any] | N
 def _flavor(fleet: Fleet, pool: Pool, api: str) -> dict[str, Any]:
     labels = {"crossrail.dev/pool": pool.name, "crossrail.dev/accelerator": str(pool.accelerator)}
     spec: dict[str, Any] = {"nodeLabels": gke_selectors(fleet, pool)}
-    on_gke = pool.kubernetes is None or pool.kubernetes.gke  # the Topology's levels are GKE's node labels
-    if spec["nodeLabels"] and on_gke:  # Kueue's CEL rule: a flavor with a topology selects at least one node label
+    if topology_aware(pool):
         spec["topologyName"] = TOPOLOGY_NAME
     return _obj(api, "ResourceFlavor", {"name": flavor_name(pool), "labels": labels}, spec)
+
+
+def topology_aware(pool: Pool) -> bool:
+    """Whether the pool's flavor is a topology-aware one: TPU pools only (always GKE's nodes, whose labels the
+    Topology's levels are), so every pod set that lands on it asks for a topology (a slice's node pool).
+
+    A ClusterQueue with a TAS flavor and a plain one is mixed, and Kueue then passes a TAS flavor over for
+    a pod set that asks for no topology and a plain one for a pod set that does
+    (crossrail.executors.render.admission.Kueue.tas_problem): GPU and CPU flavors stay plain, so their
+    Jobs and TrainJobs are admitted in any queue.
+    """
+    return pool.accelerator == "tpu" and (pool.kubernetes is None or pool.kubernetes.gke)
+
+
+def exclusions(fleet: Fleet, pool: Pool) -> list[dict[str, Any]]:
+    """Node-affinity expressions that keep the pool's pods off every other flavor of the same resource.
+
+    Kueue matches a pod set to a flavor on the flavor's own label keys only (admission._selector_matches):
+    a pod selecting `gke-accelerator: nvidia-h100-80gb` matches a spot H100 flavor or a flavor whose only
+    label is a team's own. For each such flavor one `NotIn` on a label the pool's nodes lack rules it out,
+    for Kueue and kube-scheduler alike. A flavor whose labels are all the pool's own is listed after it
+    (_cluster_queue orders the most specific first).
+    """
+    own = gke_selectors(fleet, pool)
+    apart: dict[str, set[str]] = {}
+    for other in (p for p in fleet.pools if p.backend == "kubernetes"):
+        if other.name == pool.name or _resource(other) != _resource(pool):
+            continue
+        try:
+            labels = gke_selectors(fleet, other)
+        except SpecError:
+            continue  # refused where that pool renders
+        if any(key in own and own[key] != value for key, value in labels.items()):
+            continue  # the node selector already tells them apart
+        extra = sorted((key, value) for key, value in labels.items() if key not in own)
+        if extra:
+            apart.setdefault(extra[0][0], set()).add(extra[0][1])
+    return [{"key": key, "operator": "NotIn", "values": sorted(values)} for key, values in sorted(apart.items())]
 
 
 def _priority(name: str, value: int, api: str) -> dict[str, Any]:
@@ -152,7 +189,8 @@ def _cluster_queue(fleet: Fleet, queue: Queue, api: str) -> dict[str, Any]:
     # A pool outside the quota gets nominal quota 0 in a cohort (so the queue can borrow it) and is left
     # out otherwise. Flavors covering the same resource form one resource group, as Kueue requires.
     groups: dict[str, list[dict[str, Any]]] = {}
-    for pool in kubernetes_pools(fleet):
+    pools = sorted(kubernetes_pools(fleet), key=lambda p: -len(gke_selectors(fleet, p)))  # the most specific first
+    for pool in pools:
         if pool.name not in queue.quota and queue.cohort is None:
             continue
         amount: dict[str, Any] = {"name": _resource(pool), "nominalQuota": queue.quota.get(pool.name, 0)}
