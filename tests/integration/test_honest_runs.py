@@ -4,6 +4,8 @@ in each framework and across them, and lineage names the checkpoint that was loa
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,13 +13,18 @@ from typing import Any
 import numpy as np
 import pytest
 from tests.integration.test_agent import BIGRAM, drive
+from tests.unit.runtime.ckpt_builders import DAMAGE
 from tests.unit.workloads.builders import gpt_launcher, losses, of_type, run_in_process, spec
+from typer.testing import CliRunner
 
+from crossrail.cli import app
 from crossrail.client import Client
+from crossrail.errors import ConflictError
 
 K, TOTAL = 8, 16  # the GPT runs stop at step K and resume to TOTAL
 PACED = [BIGRAM, "spec.args=[--steps, '60', --checkpoint-every-steps, '10', --step-sleep, '0.05']"]
-PACED += ["spec.resources.chips=1"]
+PACED += ["spec.resources.chips=1", "spec.checkpoint.keep_last=10"]
+runner = CliRunner()
 
 
 # ---- the GPT workload, in each framework and across them ------------------------------------------------------
@@ -137,3 +144,40 @@ def test_cancel_then_resume_ends_at_the_total_steps_with_an_uninterrupted_runs_l
     # --from-weights is the other thing: a new training whose parent is the run, resuming nothing.
     child = client.show(client.resubmit(first, from_weights=True)["run"]["id"])["lineage"]
     assert (child["parent_run"], child["resumed_from"]) == (first, None)
+
+
+@pytest.mark.slow
+def test_a_resume_skips_a_damaged_newest_checkpoint_and_fails_with_the_cause_when_none_is_left(
+    client: Client, experiments: Path
+) -> None:
+    first = cancelled_midway(client, experiments)
+    store, home = client.service.store, str(client.workspace.root)
+    ckpts = store.checkpoints(first, usable=True)
+    newest, previous = ckpts[-1], ckpts[-2]
+    directory = Path(client.service.get(first).run_checkpoint_dir.removeprefix("file://"))
+    # 1. Newest damaged after the resume was queued: it resumes from the previous one, and says so in
+    #    show --json and an event.
+    resumed = str(client.resubmit(first, resume=True)["run"]["id"])
+    DAMAGE["flipped-byte"](directory, newest.step)
+    drive(client, ended(client, resumed))
+    assert store.get_run(resumed).state == "succeeded"
+    assert min(loss_by_step(client, resumed)) == previous.step + 1
+    shown = json.loads(runner.invoke(app, ["show", resumed, "--json", "--home", home]).output)
+    lineage = shown["lineage"]
+    assert (lineage["parent_checkpoint"], lineage["parent_step"]) == (previous.uri, previous.step)
+    assert lineage["parent_checkpoint_requested"] == newest.uri
+    assert lineage["parent_fallback"].startswith(f"resumed from step {previous.step}: step {newest.step} failed")
+    assert [s["uri"] for s in reported(client, resumed, "checkpoint_skipped")] == [newest.uri]
+    assert {c["step"]: c["state"] for c in client.show(first)["checkpoints"]}[newest.step] == "damaged"
+    # 2. Its checkpoints deleted: the resume fails with that cause, and lineage names no checkpoint.
+    #    (deleted before the resume was asked for, it is refused at once, naming what is gone)
+    lost = str(client.resubmit(first, resume=True)["run"]["id"])
+    shutil.rmtree(directory)
+    with pytest.raises(ConflictError, match="no longer exists"):
+        client.resubmit(first, resume=True)
+    drive(client, ended(client, lost))
+    assert store.get_run(lost).state == "failed"
+    lineage = client.show(lost)["lineage"]
+    assert lineage["parent_checkpoint"] is None
+    assert lineage["resumed_from"] is None
+    assert "could not be loaded" in json.dumps(client.logs(lost))

@@ -65,10 +65,15 @@ class Preflight:
     parent_checkpoint: str | None
     infeasible: bool = False
     parent_team: str | None = None
+    missing_parent: bool = False  # the parent it names has no run yet (one of the problems)
 
     def error(self) -> SpecError:
         """The problems as one error: an InfeasibleError (also a PlacementError) when no pool could hold it."""
         return InfeasibleError(self.problems) if self.infeasible else SpecError(self.problems)
+
+
+class _MissingParentError(SpecError):
+    """The parent an experiment names has no run its submitter may see."""
 
 
 @dataclass
@@ -335,6 +340,7 @@ class Service:
             if not exp.spec.dataset.version and "spec.dataset.uri" not in refused:
                 self._dataset_version(exp.spec.dataset.uri, doc.source, res)
         parent_run = parent_ckpt = parent_team = None
+        missing = False
         parent = exp.spec.parent
         sight = self.sight(actor)
         if parent is not None and parent.run in together and self.store.find_run(parent.run, teams=sight.teams) is None:
@@ -344,9 +350,10 @@ class Service:
                 parent_run, parent_ckpt, parent_team = self._parent(exp, doc.source, sight)
             except SpecError as exc:
                 problems += exc.problems
+                missing = isinstance(exc, _MissingParentError)
         located = locate([*problems, *res.problems], doc)
         infeasible = bool(problems) and problems[0].path == _FEASIBILITY_PATH
-        return Preflight(located, res.warnings, commit, parent_run, parent_ckpt, infeasible, parent_team)
+        return Preflight(located, res.warnings, commit, parent_run, parent_ckpt, infeasible, parent_team, missing)
 
     def _out_of_reach(self, exp: Experiment, source: str, actor: Actor | None, res: lineage.Resolution) -> set[str]:
         """The fields naming paths `actor` may not name (control/uris.py), each a problem in `res`; nothing is
@@ -525,16 +532,12 @@ class Service:
             return None, None, None
         run = self.find(parent.run, sight)
         if run is None:
-            raise SpecError(
-                [
-                    Problem(
-                        source,
-                        "spec.parent.run",
-                        f"no run or experiment named {parent.run!r}",
-                        fix="submit the parent first, or name an existing run id",
-                    )
-                ]
-            )
+            from crossrail.spec.problems import did_you_mean
+
+            close = did_you_mean(parent.run, self.store.run_names(teams=sight.teams))  # only runs `sight` sees
+            fix = "submit the parent first, or name an existing run id"
+            problem = Problem(source, "spec.parent.run", f"no run or experiment named {parent.run!r}", fix=fix)
+            raise _MissingParentError([replace(problem, fix=f"{close[:-1]}, or {fix}") if close else problem])
         refusal = self.unshared(run, exp.metadata.team)
         if refusal is not None:
             raise SpecError([Problem(source, "spec.parent.run", refusal[0], fix=refusal[1])])
@@ -901,7 +904,8 @@ class Service:
         self._configs.clear()
         self._datasets.clear()
         pre = self.preflight(doc, exp, cwd or Path.cwd(), actor=actor)
-        if pre.problems:
+        # a parent not yet submitted is its one problem: it is placed all the same, and the problem returned
+        if pre.problems and not (pre.missing_parent and len(pre.problems) == 1):
             raise pre.error()
         now = self.clock.now()
         recorded = exp.model_dump(mode="json", by_alias=True)
@@ -928,6 +932,7 @@ class Service:
             "estimated_start_in_s": None if at is None else round(at - now, 3),
             "waiting_for_parent": self._parent_wait(pre.parent_run, pre.parent_checkpoint, now),
             **choice.as_dict(),
+            "problems": [p.as_dict() for p in pre.problems],
         }
 
     def _parent_wait(self, parent_run: str | None, checkpoint: str | None, now: float) -> dict[str, Any] | None:

@@ -464,17 +464,29 @@ def restore_from(
 
     When a named `step-*` checkpoint is damaged, it is passed to `on_skip(uri, reason)` and the newest older
     checkpoint of the same directory that verifies is restored instead, each damaged one passed over in turn.
-    Without `on_skip`, or with nothing valid to fall back to, the first problem is raised.
+    A named `step-*` checkpoint that is gone (deleted) is passed over the same way, with a reason that starts
+    `deleted:`. Without `on_skip`, or with nothing valid to fall back to, the first problem is raised.
     """
-    info = resolve(uri, storage_options=storage_options)
+    first: CheckpointError
     try:
-        tensors, manifest = read_checkpoint(info.uri, storage_options=storage_options)
-        return info, tensors, manifest
-    except InvalidCheckpoint as exc:
-        if on_skip is None:
-            raise type(exc)(f"the checkpoint {info.uri} cannot be used: {exc}") from exc
-        on_skip(info.uri, str(exc))
+        info = resolve(uri, storage_options=storage_options)
+    except CheckpointNotFound as exc:
+        store, name = split(uri, storage_options)
+        m = STEP_DIR.match(name)
+        if on_skip is None or m is None:
+            raise
+        info = CheckpointInfo(int(m.group(1)), store.child(name), store.path(name))
+        on_skip(info.uri, f"deleted: {exc}")
         first = exc
+    else:
+        try:
+            tensors, manifest = read_checkpoint(info.uri, storage_options=storage_options)
+            return info, tensors, manifest
+        except InvalidCheckpoint as bad:
+            if on_skip is None:
+                raise type(bad)(f"the checkpoint {info.uri} cannot be used: {bad}") from bad
+            on_skip(info.uri, str(bad))
+            first = bad
     store, _ = split(info.uri, storage_options)
     older = Checkpointer(store.uri, storage_options=storage_options)
     for candidate in reversed([c for c in older.list(damaged=True) if c.step < info.step]):

@@ -126,7 +126,7 @@ class Trainer(TrainingLoop):
             tensors, manifest = Checkpointer(self.ctx.checkpoint_dir).restore(own.step)
             self.ctx.claim(manifest, own.uri)
             _check_kind(manifest, own.uri)
-            self.reporter.event("resumed", step=own.step, source="own", **{"from": own.uri})
+            self.reporter.event("resumed", step=own.step, **{"from": own.uri})
             self.saved_step = own.step
             return Bigram.from_tensors(tensors, own.step), own.uri
         parent = self.ctx.parent_checkpoint

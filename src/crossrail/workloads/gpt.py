@@ -266,7 +266,7 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
         tensors, manifest = Checkpointer(ctx.checkpoint_dir).restore(own.step)
         ctx.claim(manifest, own.uri)
         model = model_of(manifest, own.uri, cfg)
-        reporter.event("resumed", step=own.step, source="own", **{"from": own.uri})
+        reporter.event("resumed", step=own.step, **{"from": own.uri})
         return Start(model, tensors, own.step, own.uri, manifest, own=True)
     parent = ctx.parent_checkpoint
     if parent is None or parent == "latest":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,18 @@ def test_without_a_skip_callback_or_anything_to_fall_back_to_the_damage_is_raise
     flip_a_data_byte(tmp_path, 10)
     with pytest.raises(TornCheckpoint, match=r"no older checkpoint in .* verifies"):
         restore_from(str(step_dir(tmp_path, 20)), on_skip=lambda u, r: None)
+
+
+def test_a_deleted_named_step_falls_back_to_the_previous_one_and_is_reported_deleted(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20)
+    shutil.rmtree(step_dir(tmp_path, 20))
+    skipped: list[tuple[str, str]] = []
+    info, tensors, _ = restore_from(str(step_dir(tmp_path, 20)), on_skip=lambda u, r: skipped.append((u, r)))
+    assert info.step == 10
+    assert_bit_identical(tensors, tensors_of(10))
+    assert [(u, r.split(":")[0]) for u, r in skipped] == [(step_dir(tmp_path, 20).as_uri(), "deleted")]
+    with pytest.raises(CheckpointNotFound):  # without the callback, a missing step is not passed over
+        restore_from(str(step_dir(tmp_path, 20)))
 
 
 def test_a_good_named_step_is_restored_as_named(tmp_path: Path) -> None:

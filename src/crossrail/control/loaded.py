@@ -1,0 +1,76 @@
+"""What a run's attempts really loaded, from the runtime's own reports: lineage states what happened, not what
+was asked for.
+
+A run asks for a parent checkpoint (a `parent:` or `resubmit --from-weights`: initialised from its weights;
+`resubmit --resume`: continued from it). The runtime reports the checkpoint it loaded (`initialised`, or
+`resumed` with `source: parent`), each checkpoint it passed over (`checkpoint_skipped`) and a parent it could
+not load (`parent_not_found`). Until an attempt starts, the request is all there is; once one has, a parent
+no report confirms is `unverified`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from crossrail.core import Event
+from crossrail.store import AttemptRecord, RunRecord
+
+UNVERIFIED = "unverified"
+_STEP = re.compile(r"step-0*(\d+)/?$")
+
+
+def _reports(events: Sequence[Event], *names: str) -> list[dict[str, Any]]:
+    out = []
+    for e in events:
+        data = e.data.get("data") if str(e.type) == "reported" else None
+        if e.data.get("name") in names and isinstance(data, dict):
+            out.append({"name": e.data["name"], **data})
+    return out
+
+
+def step_of(uri: str) -> int | None:
+    m = _STEP.search(uri)
+    return int(m.group(1)) if m else None
+
+
+def fallback_line(loaded: dict[str, Any], skipped: Sequence[dict[str, Any]]) -> str | None:
+    """`resumed from step 80: step 85 failed verification: checksum ...`, when the load passed over newer steps."""
+    passed = [s for s in skipped if (step_of(str(s.get("uri", ""))) or 0) > int(loaded.get("step") or 0)]
+    if not passed:
+        return None
+    verb = "resumed" if loaded["name"] == "resumed" else "initialised"
+    why = []
+    for s in passed:
+        reason = str(s.get("reason") or "")
+        said = "was deleted" if reason.startswith("deleted:") else f"failed verification: {reason}"
+        why.append(f"step {step_of(str(s['uri']))} {said}")
+    return f"{verb} from step {loaded.get('step')}: " + "; ".join(why)
+
+
+def loaded_lineage(run: RunRecord, attempts: Sequence[AttemptRecord], events: Sequence[Event]) -> dict[str, Any]:
+    """The lineage keys `show` states from the reports: parent_checkpoint (the URI loaded, `unverified` or None),
+    parent_step, initialised_from or resumed_from, what could not be carried, and the fallback line."""
+    requested = run.parent_checkpoint
+    out: dict[str, Any] = {"parent_checkpoint_requested": requested}
+    if run.parent_run is None and requested is None:
+        return out
+    loads = [r for r in _reports(events, "initialised", "resumed") if r["name"] == "initialised" or r.get("source")]
+    started = bool(_reports(events, "started")) or any(a.ended_at is not None for a in attempts)
+    missing = _reports(events, "parent_not_found")
+    if loads:
+        loaded = loads[-1]
+        out["parent_checkpoint"], out["parent_step"] = loaded.get("from"), loaded.get("step")
+        if loaded["name"] == "resumed":
+            out["resumed_from"], out["initialised_from"] = run.resumed_from, None
+            out["not_carried"] = list(loaded.get("reset") or [])
+        else:
+            out["resumed_from"], out["initialised_from"] = None, loaded.get("from")
+        out["parent_fallback"] = fallback_line(loaded, _reports(events, "checkpoint_skipped"))
+    elif missing:
+        out["parent_checkpoint"], out["resumed_from"] = None, None
+        out["parent_not_loaded"] = str(missing[-1].get("reason") or "not found")
+    elif started:
+        out["parent_checkpoint"], out["resumed_from"] = UNVERIFIED, None
+    return out
