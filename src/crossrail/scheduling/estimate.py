@@ -491,7 +491,10 @@ def estimate_placements(
     best = eligible[0]
     current = next((c for c in eligible if c.pool == work.current), None)
     if current is not None:
-        return _stay_or_move(work, best, current, tuple(ranked), hysteresis=hysteresis, min_gain_s=min_gain_s)
+        margin = (prefer_margin, _preferred(work, eligible))
+        return _stay_or_move(
+            work, best, current, tuple(ranked), hysteresis=hysteresis, margin=margin, min_gain_s=min_gain_s
+        )
     if work.current is not None:
         gone = next((c for c in ranked if c.pool == work.current), None)
         why = gone.note if gone is not None and gone.note else "no longer in the fleet"
@@ -499,7 +502,7 @@ def estimate_placements(
             why = "the previous attempt ended there"
         reason = f"re-placed from {work.current} ({why}): {_terms(best)}"
         return Choice(best.pool, reason, tuple(ranked), objective, True)
-    prior = [c for c in eligible if c.accelerator == work.prefer] if work.prefer in ("tpu", "gpu", "cpu") else []
+    prior = _preferred(work, eligible)
     if not prior:
         lead = f"no other {work.prefer} pool" if retry else f"no {work.prefer} pool can take it"
         lead = f"{retry}{lead}; " if work.prefer in ("tpu", "gpu", "cpu") else retry
@@ -518,6 +521,11 @@ def estimate_placements(
     return Choice(kept.pool, reason, tuple(ranked), objective)
 
 
+def _preferred(work: Workload, eligible: list[Candidate]) -> list[Candidate]:
+    """The eligible pools of the preferred accelerator, best first; none when the run prefers none."""
+    return [c for c in eligible if c.accelerator == work.prefer] if work.prefer in ("tpu", "gpu", "cpu") else []
+
+
 def _stay_or_move(
     work: Workload,
     best: Candidate,
@@ -525,18 +533,34 @@ def _stay_or_move(
     ranked: tuple[Candidate, ...],
     *,
     hysteresis: float,
+    margin: tuple[float, list[Candidate]],
     min_gain_s: float,
 ) -> Choice:
+    """The rule at every re-placement (resume, retry without fault, replan), as at first placement:
+
+    1. leaving the preferred accelerator needs the `prefer_margin` over the best preferred pool; a pool
+       that gains less is not a target, and the best preferred pool is;
+    2. any move needs the hysteresis over the pool the run holds.
+    """
     objective = work.objective
-    if best is not current and _clearly_better(best, current, hysteresis, min_gain_s):
+    prefer_margin, prior = margin
+    target, held = best, ""
+    if prior and best.accelerator != work.prefer and not _clearly_better(best, prior[0], prefer_margin, min_gain_s):
+        target = prior[0]
+        held = f"; {best.pool} gains less than the {prefer_margin:.0%} margin for leaving preferred {work.prefer}"
+        held += f" ({_terms(best)})"
+    if target is not current and _clearly_better(target, current, hysteresis, min_gain_s):
+        rule = f"beyond the {hysteresis:.0%} hysteresis"
+        if current.accelerator == work.prefer and target.accelerator != work.prefer:
+            rule += f" and the {prefer_margin:.0%} margin for leaving preferred {work.prefer}"
         reason = (
-            f"re-placed from {current.pool}: {best.pool} {_gain(best, current, objective)} "
-            f"({_terms(best)} vs {_terms(current)})"
+            f"re-placed from {current.pool}: {target.pool} {_gain(target, current, objective)} "
+            f"({_terms(target)} vs {_terms(current)}; {rule})"
         )
-        return Choice(best.pool, reason, ranked, objective, True)
-    reason = f"stays on {current.pool}: {_terms(current)}"
-    if best is not current:
-        reason += f"; {best.pool} gains less than the {hysteresis:.0%} hysteresis ({_terms(best)})"
+        return Choice(target.pool, reason, ranked, objective, True)
+    reason = f"stays on {current.pool}: {_terms(current)}{held}"
+    if target is not current:
+        reason += f"; {target.pool} gains less than the {hysteresis:.0%} hysteresis ({_terms(target)})"
     return Choice(current.pool, reason, ranked, objective)
 
 

@@ -178,3 +178,26 @@ def test_a_run_no_slice_shape_of_a_tpu_pool_fits_is_planned_on_a_pool_that_can_h
 
     assert choice.pool == "gpu"
     assert choice.candidate("tpu").note == "no slice of the pool has 1 chips"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("gpu_cost", "pool"),
+    [pytest.param(3.3, "tpu", id="17pct-cheaper-inside-the-margin-stays"), pytest.param(2.8, "gpu", id="30pct-moves")],
+)
+def test_a_resumed_run_leaves_its_preferred_tpu_only_beyond_the_margin_as_at_first_placement(
+    gpu_cost: float, pool: str
+) -> None:
+    pools = pools_of(TPU, gpu(chips=16, cost_per_chip_hour=gpu_cost))
+    first = plan([pretraining()], [], pools, T0, hysteresis=0.1, prefer_margin=0.25).choices["pt"]
+    # Suspended and resumed (or retried without fault, or replanned): held to where it was placed.
+    again = plan([pretraining(current=first.pool)], [], pools, T0, hysteresis=0.1, prefer_margin=0.25).choices["pt"]
+
+    assert (first.pool, again.pool) == (pool, pool)
+    if pool == "tpu":
+        assert not again.moved
+        assert "gpu gains less than the 25% margin for leaving preferred tpu" in again.reason
+    moved = plan([pretraining(current="tpu")], [], pools, T0, hysteresis=0.1, prefer_margin=0.25).choices["pt"]
+    assert moved.pool == pool
+    if pool == "gpu":
+        assert moved.reason.startswith("re-placed from tpu: gpu costs")
+        assert "10% hysteresis and the 25% margin for leaving preferred tpu" in moved.reason
