@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from crossrail.metrics import METRICS, RunFacts, Verdict
+from crossrail.metrics import METRICS, Change, RunFacts, Verdict, format_value
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -144,25 +144,33 @@ def goodput_over_time(runs: Sequence[RunFacts]) -> Figure:
 
 
 def compare_view(verdict: Verdict, compared: str = "") -> Figure:
-    name, title = "compare", "Before / after: relative change with 95% intervals"
-    changes = [c for c in [verdict.cycle, *verdict.explain] if c.change is not None]
+    """One panel per metric, each in its own units: before and after, the after bar's whisker the 95% interval
+    of the change applied to before; a shared axis would let one metric's scale flatten the rest."""
+    name, title = "compare", "Before / after: one panel per metric, 95% intervals"
+    changes = [c for c in [verdict.cycle, *verdict.explain] if c.change is not None and c.before is not None]
     if not changes:
         return Figure(name, title, None, f"no metric has values on both sides: {verdict.sentence}")
 
-    def draw(ax: Axes) -> None:
-        ys = list(range(len(changes)))[::-1]
-        for y, c in zip(ys, changes, strict=True):
-            value = (c.change or 0.0) * 100
-            lo, hi = (c.ci[0] * 100, c.ci[1] * 100) if c.ci is not None else (value, value)
-            color = "tab:green" if c.better else "tab:red" if c.better is False else "tab:gray"
-            ax.errorbar([value], [y], xerr=[[value - lo], [hi - value]], fmt="o", color=color, capsize=4)
-        ax.axvline(0, color="black", linewidth=0.8)
-        ax.set_yticks(ys, [f"{c.metric} (n={c.n_before}/{c.n_after})" for c in changes])
-        ax.set_xlabel("change after vs before (%)")
-        ax.set_title(verdict.sentence, fontsize=9)
+    def draw(ax: Axes, c: Change) -> None:
+        from matplotlib.ticker import FuncFormatter
 
-    note = f"{compared}: {verdict.sentence}. Green: significantly better; red: worse; gray: not significant. "
-    return Figure(name, title, _png(title, draw), note + verdict.method)
+        before, after = c.before or 0.0, c.after or 0.0
+        color = "tab:green" if c.better else "tab:red" if c.better is False else "tab:gray"
+        ax.bar([0, 1], [before, after], color=["tab:blue", color], width=0.6)
+        if c.ci is not None:
+            lo, hi = before * (1 + c.ci[0]), before * (1 + c.ci[1])
+            ax.errorbar([1], [after], yerr=[[max(0.0, after - lo)], [max(0.0, hi - after)]], color="black", capsize=4)
+        ax.set_xticks([0, 1], [f"before\nn={c.n_before}", f"after\nn={c.n_after}"])
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_value(c.metric, v)))
+        change = f"{(c.change or 0.0) * 100:+.0f}%"
+        ax.set_title(f"{c.metric}\n{change}" + (" (significant)" if c.significant else ""), fontsize=8, color=color)
+        ax.tick_params(labelsize=7)
+
+    note = (
+        f"{compared}: {verdict.sentence}. One panel per metric in its own units; green: significantly better;"
+        " red: worse; gray: not significant. "
+    )
+    return Figure(name, title, _panels(title, changes, draw), note + verdict.method)
 
 
 def _no_compare() -> Figure:
@@ -171,6 +179,26 @@ def _no_compare() -> Figure:
 
 
 # --- drawing -----------------------------------------------------------------------------------------
+
+
+def _panels(title: str, changes: Sequence[Change], draw: Callable[[Axes, Change], None]) -> bytes:
+    """One small panel per change on one 800 x 450 canvas, four to a row."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure as MplFigure
+
+    fig = MplFigure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
+    FigureCanvasAgg(fig)
+    cols = min(4, len(changes))
+    rows = -(-len(changes) // cols)
+    fig.suptitle(title, fontsize=10)
+    for i, c in enumerate(changes):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        ax.grid(True, axis="y", alpha=0.3)
+        draw(ax, c)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
 
 
 def _png(title: str, draw: Callable[[Axes], None]) -> bytes:

@@ -15,11 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.control import budgets
-from crossrail.control.facts import SimulationReader, select_runs, workspace_runs
+from crossrail.control.facts import (
+    SIM,
+    SimulationReader,
+    local_pools,
+    select_runs,
+    workspace_fleet,
+    workspace_runs,
+)
 from crossrail.control.figures import Figure, figures
 from crossrail.core.access import EVERYONE, Sight
 from crossrail.errors import WorkspaceError
-from crossrail.metrics import RunFacts, Verdict, compare
+from crossrail.metrics import Difference, FleetTimeline, RunFacts, Verdict, compare, format_value
 from crossrail.metrics.usage import Usage, usage
 from crossrail.spec import Fleet
 from crossrail.store import Store
@@ -56,9 +63,9 @@ def build(
     `after` (selections as `crossrail compare` takes them: filters or `sim:NAME`) add the verdict and its
     figure. The selections pick only runs of teams `sight` sees; `simulation` reads `sim:NAME` (default: a
     file, as the local CLI reads it; a server passes facts.stored_sim_runs)."""
-    runs = workspace_runs(store, now)
+    runs = workspace_runs(store, now, virtual_pools=local_pools(fleet))
     seen = runs if sight.teams is None else [r for r in runs if sight.sees(None if r.team == "-" else r.team)]
-    verdict, compared = _verdict(seen, before, after, simulation)
+    verdict, compared = _verdict(seen, before, after, simulation, workspace_fleet(store, runs))
     return ReportDoc(
         fleet=fleet.name,
         generated_at=now,
@@ -74,7 +81,11 @@ def build(
 
 
 def _verdict(
-    runs: Sequence[RunFacts], before: str | None, after: str | None, simulation: SimulationReader | None = None
+    runs: Sequence[RunFacts],
+    before: str | None,
+    after: str | None,
+    simulation: SimulationReader | None = None,
+    fleet: FleetTimeline | None = None,
 ) -> tuple[Verdict | None, str]:
     if before is None and after is None:
         return None, ""
@@ -85,7 +96,8 @@ def _verdict(
     sides = ((before, "--before"), (after, "--after"))
     picked = [select_runs(text, flag, lambda: runs, simulation) for text, flag in sides]
     compared = f"before {before} ({len(picked[0])} runs), after {after} ({len(picked[1])} runs)"
-    return compare(picked[0], picked[1]), compared
+    simulated = before.startswith(SIM) or after.startswith(SIM)
+    return compare(picked[0], picked[1], fleet=None if simulated else fleet), compared
 
 
 def write(doc: ReportDoc, out: Path) -> list[Path]:
@@ -126,7 +138,9 @@ def check_out(out: Path, names: Sequence[str] = ()) -> None:
 def markdown(doc: ReportDoc) -> str:
     lines = [f"# Research-cycle report: fleet {doc.fleet}", "", _heading_line(doc), ""]
     if doc.verdict is not None:
-        lines += ["## Verdict", "", f"**{doc.verdict.sentence}**", "", doc.compared + ".", "", doc.verdict.method, ""]
+        lines += ["## Verdict", "", f"**{doc.verdict.sentence}**", "", doc.compared + ".", ""]
+        lines += [f"- {label}: {d.sentence()}" for label, d in _differences(doc.verdict)]
+        lines += ["", *_md_table(NUMBERS, _number_rows(doc.verdict)), "", doc.verdict.method, ""]
     lines += ["## Figures", ""]
     for fig in doc.figures:
         lines += [f"### {fig.title}", ""]
@@ -137,6 +151,27 @@ def markdown(doc: ReportDoc) -> str:
         lines += ["", "## Budgets", ""]
         lines += _md_table(["team", "period", "spent", "budget", "state"], _budget_rows(doc.budgets))
     return "\n".join(lines) + "\n"
+
+
+NUMBERS = ["metric", "before", "after", "change", "95% CI", "runs before/after", "runs needed", "detectable change"]
+"""The verdict's numbers table: each metric in human units, with its interval and what the runs can see."""
+
+
+def _number_rows(verdict: Verdict) -> list[list[str]]:
+    rows = []
+    for c in [verdict.cycle, *verdict.explain] if not verdict.refused else []:
+        ci = f"{c.ci[0] * 100:+.0f}% to {c.ci[1] * 100:+.0f}%" if c.ci else "-"
+        rows.append([
+            c.metric, format_value(c.metric, c.before), format_value(c.metric, c.after),
+            f"{c.change * 100:+.0f}%" if c.change is not None else "-", ci, f"{c.n_before}/{c.n_after}",
+            str(c.needed) if c.needed is not None and not c.significant else "-",
+            f"±{c.detectable * 100:.0f}%" if c.detectable is not None else "-",
+        ])  # fmt: skip
+    return rows
+
+
+def _differences(verdict: Verdict) -> list[tuple[str, Difference]]:
+    return [("confound", d) for d in verdict.confounds] + [("warning", d) for d in verdict.warnings]
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -176,7 +211,10 @@ def figures_html(doc: ReportDoc, image_prefix: str = "", image_query: str = "") 
     parts = []
     if doc.verdict is not None:
         parts.append(f'<h2>Verdict</h2><p class="verdict"><strong>{e(doc.verdict.sentence)}</strong></p>')
-        parts.append(f"<p>{e(doc.compared)}. {e(doc.verdict.method)}</p>")
+        parts.append(f"<p>{e(doc.compared)}.</p>")
+        parts += [f'<p class="{label}">{label}: {e(d.sentence())}</p>' for label, d in _differences(doc.verdict)]
+        parts.append(_html_table(NUMBERS, _number_rows(doc.verdict)))
+        parts.append(f"<p>{e(doc.verdict.method)}</p>")
     parts.append("<h2>Figures</h2>")
     for fig in doc.figures:
         parts.append(f"<h3>{e(fig.title)}</h3>")
