@@ -141,6 +141,12 @@ def test_cancel_then_resume_ends_at_the_total_steps_with_an_uninterrupted_runs_l
     steps = range(k + 1, k + 6)
     np.testing.assert_allclose([after[s] for s in steps], [before[s] for s in steps], rtol=1e-4)
     assert client.show(resumed)["lineage"]["resumed_from"] == first
+    # The runs that finished are measurements of this work: the queue's estimate for another cites them.
+    queued = str(client.submit(experiments / "pretrain-small.yaml", sets=PACED)["run"]["id"])
+    pending = [p for q in client.queue()["queues"] for p in q["pending"] if p["id"] == queued][0]
+    assert pending["run_time_source"] == "measured from 2 runs"
+    assert "(measured from 2 runs)" in runner.invoke(app, ["queue", "--home", str(client.workspace.root)]).output
+    client.cancel(queued)
     # --from-weights is the other thing: a new training whose parent is the run, resuming nothing.
     child = client.show(client.resubmit(first, from_weights=True)["run"]["id"])["lineage"]
     assert (child["parent_run"], child["resumed_from"]) == (first, None)

@@ -165,7 +165,9 @@ def _start(pending: dict[str, Any]) -> str:
         return str(pending["held"])
     parent = pending.get("waiting_for_parent")
     if parent is None:
-        return _in(pending.get("estimated_start_in_s"))
+        source = pending.get("run_time_source") or ""
+        said = f" ({source})" if source.startswith("measured from") else ""  # estimates that learned say so
+        return _in(pending.get("estimated_start_in_s")) + said
     return f"waiting for parent {parent['run']} ({parent_note(parent)})"
 
 

@@ -18,7 +18,7 @@ from crossrail.scheduling.decisions import avoided_pool
 from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, StartEstimate, Workload, run_time_s
 from crossrail.scheduling.plan import Plan, plan
 from crossrail.scheduling.quota import QuotaBook
-from crossrail.spec import Fleet, PlacementPolicy
+from crossrail.spec import Fleet, PlacementPolicy, work_digest
 from crossrail.store import AttemptRecord, RunRecord, Store
 
 THROUGHPUT_METRIC = "steps_per_hour"
@@ -35,6 +35,7 @@ class Placer:
         self.fleet = fleet
         self.policy = policy
         self._measured: dict[str, dict[str, float]] = {}
+        self._run_times: dict[str, dict[str, list[float]]] | None = None  # work digest -> pool -> times
         self._scaling: dict[str, dict[str, dict[int, float]]] = {}
         self._shapes: dict[tuple[str, str, str], Workload] = {}
         """(experiment, stage, spec digest) -> its workload: runs of one spec share everything but their
@@ -91,10 +92,18 @@ class Placer:
             checkpoint_every_s=_seconds((spec.get("checkpoint") or {}).get("every")),
             measured=self.measured(experiment),
             scaling=self.scaling(experiment),
+            run_times=self.run_times(doc),
             prefer_source=source,
             rank=priority_rank(priority),
             queued_at=queued_at,
         )
+
+    def run_times(self, doc: dict[str, Any]) -> dict[str, list[float]]:
+        """Pool -> run times (s) of successful runs of the same work as `doc` (`spec.work_digest`), newest
+        first: what a run-time estimate there takes the median of (scheduling.estimate.measured_run_time)."""
+        if self._run_times is None:
+            self._run_times = measured_run_times(self.store)
+        return self._run_times.get(work_digest(doc), {})
 
     def measured(self, experiment: str) -> dict[str, float]:
         """Chip type -> median throughput per chip (steps per second) its earlier attempts reported."""
@@ -170,6 +179,25 @@ class Placer:
             prefer_margin=settings.prefer_margin,
             explain_all=explain_all,
         )
+
+
+MEASURED_SCAN = 500
+"""How many of the newest successful runs the run-time estimates read (each digest keeps its newest 7)."""
+
+
+def measured_run_times(store: Store, scan: int = MEASURED_SCAN) -> dict[str, dict[str, list[float]]]:
+    """Work digest -> pool -> run times (s) of the newest `scan` successful runs, newest first: from the
+    start of the attempt that succeeded to its end (one attempt: a run retried elsewhere measured only there)."""
+    runs = store.list_runs(states=["succeeded"], limit=scan)
+    last = store.last_attempts(r.id for r in runs)
+    out: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        att = last.get(run.id)
+        if att is None or att.part is not None or att.started_at is None or att.ended_at is None:
+            continue
+        digest = work_digest(run.spec)
+        out.setdefault(digest, {}).setdefault(att.pool, []).append(att.ended_at - att.started_at)
+    return out
 
 
 def preference(policy: PlacementPolicy, stage: str, spec: dict[str, Any]) -> tuple[str, str]:
@@ -298,10 +326,13 @@ def estimated_starts(
     for run in queued:
         start = planned.starts.get(run.id)
         at = start.start if start is not None else None
+        info = next((p for p in pools if start is not None and p.name == start.pool), None)
         out[run.id] = {
             "planned_pool": start.pool if start is not None else None,
             "estimated_start": at,
             "estimated_start_in_s": None if at is None else round(at - now, 3),
+            # how the run time there was estimated: `measured from 7 runs`, or the declared duration's speed
+            "run_time_source": None if info is None else run_time_s(placer.workload(run), info, pools)[1],
         }
     return out
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from crossrail.core import format_duration
@@ -258,6 +259,8 @@ class Workload:
     """Pools the run's queue can ever get quota on (None: all), e.g. `QuotaBook.reachable(queue)`."""
     scaling: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
     """Chip type -> degree (chips) -> median throughput per chip measured there."""
+    run_times: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    """Pool -> run times (s) of successful runs of the same work (`spec.work_digest`) there, newest first."""
 
     def rate(self, chip_type: str) -> tuple[float, str] | None:
         """Throughput per chip at the run's chips on `chip_type` and how it was found ("" when measured
@@ -281,7 +284,13 @@ def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -
     - `unknown`: no reference duration and nothing measured to go on.
     Throughput per chip is read at the run's chips (`Workload.rate`); where it came from a degree model,
     the source says how after a semicolon: `measured; Amdahl fit over 1, 2, 4 chips (serial 3.0%)`.
+
+    Before all of these, runs of the same work that succeeded on that pool: the median of the newest
+    `MEASURED_RUNS`, `measured from N runs` (measured_run_time).
     """
+    measured = measured_run_time(work.run_times.get(pool.name, ()))
+    if measured is not None:
+        return measured
     found = work.rate(pool.chip_type)
     if found is not None:
         rate, how = found
@@ -295,6 +304,19 @@ def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -
     if work.reference_s is None:
         return None, "unknown"
     return work.reference_s / pool.relative_speed, "relative_speed"
+
+
+MEASURED_RUNS = 7
+"""How many of the newest successful runs of the same work a run-time estimate takes the median of."""
+
+
+def measured_run_time(newest_first: Sequence[float]) -> tuple[float, str] | None:
+    """The median run time of the newest `MEASURED_RUNS` successful runs and `measured from N runs`; None
+    when there are none (the estimate falls back to the declared duration)."""
+    taken = [s for s in newest_first if s > 0][:MEASURED_RUNS]
+    if not taken:
+        return None
+    return statistics.median(taken), f"measured from {len(taken)} run{'s' if len(taken) != 1 else ''}"
 
 
 def _with(source: str, how: str) -> str:

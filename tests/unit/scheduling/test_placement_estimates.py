@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crossrail.scheduling.estimate import Busy, PoolInfo, Workload, estimate_placements
+from crossrail.scheduling.estimate import Busy, PoolInfo, Workload, estimate_placements, run_time_s
 from crossrail.scheduling.plan import plan
 
 from .builders import HOUR, T0, fleet, gpu, req, scheduler, tpu
@@ -201,3 +201,14 @@ def test_a_resumed_run_leaves_its_preferred_tpu_only_beyond_the_margin_as_at_fir
     if pool == "gpu":
         assert moved.reason.startswith("re-placed from tpu: gpu costs")
         assert "10% hysteresis and the 25% margin for leaving preferred tpu" in moved.reason
+
+
+def test_run_time_is_the_median_of_the_newest_seven_measured_runs_on_that_pool_else_the_declared_duration() -> None:
+    pools = pools_of(tpu(chips=16), gpu(chips=16))
+    tpu_pool, gpu_pool = pools
+    newest_first = [40.0, 42.0, 38.0, 41.0, 39.0, 44.0, 43.0, 900.0, 900.0]  # two old slow runs beyond the seven
+    work = pretraining(run_times={"tpu": newest_first})
+
+    assert run_time_s(work, tpu_pool, pools) == (41.0, "measured from 7 runs")
+    assert run_time_s(work, gpu_pool, pools) == (10 * HOUR, "relative_speed")  # nothing measured there
+    assert run_time_s(pretraining(run_times={"tpu": [30.0]}), tpu_pool, pools) == (30.0, "measured from 1 run")
