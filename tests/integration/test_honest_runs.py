@@ -143,7 +143,7 @@ def test_cancel_then_resume_ends_at_the_total_steps_with_an_uninterrupted_runs_l
     assert client.show(resumed)["lineage"]["resumed_from"] == first
     # The runs that finished are measurements of this work: the queue's estimate for another cites them.
     queued = str(client.submit(experiments / "pretrain-small.yaml", sets=PACED)["run"]["id"])
-    pending = [p for q in client.queue()["queues"] for p in q["pending"] if p["id"] == queued][0]
+    pending = next(p for q in client.queue()["queues"] for p in q["pending"] if p["id"] == queued)
     assert pending["run_time_source"] == "measured from 2 runs"
     assert "(measured from 2 runs)" in runner.invoke(app, ["queue", "--home", str(client.workspace.root)]).output
     client.cancel(queued)
