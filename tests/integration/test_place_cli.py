@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CLI = [sys.executable, "-m", "crossrail.cli"]
 
 
@@ -60,11 +62,18 @@ def test_queue_shows_the_planned_pool_and_estimated_start(checkout: Path, experi
     ]
 
 
+@pytest.mark.slow
 def test_a_run_waiting_for_its_queued_parent_says_so_in_queue_and_place(checkout: Path, experiments: Path) -> None:
     missing = run(checkout, "place", str(experiments / "posttrain-042.yaml"))
-    assert missing.returncode == 1
-    assert "would start" not in missing.stdout
+    assert missing.returncode == 1  # as submit refuses it, but where it would run is still answered
+    assert "posttrain-042 (post_training, 8 chips" in missing.stdout
+    assert "would start once its parent is submitted and ends" in missing.stdout
+    assert "why: " in missing.stdout
+    assert "crossrail: 1 problem in" in missing.stderr
     assert "spec.parent.run (line 19): no run or experiment named 'pretrain-small'" in missing.stderr
+    as_json = json.loads(run(checkout, "place", str(experiments / "posttrain-042.yaml"), "--json").stdout)
+    assert as_json["pool"] is not None
+    assert [p["path"] for p in as_json["problems"]] == ["spec.parent.run"]
 
     for name in ("pretrain-small", "posttrain-042"):
         assert run(checkout, "submit", str(experiments / f"{name}.yaml")).returncode == 0

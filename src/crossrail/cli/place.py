@@ -15,6 +15,7 @@ import typer
 
 from crossrail.cli.common import Home, Json, Policy, Server, client, guard
 from crossrail.cli.output import console, emit, secs
+from crossrail.errors import Problem, SpecError
 
 
 def place_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
@@ -34,18 +35,23 @@ def place_command(  # noqa: PLR0917 (a typer command takes each option as a para
             if explain:
                 obj = {**obj, "hypothesis": hypothesis(c, obj["stage"])}
         emit(obj, as_json, lambda o: render_placement(o, explain=explain))
+        if obj.get("problems"):  # placed all the same (a parent not yet submitted); submit refuses it
+            raise SpecError([problem_of(p) for p in obj["problems"]])
         if obj["pool"] is None:
             raise typer.Exit(1)
 
     guard(go)
 
 
+def problem_of(obj: dict[str, Any]) -> Problem:
+    """A problem as `as_dict` wrote it (in a placement's `problems`)."""
+    return Problem(obj["file"], obj["path"], obj["message"], obj["line"], obj["fix"], obj["set"])
+
+
 def hypothesis(c: Any, stage: str) -> dict[str, Any] | None:
     """What the workspace's runs say of the stage's preferred accelerator (`crossrail policy check`); None over
     a server, whose store is not read here."""
-    from crossrail.client_http import RemoteClient
-
-    if isinstance(c, RemoteClient):
+    if not c.is_local:
         return None
     from crossrail.control.facts import workspace_runs
     from crossrail.metrics.hypotheses import check_stage
@@ -63,6 +69,8 @@ def render_placement(obj: dict[str, Any], *, explain: bool) -> None:
     parent = obj.get("waiting_for_parent")
     if parent:  # it starts from the parent's latest checkpoint, so not before the parent ends
         when = f"after parent {parent['run']} ends ({render.parent_note(parent)})"
+    elif any(p["path"] == "spec.parent.run" for p in obj.get("problems", [])):
+        when = "once its parent is submitted and ends"
     pool = obj["pool"] or "nowhere"
     console.print(
         f"[bold]{obj['experiment']}[/] ({obj['stage']}, {obj['chips']} chips, objective {obj['objective']}) "
