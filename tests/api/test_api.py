@@ -53,7 +53,7 @@ def _experiment(home: Path) -> Path:
 
 
 def _counts(home: Path) -> dict[str, int]:
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         return {"runs": len(c.service.store.list_runs()), "events": len(c.service.store.events())}
 
 
@@ -72,7 +72,7 @@ def test_submit_show_list_and_events_answer_the_clients_objects(home: Path, url:
     for name in ("api-b", "api-c"):
         httpx.post(f"{url}/v1/runs", json={**body, "sets": [f"metadata.name={name}"], "idempotencyKey": name})
 
-    with Client(home, server="", clock=CLOCK) as local:
+    with Client(home, clock=CLOCK) as local:
         shown = httpx.get(f"{url}/v1/runs/{run['id']}").json()
         expected = local.show(run["id"])
         assert shown == expected
@@ -106,7 +106,7 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> No
 
     bad = httpx.post(f"{url}/v1/runs", json={"document": BAD, "source": "bad.yaml"})
     assert bad.status_code == 422
-    with Client(home, server="", clock=CLOCK) as local, pytest.raises(SpecError) as local_error:
+    with Client(home, clock=CLOCK) as local, pytest.raises(SpecError) as local_error:
         local.submit_text(BAD, source="bad.yaml")
     assert bad.json()["problems"] == [p.as_dict() for p in local_error.value.problems]
     assert bad.json()["message"] == local_error.value.render()
@@ -130,7 +130,7 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> No
 
 
 def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, url: str) -> None:
-    with Client(server=url) as remote, Client(home, server="", clock=CLOCK) as local:
+    with Client(server=url) as remote, Client(home, clock=CLOCK) as local:
         assert type(remote).__name__ == "RemoteClient"
         assert isinstance(remote, Client)
         assert remote.queue() == local.queue()
@@ -202,10 +202,37 @@ def test_serve_with_an_agent_runs_one_in_process_and_stops_it_with_the_app(tmp_p
     finally:
         server.should_exit = True
         thread.join(30)
-    with Client(home, server="") as c:
+    with Client(home) as c:
         (row,) = c.agents()["agents"]
     assert row["alive"] is False
     assert row["stopped_at"] is not None
+
+
+@pytest.mark.slow
+def test_serve_on_a_busy_port_says_which_port_and_who_holds_it_and_never_that_it_started(home: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).with_name("crossrail"))
+    env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_SERVER")}
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [exe, "serve", "--port", str(port), "--home", str(home)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"crossrail: port {port} on 127.0.0.1 is in use by pid {os.getpid()} (")
+    assert line.endswith(f"pass another --port (e.g. --port {port + 1})")
+    assert "crossrail serve on" not in done.stderr
 
 
 def test_the_serve_command_serves_until_interrupted_even_with_a_stream_open(home: Path) -> None:
