@@ -141,6 +141,20 @@ def test_cancel_then_resume_ends_at_the_total_steps_with_an_uninterrupted_runs_l
     steps = range(k + 1, k + 6)
     np.testing.assert_allclose([after[s] for s in steps], [before[s] for s in steps], rtol=1e-4)
     assert client.show(resumed)["lineage"]["resumed_from"] == first
+    # An eval of the finished run prints its score in its log and records an `evaluated` event.
+    scoring = [BIGRAM, "spec.args=[--eval]", f"spec.parent={{run: {straight}}}", "metadata.team=foundation"]
+    evaluation = str(client.submit(experiments / "eval-smoke.yaml", sets=scoring)["run"]["id"])
+    drive(client, ended(client, evaluation))
+    (score,) = [e["data"] for e in client.show(evaluation)["events"] if e["type"] == "evaluated"]
+    newest = client.service.store.checkpoints(straight)[-1]
+    assert {k: score[k] for k in ("evaluated_run", "checkpoint", "step", "metric")} == {
+        "evaluated_run": straight,
+        "checkpoint": newest.uri,
+        "step": 60,
+        "metric": "eval_loss",
+    }
+    assert client.service.store.metric_samples(evaluation, "eval_loss")[-1]["value"] == pytest.approx(score["value"])
+    assert f"eval_loss {score['value']:.4f}" in json.dumps(client.logs(evaluation))
     # The runs that finished are measurements of this work: the queue's estimate for another cites them.
     queued = str(client.submit(experiments / "pretrain-small.yaml", sets=PACED)["run"]["id"])
     pending = next(p for q in client.queue()["queues"] for p in q["pending"] if p["id"] == queued)
@@ -187,3 +201,8 @@ def test_a_resume_skips_a_damaged_newest_checkpoint_and_fails_with_the_cause_whe
     assert lineage["parent_checkpoint"] is None
     assert lineage["resumed_from"] is None
     assert "could not be loaded" in json.dumps(client.logs(lost))
+    # The cause is where users look: the run's reason in show and status, not only in its log.
+    reason = client.show(lost)["run"]["reason"]
+    assert reason.startswith("exit 2: ")
+    assert "cause: crossrail.workloads.bigram: the parent checkpoint" in reason
+    assert "could not be loaded" in runner.invoke(app, ["status", "--home", home]).output

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control import budgets, isolation, parents, pipesize, reports
+from crossrail.control import budgets, fleetops, isolation, parents, pipesize, reports
 from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
+from crossrail.control.cause import cause_line
 from crossrail.control.executor import AttemptStatus, Executor, StopReason
 from crossrail.control.leader import DEFAULT_LEASE_S, Leadership, LeaseConfig
 from crossrail.control.placing import Placer, QueuePlacement, explanation, preference
@@ -344,6 +345,14 @@ class Agent:
             data["part"] = att.part
         self.store.mark_started(run.id, att.number, ts, [Event(EventType.STARTED, ts, run.id, att.number, data)])
 
+    def _with_cause(self, run: RunRecord, att: AttemptRecord, detail: str) -> str:
+        """`detail` with the cause line of the attempt's log (the last exception or error line), when it has one."""
+        try:
+            cause = cause_line(self.executor.logs(run.id, att.number)[-65536:])
+        except (OSError, NotImplementedError, CrossrailError):
+            return detail  # a log that cannot be read says nothing more
+        return detail if cause is None else f"{detail}; cause: {cause}"
+
     def _end(
         self, run: RunRecord, att: AttemptRecord, status: AttemptStatus, why: tuple[EndReason, str] | None = None
     ) -> int:
@@ -355,6 +364,8 @@ class Agent:
         """
         retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
         reason, detail = why or decisions.end_reason(status, run.state, retries.exit_codes)
+        if reason is EndReason.EXIT:  # a failure of the training code: its own words say why
+            detail = self._with_cause(run, att, detail)
         if att.part is not None and run.state in ("succeeded", "failed") and reason is not EndReason.SUCCEEDED:
             reason, detail = EndReason.CANCELLED, f"stopped by crossrail: its pipeline run {run.state}"
         now = status.ended_at or self.clock.now()
@@ -395,6 +406,8 @@ class Agent:
     def _follow_fleet(self) -> None:
         """Move the scheduling core to a fleet file changed by `crossrail fleet` or by hand."""
         path = self.fleet_path
+        if self._fleet_mtime is None:  # a first pass (or a new leader's): the fleet as it is, before any start
+            fleetops.record_capacity(self.store, self.service.fleet, self.clock.now())
         if path is None or self.scheduler is None:
             return
         try:
@@ -407,6 +420,7 @@ class Agent:
         try:
             self.service.reload_fleet()
             self.scheduler.apply_fleet(self._local_fleet())
+            fleetops.record_capacity(self.store, self.service.fleet, self.clock.now())  # utilization's denominator
         except CrossrailError as exc:  # a broken hand edit: keep scheduling on the last good fleet
             self.service.reload_fleet(self.scheduler.fleet)
             self.warnings.append(f"fleet file not applied: {exc}")

@@ -29,6 +29,7 @@ class EventType(StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"  # a team's spend crossed its budget this period (once per period)
     RESIZED = "resized"  # a running attempt's degree changed (workers lost or joined, or a part resized)
     REPORTED = "reported"
+    EVALUATED = "evaluated"  # an eval run's score: {evaluated_run, checkpoint, step, metric, value}
     UNKNOWN_ATTEMPT = "unknown_attempt"  # an executor runs (or ran) an attempt the store has no record of
     LEADER_ELECTED = "leader_elected"  # an agent took the leader's lease under a new fencing term
 

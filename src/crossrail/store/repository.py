@@ -753,6 +753,7 @@ class Store(AccessRecords, SimulationRecords):
             for e in events:
                 self._record_parent(conn, rid, number, e)
             extra = [self._index_checkpoint(conn, rid, number, c) for c in checkpoints]
+            extra += [_evaluated(e) for e in events]
             for e in events:
                 self._mark_skipped(conn, e)
                 self._mark_deleted(conn, rid, e)
@@ -1131,6 +1132,23 @@ def _replay(existing: RunRecord, item: NewRun) -> RunRecord:
             "different spec; use a new key to submit a changed experiment"
         )
     return existing
+
+
+def _evaluated(event: Event) -> Event | None:
+    """The `evaluated` event of an eval's runtime report that carries its score (metric and value), else None."""
+    uri = _reported_uri(event, "evaluated")
+    data = event.data.get("data") if uri is not None else None
+    if not isinstance(data, dict) or not isinstance(data.get("metric"), str) or data.get("value") is None:
+        return None
+    step = data.get("step")
+    score = {
+        "evaluated_run": data.get("evaluated_run") or event.run,
+        "checkpoint": uri,
+        "step": step if isinstance(step, int) else None,
+        "metric": data["metric"],
+        "value": float(data["value"]),
+    }
+    return Event(EventType.EVALUATED, event.ts, event.run, event.attempt, score)
 
 
 def _reported_uri(event: Event, name: str, key: str = "uri") -> str | None:

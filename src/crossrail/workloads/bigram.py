@@ -209,7 +209,9 @@ def run_eval(ctx: RuntimeContext, data: Bytes, reporter: Reporter) -> int:
     _check_kind(manifest, source)
     loss, pass_rate = evaluate(Bigram.from_tensors(tensors, 0, weights_only=True).weight, data)
     reporter.metrics({"eval_loss": loss, "eval_pass_rate": pass_rate}, manifest["step"])
-    reporter.event("evaluated", uri=source, step=manifest["step"], pairs=len(data) - 1)
+    print(f"eval_loss {loss:.4f}  eval_pass_rate {pass_rate:.4f}  ({source}, step {manifest['step']})", flush=True)
+    score = {"metric": "eval_loss", "value": loss, "evaluated_run": ctx.run if own is not None else ctx.parent_run}
+    reporter.event("evaluated", uri=source, step=manifest["step"], pairs=len(data) - 1, **score)
     return EXIT_OK
 
 

@@ -460,7 +460,10 @@ def run_inference(ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: 
         if cfg.task == "eval":
             scores = evaluate(engine, corpus, context=model.context, batch=cfg.batch)
             reporter.metrics({"eval_loss": scores.loss, "eval_pass_rate": scores.pass_rate}, step)
-            reporter.event("evaluated", uri=source, step=step, items=scores.items, mode=scores.mode)
+            print(f"eval_loss {scores.loss:.4f}  eval_pass_rate {scores.pass_rate:.4f}  ({source}, step {step})")
+            owner = ctx.run if own is not None else ctx.parent_run
+            score = {"metric": "eval_loss", "value": scores.loss, "evaluated_run": owner}
+            reporter.event("evaluated", uri=source, step=step, items=scores.items, mode=scores.mode, **score)
             return EXIT_OK
         prompts = gpt_data.prompts(corpus)
         began = time.perf_counter()
