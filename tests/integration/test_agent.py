@@ -165,6 +165,25 @@ def test_cancel_stops_a_running_attempt(client: Client, experiments: Path) -> No
     assert state(client, run) == "cancelled"
 
 
+@pytest.mark.slow
+def test_a_restarted_agent_says_which_attempts_it_re_adopted_and_which_ended_unwatched(
+    client: Client, experiments: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crossrail.cli.render import AgentTicks
+
+    long = command(client, experiments, "import time; time.sleep(60)")
+    short = command(client, experiments, "import time; time.sleep(1)")
+    drive(client, lambda: {state(client, long), state(client, short)} == {"running"})
+    time.sleep(2)  # the short one ends while no agent watches
+    ticks = AgentTicks(client.service.store)
+    ticks(client.agent(FAST).reconcile())  # a new agent's first pass
+    out = capsys.readouterr().out
+    assert f"re-adopted 1 attempt: {long} attempt 1 on " in out
+    assert f"ended while no agent watched: {short} attempt 1" in out
+    client.cancel(long)
+    drive(client, lambda: client.service.store.active_attempts() == [])
+
+
 def test_suspend_stops_the_attempt_and_resume_runs_it_again(client: Client, experiments: Path) -> None:
     run = command(client, experiments, "import time; time.sleep(60)")
     drive(client, lambda: state(client, run) == "running")

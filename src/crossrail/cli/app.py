@@ -15,7 +15,7 @@ import typer
 
 from crossrail.cli import access as access_cli
 from crossrail.cli import serve as serve_cli
-from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, refuse_json
+from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, local_client, refuse_json
 from crossrail.cli.export import export_app
 from crossrail.cli.output import console, emit
 from crossrail.core.api import MAX_INT, QUEUE_PAGE
@@ -387,12 +387,13 @@ def agent(
             report_url=report_url,
             lease_s=lease_seconds,
         )
-        with client(home, server="") as c, _one_agent(c):
+        with local_client(home) as c, _one_agent(c):
             console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
             if metrics_port is not None:
                 _serve_metrics(c, metrics_host, metrics_port)
             with _stop_between_passes() as stopping, contextlib.suppress(KeyboardInterrupt):
-                c.agent(cfg).run(until_idle=until_idle, should_stop=stopping.is_set, on_tick=render.tick)
+                ticks = render.AgentTicks(c.service.store)
+                c.agent(cfg).run(until_idle=until_idle, should_stop=stopping.is_set, on_tick=ticks)
             if stopping.is_set():
                 console.print("agent stopped; running attempts continue and are re-adopted on restart")
 

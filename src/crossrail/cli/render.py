@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Group
@@ -297,6 +298,7 @@ def report(obj: dict[str, Any]) -> None:
         "tokens/s p50",
         "recoveries",
         "chip-h",
+        "goodput",
         "cost",
         "cost/effective run",
     )
@@ -319,10 +321,18 @@ def report(obj: dict[str, Any]) -> None:
             "-" if g.get("tokens_per_second_p50") is None else f"{g['tokens_per_second_p50']:,.0f}",
             str(g["recoveries"]),
             f"{g['chip_hours']:.2f}",
+            "-" if g.get("goodput") is None else f"{g['goodput']:.0%}",
             f"${g['cost']:.2f}",
             "-" if cper is None else f"${cper:.2f}",
         )
     console.print(t)
+    fleet = obj.get("fleet") or {}
+    if fleet.get("utilization") is not None:
+        since = datetime.fromtimestamp(fleet["capacity_since"], UTC).strftime("%Y-%m-%d %H:%M UTC")
+        console.print(
+            f"fleet utilization {fleet['utilization']:.0%} of {fleet['capacity_chip_hours']:,.1f} chip-h on offer"
+            f" since {since}, when the fleet's capacity was first recorded"
+        )
     pending = obj.get("pending") or {}
     if pending:
         console.print(
@@ -333,6 +343,28 @@ def report(obj: dict[str, Any]) -> None:
 def tick(t: Any) -> None:
     if t.admitted or t.ended:
         console.print(f"admitted {t.admitted}, ended {t.ended}; now {t.running} running, {t.queued} queued")
+
+
+class AgentTicks:
+    """What a starting agent prints after its first pass: the attempts running before it started that it
+    watches again (`re-adopted N attempts: ...`) and those that ended unwatched; then each pass (`tick`)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.before = [a for a in store.active_attempts() if a.state == "running"]  # launched by an earlier agent
+
+    def __call__(self, t: Any) -> None:
+        if self.before:
+            still = {(a.run_id, a.number) for a in self.store.active_attempts()}
+            kept = [a for a in self.before if (a.run_id, a.number) in still]
+            if kept:
+                named = ", ".join(f"{a.run_id} attempt {a.number} on {a.pool}" for a in kept)
+                console.print(f"re-adopted {len(kept)} attempt{'' if len(kept) == 1 else 's'}: {named}", markup=False)
+            gone = [f"{a.run_id} attempt {a.number}" for a in self.before if a not in kept]
+            if gone:
+                console.print(f"ended while no agent watched: {', '.join(gone)}", markup=False)
+            self.before = []
+        tick(t)
 
 
 def logs(obj: dict[str, Any]) -> None:
