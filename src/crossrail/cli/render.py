@@ -147,6 +147,21 @@ def _progress(r: dict[str, Any]) -> tuple[str, str, str]:
     )
 
 
+def finished(obj: dict[str, Any]) -> None:
+    """One line for a run `submit --wait` saw end: its state, pool, steps, how long it took and where to look."""
+    r, attempts = obj["run"], obj["attempts"]
+    started = [a["started_at"] for a in attempts if a.get("started_at") is not None]
+    ended = [a["ended_at"] for a in attempts if a.get("ended_at") is not None]
+    took = secs(max(ended) - min(started)) if started and ended else "never started"
+    pool = r.get("pool") or (attempts[-1]["pool"] if attempts else None) or "no pool"
+    step = "no step reported" if r.get("step") is None else f"step {r['step']}"
+    tries = f", {len(attempts)} attempts" if len(attempts) > 1 else ""
+    why = f" ({r['reason']})" if r.get("reason") and r["state"] != "succeeded" else ""
+    look = f"crossrail show {r['id']}" if r["state"] == "succeeded" else f"crossrail logs {r['id']}"
+    line = f"{r['id']} {r['state']} on {pool}: {step}, {took}{tries}{why}; more: {look}"
+    console.print(line, markup=False, soft_wrap=True)
+
+
 def _in(start: float | None) -> str:
     return "never (no pool can hold it)" if start is None else ("now" if start <= 0 else f"in {secs(start)}")
 

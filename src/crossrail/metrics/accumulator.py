@@ -152,15 +152,28 @@ class MetricsAccumulator:
         )
         fleet = self._fleet
         capacity = fleet.capacity_chip_hours(now)
+        used = totals.chip_hours - self._used_before_capacity(now)
         return Report(
             groups=groups,
             totals=totals,
             pending=self._pending(now),
             generated_at=now,
             makespan_s=fleet.makespan_s(),
-            utilization=totals.chip_hours / capacity if capacity > 0 else None,
+            utilization=min(1.0, max(0.0, used / capacity)) if capacity > 0 else None,
             capacity_chip_hours=capacity if fleet.known else None,
+            capacity_since=fleet.first,
         )
+
+    def _used_before_capacity(self, now: float) -> float:
+        """Chip-hours used before capacity was first recorded (by ended and running attempts): utilization
+        compares only the time both are known."""
+        first = self._fleet.first
+        running = math.fsum(
+            run.attempt.chips * max(0.0, (now if first is None else min(now, first)) - run.attempt.started_ts)
+            for run in self._running.values()
+            if run.attempt is not None
+        )
+        return (self._fleet.used_before_s + running) / 3600
 
     def _stage_totals(self, running: dict[GroupKey, tuple[float, float]], dist: Distributions) -> list[GroupMetrics]:
         stages = sorted({k[0] for k, t in self._tallies.items() if t.has_attempts or any(t.runs.values())})
@@ -304,6 +317,7 @@ class MetricsAccumulator:
         if ended:
             tally.run_s.append(duration_s)
         chip_hours = attempt.chips * duration_s / 3600
+        self._fleet.used(attempt.chips, attempt.started_ts, ts)
         tally.chip_hours += chip_hours
         tally.cost += chip_hours * attempt.cost_per_chip_hour
         run.attempt = None
@@ -370,6 +384,8 @@ class _FleetUsage:
         self.chip_s = 0.0
         self.first_arrival: float | None = None
         self.last_end: float | None = None
+        self.first: float | None = None  # when capacity was first recorded
+        self.used_before_s = 0.0  # chip-seconds of ended attempts before then
 
     @property
     def known(self) -> bool:
@@ -381,6 +397,13 @@ class _FleetUsage:
             return
         self._advance(event.ts)
         self.chips[pool] = max(number_field(event.data, "chips_after", 0.0), 0.0)
+        if self.first is None:
+            self.first = event.ts
+
+    def used(self, chips: float, started_ts: float, ended_ts: float) -> None:
+        """An ended attempt's chip-seconds before capacity was first recorded (all of it while none is)."""
+        until = ended_ts if self.first is None else min(ended_ts, self.first)
+        self.used_before_s += chips * max(0.0, until - started_ts)
 
     def _advance(self, ts: float) -> None:
         if self.since is not None and ts > self.since:

@@ -74,9 +74,13 @@ class Report:
     makespan_s: float | None = None
     """Last terminal event − first arrival (`submitted` or `queued`); None before any run ended."""
     utilization: float | None = None
-    """`totals.chip_hours / capacity_chip_hours`; None when the log has no `capacity_changed` events."""
+    """Chip-hours used since capacity was first recorded / `capacity_chip_hours`, in [0, 1]; None when the log
+    has no `capacity_changed` events."""
     capacity_chip_hours: float | None = None
     """Chips on offer integrated over time since the first `capacity_changed` event, up to `now`."""
+    capacity_since: float | None = None
+    """When capacity was first recorded: utilization covers the time from then (a store older than its fleet
+    records counts from the first agent pass after the upgrade)."""
 
     def group(self, stage: str, pool: str) -> GroupMetrics | None:
         """The metrics of one stage x pool, or None when the log has nothing there."""
@@ -97,4 +101,5 @@ class Report:
             "makespan_s": self.makespan_s,
             "utilization": self.utilization,
             "capacity_chip_hours": self.capacity_chip_hours,
+            "capacity_since": self.capacity_since,
         }
