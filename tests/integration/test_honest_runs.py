@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from tests.integration.test_agent import BIGRAM, drive
 from tests.unit.runtime.ckpt_builders import DAMAGE
 from tests.unit.workloads.builders import gpt_launcher, losses, of_type, run_in_process, spec
@@ -206,3 +207,40 @@ def test_a_resume_skips_a_damaged_newest_checkpoint_and_fails_with_the_cause_whe
     assert reason.startswith("exit 2: ")
     assert "cause: crossrail.workloads.bigram: the parent checkpoint" in reason
     assert "could not be loaded" in runner.invoke(app, ["status", "--home", home]).output
+
+
+# ---- one feasibility rule: validate, place, submit and queue agree on a pipeline ------------------------------
+
+
+def pipeline(experiments: Path, name: str, parts: dict[str, dict[str, int]]) -> Path:
+    """eval-smoke made a pipeline of `parts` (bigram training in each), written as its own experiment file."""
+    doc = yaml.safe_load((experiments / "eval-smoke.yaml").read_text())
+    doc["metadata"]["name"] = name
+    chips = sum(p["chips"] for p in parts.values())
+    doc["spec"] |= {"stage": "reinforcement_learning", "command": ["python", "-m", "crossrail.workloads.bigram"]}
+    doc["spec"] |= {"resources": {"chips": chips, "duration": "10m"}, "parts": parts}
+    path = experiments / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_pipeline_larger_than_any_pool_but_whose_parts_fit_gets_one_verdict_everywhere(
+    client: Client, experiments: Path
+) -> None:
+    home = str(client.workspace.root)
+    path = pipeline(experiments, "pipe", {"sampler": {"chips": 4}, "reward": {"chips": 1}, "learner": {"chips": 4}})
+    checked = runner.invoke(app, ["validate", str(path), "--home", home])
+    assert checked.exit_code == 0, checked.output
+    placed = runner.invoke(app, ["place", str(path), "--explain", "--home", home])
+    assert placed.exit_code == 0, placed.output
+    assert "would start now" in placed.output
+    assert "needs 9 chips" not in placed.output
+    run = client.submit(path)["run"]["id"]
+    pending = next(p for q in client.queue()["queues"] for p in q["pending"] if p["id"] == run)
+    assert pending["estimated_start_in_s"] == 0
+    assert pending["planned_pool"] in ("tpu-v5p", "h100")
+    # A part no pool can hold is refused by each of them, naming the part.
+    big = pipeline(experiments, "big", {"sampler": {"chips": 16}, "reward": {"chips": 1}})
+    refused = [runner.invoke(app, [verb, str(big), "--home", home]) for verb in ("validate", "place", "submit")]
+    assert [r.exit_code for r in refused] == [1, 1, 1]
+    assert all("part sampler" in r.output for r in refused), [r.output for r in refused]

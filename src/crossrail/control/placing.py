@@ -81,9 +81,11 @@ class Placer:
         spec = doc.get("spec", {})
         res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
         prefer, source = preference(self.policy, stage, spec)
+        parts = spec.get("parts") or {}
         return Workload(
             run=run,
             chips=int(res.get("chips") or 1),
+            parts=tuple(int(p.get("chips") or 1) * int(p.get("replicas") or 1) for p in parts.values()),
             stage=stage,
             reference_s=_seconds(res.get("duration")),
             prefer=prefer,

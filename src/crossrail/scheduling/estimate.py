@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from crossrail.core import format_duration
+from crossrail.scheduling.feasibility import gang_problem
 from crossrail.scheduling.scaling import rate_at
 from crossrail.spec import Pool
 
@@ -259,8 +260,15 @@ class Workload:
     """Pools the run's queue can ever get quota on (None: all), e.g. `QuotaBook.reachable(queue)`."""
     scaling: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
     """Chip type -> degree (chips) -> median throughput per chip measured there."""
+    parts: tuple[int, ...] = ()
+    """A pipeline's chips per part (each part its own allocation); empty: the run is one gang of `chips`."""
     run_times: Mapping[str, Sequence[float]] = field(default_factory=dict)
     """Pool -> run times (s) of successful runs of the same work (`spec.work_digest`) there, newest first."""
+
+    @property
+    def gangs(self) -> tuple[int, ...]:
+        """What must fit a pool at once: each part of a pipeline, else the whole run."""
+        return self.parts or (self.chips,)
 
     def rate(self, chip_type: str) -> tuple[float, str] | None:
         """Throughput per chip at the run's chips on `chip_type` and how it was found ("" when measured
@@ -456,12 +464,12 @@ def _candidate(work: Workload, pool: PoolInfo, pools: list[PoolInfo], waits: Map
 
 
 def _ineligible(work: Workload, pool: PoolInfo, run_s: float | None, wait: float | None) -> str:
+    gangs = gang_problem(work.gangs, pool.capacity, pool.sizes)
     checks = (
         (work.allow is not None and pool.accelerator not in work.allow, f"{pool.accelerator} is not allowed"),
         (work.pools is not None and pool.name not in work.pools, "the run's queue has no quota there, own or borrowed"),
         (pool.drained, "drained: takes no new work"),
-        (work.chips > pool.capacity, f"needs {work.chips} chips; the pool has {pool.capacity}"),
-        (pool.sizes is not None and work.chips not in pool.sizes, f"no slice of the pool has {work.chips} chips"),
+        (gangs is not None, gangs or ""),
         (wait is None, "cannot hold the run"),
         (run_s is None, "no duration and no measured throughput to estimate the run time"),
     )

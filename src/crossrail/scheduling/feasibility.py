@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from crossrail.errors import PlacementError
@@ -14,6 +15,27 @@ class PoolFit:
     pool: str
     fits: bool
     reason: str
+
+
+def gang_problem(gangs: Sequence[int], capacity: int, sizes: Collection[int] | None = None) -> str | None:
+    """Why a pool of `capacity` chips (allocating `sizes`, when it only has some) can never hold a run whose
+    gangs are `gangs`, or None when it can. A run is one gang; a pipeline's gangs are its parts, each placed
+    as its own allocation (the cycle links them), so a pipeline of 4 + 1 + 4 chips fits pools of 8.
+
+    The one feasibility rule submit, validate, place, queue and the agent's estimates share."""
+    part = len(gangs) > 1
+    for chips in gangs:
+        if chips > capacity:
+            return f"needs {chips} chips{' for one part' if part else ''}; the pool has {capacity}"
+        if sizes is not None and chips not in sizes:
+            return f"no slice of the pool has {chips} chips"
+    return None
+
+
+def held_chips(chips: int, gangs: Sequence[int], capacity: int) -> int:
+    """The chips a run holds at once on a pool of `capacity`: all of them, or, for a pipeline whose parts do
+    not fit together, the whole pool (its parts take turns or spread to other pools)."""
+    return chips if len(gangs) <= 1 else min(chips, capacity)
 
 
 def feasible_pools(exp: Experiment, fleet: Fleet) -> list[PoolFit]:
@@ -69,8 +91,9 @@ def _fit(exp: Experiment, fleet: Fleet, pool: Pool) -> PoolFit:
     if allow is not None and pool.accelerator not in allow:
         kinds = ", ".join(str(a) for a in allow)
         return PoolFit(pool.name, False, f"{pool.accelerator} is not in spec.accelerators.allow [{kinds}]")
-    if low > pool.chips:
-        return PoolFit(pool.name, False, f"needs {low} chips; the pool has {pool.chips}")
+    too_big = gang_problem([low], pool.chips)
+    if too_big is not None:
+        return PoolFit(pool.name, False, too_big)
     data = exp.spec.parallelism.data
     unit = res.chips // data if data > 1 and res.chips % data == 0 else None
     sizes = allocatable_sizes(pool, low, min(high, pool.chips), unit)

@@ -25,6 +25,7 @@ from crossrail.scheduling.estimate import (
     estimate_starts,
     run_time_s,
 )
+from crossrail.scheduling.feasibility import gang_problem, held_chips
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def plan(
     running = list(running)
     fits: dict[tuple[object, ...], list[PoolInfo]] = {}
     usable = {w.run: _usable(w, pools, fits) for w in works}
-    held = (_waiting(w, usable[w.run], w.current) for w in works)
+    capacity = {p.name: p.capacity for p in pools}
+    held = (_waiting(w, usable[w.run], w.current, capacity) for w in works)
     first = estimate_starts(held, running, pools, now, unknown_duration_s=unknown_duration_s)
     by_name = {p.name: p for p in pools}
     choices = {}
@@ -72,7 +74,7 @@ def plan(
         choices[w.run] = estimate_placements(
             w, shown, waits, hysteresis=hysteresis, min_gain_s=min_gain_s, prefer_margin=prefer_margin
         )
-    pinned = (_waiting(w, usable[w.run], choices[w.run].pool) for w in works)
+    pinned = (_waiting(w, usable[w.run], choices[w.run].pool, capacity) for w in works)
     starts = estimate_starts(pinned, running, pools, now, unknown_duration_s=unknown_duration_s)
     return Plan(choices, starts)
 
@@ -84,7 +86,7 @@ def _usable(
 
     Runs of the same shape share one list of pools (`fits`): a queue of many runs filters the fleet once.
     """
-    key = (work.chips, work.allow, work.prefer, work.pools)
+    key = (work.chips, work.parts, work.allow, work.prefer, work.pools)
     found = fits.get(key)
     if found is None:
         found = fits[key] = sorted(
@@ -92,7 +94,7 @@ def _usable(
                 p
                 for p in pools
                 if not p.drained
-                and p.capacity >= work.chips
+                and gang_problem(work.gangs, p.capacity) is None
                 and (work.allow is None or p.accelerator in work.allow)
                 and (work.pools is None or p.name in work.pools)
             ),
@@ -102,9 +104,13 @@ def _usable(
     return {p.name: run_time_s(work, p, anchors)[0] for p in found}
 
 
-def _waiting(work: Workload, durations: dict[str, float | None], pool: str | None) -> Waiting:
+def _waiting(
+    work: Workload, durations: dict[str, float | None], pool: str | None, capacity: dict[str, int]
+) -> Waiting:
     pinned = pool if pool in durations else None
-    return Waiting(work.run, work.chips, durations, work.rank, work.queued_at, pinned)
+    room = [capacity[name] for name in ([pinned] if pinned else durations)] or [work.chips]
+    chips = held_chips(work.chips, work.gangs, min(room))  # a pipeline larger than its pool holds the pool
+    return Waiting(work.run, chips, durations, work.rank, work.queued_at, pinned)
 
 
 def with_current(works: Iterable[Workload], current: dict[str, str]) -> list[Workload]:
