@@ -162,6 +162,22 @@ def test_submit_wait_runs_an_agent_here_and_logs_show_each_attempt(checkout: Pat
     assert run(checkout, "logs", "pretrain-small", "--attempt", "7").returncode == 1
 
 
+@pytest.mark.slow
+def test_submit_wait_ends_with_one_summary_line_and_the_whole_run_only_with_json(checkout: Path) -> None:
+    sets = ["--set", "spec.command=[python, -c, 'print(42)']", "--set", "spec.args=[]"]
+    proc = run(checkout, "submit", ".crossrail/experiments/eval-smoke.yaml", *sets, "--wait")
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("eval-smoke-1 succeeded on ")
+    assert last.endswith("; more: crossrail show eval-smoke-1")
+    assert "lineage" not in proc.stdout  # the whole run is `show`'s, or --json's
+    failing = ["--set", "spec.command=[python, -c, 'raise SystemExit(3)']", "--set", "spec.args=[]"]
+    failing += ["--set", "spec.retries.max=0", "--wait"]
+    failed = run(checkout, "submit", ".crossrail/experiments/eval-smoke.yaml", *failing)
+    assert failed.returncode == 1
+    assert failed.stdout.strip().splitlines()[-1].endswith("; more: crossrail logs eval-smoke-2")
+
+
 def test_agent_until_idle_runs_every_queued_run_and_exits(checkout: Path) -> None:
     for sets in ("spec.resources.chips=1", "spec.resources.chips=2"):
         as_json(

@@ -136,7 +136,7 @@ def submit(
             if not as_json:
                 render.submitted(result)
             shown = c.wait(result["run"]["id"])
-            emit(shown, as_json, render.run)
+            emit(shown, as_json, render.finished)  # one line; the whole run with --json or `show`
             if shown["run"]["state"] != "succeeded":
                 raise typer.Exit(1)
 
