@@ -5,6 +5,7 @@ in each framework and across them, and lineage names the checkpoint that was loa
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -141,7 +142,13 @@ def test_cancel_then_resume_ends_at_the_total_steps_with_an_uninterrupted_runs_l
     assert max(after) == 60
     steps = range(k + 1, k + 6)
     np.testing.assert_allclose([after[s] for s in steps], [before[s] for s in steps], rtol=1e-4)
-    assert client.show(resumed)["lineage"]["resumed_from"] == first
+    lineage = client.show(resumed)["lineage"]
+    assert lineage["resumed_from"] == first
+    # The local executor never ran spec.image: lineage says so, and what ran instead.
+    assert lineage["image_used"] is False
+    assert lineage["image_note"].startswith("not used: the local executor ran the command")
+    assert lineage["environment"]["python"] == platform.python_version()
+    assert lineage["environment"]["distributions_digest"].startswith("sha256:")
     # An eval of the finished run prints its score in its log and records an `evaluated` event.
     scoring = [BIGRAM, "spec.args=[--eval]", f"spec.parent={{run: {straight}}}", "metadata.team=foundation"]
     evaluation = str(client.submit(experiments / "eval-smoke.yaml", sets=scoring)["run"]["id"])

@@ -74,3 +74,21 @@ def loaded_lineage(run: RunRecord, attempts: Sequence[AttemptRecord], events: Se
     elif started:
         out["parent_checkpoint"], out["resumed_from"] = UNVERIFIED, None
     return out
+
+
+CONTAINERLESS = {"local": "the local executor", "ray": "Ray without a container"}
+"""Backends that run the command on a machine as it is: `spec.image` is not what ran."""
+
+
+def environment_lineage(events: Sequence[Event], backends: Sequence[str]) -> dict[str, Any]:
+    """`image_used` and `environment`: where the attempts' executors never ran `spec.image`, lineage says so
+    and gives what ran instead (the runtime's `environment` report: Python, a digest of the distributions)."""
+    reported = _reports(events, "environment")
+    out: dict[str, Any] = {"environment": {k: v for k, v in reported[-1].items() if k != "name"} if reported else None}
+    without = [CONTAINERLESS[b] for b in dict.fromkeys(backends) if b in CONTAINERLESS]
+    if without:
+        out["image_used"] = False
+        out["image_note"] = f"not used: {' and '.join(without)} ran the command in this machine's environment"
+    elif backends:
+        out["image_used"] = True
+    return out

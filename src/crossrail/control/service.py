@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crossrail.control import budgets, isolation, lineage, parents, progress
-from crossrail.control.loaded import loaded_lineage
+from crossrail.control.loaded import environment_lineage, loaded_lineage
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.access import EVERYONE, Actor, Sight, note_hidden
@@ -867,6 +867,8 @@ class Service:
         if launched:
             lineage["parent_checkpoint"] = launched[-1]
         lineage |= loaded_lineage(run, attempts, events)  # then what the runtime reports it loaded
+        backends = {str(p.name): str(p.backend) for p in self.fleet.spec.pools}
+        lineage |= environment_lineage(events, [backends.get(a.pool, "") for a in attempts])
         parts = {a.part: a for a in attempts if a.part is not None}  # a pipeline: each part's hardware, latest attempt
         if parts:
             lineage["parts"] = {

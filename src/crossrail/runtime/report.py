@@ -279,6 +279,9 @@ class Reporter:
                 self._sink.close()
 
     def __enter__(self) -> Reporter:
+        from crossrail.runtime.environment import environment
+
+        self.event("environment", **environment())  # what ran, for lineage: an image is not always used
         return self
 
     def __exit__(self, *exc: object) -> None:
