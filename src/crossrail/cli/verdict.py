@@ -69,6 +69,7 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
             if not verdict.refused:
                 _changes([verdict.cycle, *verdict.explain])
             console.print(f"[bold]{verdict.sentence}[/]")
+            console.print(verdict.cycle_definition, style="dim")
             console.print(f"method: {verdict.method}", style="dim")
         if verdict.refused:
             raise typer.Exit(1)
@@ -198,13 +199,8 @@ class _Loader:
         if Path(name).exists() or not SIM_ID.fullmatch(name):
             return sim_file_runs(name, flag)
         with client(self.home, self.server) as c:
-            from crossrail.client_http import RemoteClient
-
-            if isinstance(c, RemoteClient):
-                raise UsageError(
-                    f"{flag} sim:{name}: stored simulations are read beside the workspace, without --server"
-                )
-            return stored_sim_runs(c.service.store)(name, flag)
+            local = c.require_local(f"{flag} sim:{name} (a simulation stored in the workspace)")
+            return stored_sim_runs(local.service.store)(name, flag)
 
     def fleet(self) -> FleetTimeline | None:
         """The workspace's fleet around its runs (capacity and load), once the workspace was read."""
@@ -220,18 +216,12 @@ class _Loader:
         from crossrail.control.facts import local_pools, workspace_fleet, workspace_runs
 
         if self._workspace is None:
-            from crossrail.client_http import RemoteClient
-
             with client(self.home, self.server) as c:
-                if isinstance(c, RemoteClient):
-                    raise UsageError(
-                        "compare, policy check and metrics read the workspace's store: run them beside it, without"
-                        " --server, or on simulation results (sim:FILE)"
-                    )
-                virtual = local_pools(c.service.fleet)
-                self._workspace = workspace_runs(c.service.store, c.clock.now(), virtual_pools=virtual)
-                self._fleet = workspace_fleet(c.service.store, self._workspace)
-                self._policy = c.policy
+                local = c.require_local("compare, policy check and metrics (or run them on sim:FILE results)")
+                virtual = local_pools(local.service.fleet)
+                self._workspace = workspace_runs(local.service.store, local.clock.now(), virtual_pools=virtual)
+                self._fleet = workspace_fleet(local.service.store, self._workspace)
+                self._policy = local.policy
         return self._workspace
 
 

@@ -139,6 +139,7 @@ def markdown(doc: ReportDoc) -> str:
     lines = [f"# Research-cycle report: fleet {doc.fleet}", "", _heading_line(doc), ""]
     if doc.verdict is not None:
         lines += ["## Verdict", "", f"**{doc.verdict.sentence}**", "", doc.compared + ".", ""]
+        lines += [doc.verdict.cycle_definition + ".", ""]
         lines += [f"- {label}: {d.sentence()}" for label, d in _differences(doc.verdict)]
         lines += ["", *_md_table(NUMBERS, _number_rows(doc.verdict)), "", doc.verdict.method, ""]
     lines += ["## Figures", ""]
@@ -211,7 +212,7 @@ def figures_html(doc: ReportDoc, image_prefix: str = "", image_query: str = "") 
     parts = []
     if doc.verdict is not None:
         parts.append(f'<h2>Verdict</h2><p class="verdict"><strong>{e(doc.verdict.sentence)}</strong></p>')
-        parts.append(f"<p>{e(doc.compared)}.</p>")
+        parts.append(f"<p>{e(doc.compared)}. {e(doc.verdict.cycle_definition)}.</p>")
         parts += [f'<p class="{label}">{label}: {e(d.sentence())}</p>' for label, d in _differences(doc.verdict)]
         parts.append(_html_table(NUMBERS, _number_rows(doc.verdict)))
         parts.append(f"<p>{e(doc.verdict.method)}</p>")

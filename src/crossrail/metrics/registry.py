@@ -114,7 +114,8 @@ def _utilization(run: RunFacts) -> Pair | None:
 
 
 def _last(name: str) -> PerRun:
-    return _mean(lambda run: run.last_value(name))
+    """Each run's last own value, else the last an eval of its checkpoints credited to it."""
+    return _mean(lambda run: run.score(name))
 
 
 def _target_met(run: RunFacts) -> Pair | None:

@@ -122,6 +122,8 @@ class RunFacts:
     samples: list[Sample] = field(default_factory=list)
     target: Target | None = None
     target_met_ts: float | None = None
+    credited: list[Sample] = field(default_factory=list)
+    """Scores of evals of this run's checkpoints (`evaluated` events), in time order: credited to it."""
     work: str | None = None
     """The run's work digest (`crossrail.spec.work_digest`): runs with equal ones computed the same thing."""
     args: tuple[str, ...] | None = None
@@ -154,10 +156,25 @@ class RunFacts:
 
     @property
     def cycle_s(self) -> float | None:
-        """Submit to result of a succeeded run, every attempt, wait and recovery included."""
-        if self.outcome != "succeeded" or self.submitted_ts is None or self.ended_ts is None:
+        """Submit to result of a succeeded run, every attempt, wait and recovery included: to the first
+        evaluation of what it produced where it was evaluated (the loop train → evaluate), else to its success."""
+        end = self.cycle_end_ts
+        if end is None or self.submitted_ts is None:
             return None
-        return max(0.0, self.ended_ts - self.submitted_ts)
+        return max(0.0, end - self.submitted_ts)
+
+    @property
+    def cycle_end_ts(self) -> float | None:
+        """The first eval result at or after its success, else its success; None unless it succeeded."""
+        if self.outcome != "succeeded" or self.ended_ts is None:
+            return None
+        done = self.ended_ts
+        return next((s.ts for s in self.credited if s.ts >= done), done)
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether its cycle closes at an evaluation's result (rather than at its own success)."""
+        return self.ended_ts is not None and self.cycle_end_ts not in (None, self.ended_ts)
 
     @property
     def recompute_s(self) -> float | None:
@@ -188,6 +205,13 @@ class RunFacts:
     def last_value(self, name: str) -> float | None:
         values = self.values(name)
         return values[-1] if values else None
+
+    def score(self, name: str) -> float | None:
+        """Its last own value of `name`, else the last an eval of its checkpoints credited to it."""
+        own = self.last_value(name)
+        if own is not None:
+            return own
+        return next((s.value for s in reversed(self.credited) if s.name == name), None)
 
     # -- the target --------------------------------------------------------------------------------
 
@@ -221,6 +245,7 @@ class RunFacts:
             "attempts": [a.__dict__ for a in self.attempts],
             "recovery_s": self.recovery_s,
             "samples": [s.__dict__ for s in self.samples],
+            "credited": [s.__dict__ for s in self.credited],
             "target": self.target.as_dict() if self.target else None,
             "target_met_ts": self.target_met_ts,
             "work": self.work,
@@ -235,6 +260,7 @@ class RunFacts:
         fields = dict(data)
         attempts = [AttemptFacts(**{**a, **_beats(a)}) for a in fields.pop("attempts", [])]
         samples = [Sample(**s) for s in fields.pop("samples", [])]
+        fields["credited"] = [Sample(**s) for s in fields.pop("credited", None) or []]
         target = Target.of(fields.pop("target", None))
         args = fields.pop("args", None)
         args = tuple(str(a) for a in args) if isinstance(args, list | tuple) else None
@@ -256,9 +282,13 @@ class _Fold:
         self.placement: dict[str, dict[str, Any]] = {}
         self.chips: dict[str, float] = {}
         self.runtime: dict[tuple[str, int | None], dict[str, Any]] = {}
+        self.credits: dict[str, list[Sample]] = {}
 
     def add(self, e: Event) -> None:
         if e.run is None:
+            return
+        if e.type is EventType.EVALUATED:
+            self._evaluated(e)
             return
         run = self.runs.get(e.run)
         if run is None:
@@ -344,6 +374,13 @@ class _Fold:
             last.first_beat = (e.ts, step)
         last.last_beat = (e.ts, step)
 
+    def _evaluated(self, e: Event) -> None:
+        """An eval's score, credited to the run it evaluated (whatever state that run is in by now)."""
+        target, metric, value = e.data.get("evaluated_run"), e.data.get("metric"), e.data.get("value")
+        if isinstance(target, str) and isinstance(metric, str) and _is_number(value):
+            step = e.data.get("step") if isinstance(e.data.get("step"), int) else None
+            self.credits.setdefault(target, []).append(Sample(target, None, e.ts, metric, float(value), step))
+
     def _resumed(self, run: RunFacts, e: Event) -> None:
         last, step = run.last, step_of(e.data.get("data"))
         if last is not None and last.number == e.attempt and step is not None:
@@ -382,6 +419,9 @@ def fold_runs(events: Iterable[Event], samples: Iterable[Sample] = (), *, now: f
     runs = fold.runs
     for run in runs.values():
         _measure_progress(run)
+    for rid, credited in fold.credits.items():
+        if rid in runs:
+            runs[rid].credited = sorted(credited, key=lambda s: s.ts)
     for s in samples:
         if s.run in runs and s.ts <= now and math.isfinite(s.value):
             runs[s.run].samples.append(s)

@@ -128,6 +128,8 @@ class Verdict:
     refused: bool = False
     software_path_only: bool = False
     """Some runs ran on virtual local pools: the verdict measures crossrail's path, not the accelerators."""
+    cycle_definition: str = ""
+    """Which research cycle the verdict measured: submission to an evaluation's result, or to success."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +138,7 @@ class Verdict:
             "confounds": [d.as_dict() for d in self.confounds],
             "warnings": [d.as_dict() for d in self.warnings],
             "software_path_only": self.software_path_only,
+            "cycle_definition": self.cycle_definition,
             "min_runs": MIN_RUNS,
             "research_cycle": self.cycle.as_dict(),
             "explain": [c.as_dict() for c in self.explain],
@@ -274,7 +277,17 @@ def compare(
             f"refused: the sides did not measure the same work ({what}); select runs of one experiment on each"
             " side, or pass --allow-confounds to judge anyway"
         )
-        return Verdict(sentence, empty, [], method(resamples, seed), confounds, warnings, True, software)
+        return Verdict(
+            sentence,
+            empty,
+            [],
+            method(resamples, seed),
+            confounds,
+            warnings,
+            True,
+            software,
+            cycle_definition(before, after),
+        )
     cycle = change(CYCLE, before, after, resamples=resamples, seed=seed)
     others = [change(name, before, after, resamples=resamples, seed=seed) for name in explain]
     shown = [c for c in others if c.before is not None and c.after is not None]
@@ -285,7 +298,24 @@ def compare(
         sentence += f"; warning: {'; '.join(d.sentence() for d in warnings)}"
     if software:
         sentence += "; software path only: virtual local pools time crossrail's path, not the accelerators"
-    return Verdict(sentence, cycle, shown, method(resamples, seed), confounds, warnings, False, software)
+    definition = cycle_definition(before, after)
+    return Verdict(sentence, cycle, shown, method(resamples, seed), confounds, warnings, False, software, definition)
+
+
+def cycle_definition(before: Sequence[RunFacts], after: Sequence[RunFacts]) -> str:
+    """Which research cycle applied: submission → evaluation result where runs were evaluated, else → success."""
+    parts = []
+    for side, runs in (("before", before), ("after", after)):
+        done = [r for r in runs if r.cycle_s is not None]
+        evaluated = sum(1 for r in done if r.evaluated)
+        if evaluated == len(done):
+            how = "submission → evaluation result" if done else "no succeeded run"
+        elif evaluated == 0:
+            how = "submission → success (no run evaluated)"
+        else:
+            how = f"submission → evaluation result for {evaluated} of {len(done)} runs, → success for the rest"
+        parts.append(f"{side}: {how}")
+    return "research cycle: " + "; ".join(parts)
 
 
 def _sentence(cycle: Change, others: dict[str, Change]) -> str:
