@@ -74,7 +74,7 @@ def test_a_ready_workspace_passes_all_four_checks(
     }, json.dumps(checks, indent=1)
     assert (result.exit_code, body["score"], body["runs"]) == (0, 100.0, len(ids))
     assert (
-        f"{len(ids)} of {len(ids)} runs that ran committed a checkpoint a retry can resume from"
+        f"{len(ids)} of {len(ids)} training runs that ran committed a checkpoint a retry can resume from"
         in (checks["configs"]["evidence"])
     )
     assert f"post_training: {POST_TRAINING} research cycles measured, on gpu, tpu" in checks["metrics"]["evidence"]

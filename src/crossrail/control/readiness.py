@@ -96,31 +96,45 @@ def configs_check(runs: Sequence[RunRecord], facts: Sequence[RunFacts], committe
     title = "versioned configs and resumable checkpoints"
     if not runs:
         return Check("configs", title, 0.0, ["no run in the store yet"], ["submit and run the team's experiments"])
-    unversioned = [r.id for r in runs if not (_versioned_config(r) and r.code_commit)]
+    no_config = [r.id for r in runs if not _versioned_config(r)]
+    no_commit = [r.id for r in runs if not r.code_commit]
     formats = [r.id for r in runs if not _versioned_format(r.spec)]
     ran = {f.id for f in facts if f.attempts and f.outcome in ("succeeded", "failed", "active")}
-    resumable = [r.id for r in runs if r.id in ran and not committed.get(r.id)]
+    # An eval writes no checkpoint a retry resumes from: it is judged by the checkpoint it read.
+    evals = {r.id for r in runs if r.stage == "eval"}
+    resumable = [r.id for r in runs if r.id in ran - evals and not committed.get(r.id)]
+    unread = [r.id for r in runs if r.id in ran & evals and not r.parent_checkpoint]
     evidence = [
         _share(
-            "runs record a versioned config (its digest, or a version in its URI) and their code commit",
-            len(runs) - len(unversioned),
-            runs,
+            "runs record a versioned config (its digest, or a version in its URI)", len(runs) - len(no_config), runs
         ),
+        _share("runs record their code commit", len(runs) - len(no_commit), runs),
         _share("runs write checkpoints in a versioned format", len(runs) - len(formats), runs),
-        f"{len(ran) - len(resumable)} of {len(ran)} runs that ran committed a checkpoint a retry can resume from",
+        f"{len(ran - evals) - len(resumable)} of {len(ran - evals)} training runs that ran committed a checkpoint"
+        " a retry can resume from",
     ]
+    if ran & evals:
+        evidence.append(f"{len(ran & evals) - len(unread)} of {len(ran & evals)} eval runs read a recorded checkpoint")
     fixes = []
-    if unversioned:
+    if no_config:
         fixes.append(
-            f"give {_names(unversioned)} a spec.config readable at submit (its digest is recorded) or naming its "
-            "version (.../v3/...), and spec.code with commit: auto, submitted from a git checkout"
+            f"give {_names(no_config)} a spec.config readable at submit (its digest is recorded) or naming its "
+            "version (.../v3/...)"
+        )
+    if no_commit:
+        fixes.append(
+            f"record {_names(no_commit)}'s code commit: spec.code with commit: auto, submitted from a git checkout "
+            "(or the commit itself)"
         )
     if formats:
         fixes.append(f"write {_names(formats)}'s checkpoints as spec.checkpoint.format: crossrail-ckpt/v1")
     if resumable:
         fixes.append(f"make {_names(resumable)} checkpoint (spec.checkpoint.every, or Checkpointer.save in the code)")
-    parts = [1 - len(unversioned) / len(runs), 1 - len(formats) / len(runs)]
-    parts.append(1 - len(resumable) / len(ran) if ran else 0.0)
+    if unread:
+        fixes.append(f"name the checkpoint {_names(unread)} evaluate (spec.parent: {{run: ..., checkpoint: ...}})")
+    versioned = 1 - (len(no_config) + len(no_commit)) / (2 * len(runs))
+    parts = [versioned, 1 - len(formats) / len(runs)]
+    parts.append(1 - (len(resumable) + len(unread)) / len(ran) if ran else 0.0)
     if not ran:
         fixes.append("run the experiments once, so their checkpoints show they can resume")
     return Check("configs", title, math.fsum(parts) / len(parts), evidence, fixes)
@@ -252,8 +266,9 @@ def metrics_check(facts: Sequence[RunFacts], fleet: Fleet) -> Check:
     kinds = {p.name: str(p.accelerator) for p in fleet.pools}  # logs that name only the pool (the simulator's)
 
     def ran_on(runs: list[RunFacts]) -> list[str]:
+        """Accelerators of completed attempts only: a killed attempt measured no stage on its accelerator."""
         return sorted({a.accelerator if a.accelerator != "-" else kinds.get(a.pool, "-") for f in runs
-                       for a in f.attempts})  # fmt: skip
+                       for a in f.attempts if a.end == "succeeded"})  # fmt: skip
 
     evidence, fixes = [], []
     best = max((len(v) for v in by_stage.values()), default=0)

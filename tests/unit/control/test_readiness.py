@@ -73,8 +73,9 @@ def test_a_portable_workspace_passes_the_data_image_and_metadata_check(checkout:
     assert code == 0
     assert checks["portable"]["status"] == "pass"
     assert checks["portable"]["fixes"] == []
-    assert checks["configs"]["evidence"][:2] == [
-        "1 of 1 runs record a versioned config (its digest, or a version in its URI) and their code commit",
+    assert checks["configs"]["evidence"][:3] == [
+        "1 of 1 runs record a versioned config (its digest, or a version in its URI)",
+        "1 of 1 runs record their code commit",
         "1 of 1 runs write checkpoints in a versioned format",
     ]
     assert checks["configs"]["fixes"] == ["run the experiments once, so their checkpoints show they can resume"]
