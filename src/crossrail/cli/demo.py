@@ -4,8 +4,9 @@ In a fresh workspace it validates the examples, submits pretraining, post-traini
 run's checkpoint, an eval of the post-trained model and a few small experiments, and runs the agent in
 this process. Once the pretraining attempt has committed a checkpoint its training process is killed;
 the agent retries it on the other pool, where it resumes from that checkpoint. It ends with the
-research-cycle metrics per stage and pool and two verdicts (its own runs, gpu against tpu; a simulated fleet
-before and after one pool grew), and leaves the workspace in place for `crossrail` commands.
+research-cycle metrics per stage and pool and the verdicts: all its runs pooled, tpu against gpu (refused: they
+are different experiments); one small experiment run three times on each pool, live; and a simulated fleet
+before and after one pool grew, and leaves the workspace in place for `crossrail` commands.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ os.environ.setdefault("COLUMNS", str(WIDTH))
 console = Console(highlight=False, width=WIDTH)
 
 
+AB, AB_RUNS = "cycle-ab", 3
+"""The experiment the demo runs AB_RUNS times on each pool for its live verdict (3: the verdict's minimum)."""
+
+
 def git_checkout(path: Path) -> None:
     """Make `path` a git checkout, as a researcher's training-code checkout would be (code.commit: auto)."""
     env = {
@@ -56,7 +61,7 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
     Client.init(root, force=True)
     console.rule("crossrail demo")
     console.print(f"workspace: {root / '.crossrail'}")
-    with Client(cwd=root, server="") as client:  # the demo runs its own workspace, whatever CROSSRAIL_SERVER says
+    with Client.local(cwd=root) as client:  # the demo runs its own workspace, whatever CROSSRAIL_SERVER says
         exps = client.workspace.experiments_dir
         result = client.validate(sorted(exps.glob("*.yaml")))
         console.print(
@@ -73,9 +78,10 @@ def run_demo(*, quick: bool = False, directory: Path | None = None, timeout_s: f
 
 
 def _verdicts(root: Path) -> list[str]:
-    """The research-cycle verdict twice: on this workspace's few runs (gpu vs tpu), and on a simulated fleet before
-    and after one pool grew. The first is honest about how little a handful of runs can say."""
-    from crossrail.control.facts import workspace_runs
+    """The research-cycle verdicts: this workspace's runs pooled by accelerator (refused: different experiments),
+    one experiment run AB_RUNS times on each pool (live, honest about how little a few runs can say), and a
+    simulated fleet before and after one pool grew."""
+    from crossrail.control.facts import local_pools, workspace_fleet, workspace_runs
     from crossrail.metrics import Selection, compare
     from crossrail.metrics.hypotheses import check_stage
     from crossrail.sim import Simulation, SyntheticSpec, synthetic
@@ -83,13 +89,18 @@ def _verdicts(root: Path) -> list[str]:
     from crossrail.sim.fleets import pools_fleet
 
     console.rule("verdicts: did the research cycle get shorter?")
-    with Client(cwd=root, server="") as c:
-        runs = workspace_runs(c.service.store, c.clock.now())
+    with Client.local(cwd=root) as c:
+        runs = workspace_runs(c.service.store, c.clock.now(), virtual_pools=local_pools(c.service.fleet))
+        fleet = workspace_fleet(c.service.store, runs)
         post = c.policy.for_stage("post_training")
     on = {kind: Selection({"accelerator": kind}).pick(runs) for kind in ("tpu", "gpu")}
-    own = compare(on["tpu"], on["gpu"]).sentence
+    pooled = compare(on["tpu"], on["gpu"], fleet=fleet).sentence
+    console.print(f"all of this workspace's runs, tpu ({len(on['tpu'])}) against gpu ({len(on['gpu'])}): {pooled}")
+    ab = {kind: Selection({"accelerator": kind, "experiment": AB}).pick(runs) for kind in ("tpu", "gpu")}
+    own = compare(ab["tpu"], ab["gpu"], fleet=fleet).sentence
     console.print(
-        f"this workspace's runs, before tpu ({len(on['tpu'])} runs), after gpu ({len(on['gpu'])} runs): {own}"
+        f"[bold]live[/]: {AB} run {len(ab['tpu'])} times on tpu-v5p (before) and {len(ab['gpu'])} on h100 (after):"
+        f" {own}"
     )
     found = check_stage("post_training", post.preferred_accelerator, post.metrics, runs)
     console.print(f"policy check ({found.status}): {found.sentence}")
@@ -103,7 +114,9 @@ def _verdicts(root: Path) -> list[str]:
         grown.append(run_facts(sim.events or [], fleet, result.end_s))
     # Only what the sentence reads besides the cycle: the bootstrap of every other metric would add a second.
     simulated = compare(grown[0], grown[1], explain=("experiment_queue_seconds", "tokens_per_second")).sentence
-    console.print(f"simulated, the same fleet with h100 grown from 20 to 26 chips (150 runs each): {simulated}")
+    console.print(
+        f"[bold]simulated[/]: the same fleet with h100 grown from 20 to 26 chips (150 runs each): {simulated}"
+    )
     return [own, simulated]
 
 
@@ -171,6 +184,18 @@ def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
                 ],
             )
         )
+    # One small experiment AB_RUNS times on each pool, alike in all but where it runs: the live verdict's runs.
+    for kind in ("tpu", "gpu"):
+        for _ in range(AB_RUNS):
+            sets = [
+                f"metadata.name={AB}",
+                "spec.stage=experiment",
+                "spec.resources.chips=4",  # a TPU slice's smallest shape here; the same on both, as the work is
+                "spec.priority=low",
+                "spec.args=[--steps, '20', --checkpoint-every-steps, '20']",
+                f"spec.accelerators.allow=[{kind}]",
+            ]
+            sub.append(client.submit(exps / "pretrain-small.yaml", sets=sets))
     for s in sub:
         r = s["run"]
         console.print(f"submitted {r['id']:<16} stage {r['stage']:<14} {r['chips']} chips -> queue {r['queue']}")
@@ -246,7 +271,7 @@ def _table(client: Client, runs: list[str]) -> Table:
 def _summarise(client: Client, runs: list[str], killed: dict[str, Any], report: dict[str, Any], root: Path) -> None:
     from crossrail.cli import render
 
-    with Client(cwd=root, server="") as c:
+    with Client.local(cwd=root) as c:
         store = c.service.store
         if killed:
             att = store.attempts(killed["run"])
