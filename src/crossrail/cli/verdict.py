@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import click
 import typer
 
 from crossrail.cli.common import Home, Json, Policy, Server, client, guard
@@ -42,6 +43,14 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
     resamples: Resamples = 2000,
     seed: Seed = 0,
     allow_confounds: AllowConfounds = False,
+    cost: Annotated[
+        str,
+        typer.Option(
+            "--cost",
+            help="Cost per effective run from the runs' allocated chip-hours, or the fleet's with its idle share.",
+            click_type=click.Choice(["allocated", "fleet"]),
+        ),
+    ] = "allocated",
 ) -> None:
     """Did the research cycle get shorter from BEFORE to AFTER? A verdict with bootstrap intervals.
 
@@ -56,8 +65,9 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
         runs_before, runs_after = loaded.runs(before, "--before"), loaded.runs(after, "--after")
         fleet = loaded.fleet() if not (before.startswith("sim:") or after.startswith("sim:")) else None
         verdict = compare(
-            runs_before, runs_after, resamples=resamples, seed=seed, fleet=fleet, allow_confounds=allow_confounds
-        )
+            runs_before, runs_after, resamples=resamples, seed=seed, fleet=fleet, allow_confounds=allow_confounds,
+            cost=cost,
+        )  # fmt: skip
         if as_json:
             print_json(api_object("Verdict", before=before, after=after, **verdict.as_dict()))
         else:
@@ -70,6 +80,7 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
                 _changes([verdict.cycle, *verdict.explain])
             console.print(f"[bold]{verdict.sentence}[/]")
             console.print(verdict.cycle_definition, style="dim")
+            console.print(verdict.cost_basis, style="dim")
             console.print(f"method: {verdict.method}", style="dim")
         if verdict.refused:
             raise typer.Exit(1)

@@ -130,6 +130,8 @@ class Verdict:
     """Some runs ran on virtual local pools: the verdict measures crossrail's path, not the accelerators."""
     cycle_definition: str = ""
     """Which research cycle the verdict measured: submission to an evaluation's result, or to success."""
+    cost_basis: str = ""
+    """Which cost the verdict used: allocated chip-hours, or the fleet's with its idle share."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +141,7 @@ class Verdict:
             "warnings": [d.as_dict() for d in self.warnings],
             "software_path_only": self.software_path_only,
             "cycle_definition": self.cycle_definition,
+            "cost_basis": self.cost_basis,
             "min_runs": MIN_RUNS,
             "research_cycle": self.cycle.as_dict(),
             "explain": [c.as_dict() for c in self.explain],
@@ -153,10 +156,13 @@ def change(
     *,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    scale: tuple[float, float] = (1.0, 1.0),
 ) -> Change:
-    """One metric's change from `before` to `after` with a bootstrap interval (deterministic for a seed)."""
+    """One metric's change from `before` to `after` with a bootstrap interval (deterministic for a seed);
+    `scale` multiplies each side's per-run numerators (a cost with the fleet's idle share)."""
     m = METRICS[metric] if isinstance(metric, str) else metric
-    b, a = m.pairs(before), m.pairs(after)
+    b = [(n * scale[0], d) for n, d in m.pairs(before)]
+    a = [(n * scale[1], d) for n, d in m.pairs(after)]
     vb, va = ratio(b), ratio(a)
     rel = va / vb - 1 if vb and va is not None else None
     ci = None
@@ -260,6 +266,7 @@ def compare(
     seed: int = SEED,
     fleet: FleetTimeline | None = None,
     allow_confounds: bool = False,
+    cost: str = "allocated",
 ) -> Verdict:
     """Did research cycle time change from `before` to `after`? One sentence, with the evidence.
 
@@ -288,8 +295,12 @@ def compare(
             software,
             cycle_definition(before, after),
         )
+    scale, basis = cost_basis(before, after, fleet, cost)
     cycle = change(CYCLE, before, after, resamples=resamples, seed=seed)
-    others = [change(name, before, after, resamples=resamples, seed=seed) for name in explain]
+    others = [
+        change(name, before, after, resamples=resamples, seed=seed, scale=scale if name.startswith("cost") else (1, 1))
+        for name in explain
+    ]
     shown = [c for c in others if c.before is not None and c.after is not None]
     sentence = _sentence(cycle, {c.metric: c for c in shown})
     if confounds:
@@ -299,7 +310,43 @@ def compare(
     if software:
         sentence += "; software path only: virtual local pools time crossrail's path, not the accelerators"
     definition = cycle_definition(before, after)
-    return Verdict(sentence, cycle, shown, method(resamples, seed), confounds, warnings, False, software, definition)
+    return Verdict(
+        sentence, cycle, shown, method(resamples, seed), confounds, warnings, False, software, definition, basis
+    )
+
+
+COSTS = ("allocated", "fleet")
+
+
+def cost_basis(
+    before: Sequence[RunFacts], after: Sequence[RunFacts], fleet: FleetTimeline | None, cost: str
+) -> tuple[tuple[float, float], str]:
+    """Each side's cost multiplier and the sentence saying which cost a verdict used.
+
+    `allocated` (the default): the chip-hours the runs held at their prices. `fleet`: the fleet's idle share
+    included, each side's cost × chips on offer / chips in use over its window (first submission to last end).
+    """
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {', '.join(COSTS)} (got {cost!r})")
+    if cost == "allocated":
+        return (1.0, 1.0), "cost: the chip-hours the runs were allocated, at their pools' prices"
+    factors = [fleet_factor(side, fleet) for side in (before, after)]
+    if factors[0] is None or factors[1] is None:
+        return (1.0, 1.0), "cost: allocated chip-hours (the fleet's capacity was not recorded over both windows)"
+    fb, fa = factors[0], factors[1]
+    return (fb, fa), f"cost: the fleet's, idle share included (before ×{fb:.2f}, after ×{fa:.2f} the allocated cost)"
+
+
+def fleet_factor(runs: Sequence[RunFacts], fleet: FleetTimeline | None) -> float | None:
+    """Chips on offer / chips in use over the runs' window (≥ 1); None when either is unknown."""
+    starts = [r.submitted_ts for r in runs if r.submitted_ts is not None]
+    if fleet is None or not starts:
+        return None
+    t0, t1 = min(starts), max(r.ended_ts if r.ended_ts is not None else r.now for r in runs)
+    offered, busy = fleet.offered(t0, t1), fleet.busy(t0, t1)
+    if offered is None or busy <= 0:
+        return None
+    return max(1.0, offered / busy)
 
 
 def cycle_definition(before: Sequence[RunFacts], after: Sequence[RunFacts]) -> str:

@@ -142,3 +142,27 @@ def test_policy_check_calls_confounded_runs_not_comparable_and_says_why_a_named_
     judged = check_stage("post_training", "tpu", ["eval_pass_rate"], runs)
     assert judged.status != NOT_COMPARABLE
     assert judged.notes == ("eval_pass_rate left out: no post_training run on tpu has a value for it",)
+
+
+def test_cost_with_the_fleets_idle_share_sees_a_fleet_30_percent_larger() -> None:
+    # The same three 2-chip runs before and after; gpu-a offers 10 chips before and 13 after.
+    offered = [
+        Event(EventType.CAPACITY_CHANGED, T0, None, None, {"pool": "gpu-a", "chips_after": 10}),
+        Event(EventType.CAPACITY_CHANGED, T0 + 5000, None, None, {"pool": "gpu-a", "chips_after": 13}),
+    ]
+    stories = [*three("b", "gpu-a", framework="torch"), *three("x", "gpu-a", framework="torch", at=T0 + 10_000)]
+    runs = fold(*stories, events=offered)
+    before, after = described(runs[:3], DIGEST_A, ()), described(runs[3:], DIGEST_A, ())
+    fleet = FleetTimeline(capacity_steps(offered), runs)
+
+    allocated = compare(before, after, fleet=fleet)
+    idle = compare(before, after, fleet=fleet, cost="fleet")
+
+    def cost(v: object) -> float | None:
+        return next(c.change for c in v.explain if c.metric == "cost_per_effective_run")  # type: ignore[attr-defined]
+
+    assert cost(allocated) == pytest.approx(0.0)
+    assert cost(idle) == pytest.approx(0.3)
+    # 21,960 chip-s in use over 3,780 s: 5.81 chips of 10 on offer before (×1.72), of 13 after (×2.24)
+    assert idle.cost_basis == "cost: the fleet's, idle share included (before ×1.72, after ×2.24 the allocated cost)"
+    assert allocated.cost_basis == "cost: the chip-hours the runs were allocated, at their pools' prices"
