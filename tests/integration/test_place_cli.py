@@ -33,6 +33,17 @@ def test_place_explain_prints_every_candidate_and_the_reason(checkout: Path, exp
     assert "policy check (cannot tell yet): pretraining on tpu: cannot tell yet: no pretraining runs have run" in out
 
 
+@pytest.mark.slow
+def test_tables_piped_at_80_columns_keep_every_cell_whole(checkout: Path, experiments: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_STORE_URL")}
+    argv = [*CLI, "place", str(experiments / "pretrain-small.yaml"), "--explain"]
+    piped = subprocess.run(argv, cwd=checkout, env={**env, "COLUMNS": "80"}, capture_output=True, text=True, check=True)
+    assert "…" not in piped.stdout
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in piped.stdout.splitlines() if "│" in line]
+    assert {"tpu-v5p", "h100"} <= {row[1] for row in rows}  # whole names, each row on one line
+    assert max(len(line) for line in piped.stdout.splitlines()) > 80  # wider than the terminal would be
+
+
 def test_place_json_is_a_crossrail_object_and_bad_input_is_one_line(checkout: Path, experiments: Path) -> None:
     proc = run(checkout, "place", str(experiments / "eval-smoke.yaml"), "--json")
     obj = json.loads(proc.stdout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from functools import partial
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from crossrail.cli import access as access_cli
+from crossrail.cli import output
 from crossrail.cli import serve as serve_cli
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, local_client, refuse_json
 from crossrail.cli.export import export_app
@@ -55,12 +57,17 @@ def _options(
         str | None,
         typer.Option("--token", help="The API token a server command sends (as $CROSSRAIL_TOKEN).", show_default=False),
     ] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Print tables at full width, never cut (as when piped); any command.")
+    ] = False,
 ) -> None:
     """A control plane for training fleets that mix TPUs and GPUs."""
     if server is not None:  # `crossrail --server URL status` reads as `crossrail status --server URL`
         os.environ["CROSSRAIL_SERVER"] = server
     if token is not None:  # `crossrail --token T status` sends it to whichever server the command talks to
         os.environ["CROSSRAIL_TOKEN"] = token
+    if wide:
+        output.take_wide(["--wide"])
 
 
 @app.command()
@@ -643,6 +650,7 @@ app.add_typer(export_app, name="export")
 
 
 def main() -> None:
+    sys.argv[1:] = output.take_wide(sys.argv[1:])  # `--wide` anywhere: full-width tables
     app()
 
 

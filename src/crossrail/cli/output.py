@@ -9,13 +9,45 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from crossrail.core import format_duration
 from crossrail.core.api import api_object
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+class _Console(Console):
+    """A rich console whose tables are never cut: printed to anything but a terminal, or with `--wide`, a
+    table is as wide as its widest row needs (full ids a script can read back), whatever the width."""
+
+    wide = False
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        tables = [o for o in objects if isinstance(o, Table)]
+        if not tables or not (self.wide or not self.is_terminal):
+            super().print(*objects, **kwargs)
+            return
+        roomy = self.options.update(width=1_000_000)
+        needed = max(Measurement.get(self, roomy, t).maximum for t in tables)
+        before = self.width
+        self.width = max(before, needed)
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = before
+
+
+console = _Console(highlight=False)
+err = _Console(stderr=True, highlight=False)
+
+
+def take_wide(args: list[str]) -> list[str]:
+    """`args` without `--wide` (before a `--`), which makes every table full width, wherever it was given."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--wide" in args[:end]:
+        console.wide = err.wide = True
+    return [a for a in args[:end] if a != "--wide"] + args[end:]
+
 
 secs = format_duration  # the one duration formatter (crossrail.core): 45s, 3m20s, 2h05m
 
