@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,9 @@ def launch_request(
         replicas = att.chips // int(part["chips"]) if part.get("chips") else int(part.get("replicas") or 1)
         env |= {PART_ENV: att.part, "CROSSRAIL_PART_REPLICAS": str(max(replicas, 1))}
         command += ["--part", att.part]
+    # $(CROSSRAIL_*) in the command is the attempt's own value, as Kubernetes expands $(VAR) from the pod's env
+    # (an imported Job's checkpoint argument: `crossrail import`).
+    command = [_EXPANDED.sub(lambda m: env.get(m.group(1), m.group(0)), part) for part in command]
     return LaunchRequest(
         run=run.id,
         attempt=att.number,
@@ -89,6 +93,8 @@ def launch_request(
         env=env,
     )
 
+
+_EXPANDED = re.compile(r"\$\((CROSSRAIL_[A-Z_]+)\)")
 
 REMOTE_BACKENDS = frozenset({"kubernetes"})
 """Backends whose attempts run on other machines and cannot write the agent's local report files."""

@@ -104,7 +104,14 @@ class _Lint:
 
     def checkpoint_format(self) -> None:
         fmt = _get(self.doc.data, "spec", "checkpoint", "format")
-        if isinstance(fmt, str) and not _VERSIONED.fullmatch(fmt):
+        if fmt == "unknown":  # `crossrail import` of a trainer it knows nothing about
+            self.add(
+                ("spec", "checkpoint", "format"),
+                "checkpoint format unknown: crossrail cannot tell what the trainer writes or verify it",
+                "save checkpoints with crossrail.runtime and write crossrail-ckpt/v1, or name the trainer's own "
+                "versioned format, <name>/v<N>",
+            )
+        elif isinstance(fmt, str) and not _VERSIONED.fullmatch(fmt):
             self.add(
                 ("spec", "checkpoint", "format"),
                 f"checkpoint format {fmt!r} is not versioned",
@@ -113,7 +120,7 @@ class _Lint:
 
     def metadata(self) -> None:
         why = "the placement policy requires experiment metadata (experiment_metadata: required)"
-        for key, example in (("team", "alignment"), ("owner", "ada@example.com")):
+        for key, example in (("team", "<team>"), ("owner", "<owner>")):
             if not _get(self.doc.data, "metadata", key):
                 self.add(("metadata", key), f"missing metadata.{key}", f"add `{key}: {example}`; {why}")
         if not _get(self.doc.data, "spec", "code", "repo"):

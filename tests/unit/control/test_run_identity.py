@@ -62,6 +62,22 @@ def test_the_uid_is_in_the_launch_environment_and_the_workload_labels_never_its_
     assert work.object_name == f"{run.id}-a1"  # object names stay short DNS labels, without the uid
 
 
+def test_an_imported_checkpoint_argument_names_each_runs_own_directory(client: Client, experiments: Path) -> None:
+    from crossrail.control.attempts import launch_request, new_attempt
+
+    sets = ["spec.args=[--checkpoint-dir, $(CROSSRAIL_CHECKPOINT_DIR), --keep, $(HOME)]"]
+    runs = [client.service.get(client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]) for _ in "ab"]
+    pool = client.service.fleet.spec.pools[0]
+    commands = [
+        launch_request(r, new_attempt(r, 1, pool, 1, report=None, now=0.0), parent_checkpoint=None, heartbeat_s=1.0)
+        for r in runs
+    ]
+    dirs = [c.command[-3] for c in commands]
+    assert dirs == [c.env["CROSSRAIL_CHECKPOINT_DIR"] for c in commands]
+    assert dirs[0] != dirs[1]  # never one directory every run of it writes
+    assert commands[0].command[-1] == "$(HOME)"  # only crossrail's own variables are expanded
+
+
 def test_a_legacy_run_without_a_uid_still_shows_and_keeps_its_old_checkpoint_directory(
     client: Client, experiments: Path
 ) -> None:

@@ -59,10 +59,13 @@ def test_the_article_job_imports_as_a_portable_post_training_experiment() -> Non
         "--config",
         "gs://MODEL_BUCKET/configs/posttrain.yaml",
         "--checkpoint-dir",
-        "gs://MODEL_BUCKET/checkpoints/run-042",
+        "$(CROSSRAIL_CHECKPOINT_DIR)",  # each run's own directory, never one every run of it shares
     ]
     assert exp.spec.config == "gs://MODEL_BUCKET/configs/posttrain.yaml"
     assert exp.spec.checkpoint.dir == "gs://MODEL_BUCKET/checkpoints/run-042"
+    assert exp.spec.checkpoint.format == "unknown"  # trainer.run is no crossrail workload
+    assert exp.spec.accelerators is not None
+    assert str(exp.spec.accelerators.prefer) == "gpu"  # its nvidia.com/gpu limit: a preference, not a pin
     assert exp.spec.resources.chips == 8
     assert exp.spec.retries.max == 1
     assert exp.spec.env == {}  # TRAINING_BACKEND removed, EXPERIMENT_ID became the name
@@ -102,6 +105,7 @@ EXPLAINED_POD = [
     (r"^spec\.containers\[0\]\.resources\.", "spec.template.spec.containers[0].resources"),
     (r"^spec\.containers\[0\]\.env\[(TRAINING_BACKEND|CROSSRAIL_[A-Z_]+)\]$", "spec.template.spec.containers[0].env"),
     (r"^spec\.containers\[0\]\.env\[(JAX_[A-Z_]+|RANK|WORLD_SIZE)\]$", "kind"),  # a multi-host JobSet's JAX coordinator
+    (r"^spec\.containers\[0\]\.args\[3\]$", "spec.template.spec.containers[0].args[3]"),  # the run's own dir
     (r"^spec\.serviceAccountName$", "spec.template.spec.serviceAccountName"),
     (r"^spec\.terminationGracePeriodSeconds$", "spec.template.spec.terminationGracePeriodSeconds"),
 ]
@@ -134,8 +138,10 @@ def test_the_article_job_rerenders_for_a_tpu_pool_with_every_difference_explaine
     before_pod, after_pod = job["spec"]["template"], rjob["template"]["spec"]["template"]
     before_c, after_c = before_pod["spec"]["containers"][0], after_pod["spec"]["containers"][0]
     # What the article says to keep is kept, byte for byte.
-    for key in ("image", "command", "args", "name"):
+    for key in ("image", "command", "name"):
         assert after_c[key] == before_c[key], key
+    # The checkpoint argument names the run's own directory: Kubernetes expands it from the pod's env.
+    assert after_c["args"] == [*before_c["args"][:3], "$(CROSSRAIL_CHECKPOINT_DIR)"]
     env = {e["name"]: e.get("value") for e in after_c["env"]}
     assert env["EXPERIMENT_ID"] == "posttrain-042"
     assert env["CROSSRAIL_CONFIG"] == "gs://MODEL_BUCKET/configs/posttrain.yaml"
@@ -235,7 +241,7 @@ def test_device_pins_secrets_volumes_and_cpu_sizing_are_removed_with_reasons() -
 
 def test_what_the_strict_policy_still_needs_is_listed_and_the_options_supply_it(tmp_path: Path) -> None:
     todo = {f.path for f in _imported().findings if f.action == "to do"}
-    assert todo == {"metadata.owner", "metadata.team", "spec.code.repo", "spec.image"}
+    assert todo == {"metadata.owner", "metadata.team", "spec.code.repo", "spec.image", "spec.checkpoint.format"}
     complete = import_job(
         _article(),
         "job.yaml",
@@ -245,7 +251,30 @@ def test_what_the_strict_policy_still_needs_is_listed_and_the_options_supply_it(
         code_repo="https://github.com/acme/trainer",
         image_digest=DIGEST,
     )
-    assert [f for f in complete.findings if f.action == "to do"] == []
+    # What no option can say: the format of a trainer crossrail knows nothing about.
+    assert [f.path for f in complete.findings if f.action == "to do"] == ["spec.checkpoint.format"]
     path = tmp_path / "posttrain-042.yaml"
-    path.write_text(complete.yaml())
+    path.write_text(complete.yaml().replace("format: unknown", "format: trainer-ckpt/v1"))
     assert validate_files([path], default_policy()) == []  # the article's strict policy accepts it
+
+
+def test_the_tpu_variant_keeps_its_intent_and_a_crossrail_workload_keeps_its_format() -> None:
+    job = _article()
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["resources"] = {"limits": {"cpu": "8"}}  # the TPU variant asks for no accelerator resource
+    container["env"] = [{"name": "TRAINING_BACKEND", "value": "tpu"}]
+    pod["nodeSelector"] = {"accelerator": "tpu-v5p", "cloud.google.com/gke-tpu-topology": "2x2x2"}
+    exp = import_job(job, "tpu-job.yaml", dataset=DATASET).experiment
+    assert exp.spec.accelerators is not None
+    assert str(exp.spec.accelerators.prefer) == "tpu"
+    assert exp.spec.resources.chips == 8  # the slice's topology, not "no accelerator: 1 chip"
+    container["command"] = ["python", "-m", "crossrail.workloads.gpt"]
+    assert import_job(job, "tpu-job.yaml", dataset=DATASET).experiment.spec.checkpoint.format == "crossrail-ckpt/v1"
+
+
+def test_placeholders_the_lint_suggests_are_obviously_placeholders() -> None:
+    todo = {f.path: f.message for f in _imported().findings if f.action == "to do"}
+    assert "`owner: <owner>`" in todo["metadata.owner"]
+    assert "`team: <team>`" in todo["metadata.team"]
+    assert "crossrail-ckpt/v1" in todo["spec.checkpoint.format"]

@@ -7,6 +7,7 @@ and every change is a Finding that says why, so the re-rendered workload's diffe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,8 @@ DATASET_PLACEHOLDER = placeholder("the dataset URI, e.g. gs://bucket/datasets/sf
 ACCELERATOR_RESOURCES = {"nvidia.com/gpu": "gpu", "amd.com/gpu": "gpu", "google.com/tpu": "tpu"}
 DEVICE_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS"})
 SET_BY_CROSSRAIL = frozenset({"TRAINING_BACKEND", "EXPERIMENT_ID"})
+RUN_CHECKPOINT_DIR = "$(CROSSRAIL_CHECKPOINT_DIR)"
+"""How an imported command names its run's own checkpoint directory (expanded per attempt, as Kubernetes does)."""
 _CONFIG_FLAGS = ("--config", "--config-file", "--config_file")
 _CHECKPOINT_FLAGS = ("--checkpoint-dir", "--checkpoint_dir", "--ckpt-dir", "--ckpt_dir", "--output-dir")
 _DATASET_FLAGS = ("--dataset", "--data", "--data-dir", "--data_dir", "--dataset-uri")
@@ -177,6 +180,7 @@ def _document(
     cpath = "spec.template.spec.containers[0]"
     if len(containers) > 1:
         imp.note("spec.template.spec.containers", "removed", "only the first container is the trainer; others dropped")
+    backend = next((str(e.get("value")) for e in c.get("env") or [] if e.get("name") == "TRAINING_BACKEND"), None)
     env = _env(imp, c, cpath)
     name = env.pop("EXPERIMENT_ID", None) or str(meta.get("name") or "")
     imp.note("metadata.name", "removed", f"Job name {meta.get('name')!r}: crossrail names objects <run>-a<attempt>")
@@ -193,8 +197,11 @@ def _document(
         spec["config"] = config[0]
         imp.note(f"{cpath}.args[{config[1]}]", "kept", f"config {config[0]} (the argument stays as written)")
     spec["dataset"] = {"uri": _dataset(imp, args, dataset)}
-    spec["checkpoint"] = {"dir": _checkpoint(imp, args, cpath), "format": "crossrail-ckpt/v1"}
+    spec["checkpoint"] = {"dir": _checkpoint(imp, args, cpath), "format": _format(spec["command"], args)}
+    if args:
+        spec["args"] = args  # the checkpoint argument now names the run's own directory
     spec["resources"] = _resources(imp, job, c, cpath)
+    _intent(imp, spec, pod, backend, c.get("resources") or {})
     spec.update(_retries(imp, job))
     if env:
         spec["env"] = env
@@ -260,9 +267,49 @@ def _checkpoint(imp: _Import, args: list[str], cpath: str) -> str:
     if found is None:
         imp.fail(f"{cpath}.args", "no checkpoint directory argument (--checkpoint-dir)", "add --checkpoint-dir URI")
         return ""
-    why = f"checkpoint dir {found[0]} (the argument stays; crossrail also sets CROSSRAIL_CHECKPOINT_DIR=<dir>/<run>)"
-    imp.note(f"{cpath}.args[{found[1]}]", "kept", why)
+    # The Job's directory is shared by every run of it: the argument names each run's own instead.
+    args[found[1]] = RUN_CHECKPOINT_DIR
+    why = f"checkpoint dir {found[0]} becomes spec.checkpoint.dir; the argument is {RUN_CHECKPOINT_DIR}, <dir>/<run>"
+    imp.note(f"{cpath}.args[{found[1]}]", "moved", why)
     return found[0]
+
+
+def _format(command: list[str], args: list[str]) -> str:
+    """crossrail-ckpt/v1 for a crossrail workload; `unknown` for a trainer crossrail knows nothing about (the
+    lint below lists it as a thing to do, saying what to add)."""
+    return "crossrail-ckpt/v1" if any("crossrail.workloads" in part for part in command + args) else "unknown"
+
+
+def _intent(
+    imp: _Import, spec: dict[str, Any], pod: dict[str, Any], backend: str | None, resources: dict[str, Any]
+) -> None:
+    """The accelerator the Job was written for, as a preference (never a pin), and a TPU slice's chips:
+    from its accelerator resources, its nodeSelector and its TRAINING_BACKEND, in that order."""
+    limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+    seen = [(f"resource {n}", ACCELERATOR_RESOURCES[n]) for n in limits if n in ACCELERATOR_RESOURCES]
+    selector = {str(k): str(v) for k, v in (pod.get("nodeSelector") or {}).items()}
+    seen += [(f"nodeSelector {k}={v}", kind) for k, v in selector.items() if (kind := _kind(f"{k}={v}"))]
+    if backend in ("tpu", "gpu", "cpu"):
+        seen.append((f"TRAINING_BACKEND={backend}", backend))
+    topology = selector.get("cloud.google.com/gke-tpu-topology")
+    if topology and all(p.isdigit() for p in topology.split("x")):
+        chips = math.prod(int(p) for p in topology.split("x"))
+        if chips > spec["resources"]["chips"]:
+            spec["resources"]["chips"] = chips
+            imp.note("spec.resources.chips", "moved", f"TPU topology {topology}: {chips} chips")
+    if seen and "accelerators" not in spec:
+        said, kind = seen[0]
+        spec["accelerators"] = {"prefer": kind}
+        imp.note("spec.accelerators.prefer", "moved", f"{said}: the Job was written for {kind}; kept as a preference")
+
+
+def _kind(text: str) -> str | None:
+    lowered = text.lower()
+    if "tpu" in lowered:
+        return "tpu"
+    if any(w in lowered for w in ("nvidia", "gpu", "h100", "a100", "l4")):
+        return "gpu"
+    return None
 
 
 def _resources(imp: _Import, job: dict[str, Any], c: dict[str, Any], cpath: str) -> dict[str, Any]:
