@@ -38,9 +38,14 @@ DD_BLOCK = 16 << 20
 
 
 def make_state(gb: float, tensors: int) -> Tensors:
-    per = max(1, int(gb * 1e9) // tensors // 4)
+    """`gb` of a training state as a resume loads it: a third weights, a third each AdamW moment (neutral names)."""
+    weights = max(1, tensors // 3)
+    per = max(1, int(gb * 1e9) // (3 * weights) // 4)
     rng = np.random.default_rng(0)
-    return {f"layers.{i}.weight": rng.random(per, dtype=np.float32) for i in range(tensors)}
+    out: Tensors = {}
+    for prefix in ("", "optim.m.", "optim.v."):
+        out |= {f"{prefix}layers.{i}.weight": rng.random(per, dtype=np.float32) for i in range(weights)}
+    return out
 
 
 def timed(fn: Callable[[], object]) -> float:
