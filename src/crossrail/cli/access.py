@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated, Any
 
 import typer
 
 from crossrail.cli.common import Home, Json, Server, client, guard
-from crossrail.cli.output import console, emit, table
+from crossrail.cli.output import console, emit, table, when
 from crossrail.core.api import MAX_INT
 
 token_app = typer.Typer(
@@ -19,7 +18,7 @@ TokenId = Annotated[str, typer.Argument(help="The token's id (`crossrail token l
 
 
 def _when(ts: float | None) -> str | None:
-    return None if ts is None else dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return None if ts is None else when(ts)
 
 
 def _token_rows(tokens: list[dict[str, Any]]) -> list[dict[str, Any]]:

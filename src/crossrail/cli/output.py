@@ -70,18 +70,41 @@ def print_object(kind: str, body: dict[str, Any]) -> None:
 
 
 def emit(obj: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], None]) -> None:
-    """The object as JSON with `--json`, else as `render` draws it for a terminal."""
+    """The object as JSON with `--json` (each time also as ISO-8601, `with_iso`), else as `render` draws it."""
     if as_json:
-        print_json(obj)
+        print_json(with_iso(obj))
     else:
         render(obj)
 
 
+TIME_KEYS = frozenset({"ts", "start", "end", "estimated_start"})
+"""Keys (besides every `*_at`) whose numbers are epoch seconds."""
+
+
+def with_iso(value: Any) -> Any:
+    """`value` with each epoch-seconds time (`*_at`, `ts`, `start`, `end`, `estimated_start`) followed by
+    `<key>_iso`, the same instant as ISO-8601 local time with its zone; the seconds are kept as they were."""
+    if isinstance(value, list):
+        return [with_iso(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out[key] = with_iso(item)
+        is_time = isinstance(key, str) and (key.endswith("_at") or key in TIME_KEYS)
+        if is_time and isinstance(item, int | float) and not isinstance(item, bool) and f"{key}_iso" not in value:
+            out[f"{key}_iso"] = iso(item)
+    return out
+
+
+def iso(ts: float) -> str:
+    """An instant as ISO-8601 local time with its zone, to the second: 2026-12-07T05:12:09+01:00."""
+    return dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
 def when(ts: float | None) -> str:
-    """A UTC wall time to the second, or '-' for none."""
-    if ts is None:
-        return "-"
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    """A wall time as ISO-8601 local time with its zone (`iso`), or '-' for none."""
+    return "-" if ts is None else iso(ts)
 
 
 def table(title: str, rows: list[dict[str, Any]]) -> None:

@@ -409,7 +409,8 @@ def fleet(obj: dict[str, Any]) -> None:
 
 
 def reservations(obj: dict[str, Any]) -> None:
-    table("reservations", obj["reservations"])
+    rows = [r | {"start": when(r.get("start")), "end": when(r.get("end"))} for r in obj["reservations"]]
+    table("reservations", rows)
 
 
 def fleet_change(obj: dict[str, Any]) -> None:
