@@ -29,7 +29,7 @@ from crossrail.spec.common import (
 from crossrail.spec.experiment import Metadata
 from crossrail.spec.problems import did_you_mean
 from crossrail.spec.targets import KubernetesFleet, KubernetesPool, SkyPilotPool, SlurmPool, target_items
-from crossrail.spec.tpu import shape_problem, tpu_version
+from crossrail.spec.tpu import host_problem, shape_problem, tpu_version
 
 Backend = Literal["local", "ray", "kubernetes"]
 Queueing = Literal["strict_fifo", "best_effort_fifo"]
@@ -112,7 +112,9 @@ class Pool(SpecModel):
     def _sizes(self) -> Pool:
         raise_items(
             pool_size_items(self.chips, self.chips_per_host, self.topologies)
-            + gke_tpu_items(self.accelerator, self.backend, self.chip_type, self.chips, self.topologies)
+            + gke_tpu_items(
+                self.accelerator, self.backend, self.chip_type, self.chips, self.topologies, self.chips_per_host
+            )
             + target_items(self.accelerator, self.kubernetes)
         )
         return self
@@ -161,8 +163,12 @@ def pool_size_items(chips: int | None, chips_per_host: int | None, topologies: l
 _SHAPE_FIX = "remove the shape or raise chips"
 
 
-def gke_tpu_items(accelerator: Any, backend: Any, chip_type: Any, chips: Any, topologies: list[Any]) -> Items:
-    """A TPU pool on GKE (`backend: kubernetes`) lists slice shapes, each one GKE offers for its TPU version.
+def gke_tpu_items(  # noqa: PLR0917 -- the pool's fields, read before the model exists
+    accelerator: Any, backend: Any, chip_type: Any, chips: Any, topologies: list[Any], chips_per_host: Any = None
+) -> Items:
+    """A TPU pool on GKE (`backend: kubernetes`) lists slice shapes, each one GKE offers for its TPU version,
+    on hosts of the chips GKE builds that shape from (spec/tpu.py: v5p hosts have 4 chips; multi-host v5e
+    and v6e slices are 4-chip hosts).
 
     Other backends keep any shape: local pools are virtual chips and Ray clusters bring their own.
     """
@@ -183,6 +189,8 @@ def gke_tpu_items(accelerator: Any, backend: Any, chip_type: Any, chips: Any, to
         except (ValueError, AttributeError):
             continue
         found = shape_problem(version, shape, budget or math.prod(shape))
+        if found is None and isinstance(chips_per_host, int) and chips_per_host > 0:
+            found = host_problem(version, shape, chips_per_host)
         if found is not None:
             items.append((("topologies", i), *found))
     return items
@@ -500,7 +508,12 @@ def cross_checks(data: Any) -> Items:
             sizes = pool_size_items(chips, per_host, as_list(pool.get("topologies")))
             items += nested(("spec", "pools", i), sizes)
         gke = gke_tpu_items(
-            pool.get("accelerator"), pool.get("backend"), pool.get("chip_type"), chips, as_list(pool.get("topologies"))
+            pool.get("accelerator"),
+            pool.get("backend"),
+            pool.get("chip_type"),
+            chips,
+            as_list(pool.get("topologies")),
+            per_host,
         )
         items += nested(("spec", "pools", i), gke)
     queues = [as_dict(q) for q in as_list(spec.get("queues"))]

@@ -10,6 +10,20 @@ https://cloud.google.com/tpu/docs/v5e, https://cloud.google.com/tpu/docs/v6e (re
 - v4 (`tpu-v4-podslice`) and v5p (`tpu-v5p-slice`) are 3D, four chips per host: below a 4x4x4 cube the
   shapes 2x2x1, 2x2x2, 2x2x4 and 2x4x4; from a cube up, AxBxC with A <= B <= C, each a multiple of 4, up
   to 16x16x16 (v4, 4096 chips) or 16x16x24 (v5p, 6144 chips).
+
+The hosts GKE builds a slice from (the same "Plan TPUs in GKE" tables, by machine type, and
+https://cloud.google.com/tpu/docs/v5e#vm-types: "Each TPU VM in a v5e TPU slice contains 1, 4 or 8
+chips"):
+
+- v4 and v5p: every host has 4 chips (`ct4p-hightpu-4t`, `ct5p-hightpu-4t`); 2x2x1 is one host, every
+  larger shape is multi-host.
+- v5e and v6e: 1x1 is a 1-chip host (`ct5lp-hightpu-1t`, `ct6e-standard-1t`), 2x2 one 4-chip host
+  (`-4t`), 2x4 one 8-chip host (`-8t`) or two 4-chip hosts (`-4t`, multi-host); 4x4 and larger are
+  multi-host slices of 4-chip hosts (`-4t`).
+
+GKE Multislice joins multi-host slices only: "Multislice only supports multi-host TPU slice node pools.
+For example, you cannot use Multislice with a ct4p-hightpu-4t with a 2x2x1 topology or a ct5lp-hightpu-4t
+with a 2x2 topology" (https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice, read 2026-12).
 """
 
 from __future__ import annotations
@@ -20,6 +34,14 @@ from dataclasses import dataclass
 from functools import cache
 
 SOURCE = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus#topology"
+MULTISLICE_SOURCE = "https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice"
+_MACHINES = {
+    "v4": {4: "ct4p-hightpu-4t"},
+    "v5p": {4: "ct5p-hightpu-4t"},
+    "v5e": {1: "ct5lp-hightpu-1t", 4: "ct5lp-hightpu-4t", 8: "ct5lp-hightpu-8t"},
+    "v6e": {1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},
+}
+"""GKE's machine type per TPU version and chips per host."""
 _SUB_CUBE = ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4))
 _PLANAR = ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))
 _ALIASES = {
@@ -94,3 +116,59 @@ def shape_problem(version: TpuVersion, shape: tuple[int, ...], pool_chips: int) 
     listed = ", ".join(offered[:12]) + (", ..." if len(offered) > 12 else "")
     message = f"GKE offers no {topology_text(shape)} slice of TPU {version.name}"
     return message, f"use a {version.name} shape GKE offers ({listed}; {SOURCE})"
+
+
+def host_chips(version: TpuVersion, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The chips per host GKE builds a `shape` slice of `version` from (the module's table)."""
+    chips = math.prod(shape)
+    if version.max_dims is not None:  # v4, v5p: 4-chip hosts only
+        return (4,)
+    if chips <= 4:  # 1x1: a 1-chip host; 2x2: one 4-chip host
+        return (chips,)
+    if chips == 8:  # 2x4: one 8-chip host, or two 4-chip hosts
+        return (8, 4)
+    return (4,)
+
+
+def machine_type(version: TpuVersion, chips_per_host: int) -> str | None:
+    return _MACHINES.get(version.name, {}).get(chips_per_host)
+
+
+def hosts_of(shape: tuple[int, ...], chips_per_host: int) -> tuple[int, int]:
+    """(pods, chips per pod) of one `shape` slice on a pool of `chips_per_host`: one pod per host, a host
+    never larger than the slice."""
+    chips = math.prod(shape)
+    per_pod = min(chips, chips_per_host)
+    return chips // per_pod if chips % per_pod == 0 else 0, per_pod
+
+
+def host_problem(version: TpuVersion, shape: tuple[int, ...], chips_per_host: int) -> tuple[str, str] | None:
+    """(message, fix) when a pool of `chips_per_host` would lay a `shape` slice on hosts GKE does not build."""
+    pods, per_pod = hosts_of(shape, chips_per_host)
+    built = host_chips(version, shape)
+    if pods and per_pod in built:
+        return None
+    text, chips = topology_text(shape), math.prod(shape)
+    ways = " or ".join(f"{chips // k} host(s) of {k} chips ({machine_type(version, k)})" for k in built)
+    message = (
+        f"GKE builds a TPU {version.name} {text} slice from {ways}; chips_per_host: {chips_per_host} would make it "
+        f"{pods or chips / per_pod:g} pod(s) of {per_pod} chips"
+    )
+    fix = f"set chips_per_host: {built[-1]}, or put {text} in a pool of its own ({SOURCE})"
+    return message, fix
+
+
+def single_host(shape: tuple[int, ...], chips_per_host: int) -> bool:
+    return hosts_of(shape, chips_per_host)[0] == 1
+
+
+def multislice_problem(version: TpuVersion, shape: tuple[int, ...], chips_per_host: int) -> tuple[str, str] | None:
+    """(message, fix) when several `shape` slices cannot be one GKE Multislice: its slices are single-host."""
+    if not single_host(shape, chips_per_host):
+        return None
+    machine = machine_type(version, min(math.prod(shape), chips_per_host)) or f"{version.name} host"
+    message = (
+        f"GKE Multislice joins multi-host slices only; a {topology_text(shape)} slice is one {machine} host "
+        f"({MULTISLICE_SOURCE})"
+    )
+    return message, "ask for one slice's chips, or a multiple of a multi-host shape the pool lists"

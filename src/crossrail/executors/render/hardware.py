@@ -11,10 +11,11 @@ import math
 import re
 from dataclasses import dataclass
 
+from crossrail.core import parse_topology
 from crossrail.errors import Problem, SpecError
 from crossrail.spec import Fleet, Pool
 from crossrail.spec.targets import GKE_ACCELERATOR, GKE_NODE_POOL, GKE_SPOT, GKE_TPU_ACCELERATOR
-from crossrail.spec.tpu import tpu_version
+from crossrail.spec.tpu import MULTISLICE_SOURCE, host_problem, multislice_problem, single_host, tpu_version
 
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
@@ -153,20 +154,32 @@ def _tpu_layout(fleet: Fleet, pool: Pool, chips: int) -> Layout:
     if not shapes:
         fix = "list the slice shapes the node pools have, e.g. topologies: [2x2x1, 2x2x2]"
         raise pool_problem(fleet, pool, ("topologies",), "a TPU pool on GKE needs slice topologies", fix)
+    version = tpu_version(pool.chip_type)
     if chips in shapes:
         size, slices = chips, 1
-    else:  # multi-slice: equal slices of the largest shape that divides the request
+    else:  # multi-slice (GKE Multislice): equal multi-host slices of the largest shape that divides the request
         dividing = [size for size in shapes if chips % size == 0]
-        if not dividing:
+        multi_host = [size for size in dividing if not single_host(parse_topology(shapes[size]), pool.chips_per_host)]
+        if not multi_host:
             listed = ", ".join(f"{text} ({size} chips)" for size, text in sorted(shapes.items()))
-            fix = f"ask for one slice's chips or a multiple of one: {listed}"
-            raise pool_problem(fleet, pool, ("topologies",), f"no slice shape or multi-slice makes {chips} chips", fix)
-        size = max(dividing)
+            fix = f"ask for one slice's chips or a multiple of a multi-host one: {listed} ({MULTISLICE_SOURCE})"
+            message = f"no slice shape or multi-slice makes {chips} chips"
+            found = None
+            if dividing and version is not None:
+                found = multislice_problem(version, parse_topology(shapes[max(dividing)]), pool.chips_per_host)
+            if found is not None:
+                message = f"{chips} chips would be {chips // max(dividing)} slices, but {found[0]}"
+            raise pool_problem(fleet, pool, ("topologies",), message, fix)
+        size = max(multi_host)
         slices = chips // size
     per_pod = min(size, pool.chips_per_host)
     if size % per_pod:
         fix = f"use slice shapes whose chips are a multiple of chips_per_host ({pool.chips_per_host})"
         raise pool_problem(fleet, pool, ("topologies",), f"a {size}-chip slice is not whole hosts", fix)
+    if version is not None and pool.backend == "kubernetes":
+        wrong = host_problem(version, parse_topology(shapes[size]), pool.chips_per_host)
+        if wrong is not None:
+            raise pool_problem(fleet, pool, ("chips_per_host",), *wrong)
     return Layout("tpu", chips, per_pod, size // per_pod, slices, shapes[size])
 
 
