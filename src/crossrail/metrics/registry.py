@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from crossrail.core.metric_names import METRIC_NAMES, MetricName
-from crossrail.metrics.runs import RunFacts
+from crossrail.core.peaks import peak_flops
+from crossrail.metrics.runs import AttemptFacts, RunFacts
 
 Pair = tuple[float, float]
 PerRun = Callable[[RunFacts], Pair | None]
@@ -110,7 +111,25 @@ def _steps_per_hour(run: RunFacts) -> Pair | None:
 
 
 def _utilization(run: RunFacts) -> Pair | None:
-    return _reported("accelerator_utilization")(run) or _reported("mfu")(run)
+    """Model FLOP/s achieved over the declared peak of its chips at its precision (MFU, one peak per chip type);
+    on a virtual local pool, over the host peak its trainer measured (`utilization_peak` says which)."""
+    last = run.last
+    achieved = run.values("model_flops_per_second")
+    peak = utilization_peak(last)[0] if last is not None else None
+    if not achieved or peak is None:
+        return None
+    return (math.fsum(achieved) / peak, float(len(achieved)))
+
+
+def utilization_peak(attempt: AttemptFacts) -> tuple[float | None, str]:
+    """(peak FLOP/s of the attempt's chips, where it comes from): the chip type's declared peak × chips; on a
+    virtual pool the host's peak as the trainer measured it; None when neither is known."""
+    if attempt.virtual:
+        return attempt.measured_peak_flops, "host-measured peak (virtual pool)"
+    per_chip = peak_flops(attempt.chip_type, attempt.precision)
+    if per_chip is None or attempt.chips <= 0:
+        return None, f"no declared peak for chip type {attempt.chip_type}"
+    return per_chip * attempt.chips, f"declared peak of {attempt.chip_type} at {attempt.precision}"
 
 
 def _last(name: str) -> PerRun:
@@ -140,6 +159,7 @@ _PER_RUN: dict[str, PerRun] = {
     "samples_per_second": _reported("samples_per_second"),
     "checkpoint_write_seconds": _reported("checkpoint_write_seconds"),
     "accelerator_utilization": _utilization,
+    "device_busy": _reported("device_busy"),
     "eval_pass_rate": _last("eval_pass_rate"),
     "eval_loss": _last("eval_loss"),
     "learner_idle_seconds": _summed("learner_idle_seconds"),
@@ -153,7 +173,8 @@ _PER_RUN: dict[str, PerRun] = {
 SAMPLE_NAMES = frozenset(
     {
         "tokens_per_second", "steps_per_hour", "samples_per_second", "checkpoint_write_seconds",
-        "accelerator_utilization", "mfu", "eval_pass_rate", "eval_loss", "learner_idle_seconds", "policy_lag_steps",
+        "model_flops_per_second", "device_busy", "eval_pass_rate", "eval_loss", "learner_idle_seconds",
+        "policy_lag_steps",
     }
 )  # fmt: skip
 """The reported metrics these computations read (besides each run's target metric)."""

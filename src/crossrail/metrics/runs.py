@@ -86,6 +86,8 @@ class AttemptFacts:
     precision: str = "-"
     first_beat: tuple[float, int] | None = None
     last_beat: tuple[float, int] | None = None
+    measured_peak_flops: float | None = None
+    """The peak FLOP/s of all its devices as its trainer measured them (`started` report: peak_flops × degree)."""
     resume_step: int | None = None
     """The step its training resumed from (the runtime's `resumed` report); None when it started afresh."""
     recompute_chip_s: float | None = None
@@ -365,6 +367,9 @@ class _Fold:
             return
         last.framework = _text(info, "framework", last.framework)
         last.precision = _text(info, "precision", _text(info, "dtype", last.precision))
+        peak = info.get("peak_flops")
+        if _is_number(peak) and peak > 0:
+            last.measured_peak_flops = float(peak) * _number(info, "degree", 1.0)
 
     def _beat(self, run: RunFacts, e: Event) -> None:
         last, step = run.last, e.data.get("step")

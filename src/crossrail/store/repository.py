@@ -37,7 +37,7 @@ from crossrail.store.records import (
 )
 from crossrail.store.simulations import SimulationRecords
 
-HEAD_REVISION = "0013"
+HEAD_REVISION = "0014"
 LEADER_WRITE_IDLE_MS = 1000
 """How long (ms) a leader's write transaction may sit idle between statements on PostgreSQL before the server
 ends it: well under the leases agents run with (15 s by default, 2 s in the failover test), so a stopped

@@ -395,10 +395,11 @@ class Trainer(TrainingLoop):
             "tokens_per_second": x.size / took,
             "step_time_s": took,
             "mfu": self.flops_per_step / took / (self.peak * self.devices),
+            "model_flops_per_second": self.flops_per_step / took,  # MFU's numerator; metrics divides by the chip's peak
         }
         busy = self.engine.utilization()
         if busy is not None:
-            metrics["accelerator_utilization"] = busy
+            metrics["device_busy"] = busy
         self.report_step(metrics)
         if self.heldout is not None and self.cfg.eval_every and self.engine.step % self.cfg.eval_every == 0:
             self._evaluate()

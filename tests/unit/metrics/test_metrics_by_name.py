@@ -102,15 +102,15 @@ def test_a_retried_failure_is_a_recovery_and_a_final_failure_lowers_the_success_
 
 def test_throughput_checkpoint_and_eval_metrics_aggregate_the_runs_reports() -> None:
     a = Story("pre-1").wait(1).start("tpu-a").metric("tokens_per_second", 100).metric("tokens_per_second", 300)
-    a.metric("checkpoint_write_seconds", 4).metric("mfu", 0.4).metric("eval_pass_rate", 0.5)
+    a.metric("checkpoint_write_seconds", 4).metric("device_busy", 0.4).metric("eval_pass_rate", 0.5)
     a.metric("eval_pass_rate", 0.7).wait(10).succeed()
     b = Story("pre-2").wait(1).start("tpu-a").metric("tokens_per_second", 500).metric("checkpoint_write_seconds", 8)
-    b.metric("accelerator_utilization", 0.9).metric("eval_pass_rate", 0.9).wait(10).succeed()
+    b.metric("device_busy", 0.9).metric("eval_pass_rate", 0.9).wait(10).succeed()
 
     v = table(facts(a, b), by=("pool",)).rows[0].values
     assert v["tokens_per_second"] == 300  # (100 + 300 + 500) / 3 reports
     assert v["checkpoint_write_seconds"] == 6
-    assert v["accelerator_utilization"] == pytest.approx((0.4 + 0.9) / 2)  # MFU where busy is not reported
+    assert v["device_busy"] == pytest.approx((0.4 + 0.9) / 2)  # the NVML busy share, a metric of its own
     assert v["eval_pass_rate"] == pytest.approx((0.7 + 0.9) / 2)  # each run's last
 
 
