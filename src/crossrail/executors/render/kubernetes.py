@@ -276,8 +276,10 @@ def _env(work: Workload, pool: Pool, lay: Layout, job: str = REPLICATED_JOB) -> 
         "JAX_COORDINATOR_ADDRESS": f"{first}:{JAX_COORDINATOR_PORT}",
         "JAX_NUM_PROCESSES": str(lay.pods),
     }
-    if lay.slices == 1:  # crossrail.runtime's names for the same (RANK comes with JAX_PROCESS_ID, _slice_id)
-        env |= {"WORLD_SIZE": str(lay.pods), "CROSSRAIL_COORDINATOR": f"{first}:{JAX_COORDINATOR_PORT}"}
+    # crossrail.runtime's coordinator, on every host of every slice (workloads/parallel.join reads it)
+    env["CROSSRAIL_COORDINATOR"] = f"{first}:{JAX_COORDINATOR_PORT}"
+    if lay.slices == 1:  # the world too (RANK comes with JAX_PROCESS_ID, _slice_id); several: the runtime's sum
+        env["WORLD_SIZE"] = str(lay.pods)
     if lay.slices > 1:  # JAX multi-slice over DCN
         env |= {"MEGASCALE_NUM_SLICES": str(lay.slices), "MEGASCALE_COORDINATOR_ADDRESS": first}
     return env
