@@ -28,6 +28,7 @@ bound" rule acts here through the policy lag only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -77,29 +78,42 @@ def current_sizes(store: Store, run: RunRecord, parts: dict[str, Part], running:
 
 
 def window_metrics(samples: list[dict[str, Any]], since: float, until: float) -> StageMetrics | None:
-    """The stage metrics of the learner's steps reported in (since, until]; None with fewer than two steps."""
+    """The stage metrics of the learner's steps reported in (since, until]; None with fewer than two steps, and
+    None for a window a restart spoiled: samples of two attempts, a step counter that went back (the learner
+    resumed from a checkpoint), or a learner idle the whole window (it says nothing of what it could take)."""
+    inside = [s for s in samples if since < float(s["ts"]) <= until and s.get("step") is not None]
+    if len({s.get("attempt") for s in inside}) > 1 or _went_back(inside):
+        return None
     steps: dict[int, dict[str, float]] = {}
     lag = 0.0
-    for s in samples:
-        if since < float(s["ts"]) <= until and s.get("step") is not None:
-            if s["name"] == "policy_lag_steps":
-                lag = max(lag, float(s["value"]))
-            else:
-                steps.setdefault(int(s["step"]), {})[str(s["name"])] = float(s["value"])
+    for s in inside:
+        if s["name"] == "policy_lag_steps":
+            lag = max(lag, float(s["value"]))
+        else:
+            steps.setdefault(int(s["step"]), {})[str(s["name"])] = float(s["value"])
     full = [steps[k] for k in sorted(steps) if {"samples_per_second", "step_time_s"} <= steps[k].keys()]
     if len(full) < 2:
         return None
     span = until - since
     learnt = sum(m["samples_per_second"] * m["step_time_s"] for m in full)
     queued, scored = (full[-1].get(k, 0.0) - full[0].get(k, 0.0) for k in _BACKLOGS)
+    idle = sum(m.get("learner_idle_seconds", 0.0) for m in full)
+    if idle >= span:
+        return None
     return StageMetrics(
         window_s=span,
         sampler_samples_per_second=max(learnt + queued + scored, 0.0) / span,
         reward_samples_per_second=max(learnt + scored, 0.0) / span,
         learner_samples_per_second=learnt / span,
-        learner_idle_seconds=sum(m.get("learner_idle_seconds", 0.0) for m in full),
+        learner_idle_seconds=idle,
         policy_lag_steps=lag,
     )
+
+
+def _went_back(samples: list[dict[str, Any]]) -> bool:
+    """Whether the learner's step counter went back within the samples, in time order (a restart resumed)."""
+    steps = [int(s["step"]) for s in sorted(samples, key=lambda s: float(s["ts"]))]
+    return any(later < earlier for earlier, later in pairwise(steps))
 
 
 _BACKLOGS = ("backlog_samples_length", "backlog_scored_length")

@@ -219,10 +219,41 @@ class EventLogCollector(Collector):
             return iter(list(self._counters.families(self._now(), self._queues)))
 
 
+class BacklogCollector(Collector):
+    """An RL pipeline's queues as its learner last reported them, for each run with an attempt running now:
+    `crossrail_rl_backlog_length` and `crossrail_rl_backlog_age_seconds`, by run and queue (`samples`: made,
+    not yet scored; `scored`: scored, not yet learnt from)."""
+
+    QUEUES = ("samples", "scored")
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        length = GaugeMetricFamily(
+            "crossrail_rl_backlog_length",
+            "Items waiting in an RL pipeline's queue, as last reported",
+            labels=["run", "queue"],
+        )
+        age = GaugeMetricFamily(
+            "crossrail_rl_backlog_age_seconds",
+            "Age of the oldest item waiting in an RL pipeline's queue, as last reported",
+            labels=["run", "queue"],
+        )
+        for run in sorted({a.run_id for a in self._store.active_attempts()}):
+            for queue in self.QUEUES:
+                for family, name in ((length, f"backlog_{queue}_length"), (age, f"backlog_{queue}_age_seconds")):
+                    samples = self._store.metric_samples(run, name)
+                    if samples:
+                        family.add_metric([run, queue], float(samples[-1]["value"]))
+        return iter([length, age])
+
+
 def registry_for(store: Any, clock: Any, queues: Sequence[str] = ()) -> CollectorRegistry:
-    """A registry holding only crossrail's collector over `store` (a crossrail Store) and `clock`."""
+    """A registry holding crossrail's collectors over `store` (a crossrail Store) and `clock`."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EventLogCollector(lambda seq: store.events(after_seq=seq), clock.now, queues))
+    registry.register(BacklogCollector(store))
     return registry
 
 

@@ -44,6 +44,12 @@ def ratio(pairs: Sequence[Pair]) -> float | None:
     return math.fsum(n for n, _ in pairs) / den if pairs and den > 0 else None
 
 
+BACKLOG = (
+    "backlog_samples_length", "backlog_samples_age_seconds", "backlog_scored_length", "backlog_scored_age_seconds",
+)  # fmt: skip
+"""An RL pipeline's queues as its learner reports them each step: length and age of the oldest item."""
+
+
 def _mean(value: Callable[[RunFacts], float | None]) -> PerRun:
     def per_run(run: RunFacts) -> Pair | None:
         v = value(run)
@@ -164,6 +170,7 @@ _PER_RUN: dict[str, PerRun] = {
     "eval_loss": _last("eval_loss"),
     "learner_idle_seconds": _summed("learner_idle_seconds"),
     "policy_lag_steps": _reported("policy_lag_steps"),
+    **{name: _reported(name) for name in BACKLOG},
     "time_to_target_seconds": _mean(lambda run: run.time_to_target_s),
     "chip_hours_to_target": _mean(lambda run: run.chip_hours_to_target),
     "cost_to_target": _mean(lambda run: run.cost_to_target),
@@ -174,7 +181,7 @@ SAMPLE_NAMES = frozenset(
     {
         "tokens_per_second", "steps_per_hour", "samples_per_second", "checkpoint_write_seconds",
         "model_flops_per_second", "device_busy", "eval_pass_rate", "eval_loss", "learner_idle_seconds",
-        "policy_lag_steps",
+        "policy_lag_steps", *BACKLOG,
     }
 )  # fmt: skip
 """The reported metrics these computations read (besides each run's target metric)."""

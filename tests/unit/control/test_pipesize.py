@@ -77,3 +77,19 @@ def test_a_busy_learner_keeps_every_size_and_lag_over_the_bound_shrinks_the_samp
     assert (resize.part, resize.old) == ("sampler", 4)
     assert resize.new == 2  # the samplers made twice what the learner took
     assert "policy lag 5" in resize.reason
+
+
+def test_a_restart_inside_the_window_never_yields_an_infinite_learner_capacity() -> None:
+    # Steps 1..3 of attempt 2, then the learner restarts and resumes at step 2, idle 3 s while the parts came back.
+    before = [*step(1, 1.0, idle_s=0.1), *step(2, 2.0, idle_s=0.1), *step(3, 3.0, idle_s=0.1)]
+    resumed = [dict(s, attempt=3) for s in [*step(2, 7.0, idle_s=3.0), *step(3, 8.0, idle_s=1.0)]]
+    same_attempt = [dict(s, attempt=2) for s in resumed]
+
+    assert window_metrics([*before, *resumed], since=0.0, until=8.0) is None  # two attempts in one window
+    assert window_metrics([*before, *same_attempt], since=0.0, until=8.0) is None  # the step counter went back
+    # a learner idle the whole window tells nothing of what it could take (its capacity would be inf)
+    assert window_metrics([*step(1, 1.0, idle_s=2.0), *step(2, 2.0, idle_s=2.0)], since=0.0, until=3.0) is None
+    after = window_metrics(resumed, since=5.0, until=10.0)  # a window wholly after the restart is read
+    assert after is not None
+    assert after.learner_idle_seconds == pytest.approx(4.0)
+    assert decide(after, PLAN, PARTS, {"sampler": 4, "reward": 4}, lag=8)[0].reason.find("inf") == -1

@@ -197,3 +197,12 @@ def test_the_gpt_trainers_started_report_names_framework_and_precision_too() -> 
     (run,) = facts(s.wait(60).succeed())
 
     assert (run.dimension("framework"), run.dimension("precision")) == ("jax", "bf16")
+
+
+def test_rl_backlog_length_and_age_are_metrics_by_name() -> None:
+    s = Story("rl-1", stage="reinforcement_learning").wait(1).start("tpu-a")
+    s.metric("backlog_samples_length", 40).metric("backlog_samples_length", 20).metric("backlog_scored_age_seconds", 3)
+    s.wait(10).succeed()
+
+    v = table(facts(s), by=("stage",), metrics=["backlog_samples_length", "backlog_scored_age_seconds"]).rows[0]
+    assert (v.values["backlog_samples_length"], v.values["backlog_scored_age_seconds"]) == (30, 3)
