@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.api.conftest import free_port
+from tests.conftest import IN_PROCESS_URL, asgi_client, free_port, in_process, serving
 
 from crossrail.api import create_app
 from crossrail.api.auth import ROUTES, routes_of
@@ -36,7 +35,7 @@ ROLES = tuple(r.value for r in Role)
 @dataclass
 class World:
     home: Path
-    url: str
+    app: Any  # the app, answering `http` in this process (tests.conftest.in_process)
     http: httpx.Client
     tokens: dict[str, str]  # role or dead kind -> secret (all of team foundation)
     other_tokens: dict[str, str]  # role -> secret of team alignment
@@ -50,7 +49,7 @@ _LOCAL: dict[Path, Client] = {}
 def _local(home: Path) -> Client:
     """The workspace's local client (an admin under the OS user), one for the module."""
     if home not in _LOCAL:
-        _LOCAL[home] = Client(home, server="", clock=CLOCK)
+        _LOCAL[home] = Client(home, clock=CLOCK)
     return _LOCAL[home]
 
 
@@ -72,8 +71,6 @@ def _fleet_with_team_queues(home: Path) -> None:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    import uvicorn
-
     root = tmp_path_factory.mktemp("access")
     Client.init(root)
     home = root / ".crossrail"
@@ -91,21 +88,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tokens["no-token"] = ""
     runs = {team: _submit(home, team, f"held-{team}") for team in (OWN, OTHER)}
     CLOCK.advance(2 * 3600)  # the 1h token is expired now
-    port = free_port()
     app = create_app(home, clock=CLOCK, require_auth=True)
-    server = uvicorn.Server(uvicorn.Config(app, port=port, ws="none", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the API server did not start"
-        time.sleep(0.02)
-    url = f"http://127.0.0.1:{port}"
     experiment = (home / "experiments" / "pretrain-small.yaml").read_text()
-    with httpx.Client(base_url=url, timeout=30) as http:
-        yield World(home, url, http, tokens, other, runs, experiment)
-    server.should_exit = True
-    thread.join(30)
+    with in_process(app, timeout=30) as http:
+        yield World(home, app, http, tokens, other, runs, experiment)
+    app.state.client.close()
     _LOCAL.pop(home).close()
+
+
+@pytest.fixture
+def world_url(world: World) -> Iterator[str]:
+    """The world's app on a socket, for the real CLI in a subprocess (its lifespan is the module's, not this)."""
+    with serving(world.app, lifespan="off") as url:
+        yield url
 
 
 # --- what each request is, and what it needs ---------------------------------------------------------
@@ -136,7 +131,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/ui/"): Case("GET", "/ui/", ok=frozenset({307})),
     ("GET", "/v1/openapi.json"): Case("GET", "/v1/openapi.json"),
     ("GET", "/v1/docs"): Case("GET", "/v1/docs"),
-    ("GET", "/docs/oauth2-redirect"): Case("GET", "/docs/oauth2-redirect"),
+    ("GET", "/v1/docs/static/{name}"): Case("GET", "/v1/docs/static/swagger-ui.css"),
     ("GET", "/metrics"): Case("GET", "/metrics"),
     ("POST", "/v1/runs"): Case("POST", "/v1/runs", target="team"),
     ("GET", "/v1/runs"): Case("GET", "/v1/runs", target="team"),
@@ -437,7 +432,7 @@ def test_a_submitter_takes_its_team_from_the_token_and_only_queues_that_admit_it
 
 
 def test_the_dashboard_takes_a_token_once_and_keeps_it_in_a_cookie(world: World) -> None:
-    with httpx.Client(base_url=world.url) as browser:
+    with in_process(world.app) as browser:
         assert browser.get("/ui/runs").status_code == 401
         first = browser.get("/ui/runs", params={"token": world.tokens["viewer"]})
         assert first.status_code == 200
@@ -449,7 +444,7 @@ def test_the_dashboard_takes_a_token_once_and_keeps_it_in_a_cookie(world: World)
 
 def test_a_browser_signs_in_through_the_form_and_stays_on_this_site(world: World) -> None:
     viewer = world.tokens["viewer"]
-    with httpx.Client(base_url=world.url, headers={"Origin": world.url}) as browser:  # the form's own page
+    with in_process(world.app, headers={"Origin": IN_PROCESS_URL}) as browser:  # the form's own page
         assert browser.post("/ui/login").status_code == 401  # no token: the form again
         form = browser.get("/ui/queues", params={"stage": "eval"})
         assert form.status_code == 401
@@ -469,14 +464,14 @@ def test_a_browser_signs_in_through_the_form_and_stays_on_this_site(world: World
         assert browser.get("/ui/fleet").status_code == 200  # the cookie carries the token
         away = browser.post("/ui/login", data={"token": viewer, "next": "//elsewhere.example/ui/runs"})
         assert (away.status_code, away.headers["location"]) == (303, "/ui/runs")
-    with httpx.Client(base_url=world.url) as api:  # the API answers JSON, never the form
+    with in_process(world.app) as api:  # the API answers JSON, never the form
         assert api.get("/v1/runs").json()["kind"] == "Error"
 
 
 # --- who acted: the token says, never $CROSSRAIL_USER -------------------------------------------------
 
 
-def _cli(w: World, token: str, user: str, *args: str) -> Any:
+def _cli(url: str, token: str, user: str, *args: str) -> Any:
     import os
     import subprocess
 
@@ -484,22 +479,22 @@ def _cli(w: World, token: str, user: str, *args: str) -> Any:
 
     env = {k: v for k, v in os.environ.items() if k not in ("CROSSRAIL_HOME", "CROSSRAIL_TOKEN")}
     env |= {"CROSSRAIL_USER": user, "COLUMNS": "200"}
-    command = [CROSSRAIL, "--server", w.url, "--token", token, *args]
+    command = [CROSSRAIL, "--server", url, "--token", token, *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
-def test_claiming_another_user_changes_nothing_of_who_acts(world: World) -> None:
+def test_claiming_another_user_changes_nothing_of_who_acts(world: World, world_url: str) -> None:
     ada_run = _fresh_run(world, OWN, "queued")
     store = _local(world.home).service.store
 
-    as_ada = _cli(world, world.other_tokens["submitter"], "ada-submitter", "cancel", ada_run)
+    as_ada = _cli(world_url, world.other_tokens["submitter"], "ada-submitter", "cancel", ada_run)
     assert as_ada.returncode != 0
     assert "belongs to team foundation" in as_ada.stderr
     assert store.get_run(ada_run).state == "queued"
     row = _last_audit(world)
     assert (row["who"], row["team"], row["result"], row["target"]) == ("mallory-submitter", OTHER, "refused", ada_run)
 
-    by_ada = _cli(world, world.tokens["submitter"], "mallory", "cancel", ada_run)
+    by_ada = _cli(world_url, world.tokens["submitter"], "mallory", "cancel", ada_run)
     assert by_ada.returncode == 0, by_ada.stderr
     cancelled = store.events(run=ada_run, types=["cancelled"])[-1]
     assert cancelled.data["by"] == "ada-submitter"
@@ -643,7 +638,7 @@ def test_the_python_client_sends_its_token_and_raises_the_servers_refusals(
     from crossrail.errors import ForbiddenError, UnauthenticatedError
 
     monkeypatch.delenv("CROSSRAIL_TOKEN", raising=False)
-    with Client(server=world.url, token=world.tokens["admin"]) as admin:
+    with asgi_client(world.app, token=world.tokens["admin"]) as admin:
         assert admin.whoami()["user"] == "ada-admin"
         made = admin.token_create(team=OTHER, role="viewer", user="ops")
         assert made["token"].startswith("crt_")
@@ -652,12 +647,14 @@ def test_the_python_client_sends_its_token_and_raises_the_servers_refusals(
         admin.token_revoke(made["id"])
         assert admin.audit(limit=1)["entries"][-1]["action"] == "POST /v1/tokens/{token_id}/revoke"
     monkeypatch.setenv("CROSSRAIL_TOKEN", world.tokens["viewer"])
-    with Client(server=world.url) as viewer:
+    with Client(server="http://127.0.0.1:9") as viewer:  # $CROSSRAIL_TOKEN goes with every request
+        assert viewer.transport._http.headers["authorization"] == f"Bearer {world.tokens['viewer']}"  # type: ignore[attr-defined]
+    with asgi_client(world.app, token=world.tokens["viewer"]) as viewer:
         assert viewer.whoami()["role"] == "viewer"
         with pytest.raises(ForbiddenError, match="viewer tokens may not manage tokens"):
             viewer.tokens()
     monkeypatch.delenv("CROSSRAIL_TOKEN")
-    with Client(server=world.url) as nobody, pytest.raises(UnauthenticatedError, match="requires a token"):
+    with asgi_client(world.app) as nobody, pytest.raises(UnauthenticatedError, match="requires a token"):
         nobody.queue()
 
 

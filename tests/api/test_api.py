@@ -6,10 +6,11 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from tests.api.conftest import free_port
+from tests.conftest import asgi_client, free_port, in_process, serving
 
 from crossrail.client import Client
 from crossrail.core import ManualClock
@@ -28,24 +29,19 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def url(home: Path) -> Iterator[str]:
-    import threading
-    import time
-
-    import uvicorn
-
+def app(home: Path) -> Iterator[Any]:
     from crossrail.api import create_app
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(home, clock=CLOCK), port=port, ws="none", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the API server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(30)
+    app = create_app(home, clock=CLOCK)
+    yield app
+    app.state.client.close()
+
+
+@pytest.fixture(scope="module")
+def http(app: Any) -> Iterator[httpx.Client]:
+    """Requests the app answers in this process: no port (tests.conftest.in_process)."""
+    with in_process(app) as http:
+        yield http
 
 
 def _experiment(home: Path) -> Path:
@@ -57,54 +53,54 @@ def _counts(home: Path) -> dict[str, int]:
         return {"runs": len(c.service.store.list_runs()), "events": len(c.service.store.events())}
 
 
-def test_submit_show_list_and_events_answer_the_clients_objects(home: Path, url: str) -> None:
+def test_submit_show_list_and_events_answer_the_clients_objects(home: Path, http: httpx.Client) -> None:
     exp = _experiment(home)
     body = {"document": exp.read_text(), "source": str(exp), "sets": ["metadata.name=api-a"], "idempotencyKey": "a"}
-    created = httpx.post(f"{url}/v1/runs", json=body)
+    created = http.post("/v1/runs", json=body)
     assert created.status_code == 201
     run = created.json()["run"]
     assert created.json()["apiVersion"] == "crossrail/v1"
     assert run["uid"]
-    again = httpx.post(f"{url}/v1/runs", json=body)
+    again = http.post("/v1/runs", json=body)
     assert again.status_code == 200
     assert again.json()["created"] is False
     assert again.json()["run"]["id"] == run["id"]
     for name in ("api-b", "api-c"):
-        httpx.post(f"{url}/v1/runs", json={**body, "sets": [f"metadata.name={name}"], "idempotencyKey": name})
+        http.post("/v1/runs", json={**body, "sets": [f"metadata.name={name}"], "idempotencyKey": name})
 
     with Client(home, clock=CLOCK) as local:
-        shown = httpx.get(f"{url}/v1/runs/{run['id']}").json()
+        shown = http.get(f"/v1/runs/{run['id']}").json()
         expected = local.show(run["id"])
         assert shown == expected
 
     seen, cursor = [], None
     while True:
-        page = httpx.get(f"{url}/v1/runs", params={"limit": 2, "cursor": cursor, "stage": "pretraining"}).json()
+        page = http.get("/v1/runs", params={"limit": 2, "cursor": cursor, "stage": "pretraining"}).json()
         seen += [r["id"] for r in page["runs"]]
         cursor = page["next"]
         if cursor is None:
             break
     assert seen == ["api-c-1", "api-b-1", "api-a-1"]
     both = {"limit": 2, "state": ["queued", "running"], "team": run["team"]}
-    first = httpx.get(f"{url}/v1/runs", params=both).json()
-    rest = httpx.get(f"{url}/v1/runs", params={**both, "cursor": first["next"]}).json()
+    first = http.get("/v1/runs", params=both).json()
+    rest = http.get("/v1/runs", params={**both, "cursor": first["next"]}).json()
     assert [r["id"] for r in first["runs"] + rest["runs"]] == seen
     assert rest["next"] is None
-    assert httpx.get(f"{url}/v1/runs", params={"team": "nobody"}).json()["runs"] == []
+    assert http.get("/v1/runs", params={"team": "nobody"}).json()["runs"] == []
 
-    events = httpx.get(f"{url}/v1/events", params={"run": run["id"], "type": "queued"}).json()["events"]
+    events = http.get("/v1/events", params={"run": run["id"], "type": "queued"}).json()["events"]
     assert [e["type"] for e in events] == ["queued"]
 
 
-def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> None:
+def test_refusals_share_one_shape_and_change_nothing(home: Path, http: httpx.Client) -> None:
     before = _counts(home)
-    missing = httpx.get(f"{url}/v1/runs/no-such-run")
+    missing = http.get("/v1/runs/no-such-run")
     assert missing.status_code == 404
     assert missing.json()["error"] == "NotFoundError"
     assert "no-such-run" in missing.json()["message"]
-    assert httpx.post(f"{url}/v1/runs/no-such-run/cancel").status_code == 404
+    assert http.post("/v1/runs/no-such-run/cancel").status_code == 404
 
-    bad = httpx.post(f"{url}/v1/runs", json={"document": BAD, "source": "bad.yaml"})
+    bad = http.post("/v1/runs", json={"document": BAD, "source": "bad.yaml"})
     assert bad.status_code == 422
     with Client(home, clock=CLOCK) as local, pytest.raises(SpecError) as local_error:
         local.submit_text(BAD, source="bad.yaml")
@@ -112,36 +108,37 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, url: str) -> No
     assert bad.json()["message"] == local_error.value.render()
 
     for page in ({"limit": -1}, {"offset": -2}, {"limit": "all"}):
-        refused = httpx.get(f"{url}/v1/queue", params=page)
+        refused = http.get("/v1/queue", params=page)
         assert refused.status_code == 422
         assert {p["path"] for p in refused.json()["problems"]} == set(page)
 
-    shapeless = httpx.post(f"{url}/v1/runs", json={"documnet": "x", "sets": "not-a-list"})
+    shapeless = http.post("/v1/runs", json={"documnet": "x", "sets": "not-a-list"})
     assert shapeless.status_code == 422
     paths = {p["path"] for p in shapeless.json()["problems"]}
     assert {"document", "documnet", "sets"} <= paths
     fleet = (home / "fleet.yaml").read_text()
     for source in ("fleet.yaml", "..", "."):
-        refused = httpx.put(f"{url}/v1/fleet", json={"document": "kind: Fleet\nspec: {}\n", "source": source})
+        refused = http.put("/v1/fleet", json={"document": "kind: Fleet\nspec: {}\n", "source": source})
         assert refused.status_code == 422
         assert refused.json()["problems"]
     assert (home / "fleet.yaml").read_text() == fleet
     assert _counts(home) == before
 
 
-def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, url: str) -> None:
-    with Client(server=url) as remote, Client(home, clock=CLOCK) as local:
-        assert type(remote).__name__ == "RemoteClient"
-        assert isinstance(remote, Client)
+def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, app: Any) -> None:
+    with asgi_client(app) as remote, Client(home, clock=CLOCK) as local:
+        assert type(remote) is Client  # one client; the transport differs
+        assert (remote.is_local, local.is_local) == (False, True)
         assert remote.queue() == local.queue()
         assert remote.queue(limit=1, offset=1) == local.queue(limit=1, offset=1)
         assert remote.queue(limit=0) == local.queue(limit=0)
         assert remote.report() == local.report()
         assert remote.fleet_show() == local.fleet_show()
+        assert remote.status() | {"agent": None} == local.status() | {"agent": None}
         with pytest.raises(NotFoundError, match="no-such-run"):
             remote.show("no-such-run")
         with pytest.raises(UsageError, match="a server lints with its own policy"):
-            Client(server=url, policy=home / "policy.yaml")
+            Client(server="http://127.0.0.1:9", policy=home / "policy.yaml")
         bad = home.parent / "bad.yaml"
         bad.write_text(BAD)
         with pytest.raises(SpecError) as remote_error:
@@ -151,13 +148,16 @@ def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, ur
         assert remote_error.value.render() == local_error.value.render()
 
 
-def test_events_follow_streams_new_events(home: Path, url: str) -> None:
-    last = httpx.get(f"{url}/v1/events").json()["events"][-1]["seq"]
+def test_events_follow_streams_new_events(home: Path, app: Any, http: httpx.Client) -> None:
+    last = http.get("/v1/events").json()["events"][-1]["seq"]
     exp = _experiment(home)
     body = {"document": exp.read_text(), "source": str(exp), "sets": ["metadata.name=api-follow"]}
-    with httpx.stream("GET", f"{url}/v1/events", params={"after": last, "follow": 1}, timeout=20) as stream:
+    with (
+        serving(app, lifespan="off") as url,  # a stream that follows needs a socket
+        httpx.stream("GET", f"{url}/v1/events", params={"after": last, "follow": 1}, timeout=20) as stream,
+    ):
         assert stream.headers["content-type"].startswith("text/event-stream")
-        assert httpx.post(f"{url}/v1/runs", json=body).status_code == 201
+        assert http.post("/v1/runs", json=body).status_code == 201
         got = []
         for line in stream.iter_lines():
             if line.startswith("data: "):
@@ -168,44 +168,46 @@ def test_events_follow_streams_new_events(home: Path, url: str) -> None:
     assert all(e["run"] == got[0]["run"] and e["run"].startswith("api-follow") and e["seq"] > last for e in got), got
 
 
-def test_openapi_document_lists_the_endpoints(url: str) -> None:
-    paths = httpx.get(f"{url}/v1/openapi.json").json()["paths"]
+def test_openapi_document_lists_the_endpoints(http: httpx.Client) -> None:
+    paths = http.get("/v1/openapi.json").json()["paths"]
     for path in ("/v1/runs", "/v1/runs/{ref}", "/v1/queue", "/v1/events", "/v1/ingest/{run}/{attempt}", "/v1/fleet"):
         assert path in paths
 
 
 def test_serve_with_an_agent_runs_one_in_process_and_stops_it_with_the_app(tmp_path: Path) -> None:
-    import threading
-    import time
-
-    import uvicorn
-
     from crossrail.api import create_app
     from crossrail.control.agent import AgentConfig
     from crossrail.control.agentlock import agent_running
 
     Client.init(tmp_path)
     home = tmp_path / ".crossrail"
-    port = free_port()
     app = create_app(home, agent=True, agent_config=AgentConfig(poll_s=0.05))
-    server = uvicorn.Server(uvicorn.Config(app, port=port, ws="none", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the API server did not start"
-        time.sleep(0.02)
-    try:
-        (agent,) = httpx.get(f"http://127.0.0.1:{port}/v1/agents").json()["agents"]
+    with serving(app) as url:  # the app's lifespan starts and stops its agent
+        (agent,) = httpx.get(f"{url}/v1/agents").json()["agents"]
         assert agent["alive"] is True
         assert agent["pid"] == os.getpid()
         assert agent_running(home)  # the server's agent holds the workspace's lock
-    finally:
-        server.should_exit = True
-        thread.join(30)
     with Client(home) as c:
         (row,) = c.agents()["agents"]
     assert row["alive"] is False
     assert row["stopped_at"] is not None
+
+
+def test_the_api_docs_load_every_file_from_this_server(http: httpx.Client) -> None:
+    import re
+
+    page = http.get("/v1/docs")
+    assert page.status_code == 200
+    loaded = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert "/v1/docs/static/swagger-ui-bundle.js" in loaded
+    assert "'/v1/openapi.json'" in page.text
+    for url in loaded:
+        assert url.startswith("/v1/docs/static/"), url  # nothing from a CDN: the page works offline
+        got = http.get(url)
+        assert got.status_code == 200, url
+        assert len(got.content) > 100
+    assert "SwaggerUIBundle" in http.get("/v1/docs/static/swagger-ui-bundle.js").text
+    assert http.get("/v1/docs/static/..%2Fswagger-ui.js").status_code == 404
 
 
 @pytest.mark.slow

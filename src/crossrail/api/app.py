@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from crossrail.api import auth, bounds, dashboard, errors, ingest, prom, routes
+from crossrail.api import apidocs, auth, bounds, dashboard, errors, ingest, prom, routes
 from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
 
@@ -35,9 +35,10 @@ def create_app(
     ingest (its attempt's secret) and static files needs a bearer token (crossrail.api.auth); without it a
     request with no token acts as an anonymous admin (a server on loopback), and one with a token as that token.
     """
-    from crossrail.client import Client
+    from crossrail.client import Client, LocalTransport
 
-    c = Client(home, server="", clock=clock, audit_writes=False)  # requests are audited under their tokens
+    transport = LocalTransport(home, clock=clock, audit_writes=False)  # requests are audited under their tokens
+    c = Client(transport=transport)
     c.workspace.check()
 
     @asynccontextmanager
@@ -56,12 +57,13 @@ def create_app(
         version="1",
         summary="Control plane for training fleets that mix TPUs and GPUs",
         openapi_url="/v1/openapi.json",
-        docs_url="/v1/docs",
+        docs_url=None,  # served from the vendored Swagger UI (crossrail.api.apidocs), never a CDN
         redoc_url=None,
         lifespan=lifespan,
     )
     app.state.home = home
     app.state.client = c
+    app.state.operations = transport.operations  # what the routes call, as each request's actor
     app.state.write_lock = threading.Lock()
     app.state.require_auth = require_auth
     app.state.stopping = False
@@ -81,6 +83,7 @@ def create_app(
     app.include_router(ingest.router)
     app.include_router(prom.router)
     app.include_router(dashboard.router)
+    app.include_router(apidocs.router)
     auth.check_routes(app)
     app.add_middleware(bounds.BodyLimits)  # inside auth's: a body refused for its size or depth is audited
     app.add_middleware(auth.AuthMiddleware, fastapi_app=app)
@@ -117,7 +120,7 @@ def _start_agent(app: FastAPI, home: Path | None, config: Any) -> threading.Thre
 
     def run() -> None:
         try:
-            with Client(home, server="") as c, agent_lock(c.workspace.root):
+            with Client.local(home) as c, agent_lock(c.workspace.root):
                 ready.set()
                 c.agent(config).run(should_stop=lambda: bool(app.state.stopping))
         except BaseException as exc:

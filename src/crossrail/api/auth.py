@@ -5,8 +5,8 @@ endpoint escapes the checks. `AuthMiddleware` authenticates each request (a bear
 cookie), refuses a role that lacks the route's action (403) or a missing or dead token (401) when the server
 requires auth, refuses a write a page of another origin may have made a browser send (`check_forgery`: the
 cookie's writes need this server's Origin and the session's CSRF token), and writes the audit row of every
-write and every refusal. What a role may do to another team's runs, and what it may see of them, is
-`TeamView`'s: the client the endpoints call. docs/auth.md.
+write and every refusal. What a role may do to another team's runs, and what it may see of them, is the
+workspace's operations' as that actor (crossrail.control.operations), which the endpoints call. docs/auth.md.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from starlette.routing import Match
 
 from crossrail.api import errors
 from crossrail.client import Client
-from crossrail.core.access import DOING, WRITES, Action, Actor, Role, Sight, allows, noting_hidden
-from crossrail.errors import ConflictError, CrossrailError, ForbiddenError, UnauthenticatedError
+from crossrail.control.operations import Operations
+from crossrail.core.access import DOING, WRITES, Action, Actor, Role, allows, noting_hidden
+from crossrail.errors import CrossrailError, ForbiddenError, UnauthenticatedError
 from crossrail.store.access import JoinedAudit, joined_audit
 
 COOKIE = "crossrail_token"
@@ -36,13 +37,13 @@ ROUTES: dict[tuple[str, str], Action | None] = {
     ("GET", "/v1/health"): None,
     ("POST", "/v1/ingest/{run}/{attempt}"): None,
     ("GET", "/ui/static/{name}"): None,
+    ("GET", "/v1/docs/static/{name}"): None,  # Swagger UI's own files (crossrail.api.apidocs)
     ("GET", "/"): None,
     ("GET", "/ui"): None,
     ("POST", "/ui/login"): None,
     ("GET", "/ui/"): None,
     ("GET", "/v1/openapi.json"): Action.READ,
     ("GET", "/v1/docs"): Action.READ,
-    ("GET", "/docs/oauth2-redirect"): Action.READ,
     ("GET", "/metrics"): Action.READ,
     ("POST", "/v1/runs"): Action.SUBMIT,
     ("GET", "/v1/runs"): Action.READ,
@@ -540,211 +541,14 @@ def actor_of(request: Request) -> Actor:
     return actor
 
 
-# --- what a team may do to and see of others' runs ----------------------------------------------------
-
-_QUEUE_FIELDS = frozenset(
-    {"position", "stage", "team", "state", "priority", "chips", "queue", "created_at", "updated_at", "age_s"}
-    | {"waiting_s", "planned_pool", "estimated_start", "estimated_start_in_s"}
-)
-"""What a queue entry of another team's run keeps: its place and size, not what it is."""
+# --- what a request's actor may do to and see of others' runs ---------------------------------------------
 
 
-class TeamView:
-    """The client as one actor may use it, by the one visibility rule (core.access.Sight): a run of a team
-    the actor does not see is, to it, a run that does not exist (404, the same words); a run it sees but is
-    not its team's (shared with it by the fleet) may be read and named as a parent, not changed (403). Queue
-    entries of other teams keep only their position and size. Admins see and change every run."""
-
-    def __init__(self, client: Client, actor: Actor) -> None:
-        self.client = client
-        self.actor = actor
-
-    @functools.cached_property
-    def sight(self) -> Sight:
-        seen: Sight = self.client.service.sight(self.actor)
-        return seen
-
-    @property
-    def service(self) -> Any:
-        return self.client.service
-
-    @property
-    def clock(self) -> Any:
-        return self.client.clock
-
-    # --- what carries no team's specs, logs or metrics: the fleet, aggregates, placement, identity, admin
-    # (fleet writes, tokens and the audit log are admins' by the route table)
-
-    def report(self) -> dict[str, Any]:
-        return self.client.report()
-
-    def place_text(self, text: str, **kw: Any) -> dict[str, Any]:
-        return self.client.place_text(text, actor=self.actor, **kw)
-
-    def agents(self) -> dict[str, Any]:
-        return self.client.agents()
-
-    def fleet_show(self) -> dict[str, Any]:
-        return self.client.fleet_show()
-
-    def fleet_apply(self, path: Any) -> dict[str, Any]:
-        return self.client.fleet_apply(path)
-
-    def drain(self, pool: str, *, drained: bool = True) -> dict[str, Any]:
-        return self.client.drain(pool, drained=drained)
-
-    def reservations(self) -> dict[str, Any]:
-        return self.client.reservations()
-
-    def reserve(self, pool: str, **kw: Any) -> dict[str, Any]:
-        return self.client.reserve(pool, **kw)
-
-    def whoami(self, actor: Actor) -> dict[str, Any]:
-        return self.client.whoami(actor)
-
-    def audit(self, **kw: Any) -> dict[str, Any]:
-        return self.client.audit(**kw)
-
-    def tokens(self) -> dict[str, Any]:
-        return self.client.tokens()
-
-    def token_revoke(self, token_id: str) -> dict[str, Any]:
-        return self.client.token_revoke(token_id)
-
-    # --- checks
-
-    def seen(self, ref: str) -> Any:
-        """The run `ref` names, of those the actor sees; NotFoundError as for a run that does not exist otherwise
-        (and, when it does exist, the refusal is noted for the audit log: Service.find)."""
-        return self.client.service.get(ref, self.sight)
-
-    def own(self, ref: str, what: str) -> Any:
-        """The run `ref` names, when the actor may `what` it: NotFoundError for a run it does not see,
-        ForbiddenError naming both teams for one it sees but does not own (a shared run)."""
-        run = self.seen(ref)
-        if not self.actor.sees_team(run.team):
-            raise ForbiddenError(
-                f"run {run.id} belongs to team {run.team or '(none)'}; the token of {self.actor.who} is team "
-                f"{self.actor.team} and may not {what} it (only admins act across teams)"
-            )
-        return run
-
-    def _team_filter(self, team: str | None) -> str | None:
-        if self.actor.admin:
-            return team
-        if team is not None and team != self.actor.team:
-            raise ForbiddenError(
-                f"the request names team {team} but the token of {self.actor.who} is team {self.actor.team}; "
-                "leave the team out (it comes from the token) or use a token of that team"
-            )
-        return self.actor.team
-
-    # --- runs
-
-    def submit_text(self, text: str, **kw: Any) -> dict[str, Any]:
-        key = kw.get("idempotency_key")
-        try:
-            return self.client.submit_text(text, actor=self.actor, **kw)
-        except ConflictError:
-            taken, team = self.client.service.store.key_owner(key) if key else (False, None)
-            if taken and not self.actor.sees_team(team):  # the conflict would name another team's run
-                raise ForbiddenError(
-                    f"idempotency key {key!r} is taken by a run of team {team}; the token of {self.actor.who} "
-                    f"is team {self.actor.team}: submit with another key"
-                ) from None
-            raise
-
-    def resubmit(self, ref: str, **kw: Any) -> dict[str, Any]:
-        self.own(ref, "resubmit")
-        return self.client.resubmit(ref, actor=self.actor, **kw)
-
-    def cancel(self, ref: str) -> dict[str, Any]:
-        self.own(ref, "cancel")
-        return self.client.cancel(ref, actor=self.actor)
-
-    def suspend(self, ref: str) -> dict[str, Any]:
-        self.own(ref, "suspend")
-        return self.client.suspend(ref, actor=self.actor)
-
-    def resume(self, ref: str) -> dict[str, Any]:
-        self.own(ref, "resume")
-        return self.client.resume(ref, actor=self.actor)
-
-    def token_create(self, **kw: Any) -> dict[str, Any]:
-        return self.client.token_create(by=self.actor.who, **kw)
-
-    def token_rotate(self, token_id: str) -> dict[str, Any]:
-        return self.client.token_rotate(token_id, by=self.actor.who)
-
-    def show(self, ref: str) -> dict[str, Any]:
-        self.seen(ref)
-        return self.client.show(ref)
-
-    def logs(self, ref: str, attempt: int | None = None) -> dict[str, Any]:
-        self.seen(ref)
-        return self.client.logs(ref, attempt)
-
-    def ckpt_ls(self, ref: str, **kw: Any) -> dict[str, Any]:
-        self.seen(ref)
-        return self.client.ckpt_ls(ref, **kw)
-
-    def ckpt_show(self, ref: str, **kw: Any) -> dict[str, Any]:
-        self.seen(ref)
-        return self.client.ckpt_show(ref, **kw)
-
-    def ckpt_verify(self, ref: str, **kw: Any) -> dict[str, Any]:
-        self.seen(ref)
-        return self.client.ckpt_verify(ref, **kw)
-
-    def usage(self, *, team: str | None = None, **kw: Any) -> dict[str, Any]:
-        return self.client.usage(team=self._team_filter(team), **kw)
-
-    def runs(self, *, team: str | None = None, **kw: Any) -> dict[str, Any]:
-        return self.client.runs(team=self._team_filter(team), **kw)
-
-    def events(self, ref: str | None = None, **kw: Any) -> dict[str, Any]:
-        if ref is not None:
-            self.seen(ref)
-        page = self.client.events(ref, **kw)
-        if self.actor.admin or ref is not None:
-            return page
-        teams = self._teams(e.get("run") for e in page["events"])
-        return page | {"events": [e for e in page["events"] if e.get("run") is None or self.sees(teams, e["run"])]}
-
-    def status(self) -> dict[str, Any]:
-        out = self.client.status()
-        if self.actor.admin:
-            return out
-        for key in ("active", "recently_failed"):
-            out[key] = [r for r in out.get(key, []) if self.sight.sees(r.get("team"))]
-        return out
-
-    def queue(self, **kw: Any) -> dict[str, Any]:
-        out = self.client.queue(**kw)
-        if self.actor.admin:
-            return out
-        for q in out.get("queues", []):
-            q["pending"] = [p if self.sight.sees(p.get("team")) else _redacted(p) for p in q.get("pending", [])]
-        return out
-
-    def sees(self, teams: dict[str, str | None], run: str) -> bool:
-        return self.sight.sees(teams.get(run))
-
-    def _teams(self, runs: Any) -> dict[str, str | None]:
-        ids = {r for r in runs if r}
-        return {rid: rec.team for rid, rec in self.client.service.store.runs_by_id(ids).items()}
-
-    def visible(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The rows (run summaries) of runs this actor may see."""
-        return [r for r in rows if self.sight.sees(r.get("team"))]
-
-
-def _redacted(entry: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in entry.items() if k in _QUEUE_FIELDS} | {"hidden": True}
-
-
-def scoped(request: Request) -> TeamView:
-    return TeamView(request.app.state.client, actor_of(request))
+def scoped(request: Request) -> Operations:
+    """The workspace's operations as the request's actor may use them (crossrail.control.operations: other
+    teams' runs hidden, shared runs read-only, queue entries of others redacted; admins see every run)."""
+    operations: Operations = request.app.state.operations
+    return operations.as_actor(actor_of(request))
 
 
 def note_run(request: Request, result: dict[str, Any]) -> None:
