@@ -91,13 +91,13 @@ def _verdicts(root: Path) -> list[str]:
     console.rule("verdicts: did the research cycle get shorter?")
     with Client.local(cwd=root) as c:
         runs = workspace_runs(c.service.store, c.clock.now(), virtual_pools=local_pools(c.service.fleet))
-        fleet = workspace_fleet(c.service.store, runs)
+        timeline = workspace_fleet(c.service.store, runs)
         post = c.policy.for_stage("post_training")
     on = {kind: Selection({"accelerator": kind}).pick(runs) for kind in ("tpu", "gpu")}
-    pooled = compare(on["tpu"], on["gpu"], fleet=fleet).sentence
+    pooled = compare(on["tpu"], on["gpu"], fleet=timeline).sentence
     console.print(f"all of this workspace's runs, tpu ({len(on['tpu'])}) against gpu ({len(on['gpu'])}): {pooled}")
     ab = {kind: Selection({"accelerator": kind, "experiment": AB}).pick(runs) for kind in ("tpu", "gpu")}
-    own = compare(ab["tpu"], ab["gpu"], fleet=fleet).sentence
+    own = compare(ab["tpu"], ab["gpu"], fleet=timeline).sentence
     console.print(
         f"[bold]live[/]: {AB} run {len(ab['tpu'])} times on tpu-v5p (before) and {len(ab['gpu'])} on h100 (after):"
         f" {own}"
