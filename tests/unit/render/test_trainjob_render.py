@@ -71,11 +71,13 @@ def test_gpu_workers_render_as_one_valid_trainjob_gang(matrix_fleet: Fleet, work
     assert pod["spec"]["serviceAccountName"] == "trainer-wi"
 
 
-def test_a_worker_may_hold_several_gpus_and_a_spot_pool_keeps_its_selector_and_toleration(matrix_fleet: Fleet) -> None:
-    obj = _render(matrix_fleet, "h100", 32, 16)  # 4 hosts, 4 workers of 2 GPUs each
-    assert_valid(obj)
-    trainer = obj["spec"]["trainer"]
-    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (4, 4)
+def test_one_process_per_gpu_and_a_spot_pool_keeps_its_selector_and_toleration(matrix_fleet: Fleet) -> None:
+    # whatever the data-parallel degree: the reference trainer binds its local rank's GPU, so 8 per node
+    for chips, data, nodes in ((32, 16, 4), (32, 4, 4), (16, 2, 2)):
+        obj = _render(matrix_fleet, "h100", chips, data)
+        assert_valid(obj)
+        trainer = obj["spec"]["trainer"]
+        assert (trainer["numNodes"], trainer["numProcPerNode"]) == (nodes, 8), data
     assert trainer["resourcesPerNode"]["requests"] == {"nvidia.com/gpu": "8"}
     spot = _render(matrix_fleet, "h200-spot", 16, 1)  # one worker asked, two hosts: one worker per GPU
     assert_valid(spot)

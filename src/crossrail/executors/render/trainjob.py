@@ -56,8 +56,8 @@ def needs_trainjob(pool: Pool, work: Workload) -> bool:
 def gang(fleet: Fleet, pool: Pool, work: Workload) -> Gang:
     """The run's pods and workers on `pool`; SpecError with the field and a fix when they do not divide.
 
-    One worker per GPU when the run asks for one worker but its chips span hosts (a single process
-    cannot drive GPUs on two hosts).
+    One process per GPU (`numProcPerNode` = GPUs per node); `spec.parallelism.data` must split the chips
+    into whole GPUs per data-parallel worker.
     """
     per_host = pool.chips_per_host
     if work.chips > pool.chips:
@@ -78,7 +78,9 @@ def gang(fleet: Fleet, pool: Pool, work: Workload) -> Gang:
         choices = sorted({nodes * d for d in range(1, chips_per_node + 1) if chips_per_node % d == 0})
         fix = f"set spec.parallelism.data to one of {', '.join(map(str, choices))}"
         raise SpecError([Problem(f"run {work.run}", "spec.parallelism.data", message, None, fix)])
-    return Gang(nodes, chips_per_node, workers // nodes)
+    # One process per GPU, whatever the data-parallel degree: the reference trainer binds its local rank's
+    # device, so a node of 8 GPUs with fewer processes would leave GPUs idle.
+    return Gang(nodes, chips_per_node, chips_per_node)
 
 
 def torchrun_command(command: list[str]) -> list[str]:
