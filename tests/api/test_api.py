@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,26 @@ def test_the_api_docs_load_every_file_from_this_server(http: httpx.Client) -> No
         assert len(got.content) > 100
     assert "SwaggerUIBundle" in http.get("/v1/docs/static/swagger-ui-bundle.js").text
     assert http.get("/v1/docs/static/..%2Fswagger-ui.js").status_code == 404
+
+
+def test_a_browser_refused_a_dashboard_page_gets_a_page_and_a_script_gets_json(http: httpx.Client) -> None:
+    browser = {"accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    missing = http.get("/ui/runs/no-such-run", headers=browser)
+    assert (missing.status_code, missing.headers["content-type"]) == (404, "text/html; charset=utf-8")
+    assert "<title>404 · Not found · crossrail</title>" in missing.text
+    assert "no run or experiment named &#39;no-such-run&#39;" in missing.text
+    assert '<a href="/ui/runs">Back to the runs</a>' in missing.text
+    nowhere = http.get("/ui/nowhere", headers=browser)
+    assert nowhere.status_code == 404
+    assert "no page /ui/nowhere on this server" in nowhere.text
+    bad = http.get("/ui/report", params={"before": "zzz", "after": "yyy"}, headers=browser)
+    assert (bad.status_code, bad.headers["content-type"]) == (400, "text/html; charset=utf-8")
+    assert "is not KEY=VALUE" in bad.text
+    for page in (missing, nowhere, bad):
+        assert not re.search(r"\b(None|nan)\b", page.text)
+    scripted = http.get("/ui/runs/no-such-run")  # no text/html asked for: the API's one error shape
+    assert scripted.json()["error"] == "NotFoundError"
+    assert http.get("/v1/runs/no-such-run", headers=browser).json()["status"] == 404
 
 
 @pytest.mark.slow

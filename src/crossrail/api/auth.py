@@ -171,6 +171,9 @@ class AuthMiddleware:
             if isinstance(exc, UnauthenticatedError) and method in ("GET", "HEAD") and scope["path"].startswith("/ui/"):
                 await _login_form(scope, receive, send, exc)  # a browser: the sign-in form, not JSON
                 return
+            if isinstance(exc, ForbiddenError) and _wants_page(scope):  # a browser: a page saying why
+                await errors.answer(scope, errors.body(exc, 403))(scope, receive, send)
+                return
             await _answer(send, exc)
             return
         scope.setdefault("state", {})["actor"] = actor
@@ -404,6 +407,12 @@ def _query_token(scope: Scope) -> str | None:
 
     token = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
     return token[0] if token and str(scope.get("path", "")).startswith("/ui") else None
+
+
+def _wants_page(scope: Scope) -> bool:
+    from crossrail.api.dashboard import wants_page
+
+    return wants_page(scope)
 
 
 async def _answer(send: Send, exc: CrossrailError) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from crossrail.api.auth import CSRF_META, TeamView, login_cookie, request_actor, scoped, session_csrf
+from crossrail.api.auth import CSRF_META, login_cookie, request_actor, scoped, session_csrf
+from crossrail.control.operations import Operations
 from crossrail.core import format_duration
 from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
 
@@ -30,12 +31,23 @@ router = APIRouter(include_in_schema=False)
 def _templates() -> Any:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-    env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+    env = Environment(
+        loader=FileSystemLoader(WEB / "templates"),
+        autoescape=select_autoescape(["html"]),
+        finalize=_shown,  # what a page prints for a value it lacks: '-', never None or nan
+    )
     env.filters["duration"] = lambda s: format_duration(None if s is None else float(s))
     env.filters["num"] = lambda v, digits=3: "-" if v is None else f"{v:.{digits}f}"
     env.filters["money"] = lambda v: "-" if v is None else f"${v:,.2f}"
     env.filters["pct"] = lambda v: "-" if v is None else f"{100 * v:.0f}%"
     return env
+
+
+def _shown(value: Any) -> Any:
+    """A value as a page prints it: '-' for nothing (None) or a number that is none (nan)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return value
 
 
 _ENV = _templates()
@@ -53,7 +65,7 @@ def _page(request: Request, template: str, title: str, **context: Any) -> HTMLRe
     return HTMLResponse(html)
 
 
-def _client(request: Request) -> TeamView:
+def _client(request: Request) -> Operations:
     """The app's client as the request's actor may use it: other teams' runs hidden (docs/auth.md)."""
     return scoped(request)
 
@@ -74,6 +86,39 @@ def login_page(next_path: str, message: str | None = None, status: int = 401) ->
     into the dashboard's cookie and the browser back to `next_path`."""
     html = _ENV.get_template("login.html").render(
         pages=[], title="Sign in", path="/ui/login", next=_page_after_login(next_path), message=message
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+ERROR_TITLES = {400: "Bad request", 401: "Sign-in needed", 403: "Not allowed", 404: "Not found", 422: "Not valid"}
+ERROR_HINTS = {
+    401: "This page needs an API token; sign in from any page of the dashboard.",
+    403: "Your token's role may not do this; an admin can make a token whose role may.",
+    404: "Nothing of that name that your token can see; the Runs page lists what it can.",
+    422: "The page's parameters were not valid; fix them as said above.",
+}
+
+
+def wants_page(scope: Any) -> bool:
+    """Whether a refusal goes to a person's browser on a dashboard page (HTML), not to a script (JSON)."""
+    path = str(scope.get("path", ""))
+    if scope.get("method") not in ("GET", "HEAD") or not path.startswith("/ui/") or path.startswith("/ui/static/"):
+        return False
+    accept = dict(scope.get("headers") or []).get(b"accept", b"").decode("latin-1")
+    return "text/html" in accept
+
+
+def error_page(status: int, message: str, path: str, problems: list[dict[str, Any]] | None = None) -> HTMLResponse:
+    """A refusal of a dashboard page as a page: what went wrong, in the API's words, and where to go next."""
+    if status == 404 and message == "Not Found":  # no route: Starlette's words say less than the path
+        message = f"no page {path} on this server"
+    html = _ENV.get_template("error.html").render(
+        pages=PAGES,
+        title=f"{status} · {ERROR_TITLES.get(status, 'Refused')}",
+        path=path,
+        message=message,
+        problems=problems or [],
+        hint=ERROR_HINTS.get(status, "The Runs page lists what this server holds."),
     )
     return HTMLResponse(html, status_code=status)
 
@@ -143,7 +188,7 @@ def fleet_page(request: Request) -> HTMLResponse:
     return _page(request, "fleet.html", "Fleet", fleet=c.fleet_show(), queues=c.queue()["queues"], agents=agents)
 
 
-def _age(ts: float | None, c: TeamView) -> float | None:
+def _age(ts: float | None, c: Operations) -> float | None:
     return None if ts is None else max(0.0, c.clock.now() - float(ts))
 
 
@@ -201,7 +246,7 @@ def _report_doc(request: Request, before: str | None, after: str | None) -> Any:
 # --- views -------------------------------------------------------------------------------------------
 
 
-def runs_view(c: TeamView, limit: int = 200) -> list[dict[str, Any]]:
+def runs_view(c: Operations, limit: int = 200) -> list[dict[str, Any]]:
     """The newest runs the actor sees (its team's and those shared with it; an admin's: every team's) with
     their pool, step, latest loss and last committed checkpoint. The store picks the newest of those teams, so
     other teams' runs never crowd them out."""
@@ -228,7 +273,7 @@ def runs_view(c: TeamView, limit: int = 200) -> list[dict[str, Any]]:
     return out
 
 
-def run_view(c: TeamView, ref: str) -> dict[str, Any]:
+def run_view(c: Operations, ref: str) -> dict[str, Any]:
     """One run: attempts with their placements and moves, explained events, checkpoints, loss curve, log tail."""
     shown = c.show(ref)
     run_id = shown["run"]["id"]
@@ -286,7 +331,7 @@ def loss_curve(samples: list[dict[str, Any]], width: int = 640, height: int = 22
     }
 
 
-def lineage_view(c: TeamView) -> dict[str, Any]:
+def lineage_view(c: Operations) -> dict[str, Any]:
     """Datasets → runs → checkpoints → derived runs, and the edges from a checkpoint to the runs it started
     (of the runs the actor may see)."""
     store = c.service.store

@@ -9,11 +9,12 @@ local CLI prints.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from crossrail.api.bounds import PATTERN_MESSAGES
@@ -168,23 +169,35 @@ def _integer_bounds(node: Any) -> None:
         _integer_bounds(value)
 
 
+def answer(scope: Any, refusal: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+    """A refusal (`body()`) as JSON, or as a dashboard page for a browser on one (crossrail.api.dashboard)."""
+    from crossrail.api import dashboard
+
+    status = int(refusal["status"])
+    if dashboard.wants_page(scope):
+        page = dashboard.error_page(status, refusal["message"], str(scope["path"]), refusal["problems"])
+        page.headers.update(headers or {})
+        return page
+    return JSONResponse(refusal, status_code=status, headers=headers)
+
+
 def install(app: FastAPI) -> None:
     """Answer every crossrail error and malformed request in the one shape, and say so in the OpenAPI document."""
     _document_errors(app)
 
     @app.exception_handler(CrossrailError)
-    async def crossrail_error(request: Request, exc: CrossrailError) -> JSONResponse:
+    async def crossrail_error(request: Request, exc: CrossrailError) -> Response:
         status = status_of(exc)
         request.scope.setdefault("state", {})["refusal"] = str(exc)  # for the audit row (crossrail.api.auth)
-        return JSONResponse(body(exc, status), status_code=status)
+        return answer(request.scope, body(exc, status))
 
     @app.exception_handler(RequestValidationError)
-    async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(body(request_problems(exc), 422), status_code=422)
+    async def malformed(request: Request, exc: RequestValidationError) -> Response:
+        return answer(request.scope, body(request_problems(exc), 422))
 
     @app.exception_handler(HTTPException)
-    async def refused(_request: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse(body(http_error(exc), exc.status_code), status_code=exc.status_code, headers=exc.headers)
+    async def refused(request: Request, exc: HTTPException) -> Response:
+        return answer(request.scope, body(http_error(exc), exc.status_code), exc.headers)
 
     @app.exception_handler(Exception)
     async def failed(_request: Request, _exc: Exception) -> JSONResponse:
