@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 
 from crossrail.cli.common import Home, Json, Policy, Server, client, guard
@@ -47,8 +46,7 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
         str,
         typer.Option(
             "--cost",
-            help="Cost per effective run from the runs' allocated chip-hours, or the fleet's with its idle share.",
-            click_type=click.Choice(["allocated", "fleet"]),
+            help="allocated (the runs' chip-hours) or fleet (the fleet's, its idle share included): cost per run.",
         ),
     ] = "allocated",
 ) -> None:
@@ -60,7 +58,10 @@ def compare_command(  # noqa: PLR0917 (a typer command takes each option as a pa
 
     def go() -> None:
         from crossrail.metrics import compare
+        from crossrail.metrics.verdict import COSTS
 
+        if cost not in COSTS:
+            raise UsageError(f"--cost must be one of {', '.join(COSTS)} (got {cost!r})")
         loaded = _Loader(home, server)
         runs_before, runs_after = loaded.runs(before, "--before"), loaded.runs(after, "--after")
         fleet = loaded.fleet() if not (before.startswith("sim:") or after.startswith("sim:")) else None

@@ -40,7 +40,7 @@ def figures(runs: Sequence[RunFacts], verdict: Verdict | None = None, compared: 
     """Every figure of the report, in order; `verdict` (with `compared`, saying what) adds the compare view."""
     out = [queue_wait_cdf(runs), cost_by_pool(runs), goodput_over_time(runs)]
     out.append(compare_view(verdict, compared) if verdict is not None else _no_compare())
-    return out
+    return [*out, rl_backlog(runs)]
 
 
 # --- the figures -------------------------------------------------------------------------------------
@@ -139,6 +139,33 @@ def goodput_over_time(runs: Sequence[RunFacts]) -> Figure:
     note = (
         f"Useful chip-seconds over chip-seconds used, of the attempts that ended in each of {BINS} windows "
         f"of {width_s / 3600:.2g} h (UTC), over all pools and per pool."
+    )
+    return Figure(name, title, _png(title, draw), note)
+
+
+def rl_backlog(runs: Sequence[RunFacts]) -> Figure:
+    """The queues of each RL pipeline over time, as its learner reported them: samples made and not yet scored,
+    scored and not yet learnt from."""
+    name, title = "rl-backlog", "RL backlog: items waiting in each pipeline's queues"
+    series = {
+        (run.id, queue): [(s.ts, s.value) for s in run.samples if s.name == f"backlog_{queue}_length"]
+        for run in runs
+        for queue in ("samples", "scored")
+    }
+    series = {key: points for key, points in series.items() if points}
+    if not series:
+        return Figure(name, title, None, "no RL pipeline reported its backlog (backlog_samples_length)")
+
+    def draw(ax: Axes) -> None:
+        for (run, queue), points in sorted(series.items()):
+            ax.plot([datetime.fromtimestamp(t, UTC) for t, _ in points], [v for _, v in points], label=f"{run} {queue}")
+        ax.set_ylabel("items waiting")
+        ax.legend(loc="upper left", fontsize=8)
+        ax.figure.autofmt_xdate()
+
+    note = (
+        "Per RL pipeline, the samples made but not yet scored (`samples`) and scored but not yet learnt from"
+        " (`scored`), as its learner reported them each step (UTC); their ages are metrics by name."
     )
     return Figure(name, title, _png(title, draw), note)
 

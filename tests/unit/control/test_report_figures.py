@@ -105,7 +105,7 @@ def test_figures_say_why_they_are_not_drawn_when_the_log_has_nothing_to_show() -
 
     shown = figures(waiting)
 
-    assert [f.png for f in shown] == [None, None, None, None]
+    assert [f.png for f in shown] == [None, None, None, None, None]
     assert shown[0].note == "no run has started yet, so no queue wait is known"
     assert shown[3].note.startswith("no before/after given: pass --before SEL --after SEL")
 

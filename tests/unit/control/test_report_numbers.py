@@ -58,3 +58,20 @@ def test_the_compare_figure_draws_one_panel_per_metric() -> None:
     assert imread(io.BytesIO(fig.png)).shape[:2] == (450, 800)
     assert fig.note.startswith("x vs y: research cycle shorter by 50%")
     assert "One panel per metric in its own units" in fig.note
+
+
+def test_the_rl_backlog_panel_draws_each_pipelines_queues() -> None:
+    from matplotlib.image import imread
+
+    from crossrail.control.figures import rl_backlog
+    from crossrail.metrics import Sample
+
+    rl = run(0, 600)
+    rl.samples = [Sample("r0", 1, 10.0 * i, "backlog_samples_length", float(40 - i)) for i in range(5)]
+    rl.samples += [Sample("r0", 1, 10.0 * i, "backlog_scored_length", float(i)) for i in range(5)]
+
+    fig = rl_backlog([rl, run(1, 600)])
+
+    assert fig.png is not None
+    assert imread(io.BytesIO(fig.png)).shape[:2] == (450, 800)
+    assert rl_backlog([run(1, 600)]).note == "no RL pipeline reported its backlog (backlog_samples_length)"
