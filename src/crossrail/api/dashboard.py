@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from crossrail.api.auth import CSRF_META, login_cookie, request_actor, scoped, session_csrf
 from crossrail.control.operations import Operations
-from crossrail.core import format_duration
+from crossrail.core import format_duration, format_money
 from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
 
 WEB = Path(__file__).with_name("web")
@@ -29,7 +29,7 @@ router = APIRouter(include_in_schema=False)
 
 
 def _templates() -> Any:
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
 
     env = Environment(
         loader=FileSystemLoader(WEB / "templates"),
@@ -38,7 +38,7 @@ def _templates() -> Any:
     )
     env.filters["duration"] = lambda s: format_duration(None if s is None else float(s))
     env.filters["num"] = lambda v, digits=3: "-" if v is None else f"{v:.{digits}f}"
-    env.filters["money"] = lambda v: "-" if v is None else f"${v:,.2f}"
+    env.filters["money"] = pass_context(lambda ctx, v: format_money(v, ctx.get("currency") or "USD"))
     env.filters["pct"] = lambda v: "-" if v is None else f"{100 * v:.0f}%"
     return env
 
@@ -60,6 +60,7 @@ def _page(request: Request, template: str, title: str, **context: Any) -> HTMLRe
         path=request.url.path,
         csrf=session_csrf(request.scope),  # a write a page makes carries it (docs/auth.md)
         csrf_meta=CSRF_META,
+        currency=request.app.state.client.service.fleet.spec.currency,  # of every amount the page shows
         **context,
     )
     return HTMLResponse(html)

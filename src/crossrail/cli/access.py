@@ -8,6 +8,7 @@ import typer
 
 from crossrail.cli.common import Home, Json, Server, client, guard
 from crossrail.cli.output import console, emit, table, when
+from crossrail.core import format_money
 from crossrail.core.api import MAX_INT
 
 token_app = typer.Typer(
@@ -142,9 +143,10 @@ def usage_command(
 
     def go() -> None:
         def show(obj: dict[str, Any]) -> None:
-            rows = [{k: r[k] for k in ("team", "stage", "pool", "attempts")} | _money(r) for r in obj["rows"]]
+            cur = obj.get("currency") or "USD"
+            rows = [{k: r[k] for k in ("team", "stage", "pool", "attempts")} | _money(r, cur) for r in obj["rows"]]
             table("usage by team, stage and pool", rows)
-            table("usage by team", [{"team": t["team"]} | _money(t) for t in obj["teams"]])
+            table("usage by team", [{"team": t["team"]} | _money(t, cur) for t in obj["teams"]])
 
         with client(home, server) as c:
             emit(c.usage(since=since, team=team), as_json, show)
@@ -152,5 +154,5 @@ def usage_command(
     guard(go)
 
 
-def _money(row: dict[str, Any]) -> dict[str, str]:
-    return {"chip_hours": f"{row['chip_hours']:.2f}", "cost": f"{row['cost']:,.2f}"}
+def _money(row: dict[str, Any], currency: str) -> dict[str, str]:
+    return {"chip_hours": f"{row['chip_hours']:.2f}", "cost": format_money(row["cost"], currency)}

@@ -78,7 +78,7 @@ def render_placement(obj: dict[str, Any], *, explain: bool) -> None:
     )
     console.print(f"why: {obj['reason']}")
     if explain:
-        render.candidates(obj["candidates"], chosen=obj["pool"])
+        render.candidates(obj["candidates"], chosen=obj["pool"], currency=obj.get("currency") or "USD")
         found = obj.get("hypothesis")
         if found:  # the policy's preference for this stage, as the measured runs judge it
             console.print(f"policy check ({found['status']}): {found['sentence']}")

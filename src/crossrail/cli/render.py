@@ -10,11 +10,14 @@ from rich.table import Table
 from rich.text import Text
 
 from crossrail.cli.output import console, err, secs, table, when
+from crossrail.core import format_money
 
 STATUS_ROWS = 20
 
 
-def candidates(rows: list[dict[str, Any]], *, chosen: str | None, title: str = "candidate pools") -> None:
+def candidates(
+    rows: list[dict[str, Any]], *, chosen: str | None, title: str = "candidate pools", currency: str = "USD"
+) -> None:
     """Every candidate pool of one placement with each estimate term, best score first."""
     t = Table(title=title)
     for col in ("", "pool", "chip", "wait", "run", "speed from", "recovery", "result in", "cost", "score", "note"):
@@ -29,7 +32,7 @@ def candidates(rows: list[dict[str, Any]], *, chosen: str | None, title: str = "
             c["speed_source"],
             secs(c["recovery_s"]),
             secs(c["total_s"]),
-            "-" if c["cost"] is None else f"${c['cost']:,.2f}",
+            format_money(c["cost"], currency),
             "-" if c["score"] is None else f"{c['score']:.4g}",
             c["note"] or "",
         )
@@ -298,6 +301,7 @@ def changed(obj: dict[str, Any]) -> None:
 
 
 def report(obj: dict[str, Any]) -> None:
+    currency = obj.get("currency") or "USD"  # the fleet's, where the object names it
     t = Table(title="research-cycle metrics by stage × pool")
     cols = (
         "stage",
@@ -337,8 +341,8 @@ def report(obj: dict[str, Any]) -> None:
             str(g["recoveries"]),
             f"{g['chip_hours']:.2f}",
             "-" if g.get("goodput") is None else f"{g['goodput']:.0%}",
-            f"${g['cost']:.2f}",
-            "-" if cper is None else f"${cper:.2f}",
+            format_money(g["cost"], currency),
+            format_money(cper, currency),
         )
     console.print(t)
     fleet = obj.get("fleet") or {}

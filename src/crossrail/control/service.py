@@ -934,6 +934,7 @@ class Service:
             "estimated_start_in_s": None if at is None else round(at - now, 3),
             "waiting_for_parent": self._parent_wait(pre.parent_run, pre.parent_checkpoint, now),
             **choice.as_dict(),
+            "currency": self.fleet.spec.currency,  # of each candidate's cost
             "problems": [p.as_dict() for p in pre.problems],
         }
 

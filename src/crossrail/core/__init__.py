@@ -14,7 +14,7 @@ from crossrail.core.ids import (
     validate_team,
 )
 from crossrail.core.priority import PRIORITIES, PRIORITY_RANK, priority_level, priority_rank
-from crossrail.core.quantities import format_duration, parse_duration, parse_topology
+from crossrail.core.quantities import format_duration, format_money, parse_duration, parse_topology
 
 __all__ = [
     "PRIORITIES",
@@ -31,6 +31,7 @@ __all__ = [
     "SystemClock",
     "attempt_id",
     "format_duration",
+    "format_money",
     "is_uid",
     "new_uid",
     "parse_duration",

@@ -39,6 +39,21 @@ def parse_duration(value: str | int | float) -> float:
     return seconds
 
 
+CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
+"""Currencies written with their sign before the amount; any other ISO 4217 code follows it (`12.50 CHF`)."""
+
+
+def format_money(amount: float | None, currency: str = "USD") -> str:
+    """The one way crossrail writes an amount for people, in the fleet's currency: `$1,234.50`, `€0.12`,
+    `12.50 CHF`; `-` for None or nan."""
+    if amount is None or math.isnan(amount):
+        return "-"
+    sign = CURRENCY_SIGNS.get(currency)
+    if sign is None:
+        return f"{amount:,.2f} {currency}"
+    return f"-{sign}{-amount:,.2f}" if amount < 0 else f"{sign}{amount:,.2f}"
+
+
 _PAIRS = (("d", "h"), ("h", "m"), ("m", "s"))
 
 

@@ -350,6 +350,9 @@ class FleetSpec(SpecModel):
     paths: PathsSpec = Field(default_factory=PathsSpec)
     isolation: IsolationSpec | None = None
     kubernetes: KubernetesFleet = Field(default_factory=KubernetesFleet)
+    currency: str = Field(
+        "USD", pattern=r"^[A-Z]{3}$", description="The ISO 4217 code of every pool's cost_per_chip_hour and budget."
+    )
 
     @property
     def teams(self) -> list[str]:

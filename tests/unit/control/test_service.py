@@ -235,6 +235,21 @@ def test_a_misspelt_run_gets_a_did_you_mean_only_of_runs_the_caller_sees(client:
     assert str(hidden.value).replace("pretrain-smal", "zzzz") == str(nothing.value)
 
 
+def test_a_fleet_in_euros_prices_every_placement_candidate_in_euros(
+    client: Client, experiments: Path, checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crossrail.cli.place import render_placement
+
+    fleet_yaml = checkout / ".crossrail" / "fleet.yaml"
+    fleet_yaml.write_text(fleet_yaml.read_text().replace("\nspec:\n", "\nspec:\n  currency: EUR\n", 1))
+    placed = client.place(experiments / "pretrain-small.yaml")
+    assert placed["currency"] == "EUR"
+    render_placement(placed, explain=True)
+    table = capsys.readouterr().out
+    assert "€" in table
+    assert "$" not in table.partition("candidate pools")[2]
+
+
 def test_resubmit_resume_starts_from_the_latest_committed_checkpoint(
     client: Client, experiments: Path, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from crossrail.core import (
     ManualClock,
     RunState,
     format_duration,
+    format_money,
     parse_duration,
     parse_run_id,
     parse_topology,
@@ -42,6 +43,15 @@ def test_durations_are_written_one_way_in_their_two_largest_units(seconds: float
     assert format_duration(seconds) == shown
     if seconds:  # what is shown reads back, to the precision shown
         assert parse_duration(shown) == pytest.approx(seconds, rel=0.02, abs=0.5)
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "shown"),
+    [(1234.5, "USD", "$1,234.50"), (0.124, "EUR", "€0.12"), (12.5, "CHF", "12.50 CHF"), (-3.0, "GBP", "-£3.00"),
+     (None, "USD", "-"), (float("nan"), "EUR", "-")],
+)  # fmt: skip
+def test_money_is_written_in_the_fleets_currency(amount: float | None, currency: str, shown: str) -> None:
+    assert format_money(amount, currency) == shown
 
 
 def test_topologies_are_positive_integer_factors() -> None:
