@@ -181,11 +181,13 @@ def metrics_command(  # noqa: PLR0917 (a typer command takes each option as a pa
 def _table(result: Any) -> None:
     from rich.table import Table
 
+    from crossrail.metrics import format_value
+
     t = Table(box=None, pad_edge=False)
     for col in (*result.by, "runs", *result.metrics):
         t.add_column(col, overflow="fold")
     for row in result.rows:
-        t.add_row(*row.key.values(), str(row.runs), *(_num(row.values[m]) for m in result.metrics))
+        t.add_row(*row.key.values(), str(row.runs), *(format_value(m, row.values[m]) for m in result.metrics))
     console.print(t if result.rows else "no runs")
 
 
@@ -254,9 +256,3 @@ def _changes(changes: list[Change], *, indent: str = "", sides: tuple[str, str] 
             f"±{c.detectable * 100:.0f}%" if c.detectable is not None else "-",
         )  # fmt: skip
     console.print(t)
-
-
-def _num(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"

@@ -183,7 +183,9 @@ def test_workspace_selections_over_a_server_are_refused_with_what_to_do_instead(
     )
 
     assert out.exit_code == 2
-    assert "run them beside it, without --server, or on simulation results (sim:FILE)" in " ".join(out.output.split())
+    said = " ".join(out.output.split())
+    assert "(or run them on sim:FILE results) works on a workspace of this machine, not through a server" in said
+    assert "run it beside the workspace, without --server" in said
 
 
 def test_policy_check_prints_each_stage_and_its_evidence_from_a_simulation_result(tmp_path: Path) -> None:
