@@ -45,7 +45,7 @@ def template(root: Path, commit: str) -> str:
     """The workspace's small pretraining experiment with its commit pinned and its dataset's version resolved."""
     text = (root / ".crossrail" / "experiments" / "pretrain-small.yaml").read_text()
     text = text.replace("commit: auto", f"commit: {commit}")
-    with Client(cwd=root, server="") as c:
+    with Client.local(cwd=root) as c:
         probe = c.submit_text(named(text, "probe"), source="probe.yaml")
         version = probe["lineage"]["dataset_version"]
     uri = next(line for line in text.splitlines() if "dataset:" in line).split("uri: ")[1].rstrip("}").strip()
@@ -58,7 +58,7 @@ def named(text: str, name: str) -> str:
 
 def in_process_rate(root: Path, text: str, n: int, rep: int) -> tuple[float, float]:
     """Submissions per second, and CPU ms per submission, of the in-process client."""
-    with Client(cwd=root, server="") as c:
+    with Client.local(cwd=root) as c:
         c.status()  # open and migrate outside the timed region
         t0, cpu0 = time.perf_counter(), time.process_time()
         for i in range(n):
@@ -123,7 +123,7 @@ def serve(root: Path, port: int) -> subprocess.Popen[bytes]:
 def fill(root: Path, text: str, pending: int, events: int) -> str:
     """`pending` queued runs (submitted in batches), then heartbeats on other runs up to `events` in the store;
     returns the id of an ordinary run to show."""
-    with Client(cwd=root, server="") as c:
+    with Client.local(cwd=root) as c:
         store = c.service.store
         have = len(store.list_runs(states=["queued"]))
         for start in range(have, pending, 500):
@@ -229,13 +229,13 @@ def main() -> None:
         try:
             rate, http, cpu_local, cpu_server = submit_rates(root, text, url, server.pid, args)
             shown = fill(root, text, args.pending, args.events)
-            with Client(cwd=root, server="") as c:
+            with Client.local(cwd=root) as c:
                 held = c.service.store.last_seq()
                 queued = len(c.service.store.list_runs(states=["queued"]))
             run_p50, run_p99 = latencies(url, f"/v1/runs/{shown}", args.requests)
             queue_p50, queue_p99 = latencies(url, "/v1/queue", max(20, args.requests // 10))
             whole_p50, whole_p99 = latencies(url, "/v1/queue?limit=0", 10)
-            with Client(cwd=root, server="") as c:  # the same reads in process: what the API adds to them
+            with Client.local(cwd=root) as c:  # the same reads in process: what the API adds to them
                 local_run = in_process_ms(lambda: c.show(shown), args.requests)
                 local_queue = in_process_ms(c.queue, max(20, args.requests // 10))
                 local_whole = in_process_ms(lambda: c.queue(limit=0), 10)

@@ -158,7 +158,7 @@ def audit(root: Path, store_url: str, answers: list[list[Any]]) -> tuple[int, in
         if op == "submit" and 200 <= status < 300:
             acknowledged[key].add(rid)
     os.environ["CROSSRAIL_STORE_URL"] = store_url
-    with Client(cwd=root, server="") as c:
+    with Client.local(cwd=root) as c:
         stored = {r.id: r.idempotency_key for r in c.service.store.list_runs(experiment="load")}
     lost = sum(1 for key, rids in acknowledged.items() for rid in rids if stored.get(rid) != key)
     duplicated = sum(len(rids) - 1 for rids in acknowledged.values()) + max(0, len(stored) - len(acknowledged))

@@ -1,4 +1,5 @@
-"""Shared fixtures: a manual clock, a git checkout with a fresh workspace, and a client over it."""
+"""Shared fixtures and helpers: a manual clock, a git checkout with a fresh workspace and a client over it; the API
+in process (`in_process`) or on a socket (`serving`); `wait_for` a condition; `drive` an agent until one holds."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -154,7 +156,7 @@ def emulator_env() -> Iterator[dict[str, str]]:
         yield dict(EMULATOR_ENV)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -165,7 +167,7 @@ def s3_server(emulator_env: dict[str, str]) -> Iterator[str]:
     """A moto S3 server on a free 127.0.0.1 port for this session; yields its endpoint URL."""
     pytest.importorskip("moto.server", reason="the S3 emulator is a dev dependency: pip install -e '.[dev]'")
     pytest.importorskip("s3fs", reason="s3fs is a dev dependency: pip install -e '.[dev]'")
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("moto_server")
     server = subprocess.Popen(
         [str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -236,3 +238,95 @@ def gcs_bucket(gcs_server: str) -> tuple[str, dict[str, Any]]:
     bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
     gcsfs.GCSFileSystem(**options).mkdir(bucket)
     return f"gs://{bucket}", options
+
+
+# --- the API in process, or on a socket -------------------------------------------------------------------
+
+PEER = ("127.0.0.1", 40001)
+IN_PROCESS_URL = "http://crossrail.test"
+
+
+def in_process(app: Any, *, peer: tuple[str, int] = PEER, base_url: str = IN_PROCESS_URL, **kw: Any) -> Any:
+    """An httpx client whose requests `app` (crossrail.api.create_app(...)) answers in this process, each from
+    `peer`: no port, no server thread, the app's own middleware and error handling. Answers are read whole, so
+    a stream that follows (`follow=1`) goes over a socket instead (`serving`)."""
+    import httpx
+
+    from crossrail.client.transport import asgi_http_transport
+
+    kw.setdefault("timeout", 60)
+    return httpx.Client(transport=asgi_http_transport(app, peer), base_url=base_url, **kw)
+
+
+def asgi_client(app: Any, token: str | None = None) -> Client:
+    """The Python client over `app` in this process (its ASGI transport), sending `token`."""
+    from crossrail.client import ASGITransport
+
+    return Client(transport=ASGITransport(app, token=token))
+
+
+@contextmanager
+def serving(app: Any, *, lifespan: str = "auto") -> Iterator[str]:
+    """`app` served by uvicorn on a free 127.0.0.1 port in a thread; yields its base URL. For what needs a
+    socket: streams that follow, the runtime's HTTP report channel, a CLI in a subprocess, a browser.
+    `lifespan="off"` serves an app other requests share (its shutdown would close the app's store)."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan=lifespan)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="crossrail-test-server", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started or not thread.is_alive(), what=f"the API server on port {port}")
+    assert thread.is_alive(), f"the API server on port {port} did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+# --- waiting -----------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def wait_for(
+    check: Callable[[], T | None],
+    *,
+    what: str = "the condition",
+    timeout_s: float = 30.0,
+    interval_s: float = 0.05,
+    alive: subprocess.Popen[Any] | None = None,
+) -> T:
+    """Poll `check` until it returns something other than None or False, and return that; fail after
+    `timeout_s` naming `what`, or at once when the process `alive` (one the condition waits on) has exited."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value is not None and value is not False:
+            return value
+        if alive is not None and alive.poll() is not None:
+            raise AssertionError(f"{alive.args!r} exited with {alive.returncode} before {what}: {alive.communicate()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def drive(
+    client: Client,
+    until: Callable[[], bool],
+    *,
+    config: Any,
+    timeout_s: float = 60.0,
+    story: Callable[[], object] | None = None,
+) -> None:
+    """Reconcile `client`'s agent (under `config`) every `config.poll_s` until `until()`; fail after `timeout_s`
+    saying `story()` (what happened meanwhile) when given."""
+    agent = client.agent(config)
+    deadline = time.monotonic() + timeout_s
+    while not until():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the agent did not get there in {timeout_s:g} s: {story() if story else ''}")
+        agent.reconcile()
+        time.sleep(config.poll_s)

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
+from tests.conftest import serving
 
 # The installed console script: the same entry point a user runs, wherever the CLI's modules live.
 CROSSRAIL = str(Path(sys.executable).with_name("crossrail"))
@@ -74,39 +72,17 @@ def demo_copy(demo_workspace: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
-def serving(home: Path) -> Iterator[str]:
-    """`create_app(home)` served by uvicorn on a free 127.0.0.1 port in a thread; yields its base URL."""
-    import uvicorn
-
+def serving_home(home: Path) -> Iterator[str]:
+    """`create_app(home)` on a socket (tests.conftest.serving); yields its base URL."""
     from crossrail.api import create_app
 
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(home), host="127.0.0.1", port=port, log_level="warning", ws="none")
-    )
-    thread = threading.Thread(target=server.run, name="crossrail-test-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            pytest.fail(f"the API server on port {port} did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serving(create_app(home)) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
 def demo_server(demo_workspace: Path) -> Iterator[str]:
     """The API server over the demo workspace, for this session; yields its base URL."""
-    with serving(demo_workspace / ".crossrail") as url:
+    with serving_home(demo_workspace / ".crossrail") as url:
         yield url

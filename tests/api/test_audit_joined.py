@@ -3,8 +3,6 @@ failed write leaves a row saying so and none claiming success; a successful one 
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import event
-from tests.api.conftest import free_port
+from tests.conftest import in_process
 
 from crossrail.client import Client
 from crossrail.core import ManualClock
@@ -31,8 +29,6 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    import uvicorn
-
     from crossrail.api import create_app
 
     root = tmp_path_factory.mktemp("joined")
@@ -42,17 +38,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     store = app.state.client.service.store
     commits: list[int] = []
     event.listen(store._engine, "commit", lambda _conn: commits.append(1))
-    port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, port=port, ws="none", log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    while not uv.started:
-        assert thread.is_alive(), "the API server did not start"
-        time.sleep(0.02)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+    with in_process(app, timeout=30) as http:
         yield Server(home, http, store, commits)
-    uv.should_exit = True
-    thread.join(30)
+    app.state.client.close()
 
 
 def _submit(s: Server, name: str, **extra: Any) -> httpx.Response:

@@ -11,7 +11,7 @@ from crossrail.control.leader import Leadership, LeaseConfig
 from crossrail.core import SystemClock
 from crossrail.store import Store
 
-from .conftest import serving
+from .conftest import serving_home
 
 pytestmark = pytest.mark.postgres
 
@@ -26,7 +26,7 @@ def test_health_names_the_leader_and_the_standbys_by_id_and_host_only(
         s.register_agent(host=f"host-{i}", pid=100 + i, workspace=None, now=clock.now()) for i, s in enumerate(stores)
     ]
     assert Leadership(stores[0], clock, ids[0], "host-0", LeaseConfig()).step()
-    with serving(checkout / ".crossrail") as url:
+    with serving_home(checkout / ".crossrail") as url:
         body = httpx.get(f"{url}/v1/health", timeout=10).json()
     assert body["ok"] is True
     assert body["agents"] == {

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from tests.api.conftest import free_port
+from tests.conftest import serving
 
 from crossrail.client import Client
 from crossrail.control import reports
@@ -32,20 +30,11 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def url(home: Path) -> Iterator[str]:
-    import uvicorn
-
+    """A server on a socket: the runtime's HTTP report channel posts to a URL."""
     from crossrail.api import create_app
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(home, clock=CLOCK), port=port, ws="none", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the API server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(30)
+    with serving(create_app(home, clock=CLOCK)) as url:
+        yield url
 
 
 def _attempt(c: Client, name: str, report: str | None) -> str:
@@ -91,7 +80,7 @@ def test_http_reports_store_what_the_file_channel_stores(home: Path, url: str) -
     def clock() -> float:  # one time for every record, so both channels' records carry the same
         return at
 
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         by_file = _attempt(c, "by-file", None)
         by_http = _attempt(c, "by-http", url + "/v1/ingest/{run}/1")
         att = next(a for a in c.service.store.attempts(by_file))
@@ -113,7 +102,7 @@ def test_http_reports_store_what_the_file_channel_stores(home: Path, url: str) -
 
 
 def test_replayed_and_reordered_batches_are_stored_once(home: Path, url: str) -> None:
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         run_id = _attempt(c, "replayed", url + "/v1/ingest/{run}/1")
         target, secret = f"{url}/v1/ingest/{run_id}/1", attempt_secret(home, run_id, 1)
 
@@ -139,7 +128,7 @@ def test_replayed_and_reordered_batches_are_stored_once(home: Path, url: str) ->
 
 
 def test_ingest_refuses_without_the_attempts_secret_and_changes_nothing(home: Path, url: str) -> None:
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         run_id = _attempt(c, "guarded", url + "/v1/ingest/{run}/1")
         other = _attempt(c, "other", url + "/v1/ingest/{run}/1")
         rec = {"v": 1, "ts": 1.0, "run": run_id, "attempt": 1, "type": "heartbeat", "step": 1, "seq": 1}
@@ -169,7 +158,7 @@ def test_ingest_refuses_without_the_attempts_secret_and_changes_nothing(home: Pa
 def test_an_agent_with_a_report_url_sends_kubernetes_attempts_there_with_their_secret(home: Path, url: str) -> None:
     from crossrail.control.attempts import launch_request, report_uri
 
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         run_id = _attempt(c, "routed", None)
         run, att = c.service.store.get_run(run_id), c.service.store.attempts(run_id)[0]
         reports_dir = c.workspace.root / "reports"
@@ -182,7 +171,7 @@ def test_an_agent_with_a_report_url_sends_kubernetes_attempts_there_with_their_s
 
 
 def test_a_nan_metric_is_an_event_and_infinities_are_samples_on_both_channels(home: Path, url: str) -> None:
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         by_file, by_http = _attempt(c, "nan-file", None), _attempt(c, "nan-http", url + "/v1/ingest/{run}/1")
         att = c.service.store.attempts(by_file)[0]
         with Reporter(att.report_uri or "", run=by_file, attempt=1) as reporter:
@@ -201,7 +190,7 @@ def test_a_nan_metric_is_an_event_and_infinities_are_samples_on_both_channels(ho
 
 
 def test_a_writer_posts_what_it_buffered_in_batches_within_the_servers_bounds(home: Path, url: str) -> None:
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         run_id = _attempt(c, "split", url + "/v1/ingest/{run}/1")
         secret = attempt_secret(home, run_id, 1)
         target = f"{url}/v1/ingest/{run_id}/1"

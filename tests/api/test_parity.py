@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.api.conftest import PENDING, free_port
+from tests.api.conftest import PENDING
+from tests.conftest import serving
 from typer.testing import CliRunner
 
 from crossrail.cli.app import app
@@ -26,22 +25,12 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def served(demo_copy: Path, frozen: None) -> Iterator[tuple[Path, str]]:
-    """The demo copy and a server over it, on the same (frozen) clock as the local CLI."""
-    import uvicorn
-
+    """The demo copy and a server over it, on the same (frozen) clock as the local CLI: `--server` over a socket,
+    as a user runs it."""
     from crossrail.api import create_app
 
-    port = free_port()
-    config = uvicorn.Config(create_app(demo_copy / ".crossrail"), port=port, ws="none", log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the API server did not start"
-        time.sleep(0.02)
-    yield demo_copy, f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(30)
+    with serving(create_app(demo_copy / ".crossrail")) as url:
+        yield demo_copy, url
 
 
 def _cli(root: Path, *args: str, server: str | None = None) -> tuple[int, Any, str]:

@@ -24,7 +24,7 @@ import pytest
 from crossrail.client import Client
 from crossrail.core.events import Event, EventType
 
-from .conftest import CROSSRAIL, free_port, serving
+from .conftest import CROSSRAIL, free_port, serving_home
 
 pytest.importorskip("prometheus_client", reason="the api extra is not installed: pip install -e '.[api]'")
 from crossrail.control.prometheus import FleetCounters
@@ -211,7 +211,7 @@ def query(base: str, expr: str, *, want: int = 1, timeout_s: float = 30) -> list
 def test_a_real_prometheus_scrapes_the_server_and_its_query_api_returns_the_known_logs_values(
     known_workspace: Path, tmp_path: Path
 ) -> None:
-    with serving(known_workspace) as url, prometheus(url.removeprefix("http://"), tmp_path) as prom:
+    with serving_home(known_workspace) as url, prometheus(url.removeprefix("http://"), tmp_path) as prom:
         for name, labels, value in EXPECTED:
             selector = ",".join(f'{k}="{v}"' for k, v in labels.items())
             (series,) = query(prom, f"{name}{{{selector}}}")

@@ -59,7 +59,7 @@ def app(home: Path) -> Iterator[FastAPI]:
 
 def admitted(home: Path, name: str, report: str) -> str:
     """A run of the workspace's pretraining experiment, admitted as attempt 1 reporting to `report`."""
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         submitted = c.submit(home / "experiments" / "pretrain-small.yaml", sets=[f"metadata.name={name}"])
         run_id = str(submitted["run"]["id"])
         run = c.service.store.get_run(run_id)
@@ -76,7 +76,7 @@ def record(run: str, seq: int, **fields: Any) -> dict[str, Any]:
 
 def stored(home: Path, run: str) -> tuple[list[int], list[str], list[dict[str, Any]]]:
     """Metric steps, checkpoint URIs and the `invalid` reports the store holds for `run`."""
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         store = c.service.store
         steps = sorted(int(s["step"]) for s in store.metric_samples(run))
         ckpts = [k.uri for k in store.checkpoints(run)]
@@ -85,7 +85,7 @@ def stored(home: Path, run: str) -> tuple[list[int], list[str], list[dict[str, A
 
 
 def own_dir(home: Path, run: str) -> str:
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         return str(c.service.store.get_run(run).run_checkpoint_dir)
 
 
@@ -166,7 +166,7 @@ def test_the_local_report_file_is_held_to_the_same_bounds_and_prefix(home: Path)
                        "data": {"blob": "z" * 30_000_000}})  # fmt: skip
     with report.open("a") as f:  # written around the runtime, as a hostile command could
         f.write(huge + "\n")
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         att = c.service.store.attempts(run)[0]
         reports.ingest(c.service.store, att, CLOCK.now())
         events = [e for e in c.service.store.events(run=run) if e.type == "reported"]
@@ -205,7 +205,7 @@ def test_a_report_file_replaced_by_a_fifo_or_device_does_not_hold_the_agent(home
     done: list[str] = []
 
     def poll() -> None:
-        with Client(home, server="", clock=CLOCK) as c:
+        with Client(home, clock=CLOCK) as c:
             att = c.service.store.attempts(run)[0]
             done.append(str(reports.ingest(c.service.store, att, CLOCK.now()).report_cursor))
 

@@ -67,7 +67,7 @@ def app(home: Path) -> Iterator[FastAPI]:
 
 def admitted(home: Path, name: str, report: str) -> str:
     """A run of the workspace's pretraining experiment, admitted as attempt 1 reporting to `report`."""
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         submitted = c.submit(home / "experiments" / "pretrain-small.yaml", sets=[f"metadata.name={name}"])
         run_id = str(submitted["run"]["id"])
         run = c.service.store.get_run(run_id)
@@ -122,13 +122,13 @@ def test_ingest_step_or_seq_of_ten_to_the_thirty_is_refused_not_a_500(app: FastA
     assert by_step.json()["stored"] == 2
     shown = call(app, "GET", f"/v1/runs/{run}")
     assert shown.status_code == 200, shown.text
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         assert [s["step"] for s in c.service.store.metric_samples(run, "loss")] == [3]
 
 
 def test_file_reports_with_a_step_of_ten_to_the_thirty_do_not_stop_the_agent(home: Path) -> None:
     run = admitted(home, "huge-file", str(home / "reports" / "{run}" / "1.jsonl"))
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         att = c.service.store.attempts(run)[0]
         path = Path(att.report_uri or "")
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ def app(checkout: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 def test_long_or_nul_names_in_audited_requests_are_answered_on_postgresql(app: FastAPI, checkout: Path) -> None:
-    with Client(checkout / ".crossrail", server="", clock=CLOCK) as c:
+    with Client(checkout / ".crossrail", clock=CLOCK) as c:
         admin = {"Authorization": f"Bearer {c.token_create(team='foundation', role='admin', user='pg')['token']}"}
     long = "r" * 300
     cases = [
@@ -44,7 +44,7 @@ def test_long_or_nul_names_in_audited_requests_are_answered_on_postgresql(app: F
     for method, url, headers, status in cases:
         answer = call(app, method, url, headers=headers)
         assert is_error_shape(answer, status), (url[:40], answer.status_code, answer.text[:300])
-    with Client(checkout / ".crossrail", server="", clock=CLOCK) as c:
+    with Client(checkout / ".crossrail", clock=CLOCK) as c:
         rows = c.audit()["entries"]
     assert len(rows) >= len(cases)
 
@@ -62,7 +62,7 @@ def test_ingest_of_names_longer_than_their_columns_is_answered_on_postgresql(app
     batch = {"incarnation": int(CLOCK.now() * 1000), "records": records}
     answer = call(app, "POST", f"/v1/ingest/{run}/1", headers=auth, json=batch)
     assert answer.status_code == 200, answer.text  # the long metric name is an `invalid` record, the rest stored
-    with Client(home, server="", clock=CLOCK) as c:
+    with Client(home, clock=CLOCK) as c:
         assert [s["name"] for s in c.service.store.metric_samples(run)] == ["loss"]
         invalid = [e for e in c.service.store.events(run=run) if e.data.get("name") == "invalid"]
         assert len(invalid) == 1

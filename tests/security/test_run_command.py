@@ -92,7 +92,8 @@ def submit(client: Client, actor: Actor, name: str, code: str, *args: str) -> st
         f"spec.args={json.dumps(list(args))}",
         *(f"spec.env.{k}={v}" for k, v in env.items()),
     ]
-    return str(client.submit_text(text, source=f"{name}.yaml", sets=sets, actor=actor)["run"]["id"])
+    as_team = client.transport.operations.as_actor(actor)  # the run is its token team's, as over the API
+    return str(as_team.submit_text(text, source=f"{name}.yaml", sets=sets)["run"]["id"])
 
 
 def drive(client: Client, until: Callable[[], bool], timeout_s: float = 60.0) -> None:

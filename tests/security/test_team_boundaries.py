@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from tests.inprocess import InProcess
+from tests.conftest import in_process
 
 from crossrail.api import create_app
 from crossrail.client import Client
@@ -28,7 +29,7 @@ ABSENT = "no-such-run-7"
 class Site:
     home: Path
     local: Client
-    http: InProcess
+    http: httpx.Client  # the app in this process (tests.conftest.in_process)
     tokens: dict[str, str]  # "<team>-<role>" -> secret
     pretrain: str  # a queued run of foundation
     experiments: dict[str, str]  # init's experiment texts by name
@@ -39,7 +40,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("boundaries")
     Client.init(root)
     home = root / ".crossrail"
-    local = Client(home, server="")
+    local = Client(home)
     tokens = {
         f"{team}-{role}": local.token_create(team=team, role=role, user=f"{team}-{role}")["token"]
         for team in ("foundation", "alignment", "evals")
@@ -49,7 +50,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     texts = {p.stem: p.read_text() for p in (home / "experiments").glob("*.yaml")}
     app = create_app(home, require_auth=True)
     try:
-        yield Site(home, local, InProcess(app), tokens, pretrain, texts)
+        yield Site(home, local, in_process(app), tokens, pretrain, texts)
     finally:
         app.state.client.close()
         local.close()
@@ -143,7 +144,7 @@ def test_a_stored_parent_that_is_no_longer_shared_is_kept_and_its_resubmit_names
 ) -> None:
     Client.init(tmp_path)
     home = tmp_path / ".crossrail"
-    with Client(home, server="") as local:
+    with Client(home) as local:
         parent = local.submit(home / "experiments" / "pretrain-small.yaml")["run"]["id"]
         child = local.submit(home / "experiments" / "posttrain-042.yaml")["run"]["id"]
         token = local.token_create(team="alignment", role="submitter")["token"]
@@ -151,7 +152,7 @@ def test_a_stored_parent_that_is_no_longer_shared_is_kept_and_its_resubmit_names
         fleet.write_text(fleet.read_text().replace("    - {from: foundation, to: [alignment]}\n", ""))
         app = create_app(home, require_auth=True)
         try:
-            http = InProcess(app)
+            http = in_process(app)
             again = http.post(f"/v1/runs/{child}/resubmit", json={}, headers={"Authorization": f"Bearer {token}"})
             assert again.status_code == 403, again.text
             assert "{from: foundation, to: [alignment]}" in again.json()["message"]
@@ -280,7 +281,7 @@ def test_validate_and_place_refuse_what_submit_refuses(tmp_path: Path, what: str
     exp = tmp_path / "exp.yaml"
     text = (home / "experiments" / "pretrain-small.yaml").read_text()
     exp.write_text(text)
-    with Client(home, server="") as local:
+    with Client(home) as local:
         for call in (local.submit, local.place):
             with pytest.raises(SpecError) as refused:
                 call(exp, sets=[f"{what}=file://{fifo}"])
@@ -311,7 +312,7 @@ def test_simulate_store_keeps_a_result_that_compare_names_by_id(tmp_path: Path) 
     done = subprocess.run(sim, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
     stored = json.loads(done.stdout)["stored"]
     assert stored.startswith("sim:")
-    with Client(tmp_path / ".crossrail", server="") as local:
+    with Client(tmp_path / ".crossrail") as local:
         assert [s["runs"] for s in local.service.store.simulations()] == [15]
     compare = [cli, "compare", "--before", stored, "--after", stored, "--json"]
     verdict = subprocess.run(compare, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)

@@ -31,7 +31,7 @@ def with_queue_of(fleet_text: str, team: str) -> str:
 @pytest.mark.parametrize("team", NEW_TEAMS)
 def test_team_names_accept_no_unicode_or_other_non_dns_label_when_new(home: Path, tmp_path: Path, team: str) -> None:
     experiment = home / "experiments" / "pretrain-small.yaml"
-    with Client(home, server="") as c:
+    with Client(home) as c:
         with pytest.raises(SpecError) as refused:
             c.submit(experiment, sets=[f"metadata.team={team}", "metadata.name=named"])
         assert [p.path for p in refused.value.problems] == ["metadata.team"]
@@ -49,7 +49,7 @@ def test_a_team_the_workspace_already_knows_keeps_working(home: Path) -> None:
     # A fleet written before the rule (by hand) names a team that is no DNS label.
     (home / "fleet.yaml").write_text(with_queue_of((home / "fleet.yaml").read_text(), LEGACY), encoding="utf-8")
     experiment = home / "experiments" / "pretrain-small.yaml"
-    with Client(home, server="") as c:
+    with Client(home) as c:
         assert c.fleet_apply(home / "fleet.yaml")["changes"] == []
         run = c.submit(experiment, sets=[f"metadata.team={LEGACY}", "metadata.name=legacy"])
         assert run["run"]["team"] == LEGACY

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from tests.api.conftest import CROSSRAIL, free_port
+from tests.api.conftest import CROSSRAIL
+from tests.conftest import free_port, in_process, wait_for
 
 from crossrail.api import create_app
 from crossrail.api.auth import COOKIE
@@ -42,12 +41,9 @@ class Browser:
         self.app, self.base, self.peer = app, base, peer
 
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        async def send() -> httpx.Response:
-            transport = httpx.ASGITransport(app=self.app, client=self.peer)
-            async with httpx.AsyncClient(transport=transport, base_url=self.base) as http:
-                return await http.request(method, path, **kw)
-
-        return anyio.run(send)
+        with in_process(self.app, peer=self.peer, base_url=self.base) as http:  # a fresh client: it keeps no cookie
+            response: httpx.Response = http.request(method, path, **kw)
+            return response
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
         return self.request("GET", path, **kw)
@@ -81,7 +77,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("web-session")
     Client.init(root)
     home = root / ".crossrail"
-    with Client(home, server="") as local:
+    with Client(home) as local:
         tokens = {r: local.token_create(team=TEAM, role=r, user=f"ada-{r}")["token"] for r in ("viewer", "submitter")}
         other = local.token_create(team=OTHER, role="viewer", user="mallory")["token"]
         with serving(home, require_auth=True) as app:
@@ -192,7 +188,7 @@ def test_a_page_elsewhere_cannot_write_as_the_anonymous_admin_of_loopback(tmp_pa
     """A one-person workspace (no tokens) served on loopback without auth: the CLI is its anonymous admin."""
     Client.init(tmp_path)
     home = tmp_path / ".crossrail"
-    with Client(home, server="") as local:
+    with Client(home) as local:
         alone = Site(home, local, Browser(None), "", "", "")
         run, kept = _submit(alone), _submit(alone)
         with serving(home, require_auth=False) as app:
@@ -262,18 +258,12 @@ def test_crossrail_serve_believes_x_forwarded_for_only_from_the_proxy_it_names(s
     url = f"http://127.0.0.1:{port}"
     with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
         try:
-            _wait_for(server, url)
+            wait_for(
+                lambda: _answers(url), what=f"crossrail serve at {url}", timeout_s=60, interval_s=0.1, alive=server
+            )
             _cancel_through(site, url)
         finally:
             server.terminate()
-
-
-def _wait_for(server: subprocess.Popen[bytes], url: str) -> None:
-    deadline = time.monotonic() + 60
-    while not _answers(url):
-        assert server.poll() is None, f"crossrail serve exited with {server.returncode}"
-        assert time.monotonic() < deadline, "crossrail serve did not answer in 60 s"
-        time.sleep(0.1)
 
 
 def _cancel_through(site: Site, url: str) -> None:

@@ -1,4 +1,5 @@
-"""The `/v1` endpoints: each one is a `crossrail.client.Client` method, answering the object `--json` prints."""
+"""The `/v1` endpoints: each one is an operation of `crossrail.control.operations.Operations` as the request's actor
+does it, answering the object `--json` prints (and the request `crossrail.client.Client` sends for it)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from crossrail.api.auth import TeamView, actor_of, note_run, scoped, submitted_status
+from crossrail.api.auth import note_run, scoped, submitted_status
 from crossrail.api.bounds import MAX_ITEMS, Count, Document, Name, Positive, Text
+from crossrail.control.operations import Operations
 from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError
 
@@ -68,8 +70,8 @@ class ReserveBody(Body):
     name: Name | None = None
 
 
-def client(request: Request) -> TeamView:
-    """The app's client as the request's actor may use it (crossrail.api.auth.TeamView)."""
+def client(request: Request) -> Operations:
+    """The workspace's operations as the request's actor may use them (crossrail.control.operations)."""
     return scoped(request)
 
 
@@ -154,7 +156,7 @@ async def logs(ref: Name, request: Request, attempt: Count | None = None, follow
 
 
 async def _follow_logs(
-    request: Request, c: TeamView, first: dict[str, Any], attempt: int | None
+    request: Request, c: Operations, first: dict[str, Any], attempt: int | None
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     sent: dict[int, int] = {}
     current = first
@@ -211,7 +213,7 @@ async def events(
 
 
 async def _follow_events(
-    request: Request, c: TeamView, page: dict[str, Any], after: int, *, run: str | None, types: list[str] | None
+    request: Request, c: Operations, page: dict[str, Any], after: int, *, run: str | None, types: list[str] | None
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     while True:
         for e in page["events"]:
@@ -327,7 +329,7 @@ def usage(request: Request, since: Text | None = None, team: Name | None = None)
 
 @router.get("/whoami", summary="Who the request's token is: user, team, role")
 def whoami(request: Request) -> dict[str, Any]:
-    return client(request).whoami(actor_of(request))
+    return client(request).whoami()
 
 
 @router.get("/audit", summary="The audit log: every write and every refused request (admins)")

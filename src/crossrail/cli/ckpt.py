@@ -195,7 +195,7 @@ def _target(ref: str, home: Path | None) -> str:
     from crossrail.errors import CrossrailError
 
     try:
-        with Client(home, server="") as client:  # checkpoints are read where they lie
+        with Client.local(home) as client:  # checkpoints are read where they lie
             if not client.workspace.root.is_dir():
                 _fail(f"{ref} is neither a checkpoint directory nor a run: no workspace at {client.workspace.root}")
             run = client.service.get(ref)

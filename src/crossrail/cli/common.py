@@ -34,13 +34,17 @@ RunRef = Annotated[str, typer.Argument(help="Run id, run uid, or an experiment n
 
 
 def client(home: Path | None, server: str | None = None, policy: Path | None = None) -> Client:
-    """The client the options name: a server when `--server` (or CROSSRAIL_SERVER) is given, else the workspace.
-
-    `server=""` opens the workspace whatever the environment says (the agent runs beside its store).
-    """
+    """The client the options name: a server when `--server` (or CROSSRAIL_SERVER) is given, else the workspace."""
     from crossrail.client import Client
 
     return Client(home, policy=policy, server=server)
+
+
+def local_client(home: Path | None) -> Client:
+    """The workspace of this machine, whatever CROSSRAIL_SERVER says (an agent runs beside its store)."""
+    from crossrail.client import Client
+
+    return Client.local(home)
 
 
 def guard(fn: Callable[[], None]) -> None:

@@ -52,7 +52,7 @@ def _fleet(fleet_file: Path | None, home: Path | None) -> Fleet:
         return load_fleet(fleet_file)
     from crossrail.client import Client
 
-    fleet: Fleet = Client(home, server="").load_fleet()
+    fleet: Fleet = Client.local(home).load_fleet()
     return fleet
 
 

@@ -8,7 +8,6 @@ import typer
 
 from crossrail.cli.common import Home, Json, Policy, Server, client, guard
 from crossrail.cli.output import console, print_json
-from crossrail.errors import UsageError
 
 MinScore = Annotated[
     float | None,
@@ -28,10 +27,9 @@ def readiness_command(
         from crossrail.spec import load_policy
 
         with client(home, server) as c:
-            if not hasattr(c, "service"):
-                raise UsageError("readiness reads the workspace's store; run it beside the workspace, without --server")
-            rules = load_policy(policy) if policy is not None else c.policy
-            result = audit(c.service.store, c.fleet, rules, c.clock.now())
+            local = c.require_local("readiness (it reads the workspace's store)")
+            rules = load_policy(policy) if policy is not None else local.policy
+            result = audit(local.service.store, local.service.fleet, rules, local.clock.now())
         below = min_score is not None and result.score < min_score
         if as_json:
             print_json({**result.as_dict(), "min_score": min_score, "below_min_score": below})

@@ -28,9 +28,10 @@ def write_report(
         raise UsageError(f"--since {since!r} is not a date; write 2026-11-01 or 2026-11-01T12:00 (UTC)") from None
     report_doc.check_out(out, (report_doc.MARKDOWN, report_doc.HTML))  # before the store is read, not after
     with client(home, server) as c:
-        if not hasattr(c, "service"):
-            raise UsageError("report --out reads the workspace's store; run it beside the workspace, without --server")
-        doc = report_doc.build(c.service.store, c.fleet, c.clock.now(), since=start, before=before, after=after)
+        local = c.require_local("report --out (it reads the workspace's store)")
+        doc = report_doc.build(
+            local.service.store, local.service.fleet, local.clock.now(), since=start, before=before, after=after
+        )
     written = report_doc.write(doc, out)
     drawn = [f.name for f in doc.figures if f.png is not None]
     missing = {f.name: f.note for f in doc.figures if f.png is None}
