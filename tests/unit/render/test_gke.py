@@ -418,3 +418,40 @@ def test_the_matrix_fleets_kueue_objects_validate(gke_matrix: Fleet, api: str) -
         assert set(flavor["spec"]["nodeLabels"]) <= set(GKE_LABELS) | {"accelerator"}
         tpu = flavor["metadata"]["labels"]["crossrail.dev/accelerator"] == "tpu"
         assert flavor["spec"].get("topologyName") == ("crossrail-gke" if tpu else None)  # TAS only where it helps
+
+
+# --- config and dataset a pod can reach --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "before", "uri", "path"),
+    [
+        ("config", "gs://acme-models/configs/exp-042.yaml", "file:///home/ada/exp.yaml", "spec.config"),
+        ("config", "gs://acme-models/configs/exp-042.yaml", "/home/ada/exp.yaml", "spec.config"),
+        ("dataset", "gs://acme-data/sft/v3/", "file:///data/sft/v3/", "spec.dataset.uri"),
+        ("dataset", "gs://acme-data/sft/v3/", "/checkpoints/../data/sft", "spec.dataset.uri"),
+    ],
+)
+def test_a_config_or_dataset_a_pod_cannot_reach_is_refused_through_the_one_path_rule(
+    field: str, before: str, uri: str, path: str
+) -> None:
+    fleet = _fleet(MATRIX_FLEET.replace("kubernetes: {flavor: trillium}", VOLUMES))  # volumes, but not there
+    work = from_experiment(experiment(chips=4), source="e.yaml")
+    var = {"config": "CROSSRAIL_CONFIG", "dataset": "CROSSRAIL_DATASET"}[field]
+    assert work.env[var] == before
+    work.env[var] = uri
+    with pytest.raises(SpecError) as caught:
+        render_kubernetes(work, fleet, fleet.pool("v6e"))
+    (problem,) = caught.value.problems
+    assert problem.path == path
+    assert "a pod cannot reach" in problem.message
+    assert problem.fix is not None
+    assert "object storage" in problem.fix
+
+
+def test_a_config_or_dataset_on_a_declared_volume_renders() -> None:
+    fleet = _fleet(MATRIX_FLEET.replace("kubernetes: {flavor: trillium}", VOLUMES))
+    work = from_experiment(experiment(chips=4), source="e.yaml")
+    work.env["CROSSRAIL_CONFIG"] = "/models/configs/exp.yaml"  # a read-only volume is fine for reading
+    work.env["CROSSRAIL_DATASET"] = "file:///scratch/sft/v3/"
+    assert_valid(render_kubernetes(work, fleet, fleet.pool("v6e")))

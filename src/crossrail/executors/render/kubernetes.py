@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from crossrail.control.uris import pod_reach
 from crossrail.errors import Problem, SpecError
 from crossrail.executors.render.hardware import Layout, accelerator_resource, gke_selectors, layout, pool_problem
 from crossrail.executors.render.kueue import (
@@ -244,6 +245,19 @@ def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]
                 f"it in spec.pools[{index}].kubernetes.volumes (gcsfuse: {{bucket: <bucket>}} or claim: <pvc>)"
             )
         problems.append(Problem(f"run {work.run}", path, message, None, fix))
+    reach = pod_reach([v.mount_path for v in volumes])  # the one path rule (control/uris.py), for a pod
+    for var, path, what in (
+        ("CROSSRAIL_CONFIG", "spec.config", "config"),
+        ("CROSSRAIL_DATASET", "spec.dataset.uri", "dataset"),
+    ):
+        uri = work.env.get(var, "")
+        why = reach.refusal(uri) if uri else None
+        if why is not None:
+            fix = (
+                f"put the {what} on object storage (gs://<bucket>/<path>), or under a volume declared in "
+                f"spec.pools[{index}].kubernetes.volumes (gcsfuse: {{bucket: <bucket>}} or claim: <pvc>)"
+            )
+            problems.append(Problem(f"run {work.run}", path, f"the {what} {uri!r} {why}", None, fix))
     if problems:
         raise SpecError(problems)
     return list(volumes)
