@@ -536,8 +536,8 @@ class Service:
 
             close = did_you_mean(parent.run, self.store.run_names(teams=sight.teams))  # only runs `sight` sees
             fix = "submit the parent first, or name an existing run id"
-            problem = Problem(source, "spec.parent.run", f"no run or experiment named {parent.run!r}", fix=fix)
-            raise _MissingParentError([replace(problem, fix=f"{close[:-1]}, or {fix}") if close else problem])
+            missing = Problem(source, "spec.parent.run", f"no run or experiment named {parent.run!r}", fix=fix)
+            raise _MissingParentError([replace(missing, fix=f"{close[:-1]}, or {fix}") if close else missing])
         refusal = self.unshared(run, exp.metadata.team)
         if refusal is not None:
             raise SpecError([Problem(source, "spec.parent.run", refusal[0], fix=refusal[1])])
