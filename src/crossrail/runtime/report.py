@@ -267,6 +267,13 @@ class Reporter:
         group runs by (docs/metrics.md#targets)."""
         self.event("runtime", framework=framework, precision=precision)
 
+    def environment(self) -> None:
+        """The `environment` event: the Python and installed distributions this attempt runs with, which lineage
+        records where no image was used (runtime/environment.py)."""
+        from crossrail.runtime.environment import environment
+
+        self.event("environment", **environment())
+
     def flush(self) -> None:
         with self._lock:
             if not self._closed:
@@ -279,9 +286,6 @@ class Reporter:
                 self._sink.close()
 
     def __enter__(self) -> Reporter:
-        from crossrail.runtime.environment import environment
-
-        self.event("environment", **environment())  # what ran, for lineage: an image is not always used
         return self
 
     def __exit__(self, *exc: object) -> None:

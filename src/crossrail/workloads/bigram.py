@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         data = read_dataset(ctx)
         with Reporter(ctx) as reporter:
             reporter.runtime("numpy", "fp32")
+            reporter.environment()
             if cfg.eval:
                 return run_eval(ctx, data, reporter)
             return Trainer(ctx, cfg, data, reporter).run()

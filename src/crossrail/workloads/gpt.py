@@ -491,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = settings(args, ctx)
         corpus = read_corpus(ctx)
         with Reporter(ctx) as reporter:
+            reporter.environment()
             if cfg.task in ("generate", "eval"):
                 return run_inference(ctx, cfg, corpus, reporter)
             parallel.join(cfg.framework, ctx)

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     rdv.root.mkdir(parents=True, exist_ok=True)
     with Reporter(ctx) as reporter:
+        reporter.environment()
         beats = HeartbeatThread(reporter, ctx.heartbeat_s)
         beats.start()
         try:

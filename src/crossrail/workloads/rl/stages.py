@@ -29,6 +29,7 @@ from crossrail.workloads.gpt_data import Corpus, Record
 from crossrail.workloads.gpt_model import init_tensors
 from crossrail.workloads.gpt_tasks import evaluate
 from crossrail.workloads.gpt_torch import GPT, TorchEngine
+from crossrail.workloads.loop import progress_every, progress_line
 from crossrail.workloads.rl import policy
 from crossrail.workloads.rl.control import Control, first_control, read_control
 from crossrail.workloads.rl.queues import FileQueue
@@ -37,6 +38,7 @@ from crossrail.workloads.rl.stats import StageStats
 from crossrail.workloads.rl.task import Task, draw, task_named, verifier_named
 
 POLL_S = 0.01
+PROGRESS_EVERY = 10  # a sampler or reward part prints a progress line every this many groups
 EVAL_ITEMS = 256
 
 
@@ -160,6 +162,8 @@ def run_sampler(stage: Stage) -> None:
             stage.samples.put(version, f"{incarnation}.{made}", item)
             made += 1
         stage.samples.release(stage.owner)
+        if made % (PROGRESS_EVERY * s.prompts_per_batch) < s.prompts_per_batch:
+            print(f"part sampler: {made} groups made, policy v{version}", flush=True)
         time.sleep(s.sample_sleep_s)
         stage.stats.add(samples=len(rows), busy_s=time.perf_counter() - began)
 
@@ -227,6 +231,7 @@ def run_reward(stage: Stage) -> None:
     verify = verifier_named(stage.settings.verifier)
     stage.samples.requeue(stage.owner)
     stage.stats.add()  # its totals on disk from the start, before any item: a controller sees it run
+    scored = 0
     while True:
         stage.check_running()
         claimed = stage.samples.claim(stage.owner, 1)
@@ -245,6 +250,9 @@ def run_reward(stage: Stage) -> None:
             stage.scored.put(version, item_id, item)
             stage.samples.done(name)
             stage.stats.add(samples=len(texts), busy_s=time.perf_counter() - began)
+            scored += 1
+            if scored == 1 or scored % PROGRESS_EVERY == 0:
+                print(f"part reward: {scored} groups scored, mean reward {np.mean(item['rewards']):.3f}", flush=True)
 
 
 # --- learner ------------------------------------------------------------------------------------------------
@@ -390,6 +398,9 @@ class Learner:
 
     def _report(self, batch: Batch, loss: float, rewards: np.ndarray, step_s: float) -> None:
         r, step = self.stage.reporter, self.version
+        if step == 1 or step % progress_every(self.s.steps) == 0 or step == self.s.steps:
+            line = progress_line(step, self.s.steps, {"loss": loss})
+            print(f"part learner: {line}  reward {rewards.mean():.3f}", flush=True)
         samples, scored = self.stage.samples.backlog(), self.stage.scored.backlog()
         r.metrics(
             {
@@ -423,6 +434,7 @@ def _check(batch: Batch, used: set[str], bound: int) -> None:
 
 def run_stage(stage: Stage) -> int:
     """Run this process's stage until it is done, stopped or scaled down; the exit code."""
+    print(f"part {stage.part} (replica {stage.replica}): started", flush=True)  # which part this log is
     if stage.part == "learner":
         return Learner(stage).run()
     with contextlib.suppress(Stopped):
