@@ -33,11 +33,16 @@ def api() -> ApiServer:
 @pytest.fixture
 def agent(client: Client, api: ApiServer, experiments: Path) -> Agent:
     fleet = client.workspace.fleet_path
-    fleet.write_text(fleet.read_text().replace("backend: local", "backend: kubernetes"))
+    smoke = experiments / "eval-smoke.yaml"
+    # Its config and dataset are the workspace's files, which a pod reaches only on a volume: the workspace's
+    # directory as a ReadWriteMany claim on every pool.
+    found = re.search(r"uri: file://(\S+)/data/", smoke.read_text())
+    assert found is not None
+    volume = f"kubernetes: {{volumes: [{{name: workspace, mount_path: {found.group(1)}, claim: crossrail-workspace}}]}}"
+    fleet.write_text(fleet.read_text().replace("backend: local", f"backend: kubernetes\n      {volume}"))
     # A pod's checkpoints must outlive it: object storage (fsspec's in-process memory store stands in here).
     policy = client.workspace.policy_path
     policy.write_text(policy.read_text().replace("local_uri_schemes: [file]", "local_uri_schemes: [file, memory]"))
-    smoke = experiments / "eval-smoke.yaml"
     smoke.write_text(
         re.sub(r"dir: file://\S*checkpoints/eval-smoke", "dir: memory://crossrail-k8s/eval-smoke", smoke.read_text())
     )
