@@ -111,3 +111,45 @@ def test_a_job_runs_through_kueue_and_its_exit_codes_come_back() -> None:
     finally:
         executor.forget(ok, 1)
         executor.forget(temp, 1)
+
+
+MIXED_FLEET = """
+apiVersion: crossrail/v1
+kind: Fleet
+metadata: {name: live-mixed}
+spec:
+  kubernetes: {namespace: default, service_account: default}
+  pools:
+    - {name: live-v5e, accelerator: tpu, chip_type: tpu-v5e, chips: 16, chips_per_host: 4, backend: kubernetes,
+       topologies: [2x2, 4x4]}
+    - {name: live-cpu, accelerator: cpu, chip_type: any-cpu, chips: 4, chips_per_host: 4, backend: kubernetes}
+  queues:
+    - {name: crossrail-live-mixed, stage: eval, quota: {live-v5e: 16, live-cpu: 4}}
+"""
+
+
+def test_a_cpu_job_in_a_queue_with_a_tpu_slice_flavor_is_admitted_onto_its_own_flavor() -> None:
+    """The queue mixes a topology-aware TPU flavor with the plain CPU one: Kueue admits the CPU Job, as
+    crossrail.executors.render.admission (the upstream-rule check) says it will, and it runs."""
+    from crossrail.executors.kubernetes import KubernetesExecutor
+    from crossrail.executors.render.admission import Kueue
+    from crossrail.executors.render.kubernetes import render_kubernetes
+    from crossrail.executors.render.kueue import render_kueue
+    from crossrail.executors.render.workload import from_launch
+
+    fleet = parse_fleet(parse_document(MIXED_FLEET, "live-mixed.yaml"))
+    _apply_kueue(fleet)
+    run = f"live-mixed-{uuid.uuid4().hex[:6]}-1"
+    request = _request(run, "echo admitted; exit 0")
+    predicted = Kueue(render_kueue(fleet)).admit(
+        render_kubernetes(from_launch(request, allow_unpinned=True), fleet, fleet.pool("live-cpu"))
+    )
+    assert predicted.flavor_set() == {"live-cpu"}
+    executor = KubernetesExecutor(fleet, allow_unpinned=True)
+    try:
+        executor.launch(request)
+        done = _wait(executor, run)
+        assert (done.phase, done.exit_code) == ("exited", 0)
+        assert "admitted" in executor.logs(run, 1)
+    finally:
+        executor.forget(run, 1)
