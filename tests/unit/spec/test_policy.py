@@ -111,11 +111,11 @@ def test_crossrail_extensions_are_accepted() -> None:
             id="misspelt-requirement",
         ),
         pytest.param(
-            "workloads:\n  post_training:\n    metrics: [steps_per_hour, queue_seconds]\n",
+            "workloads:\n  post_training:\n    metrics: [steps_per_hour, experiment_queue_secs]\n",
             (
                 "workloads.post_training.metrics[1]",
                 3,
-                "unknown metric 'queue_seconds'",
+                "unknown metric 'experiment_queue_secs'",
                 "did you mean 'experiment_queue_seconds'? known metrics: " + ", ".join(METRIC_NAMES),
             ),
             id="a-metric-crossrail-cannot-compute",
