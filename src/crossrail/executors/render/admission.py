@@ -199,7 +199,7 @@ class Kueue:
         apis/kueue/v1beta2/clusterqueue_types.go lines 456-478)."""
         resource, total = asked
         for entry in group["flavors"]:
-            name = entry["name"]
+            name = str(entry["name"])
             problem = self.flavor_problem(cq, group, podset, name)
             if problem is None:
                 problem = self._quota_problem(cq_name, cq, name, resource, total)
