@@ -129,3 +129,19 @@ def test_the_rl_pipeline_example_renders_for_the_example_fleet(gke_fleet: Fleet)
         "reward": 1,
         "learner": 1,
     }
+
+
+def test_each_replica_of_each_part_reports_under_its_own_prefix(matrix_fleet: Fleet) -> None:
+    """All parts of one attempt used to write one report prefix (objects overwrite); the kubelet expands the
+    replica index, defined before the report variable, into each pod's own prefix."""
+    obj = render(matrix_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
+    prefixes = set()
+    for job in obj["spec"]["replicatedJobs"]:
+        env = job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+        names = [e["name"] for e in env]
+        assert names.index("CROSSRAIL_PART_REPLICA") < names.index("CROSSRAIL_REPORT")
+        report = next(e["value"] for e in env if e["name"] == "CROSSRAIL_REPORT")
+        for replica in range(job["replicas"]):  # $(VAR) as the kubelet expands it
+            prefixes.add(report.replace("$(CROSSRAIL_PART_REPLICA)", str(replica)))
+    base = "gs://acme-models/checkpoints/rl-add/rl-add-1/reports/attempt-1/parts"
+    assert prefixes == {f"{base}/sampler/0", f"{base}/sampler/1", f"{base}/reward/0", f"{base}/learner/0"}

@@ -5,7 +5,8 @@ take hosts on the part's pool; its pods select that pool's nodes, so the parts r
 Kueue admits a JobSet as one Workload with a pod set per replicated job: all parts or none, each pod set
 on its own flavor. Every pod knows its part (`CROSSRAIL_PART`, `--part NAME` after the run's arguments,
 the `crossrail.dev/part` label) and its replica (`CROSSRAIL_PART_REPLICA`, the JobSet's job index), as
-`python -m crossrail.workloads.rl --part NAME` expects.
+`python -m crossrail.workloads.rl --part NAME` expects. Each replica of each part reports under its own
+prefix, `<report>/parts/<part>/<replica>`, so no two pods write the same report objects.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def render_pipeline(
 
 def _part_work(work: Workload, name: str, part: Part) -> Workload:
     env = {**work.env, PART_ENV: name, "CROSSRAIL_PART_REPLICAS": str(part.replicas)}
+    if "CROSSRAIL_REPORT" in env:  # each replica of each part its own report prefix: no two write one object
+        env["CROSSRAIL_REPORT"] = f"{env['CROSSRAIL_REPORT']}/parts/{name}/$({REPLICA_ENV})"
     return replace(work, chips=part.chips, env=env, args=[*work.args, "--part", name], workers=part.parallelism.data)
 
 
@@ -72,7 +75,8 @@ def _replicated_job(work: Workload, fleet: Fleet, name: str, part: Part, pool: P
     labels = {**work.labels, **work.crossrail_labels(), f"{LABEL_PREFIX}pool": pool.name, PART_LABEL: name}
     pod = _pod(_part_work(work, name, part), fleet, pool, lay, labels, job=name)
     index = {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}  # which replica of the part
-    pod["spec"]["containers"][0]["env"].append({"name": REPLICA_ENV, "valueFrom": index})
+    # first, so the kubelet expands $(CROSSRAIL_PART_REPLICA) in the report prefix after it
+    pod["spec"]["containers"][0]["env"].insert(0, {"name": REPLICA_ENV, "valueFrom": index})
     job = {
         "parallelism": lay.pods,
         "completions": lay.pods,
