@@ -219,6 +219,11 @@ def queues(obj: dict[str, Any]) -> None:
 def _lineage_value(key: str, value: Any) -> str:
     if key == "parts":  # a pipeline's parts, each on its own hardware
         return "; ".join(f"{n} on {h['pool']} ({h['chips']} x {h['chip_type']})" for n, h in value.items())
+    if key == "environment" and isinstance(value, dict):  # what ran where no image did
+        digest = value.get("distributions_digest")
+        return f"Python {value.get('python')}, {value.get('distributions')} distributions {digest}"
+    if key == "not_carried" and isinstance(value, list):
+        return ", ".join(value) or "nothing: all carried"
     return "-" if value is None else str(value)
 
 
