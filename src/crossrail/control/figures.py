@@ -158,7 +158,8 @@ def rl_backlog(runs: Sequence[RunFacts]) -> Figure:
 
     def draw(ax: Axes) -> None:
         for (run, queue), points in sorted(series.items()):
-            ax.plot([datetime.fromtimestamp(t, UTC) for t, _ in points], [v for _, v in points], label=f"{run} {queue}")
+            when = np.array([datetime.fromtimestamp(t, UTC).replace(tzinfo=None) for t, _ in points], "datetime64[s]")
+            ax.plot(when, [v for _, v in points], label=f"{run} {queue}")
         ax.set_ylabel("items waiting")
         ax.legend(loc="upper left", fontsize=8)
         ax.figure.autofmt_xdate()
