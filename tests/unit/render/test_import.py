@@ -14,10 +14,10 @@ from crossrail.errors import SpecError
 from crossrail.executors.render.importer import DATASET_PLACEHOLDER, Imported, import_job
 from crossrail.executors.render.kubernetes import render_kubernetes
 from crossrail.executors.render.workload import from_experiment
-from crossrail.spec import Fleet, default_policy, validate_files
+from crossrail.spec import Fleet, default_policy, parse_document, parse_fleet, validate_files
 
 from .builders import DIGEST
-from .conftest import FIXTURES, assert_valid
+from .conftest import FIXTURES, ROOT, assert_valid
 
 ARTICLE_JOB = FIXTURES / "posttrain-gpu-run.yaml"
 DATASET = "gs://MODEL_BUCKET/data/sft/v3"
@@ -126,7 +126,11 @@ def _explain(diffs: set[str], table: list[tuple[str, str]], findings: set[str]) 
     return explained
 
 
-def test_the_article_job_rerenders_for_a_tpu_pool_with_every_difference_explained(gke_fleet: Fleet) -> None:
+def test_the_article_job_rerenders_for_a_tpu_pool_with_every_difference_explained() -> None:
+    # the example fleet without the claim its pools mount for RL pipelines: the article's Job mounts nothing
+    text = (ROOT / "examples" / "fleet.yaml").read_text()
+    gke_fleet = parse_fleet(parse_document(re.sub(r"\n +kubernetes: \{volumes: .*\}\]\}", "", text), "fleet.yaml"))
+    assert all(not p.kubernetes for p in gke_fleet.pools)
     imported = _imported()
     job = _article()
     work = from_experiment(imported.experiment, source="imported", allow_unpinned=True)

@@ -13,7 +13,7 @@ from crossrail.cli import app
 from crossrail.errors import SpecError
 from crossrail.executors.render.pipeline import render_pipeline
 from crossrail.executors.render.workload import from_experiment
-from crossrail.spec import Experiment, Fleet, load_experiment, parse_document, parse_experiment
+from crossrail.spec import Experiment, Fleet, load_experiment, parse_document, parse_experiment, parse_fleet
 
 from .builders import IMAGE
 from .conftest import MATRIX_FLEET, ROOT, assert_valid
@@ -38,6 +38,23 @@ spec:
 """
 
 
+SHARED = "{name: rl-shared, mount_path: /shared, claim: rl-rwx}"
+RL_FLEET = (
+    MATRIX_FLEET.replace("backend: kubernetes}", f"backend: kubernetes, kubernetes: {{volumes: [{SHARED}]}}}}")
+    .replace("{flavor: trillium}", f"{{flavor: trillium, volumes: [{SHARED}]}}")
+    .replace(
+        "{spot: true, service_account: spot-trainer}",
+        f"{{spot: true, service_account: spot-trainer, volumes: [{SHARED}]}}",
+    )
+)
+"""The matrix fleet with a ReadWriteMany claim every pool mounts alike: where the RL stages meet."""
+
+
+@pytest.fixture(scope="module")
+def rl_fleet() -> Fleet:
+    return parse_fleet(parse_document(RL_FLEET, "fleet.yaml"))
+
+
 def rl() -> Experiment:
     return parse_experiment(parse_document(RL, "rl.yaml"))
 
@@ -48,8 +65,8 @@ def render(fleet: Fleet, pools: dict[str, str]) -> dict[str, Any]:
     return render_pipeline(work, fleet, exp.parts, {part: fleet.pool(name) for part, name in pools.items()})
 
 
-def test_each_part_is_a_replicated_job_on_its_pool_and_the_jobset_validates(matrix_fleet: Fleet) -> None:
-    obj = render(matrix_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
+def test_each_part_is_a_replicated_job_on_its_pool_and_the_jobset_validates(rl_fleet: Fleet) -> None:
+    obj = render(rl_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
 
     assert_valid(obj)
     assert obj["kind"] == "JobSet"
@@ -77,9 +94,9 @@ def test_each_part_is_a_replicated_job_on_its_pool_and_the_jobset_validates(matr
     assert pods["learner"]["spec"]["containers"][0]["args"][-2:] == ["--part", "learner"]
 
 
-def test_a_part_on_a_pool_that_is_not_on_kubernetes_is_refused_by_part(matrix_fleet: Fleet) -> None:
+def test_a_part_on_a_pool_that_is_not_on_kubernetes_is_refused_by_part(rl_fleet: Fleet) -> None:
     with pytest.raises(SpecError) as caught:
-        render(matrix_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "ray-h100"})
+        render(rl_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "ray-h100"})
 
     [problem] = caught.value.problems
     assert problem.path == "spec.parts.learner"
@@ -96,7 +113,7 @@ def test_a_part_without_a_pool_is_named(matrix_fleet: Fleet) -> None:
 def test_render_writes_the_jobset_of_a_run_with_parts_on_the_pools_named(tmp_path: Path) -> None:
     exp, fleet = tmp_path / "rl.yaml", tmp_path / "fleet.yaml"
     exp.write_text(RL)
-    fleet.write_text(MATRIX_FLEET)
+    fleet.write_text(RL_FLEET)
     base = ["render", str(exp), "--fleet", str(fleet)]
 
     out = runner.invoke(app, [*base, "--pool", "sampler=v6e,reward=cpu,learner=v5p"])
@@ -131,10 +148,10 @@ def test_the_rl_pipeline_example_renders_for_the_example_fleet(gke_fleet: Fleet)
     }
 
 
-def test_each_replica_of_each_part_reports_under_its_own_prefix(matrix_fleet: Fleet) -> None:
+def test_each_replica_of_each_part_reports_under_its_own_prefix(rl_fleet: Fleet) -> None:
     """All parts of one attempt used to write one report prefix (objects overwrite); the kubelet expands the
     replica index, defined before the report variable, into each pod's own prefix."""
-    obj = render(matrix_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
+    obj = render(rl_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
     prefixes = set()
     for job in obj["spec"]["replicatedJobs"]:
         env = job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -145,3 +162,18 @@ def test_each_replica_of_each_part_reports_under_its_own_prefix(matrix_fleet: Fl
             prefixes.add(report.replace("$(CROSSRAIL_PART_REPLICA)", str(replica)))
     base = "gs://acme-models/checkpoints/rl-add/rl-add-1/reports/attempt-1/parts"
     assert prefixes == {f"{base}/sampler/0", f"{base}/sampler/1", f"{base}/reward/0", f"{base}/learner/0"}
+
+
+def test_the_rl_stages_meet_on_a_shared_volume_or_the_render_is_refused(rl_fleet: Fleet, matrix_fleet: Fleet) -> None:
+    obj = render(rl_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
+    for job in obj["spec"]["replicatedJobs"]:
+        container = job["template"]["spec"]["template"]["spec"]["containers"][0]
+        assert container["args"][-4:] == ["--rendezvous", "/shared/crossrail-rl/rl-add-1-a1", "--part", job["name"]]
+        assert {"name": "rl-shared", "mountPath": "/shared", "readOnly": False} in container["volumeMounts"]
+    with pytest.raises(SpecError) as caught:  # object storage holds the checkpoints, but no directory is shared
+        render(matrix_fleet, {"sampler": "v6e", "reward": "cpu", "learner": "v5p"})
+    (problem,) = caught.value.problems
+    assert problem.path == "spec.parts"
+    assert "declare no writable volume alike" in problem.message
+    assert problem.fix is not None
+    assert "ReadWriteMany volume (claim: <pvc>)" in problem.fix

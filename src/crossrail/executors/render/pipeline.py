@@ -24,6 +24,7 @@ from crossrail.spec import Fleet, Part, Pool
 
 PART_ENV = "CROSSRAIL_PART"
 REPLICA_ENV = "CROSSRAIL_PART_REPLICA"
+RL_MODULE = "crossrail.workloads.rl"
 PART_LABEL = f"{LABEL_PREFIX}part"
 
 
@@ -42,6 +43,7 @@ def render_pipeline(
     ]
     if problems:
         raise SpecError(problems)
+    work = _with_rendezvous(work, fleet, parts, pools)
     first = next(iter(parts))
     whole = render_kubernetes(_part_work(work, first, parts[first]), fleet, pools[first])  # metadata, checks
     labels = {k: v for k, v in whole["metadata"]["labels"].items() if k != f"{LABEL_PREFIX}pool"}
@@ -53,6 +55,33 @@ def render_pipeline(
         "metadata": meta,
         "spec": {"suspend": True, "failurePolicy": {"maxRestarts": 0}, "replicatedJobs": jobs},
     }
+
+
+def _with_rendezvous(work: Workload, fleet: Fleet, parts: Mapping[str, Part], pools: Mapping[str, Pool]) -> Workload:
+    """The reference RL pipeline's stages meet in a shared directory (`--rendezvous`, by default
+    `<checkpoint dir>/rl`, which must be a file system): on Kubernetes, a writable volume every part's pool
+    declares alike (a ReadWriteMany claim). SpecError with the fix when there is none."""
+    if RL_MODULE not in work.command or "--rendezvous" in work.args:
+        return work
+    used = list(dict.fromkeys(pools[name].name for name in parts if pools[name].backend == "kubernetes"))
+    mounts = [
+        {(v.name, v.mount_path) for v in (p.kubernetes.volumes if p.kubernetes else []) if not v.read_only}
+        for p in (fleet.pool(name) for name in used)
+    ]
+    shared = sorted(set.intersection(*mounts)) if mounts else []
+    if not shared:
+        indices = ", ".join(f"spec.pools[{fleet.pool_names.index(name)}]" for name in used)
+        message = (
+            f"the RL parts meet in a shared directory, and pools {', '.join(used)} declare no writable volume "
+            "alike (same name and mount_path)"
+        )
+        fix = (
+            f"declare a ReadWriteMany volume (claim: <pvc>) with the same name and mount_path in "
+            f"{indices} .kubernetes.volumes, or name a shared directory with --rendezvous in spec.args"
+        )
+        raise SpecError([Problem(f"run {work.run}", "spec.parts", message, None, fix)])
+    mount = shared[0][1].rstrip("/")
+    return replace(work, args=[*work.args, "--rendezvous", f"{mount}/crossrail-rl/{work.object_name}"])
 
 
 def _part_work(work: Workload, name: str, part: Part) -> Workload:
