@@ -177,3 +177,34 @@ def test_the_rl_stages_meet_on_a_shared_volume_or_the_render_is_refused(rl_fleet
     assert "declare no writable volume alike" in problem.message
     assert problem.fix is not None
     assert "ReadWriteMany volume (claim: <pvc>)" in problem.fix
+
+
+def test_every_pod_of_the_rl_example_fed_its_env_and_args_finds_its_part_and_the_shared_directory(
+    gke_fleet: Fleet,
+) -> None:
+    """What used to exit 2: each pod's rendered env (the replica index resolved as the kubelet would) and
+    args go to the RL entry point's own parsing; every pod knows its part and replica and meets the others
+    in one directory on the shared claim. Training itself is not run here."""
+    from crossrail.runtime import RuntimeContext
+    from crossrail.workloads.rl.__main__ import parse_args, rendezvous
+
+    exp = load_experiment(ROOT / "examples" / "rl-pipeline.yaml")
+    work = from_experiment(exp, source="rl-pipeline.yaml", run="rl-add-001-1", attempt=1)
+    pools = {"sampler": "tpu-v5p-pool", "reward": "h100-pool", "learner": "h100-pool"}
+    obj = render_pipeline(work, gke_fleet, exp.parts, {part: gke_fleet.pool(name) for part, name in pools.items()})
+    met = set()
+    for job in obj["spec"]["replicatedJobs"]:
+        container = job["template"]["spec"]["template"]["spec"]["containers"][0]
+        assert container["command"][-1] == "crossrail.workloads.rl"
+        for replica in range(job["replicas"]):
+            env = {}
+            for e in container["env"]:
+                value = e.get("value", str(replica) if "fieldRef" in e.get("valueFrom", {}) else "s3cret")
+                env[e["name"]] = value.replace("$(CROSSRAIL_PART_REPLICA)", env.get("CROSSRAIL_PART_REPLICA", ""))
+            ctx = RuntimeContext.from_env(env)
+            args = parse_args(container["args"])
+            assert (args.part, env["CROSSRAIL_PART"], env["CROSSRAIL_PART_REPLICA"]) == (job["name"],) * 2 + (
+                str(replica),
+            )
+            met.add(str(rendezvous(ctx, args.rendezvous).root))
+    assert met == {"/shared/crossrail-rl/rl-add-001-1-a1"}
