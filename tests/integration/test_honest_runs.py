@@ -231,6 +231,7 @@ def pipeline(experiments: Path, name: str, parts: dict[str, dict[str, int]]) -> 
     return path
 
 
+@pytest.mark.slow
 def test_a_pipeline_larger_than_any_pool_but_whose_parts_fit_gets_one_verdict_everywhere(
     client: Client, experiments: Path
 ) -> None:
