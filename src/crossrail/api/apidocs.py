@@ -1,4 +1,4 @@
-"""The API's interactive docs at `/v1/docs`: Swagger UI from the installed `swagger-ui-bundle` package, so the
+"""The API's interactive docs at `/v1/docs`: Swagger UI 5 from the `swagger-ui-bundle-v2` package, so the
 page loads nothing from a CDN and works offline."""
 
 from __future__ import annotations
