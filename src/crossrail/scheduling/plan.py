@@ -104,9 +104,7 @@ def _usable(
     return {p.name: run_time_s(work, p, anchors)[0] for p in found}
 
 
-def _waiting(
-    work: Workload, durations: dict[str, float | None], pool: str | None, capacity: dict[str, int]
-) -> Waiting:
+def _waiting(work: Workload, durations: dict[str, float | None], pool: str | None, capacity: dict[str, int]) -> Waiting:
     pinned = pool if pool in durations else None
     room = [capacity[name] for name in ([pinned] if pinned else durations)] or [work.chips]
     chips = held_chips(work.chips, work.gangs, min(room))  # a pipeline larger than its pool holds the pool
