@@ -1,4 +1,5 @@
-# crossrail: `make demo` installs and runs the main job; `make test` installs and passes the tests.
+# crossrail: `make demo` installs and runs the main job; `make test` installs and passes the tests; `make check` is
+# the quick loop (lint, types, contracts and the tests not marked slow).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -6,7 +7,7 @@ STAMP  := $(VENV)/.crossrail-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test lint bench clean
+.PHONY: help install demo check test lint bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -28,7 +29,10 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contracts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) lint ## install, lint and run the whole test suite
+check: $(STAMP) lint ## lint, types, contracts and the tests not marked slow: the quick loop (a few minutes)
+	$(VENV)/bin/pytest -n 2 -q -m "not slow"
+
+test: $(STAMP) lint ## install, lint and run the whole test suite (slow tests and benchmarks' reduced runs too)
 	$(VENV)/bin/pytest -n 2 -q
 
 bench: $(STAMP) ## run the benchmarks (each prints one summary line last)

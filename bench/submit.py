@@ -27,7 +27,7 @@ from crossrail.core import Event, EventType
 from crossrail.spec import parse_document
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import make_checkout
+from conftest import make_checkout, standalone_eval
 
 
 def experiment_docs(root: Path, n: int, offset: int) -> list[object]:
@@ -125,6 +125,7 @@ def main() -> None:
         root = Path(tmp)
         make_checkout(root)
         Client.init(root)
+        standalone_eval(root)  # init's eval-smoke evaluates posttrain-042's checkpoint; here it stands alone
         ours, raw = [], []
         for rep in range(args.repeats):
             ours.append(client_rate(root, args.experiments, args.batch, rep))

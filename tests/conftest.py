@@ -316,9 +316,9 @@ def wait_for(
 def drive(
     client: Client,
     until: Callable[[], bool],
+    timeout_s: float = 60.0,
     *,
     config: Any,
-    timeout_s: float = 60.0,
     story: Callable[[], object] | None = None,
 ) -> None:
     """Reconcile `client`'s agent (under `config`) every `config.poll_s` until `until()`; fail after `timeout_s`

@@ -7,9 +7,11 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
+from tests.conftest import drive as drive_agent
 
 from crossrail.client import Client
 from crossrail.control.agent import AgentConfig
@@ -28,13 +30,7 @@ BIGRAM = "spec.command=[python, -m, crossrail.workloads.bigram]"
 SHORT = [BIGRAM, "spec.args=[--steps, '30', --checkpoint-every-steps, '10', --step-sleep, '0.01']"]
 
 
-def drive(client: Client, until: Callable[[], bool], timeout_s: float = 60.0, config: AgentConfig = FAST) -> None:
-    agent = client.agent(config)
-    deadline = time.monotonic() + timeout_s
-    while not until():
-        assert time.monotonic() < deadline, "the agent did not get there in time"
-        agent.reconcile()
-        time.sleep(config.poll_s)
+drive = partial(drive_agent, config=FAST)
 
 
 def state(client: Client, run: str) -> str:

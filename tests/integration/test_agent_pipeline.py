@@ -8,11 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import wait_for
 
 from crossrail.client import Client
 
@@ -51,14 +51,6 @@ def learner_step(client: Client, run: str) -> int:
     return max((int(s["step"]) for s in client.service.store.metric_samples(run, "loss")), default=0)
 
 
-def wait_for(what: Callable[[], bool], agent: subprocess.Popen[str], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        assert agent.poll() is None, agent.communicate()
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_each_part_runs_as_its_own_attempt_and_a_killed_sampler_is_retried_alone(
     client: Client, checkout: Path, tmp_path: Path
@@ -78,7 +70,7 @@ def test_each_part_runs_as_its_own_attempt_and_a_killed_sampler_is_retried_alone
         text=True,
     )
     try:
-        wait_for(lambda: learner_step(client, run) >= 3, agent, timeout_s=120)
+        wait_for(lambda: learner_step(client, run) >= 3, what="the learner's third step", alive=agent, timeout_s=120)
         first = {a.part: (a.number, a.pool, a.state) for a in store.attempts(run)}  # largest part first
         assert first == {
             "sampler": (1, "tpu-v5p", "running"),

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.conftest import drive as drive_agent
 
 from crossrail.client import Client
 from crossrail.control.agent import AgentConfig
@@ -34,12 +34,7 @@ ELASTIC = [
 
 
 def drive(client: Client, until: Callable[[], bool], timeout_s: float) -> None:
-    agent = client.agent(FAST)
-    deadline = time.monotonic() + timeout_s
-    while not until():
-        assert time.monotonic() < deadline, client.events(run_of(client))["events"][-5:]
-        agent.reconcile()
-        time.sleep(FAST.poll_s)
+    drive_agent(client, until, timeout_s, config=FAST, story=lambda: client.events(run_of(client))["events"][-5:])
 
 
 def run_of(client: Client) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.conftest import drive as drive_agent
 
 from crossrail.client import Client
 from crossrail.control.agent import AgentConfig
@@ -75,12 +76,7 @@ def client(checkout: Path, ray_cluster: Any) -> Iterator[Client]:
 
 
 def drive(client: Client, until: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    agent = client.agent(FAST)
-    deadline = time.monotonic() + timeout_s
-    while not until():
-        assert time.monotonic() < deadline, f"the agent did not get there in time: {_story(client)}"
-        agent.reconcile()
-        time.sleep(FAST.poll_s)
+    drive_agent(client, until, timeout_s, config=FAST, story=lambda: _story(client))
 
 
 def _story(client: Client) -> str:

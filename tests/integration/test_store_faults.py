@@ -8,10 +8,13 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
+from tests.conftest import drive as drive_agent
+from tests.conftest import wait_for
 
 from crossrail.client import Client
 from crossrail.control.agent import AgentConfig, agent_lock
@@ -55,13 +58,6 @@ def start_agent(checkout: Path, env: dict[str, str] | None = None, *extra: str) 
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_for(what: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def run_states(db: Path) -> dict[str, str]:
@@ -216,13 +212,7 @@ def test_events_verify_names_a_rewrite_made_around_the_triggers(checkout: Path) 
 FAST = AgentConfig(poll_s=0.05, fallback_wait_s=0.0, stop_grace_s=2.0, heartbeat_s=1.0)
 
 
-def drive(client: Client, until: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    agent = client.agent(FAST)
-    deadline = time.monotonic() + timeout_s
-    while not until():
-        assert time.monotonic() < deadline, "the agent did not get there in time"
-        agent.reconcile()
-        time.sleep(FAST.poll_s)
+drive = partial(drive_agent, config=FAST)
 
 
 def test_after_a_reset_the_agent_reports_attempts_it_does_not_know_and_runs_the_others(checkout: Path) -> None:

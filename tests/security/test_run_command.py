@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
+from tests.conftest import drive as drive_agent
 from tests.conftest import make_checkout, standalone_eval
 from tests.security.sandboxing import open_directory, python_for_others
 from tests.unit.executors.helpers import kill_everything
@@ -96,13 +98,7 @@ def submit(client: Client, actor: Actor, name: str, code: str, *args: str) -> st
     return str(as_team.submit_text(text, source=f"{name}.yaml", sets=sets)["run"]["id"])
 
 
-def drive(client: Client, until: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    agent = client.agent(FAST)
-    deadline = time.monotonic() + timeout_s
-    while not until():
-        assert time.monotonic() < deadline, "the agent did not get there in time"
-        agent.reconcile()
-        time.sleep(FAST.poll_s)
+drive = partial(drive_agent, config=FAST)
 
 
 @pytest.mark.slow

@@ -651,7 +651,40 @@ app.add_typer(export_app, name="export")
 
 def main() -> None:
     sys.argv[1:] = output.take_wide(sys.argv[1:])  # `--wide` anywhere: full-width tables
+    _only(_command_named(sys.argv[1:]))
     app()
+
+
+GLOBAL_VALUES = frozenset({"--server", "--token"})
+"""The app's own options that take a value (before the command's name)."""
+
+
+def _command_named(args: list[str]) -> str | None:
+    """The command (or group) `args` name, after the app's own options; None when they name none."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in GLOBAL_VALUES:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _only(name: str | None) -> None:
+    """Keep only the command (or group) `name` in the app when it is one: typer builds every command's parameters
+    before it runs one (each annotation evaluated, each coerced through pydantic), half of `crossrail status`'s
+    time. Any other word (a typo, none, `--help`) keeps them all, for click's usage, suggestions and help."""
+    commands = [c for c in app.registered_commands if (c.name or _name_of(c.callback)) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if commands or groups:
+        app.registered_commands, app.registered_groups = commands, groups
+
+
+def _name_of(callback: Any) -> str | None:
+    """The name typer gives a command registered without one: its function's, with `_` as `-`."""
+    return None if callback is None else str(callback.__name__).replace("_", "-")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import budgets, isolation, lineage, parents, progress
+from crossrail.control import isolation, lineage, parents, progress
 from crossrail.control.loaded import environment_lineage, loaded_lineage
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
@@ -769,7 +769,12 @@ class Service:
             shown = {name: [k for k in page if k.id not in gone] for name, page in shown.items()}
         position = {k.id: i + 1 for runs in by_queue.values() for i, k in enumerate(runs)}
         starts = self._estimated_starts(pending, now)
-        held = budgets.holds(self.store, self.fleet, now) if self.fleet.spec.budgets else {}
+        if self.fleet.spec.budgets:
+            from crossrail.control import budgets  # the scheduling core loads only for a fleet with budgets
+
+            held = budgets.holds(self.store, self.fleet, now)
+        else:
+            held = {}
         for run in pending:
             if run.team in held:  # its team's budget holds it: no estimate of chips says when it starts
                 starts[run.id] = {**starts.get(run.id, {}), "held": held[run.team]}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from tests.conftest import wait_for
 
 from crossrail.core.attempts import AttemptStatus, LaunchRequest
 from crossrail.executors.local import LocalExecutor
@@ -28,18 +28,6 @@ def request(code: str, *, run: str = RUN, attempt: int = 1, env: dict[str, str] 
         command=["python", "-c", code],
         env=env or {},
     )
-
-
-def wait_for(check: Callable[[], T | None], *, what: str, timeout_s: float = 10.0) -> T:
-    """Poll `check` until it returns something other than None or False."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def status(executor: LocalExecutor, attempt: int = 1, run: str = RUN) -> AttemptStatus:

@@ -6,11 +6,11 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import wait_for
 
 from crossrail.errors import CrossrailError
 from crossrail.runtime import HeartbeatThread, Reporter, RuntimeContext, read_new
@@ -278,12 +278,6 @@ def test_the_heartbeat_thread_reports_the_current_step_until_stopped(tmp_path: P
 
     def beats_so_far() -> list[dict[str, Any]]:
         return read_new(target, None)[0]
-
-    def wait_for(condition: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + 10
-        while not condition():
-            assert time.monotonic() < deadline, "no heartbeat arrived in time"
-            time.sleep(0.01)
 
     with Reporter(target, run="r-1", attempt=1) as r:
         beats = HeartbeatThread(r, interval_s=0.01, step_fn=lambda: step["now"])

@@ -5,25 +5,17 @@ from __future__ import annotations
 import json
 import math
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import wait_for
 
 from crossrail.runtime import Checkpointer, step_dirname
 
 from .builders import Launcher, losses, of_type
 
 LOG_256 = math.log(256)
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the workload did not get there in time"
-        time.sleep(0.01)
 
 
 def spec(**top: object) -> str:

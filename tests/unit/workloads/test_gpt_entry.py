@@ -7,11 +7,10 @@ lineage say which one ran, and an attempt SIGTERMed on a GPU resumes on a TPU.
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.conftest import wait_for
 
 from crossrail.runtime import Checkpointer, step_dirname
 
@@ -26,13 +25,6 @@ PER_STEP = ("loss", "tokens_per_second", "step_time_s", "mfu")
 @pytest.fixture
 def gpt(tmp_path: Path) -> Launcher:
     return gpt_launcher(tmp_path / "run")
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the workload did not get there in time"
-        time.sleep(0.02)
 
 
 def started(records: list[dict[str, object]]) -> dict[str, object]:

@@ -1,0 +1,62 @@
+"""Every benchmark in bench/ runs in a reduced mode and ends with its SUMMARY line, so no change breaks one unnoticed.
+
+The reduced modes measure nothing worth reading (a few experiments, steps or seconds: about 20 s each on a quiet
+machine); the figures come from `make bench`. What is asserted is that each script runs to its end: exit status
+0 and a last line that starts with `SUMMARY`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+REDUCED: dict[str, list[str]] = {
+    "api": ["--experiments", "20", "--repeats", "1", "--events", "2000", "--pending", "200", "--requests", "20"],
+    "chaos": [
+        *["--runs", "2", "--steps", "60", "--agent-kills", "2", "--training-kills", "1", "--save-kills", "1"],
+        *["--fuzz", "4", "--seconds", "8"],
+    ],
+    "ckpt": ["--gb", "0.02", "--tensors", "4", "--reps", "1"],
+    "load": ["--seconds", "3", "--clients", "2", "--agents", "2"],
+    "parallel": ["--steps", "4", "--repeats", "1", "--degrees", "1,2"],
+    "rl": ["--steps", "6", "--skip", "1", "--window", "1", "--sample-sleep", "0.05"],
+    "schedule": ["--sizes", "200", "--repeats", "1"],
+    "sim": ["--cases", "gavel", "--repeats", "1"],
+    "submit": ["--experiments", "200", "--batch", "100", "--events", "2000", "--repeats", "1"],
+    "train": ["--steps", "4", "--repeats", "1", "--quick", "--frameworks", "torch", "--dtypes", "fp32"],
+}
+TIMEOUT_S = 300  # a hard stop for a hung script; the reduced runs take about 20 s quiet
+
+
+def test_every_benchmark_has_a_reduced_run() -> None:
+    assert sorted(p.stem for p in BENCH.glob("*.py")) == sorted(REDUCED)
+
+
+@pytest.mark.parametrize("name", sorted(REDUCED))
+def test_the_benchmark_runs_to_its_summary(name: str, tmp_path: Path) -> None:
+    if name == "load" and not (shutil.which("initdb") or list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))):
+        pytest.skip("bench/load.py runs its agents on PostgreSQL: the server binaries are not installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSRAIL_")}
+    env |= {"TMPDIR": str(tmp_path), "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), *REDUCED[name]],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    said = f"bench/{name}.py exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, said
+    last = (proc.stdout.strip().splitlines() or [""])[-1]
+    assert last.startswith("SUMMARY"), said
