@@ -7,6 +7,7 @@ the test prints where.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,9 @@ def test_every_dashboard_page_renders_in_chromium_with_no_console_errors_or_fail
     def visit(path: str, name: str) -> None:
         page.goto(f"{demo_server}{path}", wait_until="load")
         page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+        shown = page.locator("body").inner_text()
+        blank = re.findall(r".{0,30}\b(?:None|nan|NaN)\b.{0,30}", shown)
+        assert not blank, f"{path} shows {blank}"
 
     # Runs: every run of the demo, the one left queued, and a link into each.
     visit("/", "runs")
@@ -97,6 +101,13 @@ def test_every_dashboard_page_renders_in_chromium_with_no_console_errors_or_fail
     visit("/ui/report", "metrics")
     assert page.locator('tr[data-group="pretraining/h100"]').count() == 1
 
+    # Every run's page, then the API docs (Swagger UI from this server: it draws with no network).
+    for run in sorted(visited_runs(page, demo_server)):
+        visit(f"/ui/runs/{run}", f"run-{run}")
+    visit("/v1/docs", "api-docs")
+    page.wait_for_selector(".swagger-ui .opblock", timeout=30_000)
+    assert page.locator(".swagger-ui .opblock").count() > 20
+
     # The runs page refreshes itself in place without errors.
     visit("/ui/runs", "runs-again")
     with page.expect_response(lambda r: r.url == f"{demo_server}/ui/runs", timeout=15_000):
@@ -105,12 +116,31 @@ def test_every_dashboard_page_renders_in_chromium_with_no_console_errors_or_fail
     print(f"screenshots: {tmp_path}")
     assert problems == []
     assert outside == []
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
-        "fleet.png",
-        "lineage.png",
-        "metrics.png",
-        "queues.png",
-        "run.png",
-        "runs-again.png",
-        "runs.png",
-    ]
+    assert {"fleet.png", "lineage.png", "metrics.png", "queues.png", "run.png", "runs.png", "api-docs.png"} <= {
+        p.name for p in tmp_path.glob("*.png")
+    }
+    assert len(list(tmp_path.glob("run-*.png"))) >= 5
+
+
+def visited_runs(page: Any, server: str) -> set[str]:
+    """Every run the runs page lists."""
+    page.goto(f"{server}/ui/runs", wait_until="load")
+    return {str(r.get_attribute("data-run")) for r in page.locator("tr[data-run]").all()}
+
+
+def test_refused_dashboard_pages_are_pages_in_chromium(browser: Any, demo_server: str) -> None:
+    page = browser.new_page()
+    outside: list[str] = []
+    page.on("request", lambda r: r.url.startswith(demo_server) or outside.append(r.url))
+    for path, status, words in [
+        ("/ui/runs/no-such-run", 404, "no run or experiment named 'no-such-run'"),
+        ("/ui/nowhere", 404, "no page /ui/nowhere on this server"),
+        ("/ui/report?before=zzz&after=yyy", 400, "is not KEY=VALUE"),
+    ]:
+        answer = page.goto(f"{demo_server}{path}", wait_until="load")
+        assert answer is not None
+        assert answer.status == status
+        assert words in page.locator("p.refused").inner_text()
+        assert page.locator('nav a[href="/ui/runs"]').count() == 1  # the dashboard's own page, with its menu
+    page.close()
+    assert outside == []
