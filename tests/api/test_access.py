@@ -324,7 +324,7 @@ def _naming(w: World, how: str, run: str, headers: dict[str, str]) -> Any:
     experiment = run.rsplit("-", 1)[0]
     if how.startswith("parent"):
         path = "/v1/runs" if how.endswith("submit") else "/v1/place"
-        sets = [f"metadata.name=n{time.monotonic_ns() % 10**9}", f"spec.parent.run={run}", "spec.parent.checkpoint=7"]
+        sets = ["metadata.name=naming-probe", f"spec.parent.run={run}", "spec.parent.checkpoint=7"]
         return w.http.post(path, json={"document": w.experiment, "sets": sets}, headers=headers)
     if how == "report selector":
         query = f"before=experiment={experiment}&after=experiment={experiment}"
@@ -364,7 +364,7 @@ def test_naming_another_teams_unshared_run_is_naming_no_run(world: World, how: s
         assert "(1 runs)" not in named.text
     else:
         assert named.status_code == absent.status_code
-        assert named.status_code in (404, 422)
+        assert named.status_code in (200, 404, 422)  # place answers a missing parent as a problem of its placement
         assert text == absent.text
         assert refusal is not None, "naming a hidden run is audited"
         assert (refusal["result"], refusal["status"]) == ("refused", named.status_code)

@@ -191,9 +191,9 @@ class AuthMiddleware:
             if pending is not None and pending.written and code < 400:
                 return
             noted = scope.get("state", {})
-            hidden = code >= 400 and bool(hidden_runs)  # it named a run it may not see: answered as if none
+            hidden = bool(hidden_runs)  # it named a run it may not see, answered as if none (a 404, or place's problem)
             if code in (401, 403) or write or hidden:
-                detail = (hidden_runs[0] if hidden else noted.get("refusal")) if code >= 400 else None
+                detail = hidden_runs[0] if hidden else noted.get("refusal") if code >= 400 else None
                 where = params | noted.get("audit_target", {})
                 refused = "refused" if hidden else None
                 await run_in_threadpool(self._audit, actor, origin, method, template, where, code, detail, refused)
