@@ -220,9 +220,11 @@ def test_the_quick_demo_trains_kills_retries_elsewhere_and_reports(tmp_path: Pat
     assert "placement of posttrain-042 (post_training, 8 chips, objective time_to_result): h100" in out
     assert "why: gpu preferred by the post_training placement policy" in out
     assert "min_jct_hetero lowers average JCT by" in out  # the fleet simulation on Gavel's trace
-    # The verdicts: a handful of real runs cannot say much; the simulated fleet with h100 grown can.
+    # The verdicts: pooling all the workspace's runs is refused (they measured different work); one experiment
+    # run 3 times on each pool gives a live verdict; the simulated fleet with h100 grown gives another.
     own = out.split("this workspace's runs")[1].split("simulated")[0]
-    assert "n too small" in own
+    assert "refused: the sides did not measure the same work (experiment digest differs" in own
+    assert "live: cycle-ab run 3 times on tpu-v5p (before) and 3 on h100 (after): research cycle" in own
     assert "policy check (" in own
     assert "h100 grown from 20 to 26 chips (150 runs each): research cycle shorter by" in out
 
