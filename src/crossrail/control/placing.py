@@ -51,7 +51,7 @@ class Placer:
         out = []
         for pool in self.fleet.spec.pools:
             if wanted is None or pool.name in wanted:
-                info = PoolInfo.from_spec(pool)
+                info = PoolInfo.from_spec(pool, self.fleet.spec.currency)
                 out.append(info if pool.name not in gone else PoolInfo(**{**info.__dict__, "drained": True}))
         return out
 

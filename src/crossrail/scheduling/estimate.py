@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from crossrail.core import format_duration
+from crossrail.core import format_duration, format_money
 from crossrail.scheduling.feasibility import gang_problem
 from crossrail.scheduling.scaling import rate_at
 from crossrail.spec import Pool
@@ -44,9 +44,11 @@ class PoolInfo:
     drained: bool = False
     sizes: frozenset[int] | None = None
     """Chip counts the pool can give one run (a TPU pool: its slice shapes); None: any up to capacity."""
+    currency: str = "USD"
+    """The fleet's currency, in which a reason quotes this pool's cost."""
 
     @classmethod
-    def from_spec(cls, pool: Pool) -> PoolInfo:
+    def from_spec(cls, pool: Pool, currency: str = "USD") -> PoolInfo:
         from crossrail.scheduling.feasibility import allocatable_sizes
 
         shaped = pool.accelerator == "tpu" and bool(pool.topology_shapes)
@@ -61,6 +63,7 @@ class PoolInfo:
             restore_s=pool.restore_s,
             drained=pool.drained,
             sizes=frozenset(allocatable_sizes(pool, 1, pool.chips)) if shaped else None,
+            currency=currency,
         )
 
 
@@ -395,6 +398,7 @@ class Candidate:
     speed_source: str
     score: float | None
     note: str
+    currency: str = "USD"
 
     @property
     def eligible(self) -> bool:
@@ -459,8 +463,9 @@ def _candidate(work: Workload, pool: PoolInfo, pools: list[PoolInfo], waits: Map
     spent = cost(work.chips, run_s + recovery, pool) if run_s is not None else None
     score = None if note else _score(work.objective, total, spent, work.chips, pool)
     return Candidate(
-        pool.name, pool.accelerator, pool.chip_type, wait, run_s, recovery, total, spent, source, score, note
-    )
+        pool.name, pool.accelerator, pool.chip_type, wait, run_s, recovery, total, spent, source, score, note,
+        pool.currency,
+    )  # fmt: skip
 
 
 def _ineligible(work: Workload, pool: PoolInfo, run_s: float | None, wait: float | None) -> str:
@@ -613,7 +618,7 @@ def _objective_words(objective: str) -> str:
 def _terms(c: Candidate) -> str:
     """`pool result in T (wait W, run R[, recovery V]), $C`: the terms a reason quotes."""
     recovery = f", recovery {_hours(c.recovery_s)}" if c.recovery_s >= 0.5 else ""
-    price = f"${c.cost:,.2f}" if c.cost is not None else "?"
+    price = format_money(c.cost, c.currency) if c.cost is not None else "?"
     return f"{c.pool} result in {_hours(c.total_s)} (wait {_hours(c.wait_s)}, run {_hours(c.run_s)}{recovery}), {price}"
 
 
@@ -624,7 +629,7 @@ def _gain(new: Candidate, old: Candidate, objective: str) -> str:
     if sooner > 0:
         parts.append(f"finishes {_hours(sooner)} sooner")
     if cheaper > 0:
-        parts.append(f"costs ${cheaper:,.2f} less")
+        parts.append(f"costs {format_money(cheaper, new.currency)} less")
     if not parts:
         parts.append(f"scores better on {_objective_words(objective)}")
     return " and ".join(parts)

@@ -77,7 +77,7 @@ def check_starts(sim: Simulation, at: Sequence[float], *, until_s: float | None 
 
 def _predict(sim: Simulation) -> list[tuple[str, float, float]]:
     now = sim.engine.now()
-    pools = [PoolInfo.from_spec(p) for p in sim.fleet.pools]
+    pools = [PoolInfo.from_spec(p, sim.fleet.spec.currency) for p in sim.fleet.pools]
     running = [
         Busy(run, att.pool, att.chips, att.started_at + sim.jobs[run].declared_s / sim.pools[att.pool].relative_speed)
         for run, att in sim.executor.live.items()
