@@ -255,10 +255,16 @@ def main() -> None:
     p.add_argument("--sampler-chips", type=int, default=32, help="the sampler pool's quota, chips (default 32)")
     p.add_argument("--reward-chips", type=int, default=4, help="the reward pool's quota, chips (default 4)")
     p.add_argument("--sample-sleep", type=float, default=0.4, help="a sampler's seconds per batch (default 0.4)")
+    p.add_argument("--warm-steps", type=int, default=24, help="supervised warm-up steps before RL (default 24)")
     args = p.parse_args()
     print(f"load average at start: {load()}  cpus {os.cpu_count()}", flush=True)
 
-    warm = ["--warm-steps", "24", "--eval-every", "20"]  # about 29% held-out accuracy: room to learn
+    warm = [
+        "--warm-steps",
+        str(args.warm_steps),
+        "--eval-every",
+        "20",
+    ]  # 24: about 29% held-out accuracy, room to learn
     # Mis-sized: each sampler spends --sample-sleep per batch of 4 groups (its own accelerator's time, standing
     # in for one where all stages share these CPUs), so one sampler cannot feed the learner; the quota can.
     sizes = ["--samplers", "1", "--reward-workers", "1", "--max-policy-lag-steps", "2"]

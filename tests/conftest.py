@@ -37,6 +37,17 @@ GIT_ENV = {
 }
 
 
+SLOW_FIXTURES = frozenset({"demo_workspace"})
+"""Fixtures that make a test slow wherever it is: the demo workspace trains real runs (`crossrail demo --quick`)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a slow fixture is `slow` (so `make check` leaves it to `make test`), marked or not."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
@@ -244,6 +255,18 @@ def gcs_bucket(gcs_server: str) -> tuple[str, dict[str, Any]]:
 
 PEER = ("127.0.0.1", 40001)
 IN_PROCESS_URL = "http://crossrail.test"
+
+
+@contextmanager
+def api_app(home: Path, **kw: Any) -> Iterator[Any]:
+    """`create_app(home, **kw)` for requests in this process; its store closed after (no lifespan runs here)."""
+    from crossrail.api import create_app
+
+    app = create_app(home, **kw)
+    try:
+        yield app
+    finally:
+        app.state.client.close()
 
 
 def in_process(app: Any, *, peer: tuple[str, int] = PEER, base_url: str = IN_PROCESS_URL, **kw: Any) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.conftest import asgi_client, free_port, in_process, serving
+from tests.conftest import api_app, asgi_client, free_port, in_process, serving
 
 from crossrail.client import Client
 from crossrail.core import ManualClock
@@ -31,11 +31,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def app(home: Path) -> Iterator[Any]:
-    from crossrail.api import create_app
-
-    app = create_app(home, clock=CLOCK)
-    yield app
-    app.state.client.close()
+    with api_app(home, clock=CLOCK) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import free_port
 
 from crossrail.client import Client
 from crossrail.core.events import Event, EventType
 
-from .conftest import CROSSRAIL, free_port, serving_home
+from .conftest import CROSSRAIL, serving_home
 
 pytest.importorskip("prometheus_client", reason="the api extra is not installed: pip install -e '.[api]'")
 from crossrail.control.prometheus import FleetCounters

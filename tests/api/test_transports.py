@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import asgi_client
+from tests.conftest import api_app, asgi_client
 from typer.testing import CliRunner
 
 from crossrail.cli.app import app as cli
@@ -32,11 +32,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def app(home: Path) -> Iterator[Any]:
-    from crossrail.api import create_app
-
-    app = create_app(home, clock=CLOCK)
-    yield app
-    app.state.client.close()
+    with api_app(home, clock=CLOCK) as app:
+        yield app
 
 
 def test_each_constructor_picks_its_transport(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

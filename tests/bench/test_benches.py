@@ -28,11 +28,11 @@ REDUCED: dict[str, list[str]] = {
     "ckpt": ["--gb", "0.02", "--tensors", "4", "--reps", "1"],
     "load": ["--seconds", "3", "--clients", "2", "--agents", "2"],
     "parallel": ["--steps", "4", "--repeats", "1", "--degrees", "1,2"],
-    "rl": ["--steps", "6", "--skip", "1", "--window", "1", "--sample-sleep", "0.05"],
+    "rl": ["--steps", "4", "--skip", "1", "--window", "1", "--sample-sleep", "0.05", "--warm-steps", "2"],
     "schedule": ["--sizes", "200", "--repeats", "1"],
     "sim": ["--cases", "gavel", "--repeats", "1"],
     "submit": ["--experiments", "200", "--batch", "100", "--events", "2000", "--repeats", "1"],
-    "train": ["--steps", "4", "--repeats", "1", "--quick", "--frameworks", "torch", "--dtypes", "fp32"],
+    "train": ["--steps", "5", "--repeats", "1", "--quick", "--frameworks", "torch", "--dtypes", "fp32"],
 }
 TIMEOUT_S = 300  # a hard stop for a hung script; the reduced runs take about 20 s quiet
 

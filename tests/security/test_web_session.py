@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,8 @@ from typing import Any
 import httpx
 import pytest
 from tests.api.conftest import CROSSRAIL
-from tests.conftest import free_port, in_process, wait_for
+from tests.conftest import api_app, free_port, in_process, wait_for
 
-from crossrail.api import create_app
 from crossrail.api.auth import COOKIE
 from crossrail.cli.serve import server_config
 from crossrail.client import Client
@@ -52,16 +50,6 @@ class Browser:
         return self.request("POST", path, **kw)
 
 
-@contextmanager
-def serving(home: Path, *, require_auth: bool) -> Iterator[Any]:
-    """The app over `home`; its client closed after (no lifespan runs in process)."""
-    app = create_app(home, require_auth=require_auth)
-    try:
-        yield app
-    finally:
-        app.state.client.close()
-
-
 @dataclass
 class Site:
     home: Path
@@ -80,7 +68,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     with Client(home) as local:
         tokens = {r: local.token_create(team=TEAM, role=r, user=f"ada-{r}")["token"] for r in ("viewer", "submitter")}
         other = local.token_create(team=OTHER, role="viewer", user="mallory")["token"]
-        with serving(home, require_auth=True) as app:
+        with api_app(home, require_auth=True) as app:
             yield Site(home, local, Browser(app), tokens["viewer"], tokens["submitter"], other)
 
 
@@ -191,7 +179,7 @@ def test_a_page_elsewhere_cannot_write_as_the_anonymous_admin_of_loopback(tmp_pa
     with Client(home) as local:
         alone = Site(home, local, Browser(None), "", "", "")
         run, kept = _submit(alone), _submit(alone)
-        with serving(home, require_auth=False) as app:
+        with api_app(home, require_auth=False) as app:
             loopback = Browser(app, "http://127.0.0.1:8470")
             forged = loopback.post(f"/v1/runs/{run}/cancel", headers={"Origin": "http://evil.example"})
             assert forged.status_code == 403, forged.text
@@ -205,7 +193,7 @@ def test_a_workspace_with_tokens_has_no_anonymous_admin_on_loopback_either(site:
     """Where teams act (the store has tokens), a run's isolated command could reach a loopback server without
     auth and act as its anonymous admin: a request without a token is refused there too."""
     run = _submit(site)
-    with serving(site.home, require_auth=False) as app:
+    with api_app(site.home, require_auth=False) as app:
         loopback = Browser(app, "http://127.0.0.1:8470")
         refused = loopback.post(f"/v1/runs/{run}/cancel")
         assert refused.status_code == 401, refused.text
@@ -218,7 +206,7 @@ def test_a_workspace_with_tokens_has_no_anonymous_admin_on_loopback_either(site:
 def _origin_through_serve(site: Site, run: str, forwarded_allow_ips: str | None) -> str:
     """The audited origin of a cancel from 127.0.0.1 claiming X-Forwarded-For 203.0.113.9, through the app as
     `crossrail serve` configures uvicorn."""
-    with serving(site.home, require_auth=True) as app:
+    with api_app(site.home, require_auth=True) as app:
         config = server_config(app, "127.0.0.1", 8470, forwarded_allow_ips)
         config.load()
         proxied = Browser(config.loaded_app, "http://127.0.0.1:8470", peer=("127.0.0.1", 40001))
@@ -241,7 +229,7 @@ def test_behind_a_named_tls_proxy_the_dashboards_https_origin_is_this_servers(si
     sent = {"Origin": "https://crossrail.test", "X-Forwarded-Proto": "https"}
     form = {"token": site.viewer, "next": "/ui/runs"}
     for trusted, status in ((None, 403), ("10.0.0.5", 303)):
-        with serving(site.home, require_auth=True) as app:
+        with api_app(site.home, require_auth=True) as app:
             config = server_config(app, "127.0.0.1", 8470, trusted)
             config.load()
             proxied = Browser(config.loaded_app, "http://crossrail.test", peer=("10.0.0.5", 40001))

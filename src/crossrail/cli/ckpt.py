@@ -61,25 +61,15 @@ def ls_command(
     A checkpoint that lost its manifest (or, on object storage, kept its marker without one) is listed as
     damaged. Without --verify, only the cheap check runs: manifest, marker and every file's stated size.
     """
-    from crossrail.runtime import Checkpointer, CheckpointError, InvalidCheckpoint, check
+    from crossrail.runtime import Checkpointer, CheckpointError
+    from crossrail.runtime.checkpoint import listing
 
     options = _options(option)
     uri = _target(uri, home)
     ckpt = _usage_checked(lambda: Checkpointer(uri, storage_options=options))
-    items = []
+    items: list[dict[str, Any]] = []
     try:
-        for info in ckpt.list(damaged=True):
-            item: dict[str, Any] = {"step": info.step, "uri": info.uri, "sizeBytes": ckpt.size(info.step)}
-            item |= {"verified": None, "problem": None}
-            try:
-                if verify:
-                    ckpt.verify(info.step)
-                    item["verified"] = True
-                else:
-                    check(info.uri, storage_options=options)
-            except InvalidCheckpoint as exc:
-                item |= {"verified": False, "problem": str(exc)}
-            items.append(item)
+        items = listing(ckpt, verify=verify, storage_options=options)
     except (CheckpointError, OSError) as exc:
         _fail(f"cannot list {uri}: {exc}")
     if as_json:

@@ -358,23 +358,12 @@ class Operations:
 
     def ckpt_ls(self, ref: str, *, verify: bool = True) -> dict[str, Any]:
         """A run's committed checkpoints, oldest first, each with its size and whether it verifies (`ckpt ls`)."""
-        from crossrail.runtime import Checkpointer, InvalidCheckpoint, check
+        from crossrail.runtime import Checkpointer
+        from crossrail.runtime.checkpoint import listing
 
         self._check(ref)
         ckpt = Checkpointer(self.service.get(ref).run_checkpoint_dir)
-        items = []
-        for info in ckpt.list(damaged=True):
-            item: dict[str, Any] = {"step": info.step, "uri": info.uri, "sizeBytes": ckpt.size(info.step)}
-            item |= {"verified": None, "problem": None}
-            try:
-                if verify:
-                    ckpt.verify(info.step)
-                    item["verified"] = True
-                else:
-                    check(info.uri)
-            except InvalidCheckpoint as exc:
-                item |= {"verified": False, "problem": str(exc)}
-            items.append(item)
+        items = listing(ckpt, verify=verify)
         return _obj("CheckpointList", uri=ckpt.uri, items=items)
 
     def ckpt_show(self, ref: str, *, step: int | None = None) -> dict[str, Any]:

@@ -457,6 +457,25 @@ def check(uri: str, *, storage_options: StorageOptions | None = None) -> dict[st
     return check_layout(store, name)
 
 
+def listing(ckpt: Checkpointer, *, verify: bool, storage_options: StorageOptions | None = None) -> list[dict[str, Any]]:
+    """Each checkpoint of `ckpt`, oldest first, damaged ones too: its step, uri, size, and whether it verifies
+    (every tensor's checksum with `verify`; otherwise only the cheap check, `verified` None when it passes)."""
+    items = []
+    for info in ckpt.list(damaged=True):
+        item: dict[str, Any] = {"step": info.step, "uri": info.uri, "sizeBytes": ckpt.size(info.step)}
+        item |= {"verified": None, "problem": None}
+        try:
+            if verify:
+                ckpt.verify(info.step)
+                item["verified"] = True
+            else:
+                check(info.uri, storage_options=storage_options)
+        except InvalidCheckpoint as exc:
+            item |= {"verified": False, "problem": str(exc)}
+        items.append(item)
+    return items
+
+
 def restore_from(
     uri: str, *, on_skip: OnSkip | None = None, storage_options: StorageOptions | None = None
 ) -> tuple[CheckpointInfo, Tensors, dict[str, Any]]:
