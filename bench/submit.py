@@ -133,7 +133,7 @@ def main() -> None:
             print(f"repeat {rep + 1}: client {ours[-1]:,.0f}/s, raw sqlite {raw[-1]:,.0f}/s")
         fill_events(root, args.events)
         st = status_ms(root, 11)
-        cli = cli_ms(root, 5)
+        cli = cli_ms(root, 7)  # the median of 7, as the aim is stated
     rate, base = statistics.median(ours), statistics.median(raw)
     print(f"submit: {rate:,.0f} experiments/s (aim >= 1,000) vs raw SQLite {base:,.0f}/s: ratio {rate / base:.3f}")
     print(f"status in process at {args.events:,} events: {st:.1f} ms (aim <= 50 ms)")

@@ -255,6 +255,7 @@ def test_every_route_has_a_case(world: World) -> None:
 
 
 @pytest.mark.parametrize(("key", "who", "team"), _matrix())
+@pytest.mark.slow
 def test_access_matrix(world: World, key: tuple[str, str], who: str, team: str) -> None:
     case = CASES[key]
     expected = _expected(case, ROUTES[key], who, team)
@@ -483,6 +484,7 @@ def _cli(url: str, token: str, user: str, *args: str) -> Any:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_claiming_another_user_changes_nothing_of_who_acts(world: World, world_url: str) -> None:
     ada_run = _fresh_run(world, OWN, "queued")
     store = _local(world.home).service.store
@@ -602,6 +604,7 @@ def test_rotating_keeps_the_expiry_and_refuses_the_old_secret_at_once(world: Wor
     assert all("secret_sha256" not in t and "token" not in t for t in c.tokens()["tokens"])
 
 
+@pytest.mark.slow
 def test_serve_beyond_loopback_requires_a_token_without_being_asked(world: World) -> None:
     import subprocess
 

@@ -123,6 +123,7 @@ def test_refusals_share_one_shape_and_change_nothing(home: Path, http: httpx.Cli
     assert _counts(home) == before
 
 
+@pytest.mark.slow
 def test_remote_client_returns_and_raises_what_the_local_one_does(home: Path, app: Any) -> None:
     with asgi_client(app) as remote, Client(home, clock=CLOCK) as local:
         assert type(remote) is Client  # one client; the transport differs
@@ -172,6 +173,7 @@ def test_openapi_document_lists_the_endpoints(http: httpx.Client) -> None:
         assert path in paths
 
 
+@pytest.mark.slow
 def test_serve_with_an_agent_runs_one_in_process_and_stops_it_with_the_app(tmp_path: Path) -> None:
     from crossrail.api import create_app
     from crossrail.control.agent import AgentConfig
@@ -255,6 +257,7 @@ def test_serve_on_a_busy_port_says_which_port_and_who_holds_it_and_never_that_it
     assert "crossrail serve on" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_serve_command_serves_until_interrupted_even_with_a_stream_open(home: Path) -> None:
     import signal
     import subprocess

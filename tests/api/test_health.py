@@ -16,6 +16,7 @@ from .conftest import serving_home
 pytestmark = pytest.mark.postgres
 
 
+@pytest.mark.slow
 def test_health_names_the_leader_and_the_standbys_by_id_and_host_only(
     checkout: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

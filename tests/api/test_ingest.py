@@ -189,6 +189,7 @@ def test_a_nan_metric_is_an_event_and_infinities_are_samples_on_both_channels(ho
             assert nan.data == {"name": "nan_metric", "data": {"metric": "loss", "step": 3, "value": "nan"}}
 
 
+@pytest.mark.slow
 def test_a_writer_posts_what_it_buffered_in_batches_within_the_servers_bounds(home: Path, url: str) -> None:
     with Client(home, clock=CLOCK) as c:
         run_id = _attempt(c, "split", url + "/v1/ingest/{run}/1")

@@ -89,6 +89,7 @@ def test_commands_that_need_the_workspace_refuse_a_server_in_one_line(args: list
     assert "without --server" in result.stderr or "--offline" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_asgi_transport_answers_what_the_workspace_answers(home: Path, app: Any) -> None:
     with asgi_client(app) as remote, Client(home, clock=CLOCK) as local:
         assert isinstance(remote.transport, ASGITransport)
@@ -112,6 +113,7 @@ def test_the_asgi_transport_answers_what_the_workspace_answers(home: Path, app: 
         assert str(remote_error.value) == str(local_error.value)
 
 
+@pytest.mark.slow
 def test_writes_go_through_any_transport(home: Path, app: Any) -> None:
     exp = home / "experiments" / "pretrain-small.yaml"
     with asgi_client(app) as remote, Client(home, clock=CLOCK) as local:

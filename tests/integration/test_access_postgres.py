@@ -16,6 +16,7 @@ from crossrail.errors import UnauthenticatedError
 pytestmark = pytest.mark.postgres
 
 
+@pytest.mark.slow
 def test_tokens_and_an_append_only_audit_log_on_postgresql(
     checkout: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch, clock: ManualClock
 ) -> None:

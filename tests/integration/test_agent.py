@@ -50,6 +50,7 @@ def command(client: Client, experiments: Path, code: str, *extra: str) -> str:
     return client.submit(experiments / "eval-smoke.yaml", sets=sets)["run"]["id"]
 
 
+@pytest.mark.slow
 def test_a_run_goes_from_queued_to_succeeded_with_its_lineage_and_checkpoints(
     client: Client, experiments: Path
 ) -> None:
@@ -70,6 +71,7 @@ def test_a_run_goes_from_queued_to_succeeded_with_its_lineage_and_checkpoints(
     assert client.logs(run)["attempts"][0]["exit_code"] == 0
 
 
+@pytest.mark.slow
 def test_the_policy_places_post_training_on_gpu_and_passes_the_backend(client: Client, experiments: Path) -> None:
     code = "import os; print('backend', os.environ['TRAINING_BACKEND'], os.environ['CROSSRAIL_ATTEMPT'])"
     run = command(client, experiments, code, "spec.stage=post_training")
@@ -109,6 +111,7 @@ def test_the_policy_places_post_training_on_gpu_and_passes_the_backend(client: C
         pytest.param("print('ok')", ["spec.retries={max: 3}"], "succeeded", 1, id="exit-0-succeeds"),
     ],
 )
+@pytest.mark.slow
 def test_the_exit_code_contract(
     client: Client, experiments: Path, code: str, extra: list[str], final_state: str, attempts: int
 ) -> None:
@@ -122,6 +125,7 @@ def test_the_exit_code_contract(
         assert types(client, run).count("retried") == attempts - 1
 
 
+@pytest.mark.slow
 def test_a_retry_moves_to_the_other_pool_and_resumes_from_the_latest_checkpoint(
     client: Client, experiments: Path
 ) -> None:
@@ -151,6 +155,7 @@ def test_a_retry_moves_to_the_other_pool_and_resumes_from_the_latest_checkpoint(
     assert "signal 9" in failed.data["reason"]
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_running_attempt(client: Client, experiments: Path) -> None:
     run = command(client, experiments, "import time; time.sleep(60)")
     drive(client, lambda: state(client, run) == "running")
@@ -180,6 +185,7 @@ def test_a_restarted_agent_says_which_attempts_it_re_adopted_and_which_ended_unw
     drive(client, lambda: client.service.store.active_attempts() == [])
 
 
+@pytest.mark.slow
 def test_suspend_stops_the_attempt_and_resume_runs_it_again(client: Client, experiments: Path) -> None:
     run = command(client, experiments, "import time; time.sleep(60)")
     drive(client, lambda: state(client, run) == "running")
@@ -193,6 +199,7 @@ def test_suspend_stops_the_attempt_and_resume_runs_it_again(client: Client, expe
     drive(client, lambda: client.service.store.active_attempts() == [])
 
 
+@pytest.mark.slow
 def test_post_training_waits_for_its_parent_and_starts_from_its_checkpoint(client: Client, experiments: Path) -> None:
     pre = client.submit(experiments / "pretrain-small.yaml", sets=SHORT)["run"]["id"]
     post = client.submit(experiments / "posttrain-042.yaml", sets=SHORT)["run"]["id"]
@@ -205,6 +212,7 @@ def test_post_training_waits_for_its_parent_and_starts_from_its_checkpoint(clien
     assert started_from[0].data["data"]["from"].endswith("step-0000000030")
 
 
+@pytest.mark.slow
 def test_a_torn_latest_checkpoint_is_skipped_and_the_retry_resumes_from_the_previous_one(
     client: Client, experiments: Path
 ) -> None:
@@ -238,6 +246,7 @@ def test_a_torn_latest_checkpoint_is_skipped_and_the_retry_resumes_from_the_prev
     assert int(newest.name.removeprefix("step-")) not in {c.step for c in store.checkpoints(run, usable=True)}
 
 
+@pytest.mark.slow
 def test_a_critical_run_preempts_a_low_priority_one_which_checkpoints_and_resumes(
     client: Client, experiments: Path
 ) -> None:

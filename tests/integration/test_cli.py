@@ -43,6 +43,7 @@ def as_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return obj  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_validate_accepts_the_first_articles_policy_as_written(checkout: Path) -> None:
     (checkout / "article.yaml").write_text(ARTICLE_POLICY_YAML)
     proc = run(checkout, "validate", "article.yaml")
@@ -50,6 +51,7 @@ def test_validate_accepts_the_first_articles_policy_as_written(checkout: Path) -
     assert "valid" in proc.stdout
 
 
+@pytest.mark.slow
 def test_validate_names_each_portability_problem_with_its_line(checkout: Path) -> None:
     (checkout / "article.yaml").write_text(ARTICLE_POLICY_YAML)
     (checkout / "bad.yaml").write_text(BAD)
@@ -72,6 +74,7 @@ def test_validate_names_each_portability_problem_with_its_line(checkout: Path) -
     assert {6, 9, 13} <= lines
 
 
+@pytest.mark.slow
 def test_submit_twice_with_a_key_creates_one_run_and_show_gives_the_lineage(checkout: Path) -> None:
     exp = ".crossrail/experiments/eval-smoke.yaml"
     first = as_json(run(checkout, "submit", exp, "--idempotency-key", "k", "--set", "spec.resources.chips=2", "--json"))
@@ -107,6 +110,7 @@ def test_submit_twice_with_a_key_creates_one_run_and_show_gives_the_lineage(chec
         pytest.param(b"\xff\xfe\x00binary", "", id="binary-bytes"),
     ],
 )
+@pytest.mark.slow
 def test_hostile_files_end_in_a_clear_error_and_exit_1(checkout: Path, content: bytes, needle: str) -> None:
     (checkout / "evil.yaml").write_bytes(content)
     proc = run(checkout, "submit", "evil.yaml")
@@ -118,11 +122,13 @@ def test_hostile_files_end_in_a_clear_error_and_exit_1(checkout: Path, content: 
     assert as_json(run(checkout, "status", "--json"))["active"] == []
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2(checkout: Path) -> None:
     assert run(checkout, "submit").returncode == 2
     assert run(checkout, "status", "--no-such-flag").returncode == 2
 
 
+@pytest.mark.slow
 def test_a_terminal_run_refuses_state_changes_with_exit_1(checkout: Path) -> None:
     as_json(run(checkout, "submit", ".crossrail/experiments/eval-smoke.yaml", "--json"))
     assert as_json(run(checkout, "cancel", "eval-smoke", "--json"))["run"]["state"] == "cancelled"  # type: ignore[index]
@@ -131,6 +137,7 @@ def test_a_terminal_run_refuses_state_changes_with_exit_1(checkout: Path) -> Non
     assert "eval-smoke-1 is cancelled" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_command_outside_any_workspace_says_how_to_create_one(tmp_path: Path) -> None:
     env_home = tmp_path / "home"
     env_home.mkdir()
@@ -147,6 +154,7 @@ def test_a_command_outside_any_workspace_says_how_to_create_one(tmp_path: Path) 
     assert "crossrail init" in proc.stderr
 
 
+@pytest.mark.slow
 def test_submit_wait_runs_an_agent_here_and_logs_show_each_attempt(checkout: Path) -> None:
     args = "spec.args=[--steps, '20', --checkpoint-every-steps, '10', --step-sleep, '0.01']"
     shown = as_json(
@@ -178,6 +186,7 @@ def test_submit_wait_ends_with_one_summary_line_and_the_whole_run_only_with_json
     assert failed.stdout.strip().splitlines()[-1].endswith("; more: crossrail logs eval-smoke-2")
 
 
+@pytest.mark.slow
 def test_agent_until_idle_runs_every_queued_run_and_exits(checkout: Path) -> None:
     for sets in ("spec.resources.chips=1", "spec.resources.chips=2"):
         as_json(
@@ -229,6 +238,7 @@ def test_the_quick_demo_trains_kills_retries_elsewhere_and_reports(tmp_path: Pat
     assert "h100 grown from 20 to 26 chips (150 runs each): research cycle shorter by" in out
 
 
+@pytest.mark.slow
 def test_the_shipped_examples_are_valid_under_the_strict_article_policy() -> None:
     root = Path(__file__).resolve().parents[2]
     files = sorted(str(p) for p in (root / "examples").glob("*.yaml"))
@@ -245,6 +255,7 @@ def test_the_shipped_examples_are_valid_under_the_strict_article_policy() -> Non
     assert json.loads(proc.stdout)["valid"] is True
 
 
+@pytest.mark.slow
 def test_validate_in_a_workspace_refuses_what_submit_refuses_each_with_line_field_and_fix(
     checkout: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,6 +284,7 @@ def test_validate_in_a_workspace_refuses_what_submit_refuses_each_with_line_fiel
     assert [line.strip() for line in submitted.stderr.splitlines()[1:]] == problems
 
 
+@pytest.mark.slow
 def test_problems_of_a_set_argument_cite_the_argument_not_the_line_it_overrides(checkout: Path) -> None:
     proc = run(
         checkout, "submit", ".crossrail/experiments/eval-smoke.yaml", "--set", "spec.resources.chips=64", "--json"
@@ -282,6 +294,7 @@ def test_problems_of_a_set_argument_cite_the_argument_not_the_line_it_overrides(
     assert "(line " not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_tab_in_the_indentation_is_named_with_its_line_and_column(checkout: Path) -> None:
     (checkout / "tab.yaml").write_text("apiVersion: crossrail/v1\nkind: Experiment\nmetadata:\n\tname: x\n")
     proc = run(checkout, "validate", "tab.yaml")
@@ -290,6 +303,7 @@ def test_a_tab_in_the_indentation_is_named_with_its_line_and_column(checkout: Pa
     assert "cannot start any token" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_import_of_the_articles_job_needs_no_flags_and_validate_flags_its_dataset_placeholder(
     checkout: Path,
 ) -> None:

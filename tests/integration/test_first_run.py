@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 CLI = [sys.executable, "-m", "crossrail.cli"]
 EXAMPLES = ("pretrain-small", "posttrain-042", "eval-smoke")
 # Fewer steps than the examples ask for, so the whole path takes seconds (the arguments keep their places).
@@ -31,6 +33,7 @@ def as_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_init_validate_submit_and_run_every_example_outside_a_git_checkout(tmp_path: Path) -> None:
     home = tmp_path / "first-run"
     home.mkdir()

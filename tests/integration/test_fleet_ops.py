@@ -75,6 +75,7 @@ def test_a_reservation_is_listed_and_one_the_pool_cannot_hold_changes_nothing(li
         live.reserve("tpu-v5p", chips=4, start="2030-01-02T00:00:00", duration="1d")
 
 
+@pytest.mark.slow
 def test_the_fleet_commands_speak_json(checkout: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

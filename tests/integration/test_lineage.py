@@ -44,6 +44,7 @@ def cli(client: Client, *args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+@pytest.mark.slow
 def test_latest_is_resolved_at_launch_and_recorded_on_the_attempt_the_first_checkpoint_and_show(
     client: Client, experiments: Path
 ) -> None:
@@ -107,6 +108,7 @@ def test_a_waiting_child_whose_parent_fails_without_a_checkpoint_ends_failed_wit
     assert reason in cli(client, "status")[1]
 
 
+@pytest.mark.slow
 def test_damage_in_the_newest_of_five_checkpoints_resumes_from_the_newest_good_one(
     client: Client, experiments: Path
 ) -> None:

@@ -19,6 +19,7 @@ def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_place_explain_prints_every_candidate_and_the_reason(checkout: Path, experiments: Path) -> None:
     proc = run(checkout, "place", str(experiments / "pretrain-small.yaml"), "--explain")
 
@@ -44,6 +45,7 @@ def test_tables_piped_at_80_columns_keep_every_cell_whole(checkout: Path, experi
     assert max(len(line) for line in piped.stdout.splitlines()) > 80  # wider than the terminal would be
 
 
+@pytest.mark.slow
 def test_place_json_is_a_crossrail_object_and_bad_input_is_one_line(checkout: Path, experiments: Path) -> None:
     proc = run(checkout, "place", str(experiments / "eval-smoke.yaml"), "--json")
     obj = json.loads(proc.stdout)
@@ -56,6 +58,7 @@ def test_place_json_is_a_crossrail_object_and_bad_input_is_one_line(checkout: Pa
     assert bad.stderr.strip()
 
 
+@pytest.mark.slow
 def test_queue_shows_the_planned_pool_and_estimated_start(checkout: Path, experiments: Path) -> None:
     sets = ["spec.stage=post_training", "spec.resources.chips=8", "spec.resources.duration=1h"]
     for _ in range(3):

@@ -104,6 +104,7 @@ def node_labels(ray_cluster: Any) -> dict[str, dict[str, str]]:
     return {n["NodeID"]: n.get("Labels", {}) for n in ray.nodes() if n["Alive"]}
 
 
+@pytest.mark.slow
 def test_the_demo_experiments_run_through_ray_and_land_on_the_nodes_labelled_for_their_pools(
     client: Client, experiments: Path, ray_cluster: Any
 ) -> None:
@@ -128,6 +129,7 @@ def test_the_demo_experiments_run_through_ray_and_land_on_the_nodes_labelled_for
     assert ray_executor(client).placement(pre, 1)[0]["node_id"] == ray_cluster.head_node.node_id
 
 
+@pytest.mark.slow
 def test_one_agent_runs_a_ray_pool_and_a_local_pool_side_by_side(
     client: Client, checkout: Path, experiments: Path, ray_cluster: Any
 ) -> None:
@@ -152,6 +154,7 @@ def test_one_agent_runs_a_ray_pool_and_a_local_pool_side_by_side(
     assert (checkout / ".crossrail" / "ray" / runs[0] / "1" / "placed.json").is_file()
 
 
+@pytest.mark.slow
 def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_checkpoint(
     client: Client, experiments: Path
 ) -> None:
@@ -178,6 +181,7 @@ def test_killing_the_ray_worker_is_a_failure_and_the_retry_resumes_from_its_chec
     assert step in [c.step for c in store.checkpoints(run) if c.attempt == 1]
 
 
+@pytest.mark.slow
 def test_suspend_stops_a_ray_attempt_with_grace_and_the_workload_checkpoints_on_sigterm(
     client: Client, experiments: Path
 ) -> None:
@@ -221,6 +225,7 @@ def test_a_label_selector_ray_refuses_fails_the_attempt_with_the_reason_in_its_l
     assert "Ray refused the placement group: Invalid label" in client.logs(run)["attempts"][0]["log"]
 
 
+@pytest.mark.slow
 def test_a_new_agent_re_adopts_an_attempt_still_running_on_ray(
     client: Client, checkout: Path, experiments: Path
 ) -> None:
@@ -249,6 +254,7 @@ def test_a_new_agent_re_adopts_an_attempt_still_running_on_ray(
     assert not [e for e in store.events(run=run, types=["reported"]) if e.data["name"] == "resumed"]
 
 
+@pytest.mark.slow
 def test_cancelling_a_gang_while_ray_is_still_placing_it_starts_nothing(client: Client, experiments: Path) -> None:
     sets = ["spec.command=[python, -c, 'print(1)']", "spec.args=[]", "spec.resources.chips=8"]
     run = client.submit(experiments / "pretrain-small.yaml", sets=[*sets, "spec.accelerators={allow: [tpu]}"])
@@ -267,6 +273,7 @@ def test_cancelling_a_gang_while_ray_is_still_placing_it_starts_nothing(client: 
     assert [g["state"] for g in placement_group_table().values() if g["name"] == name] == ["REMOVED"]
 
 
+@pytest.mark.slow
 def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
     client: Client, experiments: Path, ray_cluster: Any
 ) -> None:
@@ -305,6 +312,7 @@ def test_a_gang_ray_cannot_place_stays_queued_until_a_second_tpu_host_joins(
         ray_cluster.remove_node(node)
 
 
+@pytest.mark.slow
 def test_a_two_worker_run_is_one_placement_group_of_a_bundle_per_worker_with_ranks(
     client: Client, experiments: Path, ray_cluster: Any
 ) -> None:

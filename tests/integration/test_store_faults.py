@@ -105,6 +105,7 @@ def stopped(agent: subprocess.Popen[str]) -> tuple[int, str]:
     return agent.returncode, err
 
 
+@pytest.mark.slow
 def test_deleting_state_db_stops_the_agent_and_a_restore_brings_back_every_run(
     checkout: Path, busy: tuple[subprocess.Popen[str], Path, list[str]]
 ) -> None:
@@ -137,6 +138,7 @@ def test_deleting_state_db_stops_the_agent_and_a_restore_brings_back_every_run(
     assert run_states(db)[runs[2]] == "succeeded"
 
 
+@pytest.mark.slow
 def test_replacing_state_db_stops_the_agent_and_a_restore_under_it_is_refused(
     checkout: Path, busy: tuple[subprocess.Popen[str], Path, list[str]]
 ) -> None:
@@ -159,6 +161,7 @@ def test_replacing_state_db_stops_the_agent_and_a_restore_under_it_is_refused(
     assert cli(checkout, "status").returncode == 1  # and the CLI will not use a store that is not this workspace's
 
 
+@pytest.mark.slow
 def test_corrupting_state_db_stops_the_agent_and_store_check_names_the_damage(
     checkout: Path, busy: tuple[subprocess.Popen[str], Path, list[str]]
 ) -> None:
@@ -273,6 +276,7 @@ def _read_only(checkout: Path) -> list[str]:
     return ["unshare", "-m", "sh", "-c", f'mount --bind {ws} {ws} && mount -o remount,bind,ro {ws} && exec "$@"', "-"]
 
 
+@pytest.mark.slow
 def test_a_read_only_workspace_is_read_by_read_only_commands_and_the_agent_says_why_it_cannot_run(
     checkout: Path,
 ) -> None:
@@ -332,6 +336,7 @@ def restart_server(postgres_url: str, down_s: float) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_postgresql_restart_mid_pass_is_waited_out_and_loses_no_event(
     checkout: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -176,6 +176,7 @@ def test_the_local_report_file_is_held_to_the_same_bounds_and_prefix(home: Path)
     assert max(len(json.dumps(e.data)) for e in events) < MAX_RECORD_BYTES  # the 30 MB line is not stored
 
 
+@pytest.mark.slow
 def test_a_killed_saves_tmp_step_directory_is_swept_at_the_next_save(tmp_path: Path) -> None:
     args = [sys.executable, str(CRASH_WRITER), str(tmp_path), "sync", "after-a-tensor-file", "{}"]
     subprocess.run(args, capture_output=True, timeout=60, check=False)

@@ -210,6 +210,7 @@ def test_the_openapi_document_states_the_bounds_and_the_one_error_shape(app: Fas
     assert "HTTPValidationError" not in doc["components"]["schemas"]  # FastAPI's `detail` shape is never sent
 
 
+@pytest.mark.slow
 def test_cli_options_past_63_bits_are_usage_errors_not_tracebacks(home: Path) -> None:
     from typer.testing import CliRunner
 
@@ -251,6 +252,7 @@ def test_a_body_over_32_mib_is_a_413_before_it_is_parsed(app: FastAPI) -> None:
 DASHBOARD_HOSTILE = ["%C2%B2", "%00", "x" * 300, "9" * 30, "sim:%2Fdev%2Fzero", "experiment=%00", "run=9" * 9, "%FF"]
 
 
+@pytest.mark.slow
 def test_dashboard_pages_answer_hostile_parameters_without_a_500(app: FastAPI) -> None:
     """The dashboard's routes are not in the OpenAPI document, so the fuzz does not reach them: these do."""
     for value in DASHBOARD_HOSTILE:

@@ -141,6 +141,7 @@ def test_an_admin_too_needs_the_fleet_to_share_before_a_team_crosses(site: Site)
     assert "{from: foundation, to: [evals]}" in str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_stored_parent_that_is_no_longer_shared_is_kept_and_its_resubmit_names_the_line_to_add(
     tmp_path: Path,
 ) -> None:
@@ -212,6 +213,7 @@ def test_a_request_names_a_stored_simulation_by_id_never_a_server_path(site: Sit
     assert len(words) == 1  # the same words whether the file exists, is a FIFO or a device
 
 
+@pytest.mark.slow
 def test_a_simulation_stored_by_the_cli_is_compared_by_id_over_the_server(site: Site) -> None:
     from crossrail.control.facts import sim_file_runs
 

@@ -217,6 +217,7 @@ def _origin_through_serve(site: Site, run: str, forwarded_allow_ips: str | None)
     return str(row["origin"])
 
 
+@pytest.mark.slow
 def test_x_forwarded_for_is_believed_only_from_named_proxies(site: Site) -> None:
     assert _origin_through_serve(site, _submit(site), None) == "127.0.0.1:40001"
     assert _origin_through_serve(site, _submit(site), "10.0.0.1") == "127.0.0.1:40001"
@@ -273,6 +274,7 @@ def _answers(url: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_another_teams_many_runs_leave_a_teams_runs_page_its_own(site: Site) -> None:
     own = _submit(site, TEAM, "mine")
     exp = site.home / "experiments" / "pretrain-small.yaml"

@@ -72,6 +72,7 @@ def ettr(record: RunRecord) -> float:
     return record.ettr
 
 
+@pytest.mark.slow
 def test_one_run_goodput_agrees_with_the_first_order_model_within_two_percent() -> None:
     tau = daly_interval(DELTA, RUN_MTBF)
     record, result = one_run(N, 500 * RUN_MTBF, FailureSpec(chip_mtbf_s=CHIP_MTBF), fixed(tau), seed=1)
@@ -82,6 +83,7 @@ def test_one_run_goodput_agrees_with_the_first_order_model_within_two_percent() 
     assert ettr(record) == pytest.approx(expected_goodput(tau, DELTA, RUN_MTBF, RESTORE), rel=0.01)
 
 
+@pytest.mark.slow
 def test_sweeping_the_interval_peaks_near_sqrt_two_delta_m_over_n() -> None:
     target = math.sqrt(2 * DELTA * CHIP_MTBF / N)
     taus = target * np.array([0.25, 0.4, 0.63, 1.0, 1.6, 2.5, 4.0])
@@ -133,6 +135,7 @@ def _published_rows() -> list[dict[str, float | str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_published_scale_llama3_keeps_effective_training_time_above_ninety_percent(
     record_property: pytest.RecordProperty,
 ) -> None:
@@ -154,6 +157,7 @@ def test_published_scale_llama3_keeps_effective_training_time_above_ninety_perce
     assert float(elastic["ettr"]) > float(rigid["ettr"])
 
 
+@pytest.mark.slow
 def test_adaptive_interval_recovers_from_an_optimistic_mtbf_belief() -> None:
     failures = FailureSpec(chip_mtbf_s=CHIP_MTBF)
     believed = 10 * RUN_MTBF  # the operator thinks the run fails ten times less often than it does
@@ -221,6 +225,7 @@ def test_a_rack_failure_beyond_an_elastic_runs_slack_forces_a_restart(min_chips:
     [(0.7, 0.0), (1.5, 0.0), (0.7, 120.0)],
     ids=["infant-mortality", "wear-out", "infant-mortality-with-restore"],
 )
+@pytest.mark.slow
 def test_weibull_failures_give_the_useful_fraction_of_their_renewal_model(shape: float, restore_s: float) -> None:
     """A run's age counts from its first computing: a restore neither ages it nor can fail."""
     failures = FailureSpec(chip_mtbf_s=CHIP_MTBF, distribution="weibull", weibull_shape=shape)

@@ -21,6 +21,7 @@ def test_version_prints_the_installed_package_version() -> None:
     assert done.output == f"crossrail {version('crossrail')}\n"
 
 
+@pytest.mark.slow
 def test_store_check_json_is_a_crossrail_v1_object_like_every_other_command(client: Client) -> None:
     client.status()  # opens the store
     done = runner.invoke(app, ["store", "check", "--json", "--home", str(client.workspace.root)])
@@ -30,6 +31,7 @@ def test_store_check_json_is_a_crossrail_v1_object_like_every_other_command(clie
     assert (obj["apiVersion"], obj["kind"]) == ("crossrail/v1", "StoreCheck")
 
 
+@pytest.mark.slow
 def test_an_error_is_one_line_and_its_exit_code_whatever_the_command(tmp_path: Path) -> None:
     for args in (["show", "nope"], ["store", "check"], ["place", "nope.yaml"]):
         done = runner.invoke(app, [*args, "--home", str(tmp_path)])
@@ -38,6 +40,7 @@ def test_an_error_is_one_line_and_its_exit_code_whatever_the_command(tmp_path: P
         assert "Traceback" not in done.output
 
 
+@pytest.mark.slow
 def test_server_sends_the_command_to_that_server_and_the_agent_stays_local(
     checkout: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,6 +57,7 @@ def test_server_sends_the_command_to_that_server_and_the_agent_stays_local(
     assert f"crossrail agent on {checkout / '.crossrail'}" in " ".join(agent.output.split())
 
 
+@pytest.mark.slow
 def test_server_before_the_command_reads_as_server_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CROSSRAIL_SERVER", "")  # restored afterwards: the global option sets it for the process
     monkeypatch.delenv("CROSSRAIL_SERVER")

@@ -50,6 +50,7 @@ def _attempt_reporting(client: Client, experiments: Path) -> tuple[str, Reporter
     return run_id, Reporter(str(report), run=run_id, attempt=1)
 
 
+@pytest.mark.slow
 def test_status_and_show_give_pool_step_loss_last_checkpoint_and_agent_liveness(
     client: Client, experiments: Path, clock: ManualClock
 ) -> None:
@@ -92,6 +93,7 @@ def test_no_agent_ever_is_said_too(client: Client) -> None:
     assert client.status()["agent"] == {"alive": False, "agent": None, "seen_s": None, "message": "no agent running"}
 
 
+@pytest.mark.slow
 def test_a_run_that_reports_no_loss_shows_the_step_of_its_newest_metric(
     client: Client, experiments: Path, clock: ManualClock
 ) -> None:
@@ -103,6 +105,7 @@ def test_a_run_that_reports_no_loss_shows_the_step_of_its_newest_metric(
     assert (row["step"], row["loss"], row["last_checkpoint"]) == (7, None, None)
 
 
+@pytest.mark.slow
 def test_logs_follow_prints_a_running_attempts_progress_until_it_ends(
     checkout: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -127,6 +130,7 @@ def test_logs_follow_prints_a_running_attempts_progress_until_it_ends(
     assert printed.rstrip().endswith(f"{run_id} attempt 1 ended: succeeded, exit 0")
 
 
+@pytest.mark.slow
 def test_events_follow_tails_the_log_by_cursor_until_ctrl_c(
     client: Client, experiments: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -153,6 +157,7 @@ def test_events_follow_tails_the_log_by_cursor_until_ctrl_c(
     assert [e["seq"] for e in events] == list(range(after + 1, after + 5))  # each once, in order
 
 
+@pytest.mark.slow
 def test_events_follow_prints_one_line_per_event(
     client: Client, experiments: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -167,6 +172,7 @@ def test_events_follow_prints_one_line_per_event(
     assert lines[0].startswith("1  ")
 
 
+@pytest.mark.slow
 def test_status_watch_redraws_count_times_and_refuses_json(client: Client) -> None:
     home = str(client.workspace.root)
     watched = runner.invoke(app, ["status", "--watch", "--count", "2", "--interval", "0.05", "--home", home])

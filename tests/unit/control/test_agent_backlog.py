@@ -50,6 +50,7 @@ def resized(live: Live, run: str) -> list[dict[str, object]]:
     return [e.data for e in live.store.events(run=run) if e.type is EventType.RESIZED]
 
 
+@pytest.mark.slow
 def test_an_idle_learner_gets_its_sampler_part_grown_restarted_at_that_size_and_no_flapping(
     live: Live, tmp_path: Path
 ) -> None:
@@ -81,6 +82,7 @@ def test_an_idle_learner_gets_its_sampler_part_grown_restarted_at_that_size_and_
     assert len(resized(live, run)) == 1
 
 
+@pytest.mark.slow
 def test_a_resize_recorded_by_an_agent_that_died_before_acting_is_made_real_by_the_next_pass(
     live: Live, tmp_path: Path
 ) -> None:
@@ -97,6 +99,7 @@ def test_a_resize_recorded_by_an_agent_that_died_before_acting_is_made_real_by_t
     assert live.executor.stops == [(run, 2, "preempted")]  # at its size now: nothing more to do
 
 
+@pytest.mark.slow
 def test_a_pipeline_without_a_learner_part_is_not_weighed_and_its_passes_go_on(live: Live, tmp_path: Path) -> None:
     text = PIPELINE.replace("resources: {chips: 13}", "resources: {chips: 5}").replace(
         "    learner: {chips: 8, prefer: gpu}\n", ""

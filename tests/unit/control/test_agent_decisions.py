@@ -105,6 +105,7 @@ def decisions(events: list[Event]) -> list[tuple[Any, ...]]:
 # --- one failure scenario, through the agent and through the simulator -------------------------------
 
 
+@pytest.mark.slow
 def test_the_agent_and_the_simulator_decide_a_tpu_failure_a_retry_a_back_off_and_a_drain_alike(
     checkout: Path, clock: ManualClock
 ) -> None:
@@ -168,6 +169,7 @@ BUDGET = """\
 """
 
 
+@pytest.mark.slow
 def test_the_agent_and_the_simulator_hold_a_team_over_its_budget_alike(checkout: Path, clock: ManualClock) -> None:
     """Team a's first run spends 4 chips x 2 h x 4.0 = 32.0 of a 20.0 daily budget that holds: both announce
     the crossing once, hold the second run (queued behind it) for the rest of the day, and start it when the
@@ -264,6 +266,7 @@ def end_data(live: Live, run: str) -> dict[str, Any]:
                      "queued", 120.0, id="the-spec-sets-the-back-off"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_each_end_rule_decides_the_runs_next_state_its_retry_and_its_back_off(
     live: Live,
     end: Any,
@@ -293,6 +296,7 @@ def test_each_end_rule_decides_the_runs_next_state_its_retry_and_its_back_off(
     assert live.attempts(run)[1] == (2, "tpu-b", "running")  # with no back-off, in the pass that ended it
 
 
+@pytest.mark.slow
 def test_back_off_doubles_with_each_failure_up_to_its_max(live: Live) -> None:
     run = running(live, "spec.retries={max: 5, backoff: {initial: 10s, factor: 3, max: 60s}}")
     waits = []
@@ -306,6 +310,7 @@ def test_back_off_doubles_with_each_failure_up_to_its_max(live: Live) -> None:
     assert waits == [10.0, 30.0, 60.0, 60.0]
 
 
+@pytest.mark.slow
 def test_cancel_and_suspend_stop_the_attempt_and_end_it_as_asked(live: Live) -> None:
     cancelled, suspended = running(live), live.submit()
     live.client.cancel(cancelled)
@@ -355,6 +360,7 @@ def test_a_number_the_executor_already_used_is_offered_again_at_once(
     assert live.store.attempts(run)[0].end_reason == "stale_number"
 
 
+@pytest.mark.slow
 def test_an_attempt_its_engine_could_not_place_backs_off_and_doubles_while_it_keeps_failing(live: Live) -> None:
     run = running(live, "spec.retries={max: 0}")
     for number, wait in ((1, 30.0), (2, 60.0)):
@@ -366,6 +372,7 @@ def test_an_attempt_its_engine_could_not_place_backs_off_and_doubles_while_it_ke
     assert [a[2] for a in live.attempts(run)] == ["unplaced", "unplaced", "running"]
 
 
+@pytest.mark.slow
 def test_the_heartbeat_timeout_ends_a_silent_attempt_where_the_executor_cannot_see_processes(
     checkout: Path, clock: ManualClock
 ) -> None:
@@ -383,12 +390,14 @@ def test_the_heartbeat_timeout_ends_a_silent_attempt_where_the_executor_cannot_s
         blind.client.close()
 
 
+@pytest.mark.slow
 def test_an_executor_that_sees_processes_applies_no_heartbeat_timeout(live: Live) -> None:
     run = running(live)
     live.tick(3600)
     assert live.attempts(run) == [(1, "tpu-a", "running")]
 
 
+@pytest.mark.slow
 def test_work_waiting_in_its_engines_queue_moves_off_a_drained_pool_without_a_back_off(
     checkout: Path, clock: ManualClock
 ) -> None:
@@ -407,6 +416,7 @@ def test_work_waiting_in_its_engines_queue_moves_off_a_drained_pool_without_a_ba
         kueue.client.close()
 
 
+@pytest.mark.slow
 def test_an_executor_that_cannot_withdraw_keeps_its_queued_work_where_it_is(checkout: Path, clock: ManualClock) -> None:
     ray = Live(checkout, clock, can_withdraw=False, queued=True)
     try:
@@ -441,6 +451,7 @@ class Crash(BaseException):
 
 
 @pytest.mark.parametrize("dies_at", ["forget", "launch"])
+@pytest.mark.slow
 def test_an_agent_killed_between_an_end_and_its_retry_records_the_real_cause_once_and_no_overlap(
     live: Live, monkeypatch: pytest.MonkeyPatch, dies_at: str
 ) -> None:

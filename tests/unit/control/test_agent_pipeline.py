@@ -68,6 +68,7 @@ def parts(live: Live, run: str) -> list[tuple[int, str | None, str, int, str]]:
     return [(a.number, a.part, a.pool, a.chips, a.state) for a in live.store.attempts(run)]
 
 
+@pytest.mark.slow
 def test_a_pipeline_runs_each_part_as_its_own_attempt_on_its_own_pool(live: Live, tmp_path: Path) -> None:
     run = submit(live, tmp_path)
     live.tick()
@@ -102,6 +103,7 @@ def test_a_pipeline_runs_each_part_as_its_own_attempt_on_its_own_pool(live: Live
     }
 
 
+@pytest.mark.slow
 def test_a_crashed_part_is_retried_alone_and_the_learner_ends_the_run(live: Live, tmp_path: Path) -> None:
     run = submit(live, tmp_path)
     live.tick()
@@ -127,6 +129,7 @@ def test_a_crashed_part_is_retried_alone_and_the_learner_ends_the_run(live: Live
     assert live.agent.reconcile().idle
 
 
+@pytest.mark.slow
 def test_a_part_out_of_retries_fails_the_pipeline_and_cancel_stops_every_part(live: Live, tmp_path: Path) -> None:
     run = submit(live, tmp_path)
     live.tick()
@@ -183,6 +186,7 @@ def lost(events: list[Event]) -> list[tuple[object, ...]]:
     ]
 
 
+@pytest.mark.slow
 def test_the_agent_and_the_simulator_admit_a_pipeline_and_retry_a_lost_part_alike(live: Live, tmp_path: Path) -> None:
     run = submit(live, tmp_path)
     live.tick()

@@ -94,6 +94,7 @@ FIELDS = {"config": "spec.config", "dataset": "spec.dataset.uri"}
 
 @pytest.mark.parametrize("field", list(FIELDS))
 @pytest.mark.parametrize("case", list(HOSTILE))
+@pytest.mark.slow
 def test_a_hostile_path_is_refused_by_name_in_time_and_nothing_is_written(
     limited: Client, experiments: Path, specials: dict[str, str], tmp_path: Path, field: str, case: str
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_hostile_path_is_refused_by_name_in_time_and_nothing_is_written(
     assert nothing_written(limited)
 
 
+@pytest.mark.slow
 def test_the_whole_filesystem_as_a_dataset_ends_quickly_asking_for_a_version(
     limited: Client, experiments: Path
 ) -> None:
@@ -158,6 +160,7 @@ def write_files(directory: Path, count: int) -> None:
         (directory / f"part-{i:03d}.txt").write_text(f"shard {i}\n")
 
 
+@pytest.mark.slow
 def test_a_directory_past_the_file_budget_needs_a_version(client: Client, experiments: Path, tmp_path: Path) -> None:
     write_files(tmp_path / "shards", 6)
     client.service.input_limits = InputLimits(dataset_max_files=5)
@@ -214,6 +217,7 @@ def test_a_digest_past_its_deadline_is_refused(client: Client, experiments: Path
     assert nothing_written(client)
 
 
+@pytest.mark.slow
 def test_crossrail_submit_refuses_a_device_dataset_without_a_traceback(checkout: Path, experiments: Path) -> None:
     crossrail = Path(sys.executable).with_name("crossrail")
     proc = subprocess.run(

@@ -102,6 +102,7 @@ print(json.dumps({
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a process under another uid takes root")
+@pytest.mark.slow
 def test_a_process_that_is_not_root_refuses_team_runs_on_untrusted_local_pools_and_is_no_admin_elsewhere() -> None:
     python, env = python_for_others()
     with open_directory("crossrail-isolation-") as root:

@@ -80,6 +80,7 @@ def test_a_clean_stop_hands_the_lease_on_at_once(stores: tuple[Store, Store], cl
     assert leaders(b_store) == [(1, "a"), (2, "b")]
 
 
+@pytest.mark.slow
 def test_of_two_standbys_seeing_the_same_lapsed_lease_exactly_one_leads(url: str, clock: ManualClock) -> None:
     stores = [Store.open(url) for _ in range(3)]
     dead, *standbys = (elect(s, clock, n, lease_s=2.0) for s, n in zip(stores, "abc", strict=True))
@@ -141,6 +142,7 @@ def test_status_names_the_leader_its_term_and_the_standbys(stores: tuple[Store, 
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_leader_stopped_inside_a_write_does_not_hold_back_the_takeover(postgres_url: str, clock: ManualClock) -> None:
     """Its fenced write locked the leader row; the server ends the idle transaction, so the standby takes over."""
     a_store, b_store = Store.open(postgres_url), Store.open(postgres_url)

@@ -25,6 +25,7 @@ def fleet_edit(checkout: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+@pytest.mark.slow
 def test_place_explains_why_pretraining_leaves_its_tpu_for_a_faster_cheaper_gpu(
     client: Client, experiments: Path, checkout: Path
 ) -> None:
@@ -57,6 +58,7 @@ def test_place_rejects_a_bad_experiment_with_the_submit_checks(client: Client, e
         client.place(experiments / "pretrain-small.yaml", sets=["spec.resources.chips=0"])
 
 
+@pytest.mark.slow
 def test_the_queue_shows_each_pending_runs_estimated_start_and_pool(client: Client, experiments: Path) -> None:
     """Three 8-chip, 1 h post-training runs on two 8-chip pools: the GPU, then the idle TPU (the GPU's
     wait would double the result time), then the GPU again once the first run ends (1 h / 0.9)."""

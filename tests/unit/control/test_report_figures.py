@@ -110,6 +110,7 @@ def test_figures_say_why_they_are_not_drawn_when_the_log_has_nothing_to_show() -
     assert shown[3].note.startswith("no before/after given: pass --before SEL --after SEL")
 
 
+@pytest.mark.slow
 def test_report_out_writes_markdown_html_and_the_figures_from_the_workspace_log(
     checkout: Path, clock: ManualClock, events: list[Event]
 ) -> None:
@@ -148,6 +149,7 @@ def test_report_out_writes_markdown_html_and_the_figures_from_the_workspace_log(
     assert "## Verdict" in markdown
 
 
+@pytest.mark.slow
 def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend(
     checkout: Path, clock: ManualClock, events: list[Event]
 ) -> None:
@@ -175,6 +177,7 @@ def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend
     assert "Attempts from 2026-01-01 01:00 UTC to " in markdown
 
 
+@pytest.mark.slow
 def test_report_compares_simulation_results_named_as_compare_takes_them(checkout: Path, runs: list[RunFacts]) -> None:
     """`--before sim:FILE --after sim:FILE,filters`: the same selections, and the same verdict, as `compare`."""
     for name, pool in (("before", "h100"), ("after", "tpu-a")):
@@ -214,6 +217,7 @@ def test_report_compares_simulation_results_named_as_compare_takes_them(checkout
         ),
     ],
 )
+@pytest.mark.slow
 def test_report_refuses_bad_options_and_writes_nothing(checkout: Path, args: list[str], message: str) -> None:
     out = checkout / "out"
     argv = ["report", "--home", str(checkout / ".crossrail"), *[str(out) if a == "OUT" else a for a in args]]
@@ -225,6 +229,7 @@ def test_report_refuses_bad_options_and_writes_nothing(checkout: Path, args: lis
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_runs_that_met_their_targets_add_the_cost_to_target_bars(drawn: dict[str, Figure]) -> None:
     from tests.unit.metrics.stories import Story, tell
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from crossrail.control.figures import compare_view
 from crossrail.control.report_doc import ReportDoc, markdown
 from crossrail.metrics import AttemptFacts, RunFacts, compare
@@ -45,6 +47,7 @@ def test_a_refused_verdict_names_its_confound_and_shows_no_numbers() -> None:
     assert "**refused: the sides did not measure the same work" in text
 
 
+@pytest.mark.slow
 def test_the_compare_figure_draws_one_panel_per_metric() -> None:
     from matplotlib.image import imread
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from crossrail.client import Client
 from crossrail.core import is_uid
 from crossrail.core.ids import uid_time
@@ -100,6 +102,7 @@ def test_a_legacy_run_without_a_uid_still_shows_and_keeps_its_old_checkpoint_dir
     assert env["CROSSRAIL_CHECKPOINT_DIR"] == f"{run.checkpoint_dir}/{rid}"
 
 
+@pytest.mark.slow
 def test_crossrail_show_takes_a_uid_and_prints_it_beside_the_run_id(client: Client, experiments: Path) -> None:
     from typer.testing import CliRunner
 

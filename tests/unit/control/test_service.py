@@ -59,6 +59,7 @@ def test_the_same_file_twice_with_an_idempotency_key_creates_one_run(client: Cli
     assert [e["type"] for e in client.events("eval-smoke-1")["events"]] == ["submitted", "queued"]
 
 
+@pytest.mark.slow
 def test_an_idempotency_key_reused_with_a_changed_spec_is_refused(client: Client, experiments: Path) -> None:
     client.submit(experiments / "eval-smoke.yaml", idempotency_key="k1")
     with pytest.raises(ConflictError, match="different spec"):
@@ -66,6 +67,7 @@ def test_an_idempotency_key_reused_with_a_changed_spec_is_refused(client: Client
     assert len(client.service.store.list_runs()) == 1
 
 
+@pytest.mark.slow
 def test_set_overrides_land_in_the_recorded_spec(client: Client, experiments: Path) -> None:
     out = client.submit(experiments / "eval-smoke.yaml", sets=["spec.resources.chips=2", "spec.env.SEED=7"])
     assert out["run"]["chips"] == 2
@@ -82,6 +84,7 @@ def test_set_overrides_land_in_the_recorded_spec(client: Client, experiments: Pa
         pytest.param(["no-equals-sign"], "no-equals-sign", id="a-malformed-override"),
     ],
 )
+@pytest.mark.slow
 def test_bad_overrides_are_refused_and_write_nothing(
     client: Client, experiments: Path, sets: list[str], match: str
 ) -> None:

@@ -129,6 +129,7 @@ def test_one_snapshot_summarises_each_list_and_each_union_as_if_alone() -> None:
 
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=40))
+@pytest.mark.slow
 def test_an_exact_sum_is_the_sum_of_the_values_and_rounds_as_fsum(values: list[float]) -> None:
     array = np.array(values, dtype=np.float64)
 

@@ -36,6 +36,7 @@ def by_kind(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
     return {(o["kind"], o["metadata"]["name"]): o for o in objs}
 
 
+@pytest.mark.slow
 def test_kubernetes_objects_validate_and_run_two_or_more_agents_beside_serve_with_the_store_from_a_secret() -> None:
     objs = by_kind(kubernetes(DeployConfig(IMAGE, agent_replicas=3), "fleet: x\n", "policy: y\n"))
     for obj in objs.values():
@@ -95,6 +96,7 @@ def test_bad_settings_are_refused_together_each_with_its_fix() -> None:
     assert "--agents 1: at least 2, so a standby takes over" in message
 
 
+@pytest.mark.slow
 def test_deploy_render_writes_the_workspace_fleet_into_the_config_map_and_refuses_bad_input_writing_nothing(
     checkout: Path, tmp_path: Path
 ) -> None:

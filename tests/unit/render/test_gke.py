@@ -382,6 +382,7 @@ def gke_matrix() -> Fleet:
 
 
 @pytest.mark.parametrize(("pool_name", "chips"), CASES, ids=[f"{p}-{c}-chips" for p, c in CASES])
+@pytest.mark.slow
 def test_every_stage_renders_what_gke_schedules(gke_matrix: Fleet, pool_name: str, chips: int) -> None:
     pool = gke_matrix.pool(pool_name)
     declared = set(pool.kubernetes.node_selector) if pool.kubernetes else set()
@@ -410,6 +411,7 @@ def test_every_stage_renders_what_gke_schedules(gke_matrix: Fleet, pool_name: st
 
 
 @pytest.mark.parametrize("api", ["v1beta1", "v1beta2"])
+@pytest.mark.slow
 def test_the_matrix_fleets_kueue_objects_validate(gke_matrix: Fleet, api: str) -> None:
     objects = render_kueue(gke_matrix, api)
     for obj in objects:

@@ -29,6 +29,7 @@ def read(name: str) -> Observed:
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.slow
 def test_every_status_fixture_is_a_valid_object_of_its_kind(name: str) -> None:
     for doc in yaml.safe_load_all((STATUS / f"{name}.yaml").read_text()):
         assert problems(doc) == [], f"{name}: {doc['kind']}"

@@ -214,6 +214,7 @@ def test_an_attempt_that_cannot_render_is_lost_with_the_reason_until_forgotten(
         executor.render(request(pool="nope"))
 
 
+@pytest.mark.slow
 def test_a_two_host_gpu_attempt_is_one_trainjob_read_back_through_its_node_pods(
     executor: KubernetesExecutor, api: ApiServer
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -58,6 +59,7 @@ def test_render_to_stdout_for_each_target() -> None:
     assert yaml.safe_load(sky.stdout)["resources"]["accelerators"] == "H100:8"
 
 
+@pytest.mark.slow
 def test_fleet_render_writes_the_training_runtime_rendered_trainjobs_refer_to(tmp_path: Path) -> None:
     done = runner.invoke(app, ["fleet", "render", "--target", "trainer", "--fleet", FLEET, "-o", str(tmp_path)])
     assert done.exit_code == 0, done.output

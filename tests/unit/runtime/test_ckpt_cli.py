@@ -115,6 +115,7 @@ def test_usage_errors_exit_2_and_missing_checkpoints_exit_1(
     assert message in out
 
 
+@pytest.mark.slow
 def test_ckpt_app_runs_as_a_program(tmp_path: Path) -> None:
     saved(tmp_path, 3)
     program = "from crossrail.cli.ckpt import ckpt_app; ckpt_app()"
@@ -166,6 +167,7 @@ def test_a_lost_manifest_is_damaged_even_without_checksums_and_verify_all_names_
     assert out.count("ok      step") == 2
 
 
+@pytest.mark.slow
 def test_ls_show_and_verify_take_a_run_of_the_workspace(checkout: Path) -> None:
     from crossrail.client import Client
 

@@ -3,6 +3,7 @@ happen (no pool over capacity, admission order kept per pool, nothing before now
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,6 +48,7 @@ def intervals(running: list[Busy], unknown_s: float) -> dict[str, list[tuple[flo
 
 @settings(max_examples=40, deadline=None)
 @given(queues(), st.booleans())
+@pytest.mark.slow
 def test_the_estimated_schedule_never_overfills_a_pool_and_keeps_admission_order(
     drawn: tuple[list[Busy], list[Waiting]], backfill: bool
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ def _scheduler(built: Fleet, **config: object) -> Scheduler:
 
 @SETTINGS
 @given(data=st.data(), built=fleets())
+@pytest.mark.slow
 def test_no_cycle_breaks_capacity_quota_gangs_or_slice_shapes(data: st.DataObject, built: Fleet) -> None:
     sched = _scheduler(built)
     asked: dict[str, Request] = {}
@@ -56,6 +58,7 @@ def _fleet_event(data: st.DataObject, sched: Scheduler, built: Fleet) -> None:
 
 @SETTINGS
 @given(data=st.data(), built=fleets())
+@pytest.mark.slow
 def test_with_finite_load_every_run_is_admitted_eventually(data: st.DataObject, built: Fleet) -> None:
     count = data.draw(st.integers(1, 20))
     workload = [data.draw(requests(built, f"r{i}", at(i % 5), sizes=(1, 2, 4, 8))) for i in range(count)]

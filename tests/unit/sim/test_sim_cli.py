@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from crossrail.cli import app
@@ -58,6 +59,7 @@ def test_simulate_refuses_bad_input_with_one_message_and_exit_1() -> None:
     assert "unknown scheduling policy 'fifoo'" in policy.output
 
 
+@pytest.mark.slow
 def test_plan_picks_the_cheapest_mix_that_meets_the_queue_targets() -> None:
     args = [
         "plan", "--workload", "synthetic:jobs=40,span=2d,mix=experiment:1,sizes=8/16,median=1h,seed=1",
@@ -103,6 +105,7 @@ def test_plan_rejects_a_malformed_grid_and_unknown_pools_before_simulating() -> 
     assert "unknown stage 'training'" in stage.output
 
 
+@pytest.mark.slow
 def test_simulate_runs_gavel_gen_on_time_sliced_pools_and_measures_the_window() -> None:
     matrix = str(DATA / "gavel" / "simulation_throughputs.json")
     args = ["simulate", "--pools", "v100:2:1,p100:2:1,k80:2:1", "--time-sliced", "--round", "600",

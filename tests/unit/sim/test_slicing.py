@@ -66,6 +66,7 @@ def test_gavels_trace_in_bulk_reports_exactly_what_the_executor_does(policy: str
     assert everything(fast) == everything(ref)
 
 
+@pytest.mark.slow
 def test_generated_jobs_in_bulk_report_exactly_what_the_executor_does() -> None:
     def gen() -> JobStream:
         found = parse_workload("gavel-gen:rate=1/h,window=30-60,seed=1", throughputs=str(MATRIX))
@@ -79,6 +80,7 @@ def test_generated_jobs_in_bulk_report_exactly_what_the_executor_does() -> None:
     assert everything(fast) == everything(ref)
 
 
+@pytest.mark.slow
 def test_a_report_taken_while_rounds_run_in_bulk_changes_nothing_after_it() -> None:
     """The swap book hands its runs back for a report mid-run and takes them again at the next round."""
 

@@ -75,6 +75,7 @@ def test_a_run_learns_reports_and_checkpoints(launcher: Launcher, tmp_path: Path
     assert manifest["lineage"]["hardware"] == {"pool": "cpu-local", "chip_type": "cpu", "accelerator": "cpu"}
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_the_step_reached_exits_75_and_the_retry_matches_an_uninterrupted_run(
     launcher: Launcher, tmp_path: Path
 ) -> None:
@@ -107,6 +108,7 @@ def test_sigterm_checkpoints_the_step_reached_exits_75_and_the_retry_matches_an_
     assert losses(records) == {s: expected[s] for s in range(1, reached + 1)}
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_periodic_checkpoint(launcher: Launcher) -> None:
     first = launcher.start("--steps", "100000", "--step-sleep", "0.005", "--checkpoint-every-steps", "4")
     wait_for(lambda: len(of_type(launcher.records(1), "checkpoint")) >= 3)
@@ -121,6 +123,7 @@ def test_a_killed_run_resumes_from_its_last_periodic_checkpoint(launcher: Launch
     assert min(losses(records)) == resumed + 1
 
 
+@pytest.mark.slow
 def test_a_torn_newest_checkpoint_is_skipped_and_reported_on_resume(launcher: Launcher) -> None:
     assert launcher.run("--steps", "10", "--checkpoint-every-steps", "5").returncode == 0
     (launcher.checkpoints / step_dirname(10) / "manifest.json").unlink()
@@ -133,6 +136,7 @@ def test_a_torn_newest_checkpoint_is_skipped_and_reported_on_resume(launcher: La
     assert min(losses(records)) == 6
 
 
+@pytest.mark.slow
 def test_a_child_run_starts_from_its_parents_checkpoint(launcher: Launcher, tmp_path: Path) -> None:
     assert launcher.run("--steps", "30").returncode == 0
     child = Launcher(tmp_path / "child", run="child-1")
@@ -153,6 +157,7 @@ def test_a_parent_of_latest_with_nothing_to_resolve_starts_from_zeros(launcher: 
     assert losses(launcher.records(1))[1] == pytest.approx(LOG_256, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_eval_reports_loss_and_pass_rate_of_the_newest_checkpoint(launcher: Launcher) -> None:
     assert launcher.run("--steps", "30").returncode == 0
     done = launcher.run("--eval", attempt=2)

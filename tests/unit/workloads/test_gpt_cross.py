@@ -55,6 +55,7 @@ def moved(source: Engine, tmp_path: Path, target: str) -> Engine:
 
 
 @MOVES
+@pytest.mark.slow
 def test_a_checkpoint_resumes_in_the_other_framework_with_the_same_numbers(
     source: str, target: str, text: np.ndarray, tmp_path: Path
 ) -> None:

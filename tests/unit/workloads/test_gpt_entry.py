@@ -34,6 +34,7 @@ def started(records: list[dict[str, object]]) -> dict[str, object]:
     return data
 
 
+@pytest.mark.slow
 def test_pretraining_on_a_cpu_learns_reports_and_commits_checkpoints(gpt: Launcher) -> None:
     gpt.defaults = []  # the peak is measured at start-up
     done = gpt.run("--steps", "30", "--checkpoint-every-steps", "10")
@@ -72,6 +73,7 @@ def test_pretraining_on_a_cpu_learns_reports_and_commits_checkpoints(gpt: Launch
     assert manifest["lineage"]["code_commit"] == "abc1234"
 
 
+@pytest.mark.slow
 def test_a_run_stopped_on_a_gpu_resumes_on_a_tpu_from_the_checkpoint_it_wrote(
     gpt: Launcher, monkeypatch: pytest.MonkeyPatch
 ) -> None:

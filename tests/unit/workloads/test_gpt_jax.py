@@ -62,6 +62,7 @@ def test_loading_refuses_a_renamed_or_transposed_tensor() -> None:
         engine(moments, 1)
 
 
+@pytest.mark.slow
 def test_bf16_computes_in_bf16_over_fp32_parameters(text: np.ndarray) -> None:
     fp32, bf16 = engine(), engine(dtype="bf16")
     x, _ = gpt_data.batch(text, 1, 0, 4, TINY.context)

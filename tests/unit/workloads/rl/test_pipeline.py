@@ -8,12 +8,14 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from tests.unit.workloads.builders import of_type
 from tests.unit.workloads.rl.builders import final_state, live_pid, metric, rendezvous, rl_launcher, wait_for_step
 
 from crossrail.workloads.rl.control import read_control, write_control
 
 
+@pytest.mark.slow
 def test_crashed_stages_are_replaced_and_a_crashed_learner_resumes_counting_nothing_twice(tmp_path: Path) -> None:
     launcher = rl_launcher(tmp_path, "--steps", "8", "--max-policy-lag-steps", "1", "--eval-every", "100")
     pipeline = launcher.start()
@@ -37,6 +39,7 @@ def test_crashed_stages_are_replaced_and_a_crashed_learner_resumes_counting_noth
     assert max(lags) <= 1
 
 
+@pytest.mark.slow
 def test_each_part_runs_as_its_own_process_and_a_controller_scales_samplers_down(tmp_path: Path) -> None:
     launcher = rl_launcher(tmp_path, "--steps", "20", "--samplers", "2", "--eval-every", "100")
     parts = [("learner", 0), ("sampler", 0), ("sampler", 1), ("reward", 0)]
