@@ -30,7 +30,7 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contracts
 	$(VENV)/bin/lint-imports
 
 check: $(STAMP) lint ## lint, types, contracts and the tests not marked slow: the quick loop (a few minutes)
-	$(VENV)/bin/pytest -n 2 -q -m "not slow"
+	$(VENV)/bin/pytest -n 2 -q -m "not slow" $(ARGS)
 
 test: $(STAMP) lint ## install, lint and run the whole test suite (slow tests and benchmarks' reduced runs too)
 	$(VENV)/bin/pytest -n 2 -q

@@ -259,6 +259,7 @@ def test_agent_metrics_port_serves_the_same_metrics_until_the_agent_stops(known_
     assert agent.returncode == 0
 
 
+@pytest.mark.slow
 def test_agent_metrics_port_refuses_a_port_in_use_and_says_which(checkout: Path) -> None:
     import socket
 
@@ -308,11 +309,16 @@ def test_agent_metrics_beyond_loopback_need_a_readers_token_as_serve_does(checko
             status, body = _scrape(url, viewer["token"])
             assert status == 200
             assert 'crossrail_pending_runs{queue="eval"} 1.0' in body
-            assert _scrape(f"http://127.0.0.1:{local}/metrics") == (200, _scrape(url, viewer["token"])[1])
+            # a workspace with tokens has no anonymous reader on loopback either (docs/auth.md)
+            assert _scrape(f"http://127.0.0.1:{local}/metrics")[0] == 401
+            assert _scrape(f"http://127.0.0.1:{local}/metrics", viewer["token"]) == (
+                200,
+                _scrape(url, viewer["token"])[1],
+            )
             assert _scrape(f"http://127.0.0.1:{wide}{AGENT_HEALTH}") == (200, "ok\n")  # probes need no token
         finally:
             for server in servers:
                 server.shutdown()
                 server.server_close()
         refused = [e for e in c.audit()["entries"] if e["action"] == "GET /metrics"]
-    assert [(e["result"], e["status"]) for e in refused] == [("refused", 401)] * 3
+    assert [(e["result"], e["status"]) for e in refused] == [("refused", 401)] * 4  # 3 beyond loopback, 1 on it

@@ -24,7 +24,7 @@ from tests.conftest import drive as drive_agent
 from crossrail.client import Client
 from crossrail.control.agent import AgentConfig
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # each test starts a real Ray cluster
 
 TPU_LABELS = {"accelerator": "tpu-v5p"}
 GPU_LABELS = {"accelerator": "nvidia-gpu"}

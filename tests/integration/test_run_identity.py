@@ -23,6 +23,8 @@ from crossrail.client import Client
 from crossrail.control.attempts import launch_request, new_attempt
 from crossrail.runtime import read_manifest
 
+pytestmark = pytest.mark.slow  # two workspaces run real attempts
+
 # Slow enough to be killed after its first checkpoint; the two workspaces train differently (another lr).
 TINY = [BIGRAM, "metadata.name=tiny", "spec.resources.chips=1", "spec.retries={max: 1, backoff: {initial: 0s}}"]
 ARGS = "spec.args=[--steps, '30', --checkpoint-every-steps, '10', --step-sleep, '0.05', --lr, '{lr}']"

@@ -20,6 +20,8 @@ from crossrail.client import Client
 from crossrail.control.agent import AgentConfig, agent_lock
 from crossrail.errors import WorkspaceError
 
+pytestmark = pytest.mark.slow  # each test runs a real agent over a store it damages
+
 CLI = [sys.executable, "-m", "crossrail.cli"]
 
 

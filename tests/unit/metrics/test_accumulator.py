@@ -132,6 +132,7 @@ def told(plans: list[RunPlan]) -> tuple[list[Event], Truth]:
 
 @settings(deadline=None)
 @given(st.lists(run_plans(), max_size=12), st.lists(st.integers(min_value=0, max_value=400), max_size=4))
+@pytest.mark.slow
 def test_snapshots_while_feeding_equal_compute_on_the_same_prefix(plans: list[RunPlan], cuts: list[int]) -> None:
     events, _ = told(plans)
     accumulator = MetricsAccumulator()
@@ -153,6 +154,7 @@ def test_snapshots_while_feeding_equal_compute_on_the_same_prefix(plans: list[Ru
 
 @settings(deadline=None)
 @given(st.lists(run_plans(), max_size=12), st.integers(min_value=0, max_value=10_000))
+@pytest.mark.slow
 def test_totals_equal_what_the_stories_say_happened(plans: list[RunPlan], extra_s: int) -> None:
     events, truth = told(plans)
     now = (events[-1].ts if events else T0) + extra_s

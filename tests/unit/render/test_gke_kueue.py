@@ -125,6 +125,7 @@ def test_the_cel_checks_here_refuse_what_kueue_would() -> None:
     assert not _no_borrowing_without("cohortName")(spec, None)
 
 
+@pytest.mark.slow
 def test_flavors_name_the_topology_and_tpu_slices_ask_for_one_node_pool(matrix_fleet: Fleet) -> None:
     objects = render_kueue(matrix_fleet)
     (topology,) = _kinds(objects, "Topology").values()

@@ -126,6 +126,7 @@ def _explain(diffs: set[str], table: list[tuple[str, str]], findings: set[str]) 
     return explained
 
 
+@pytest.mark.slow
 def test_the_article_job_rerenders_for_a_tpu_pool_with_every_difference_explained() -> None:
     # the example fleet without the claim its pools mount for RL pipelines: the article's Job mounts nothing
     text = (ROOT / "examples" / "fleet.yaml").read_text()

@@ -37,6 +37,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("workers", WORKERS, ids=[f"{n}-workers" for n in WORKERS])
+@pytest.mark.slow
 def test_gpu_workers_render_as_one_valid_trainjob_gang(matrix_fleet: Fleet, workers: int) -> None:
     kind, nodes, per_node, gpus = GPU[workers]
     obj = _render(matrix_fleet, "h100", workers, workers)
@@ -150,6 +151,7 @@ def test_tpu_hosts_render_as_one_valid_jobset_with_the_jax_coordinator(matrix_fl
         assert env["MEGASCALE_NUM_SLICES"] == str(slices)
 
 
+@pytest.mark.slow
 def test_the_cluster_training_runtime_validates_and_the_validators_refuse_unknown_fields(matrix_fleet: Fleet) -> None:
     runtime = cluster_training_runtime()
     assert_valid(runtime)

@@ -31,6 +31,7 @@ def test_simulate_compares_policies_on_the_gavel_trace_in_json() -> None:
     assert data["comparison"][0].startswith("min_jct_hetero lowers average JCT by")
 
 
+@pytest.mark.slow
 def test_simulate_prints_tables_and_writes_a_png(tmp_path: Path) -> None:
     png = tmp_path / "sim.png"
     args = ["simulate", "--pools", "tpu-a:64:8:2.0,h100:32:8:3.0", "--workload", "synthetic:jobs=40,span=6h,seed=2"]

@@ -124,6 +124,7 @@ def multi_gpu() -> JobStream:
 
 
 @pytest.mark.parametrize("policy", ["max_min_fairness", "max_min_fairness_hetero"])
+@pytest.mark.slow
 def test_gangs_on_pools_a_chip_type_shares_report_in_bulk_exactly_what_the_executor_does(policy: str) -> None:
     bulk, fast, _, ref = through_both(mixed_fleet(1), multi_gpu, policy, until_s=86_400 + 50)
 

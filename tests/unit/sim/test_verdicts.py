@@ -125,6 +125,7 @@ def write_sim(tmp_path: Path, name: str, pools: str, workload: str, *extra: str)
     return path
 
 
+@pytest.mark.slow
 def test_compare_reads_simulation_results_from_the_command_line(tmp_path: Path) -> None:
     workload = "synthetic:jobs=110,span=1d,mix=post_training:1,sizes=4,median=1h,sigma=0.2,seed=1"
     before = write_sim(tmp_path, "before.json", "gpu:20:2:2.0", workload, "--chip-mtbf", "300h")

@@ -58,6 +58,7 @@ def around_triggers(store: Store, sql: str) -> None:
     raw(store, ";;".join(parts))
 
 
+@pytest.mark.slow
 def test_a_store_has_one_id_made_once_and_kept_across_opens(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     first = Store.open(url)

@@ -31,6 +31,7 @@ def spec(**top: object) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_run_learns_reports_and_checkpoints(launcher: Launcher, tmp_path: Path) -> None:
     (tmp_path / "train.yaml").write_text("model: {n_layer: 2, context: 32}\noptim: {lr: 5.0e-2, batch: 8}\n")
     launcher.config = (tmp_path / "train.yaml").as_uri()
@@ -171,6 +172,7 @@ def test_eval_reports_loss_and_pass_rate_of_the_newest_checkpoint(launcher: Laun
     assert of_type(records, "checkpoint") == []
 
 
+@pytest.mark.slow
 def test_time_based_checkpoints_follow_spec_checkpoint_every(launcher: Launcher) -> None:
     launcher.spec = json.dumps({"spec": {"checkpoint": {"every": 0.05}}})
     assert launcher.run("--steps", "30", "--step-sleep", "0.01").returncode == 0

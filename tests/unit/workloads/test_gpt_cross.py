@@ -23,6 +23,8 @@ pytest.importorskip("jax")
 from crossrail.workloads.gpt_jax import JaxEngine
 from crossrail.workloads.gpt_torch import TorchEngine
 
+pytestmark = pytest.mark.slow  # each test trains in one framework and resumes in the other
+
 ENGINES = {"torch": TorchEngine, "jax": JaxEngine}
 BEFORE, AFTER = 30, 20
 MOVES = pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from crossrail.workloads import gpt_data
 
 from .builders import TINY_CONFIG, gpt_launcher, of_type, run_in_process, write_corpus
 
+pytestmark = pytest.mark.slow  # each test trains the reference GPT
+
 pytest.importorskip("torch")
 
 STEPS, EVERY = 30, 10

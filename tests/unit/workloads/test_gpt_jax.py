@@ -17,6 +17,8 @@ pytest.importorskip("optax")
 from crossrail.runtime.jax_adapter import adamw_to_neutral, leaf_names, params_to_neutral
 from crossrail.workloads.gpt_jax import JaxEngine, nest
 
+pytestmark = pytest.mark.slow  # each test trains the reference GPT in JAX
+
 
 def engine(tensors: dict[str, np.ndarray] | None = None, step: int | None = None, dtype: str = "fp32") -> JaxEngine:
     e = JaxEngine(TINY, ADAMW, dtype=dtype)

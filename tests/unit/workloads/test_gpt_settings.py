@@ -53,6 +53,7 @@ def test_micro_batches_are_refused_for_jax_which_takes_its_rows_in_one_pass(tmp_
         gpt.build_engine(cfg, cfg.model)
 
 
+@pytest.mark.slow
 def test_an_elastic_restart_before_any_checkpoint_reports_the_resize(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

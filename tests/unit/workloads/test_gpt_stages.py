@@ -16,6 +16,8 @@ from crossrail.runtime import Checkpointer, step_dirname
 
 from .builders import Launcher, gpt_launcher, losses, of_type, pairs_dataset, run_in_process, spec, write_corpus
 
+pytestmark = pytest.mark.slow  # each test trains the reference GPT (a module fixture pretrains it first)
+
 pytest.importorskip("torch")
 
 PRETRAIN_STEPS = 100

@@ -18,6 +18,8 @@ import torch
 
 from crossrail.workloads.gpt_torch import GPT, TorchEngine
 
+pytestmark = pytest.mark.slow  # each test trains the reference GPT in PyTorch
+
 
 def engine(tensors: dict[str, np.ndarray] | None = None, step: int | None = None, dtype: str = "fp32") -> TorchEngine:
     e = TorchEngine(TINY, ADAMW, dtype=dtype)

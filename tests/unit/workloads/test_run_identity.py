@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from crossrail.runtime import Checkpointer
 
 from .builders import Launcher, of_type, spec
+
+pytestmark = pytest.mark.slow  # each test runs the trainers as processes
 
 OURS, THEIRS = "01kdvdna3v000g40r40m30e209", "01kdvdna3v7zzzzzzzzzzzzzzz"
 
