@@ -120,24 +120,12 @@ def verify_command(
     For a run (or its directory) the newest checkpoint is verified, damaged or not: an older one is never
     verified in its place. With --all, every one is, a damaged one without its manifest included.
     """
-    from crossrail.runtime import CheckpointError
-    from crossrail.runtime.reading import read
-    from crossrail.runtime.stores import STEP_DIR
+    from crossrail.runtime.checkpoint import verification
 
     options = _options(option)
     uri = _target(uri, home)
     targets = _all_checkpoints(uri, options) if all_ else [_checkpoint(uri, options)]
-    results = []
-    for store, name in targets:
-        step = STEP_DIR.match(name)
-        result: dict[str, Any] = {"uri": store.child(name), "step": None, "ok": False, "problem": None}
-        result["step"] = int(step.group(1)) if step else None
-        try:
-            result["step"] = read(store, name, load=False)[1]["step"]
-            result["ok"] = True
-        except (CheckpointError, OSError) as exc:
-            result["problem"] = str(exc)
-        results.append(result)
+    results = [verification(store, name) for store, name in targets]
     ok = all(r["ok"] for r in results)
     if as_json:
         _print_json("CheckpointVerification", {"uri": uri, "ok": ok, "results": results})

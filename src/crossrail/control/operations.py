@@ -375,19 +375,10 @@ class Operations:
 
     def ckpt_verify(self, ref: str, *, every: bool = False) -> dict[str, Any]:
         """Check every tensor of a run's newest checkpoint (or of `every` one) against its checksums."""
-        from crossrail.runtime import CheckpointError
-        from crossrail.runtime.reading import read
+        from crossrail.runtime.checkpoint import verification
 
         found = self._checkpoints(ref, None)
-        results = []
-        for store, name in found if every else found[-1:]:
-            result: dict[str, Any] = {"uri": store.child(name), "step": None, "ok": False, "problem": None}
-            try:
-                result["step"] = read(store, name, load=False)[1]["step"]
-                result["ok"] = True
-            except (CheckpointError, OSError) as exc:
-                result["problem"] = str(exc)
-            results.append(result)
+        results = [verification(store, name) for store, name in (found if every else found[-1:])]
         uri = self.service.get(ref).run_checkpoint_dir
         return _obj("CheckpointVerification", uri=uri, ok=all(r["ok"] for r in results), results=results)
 

@@ -35,7 +35,7 @@ from crossrail.runtime.manifest import (
 )
 from crossrail.runtime.reading import DEFAULT_READERS, check_layout, manifest_in, parallel, read
 from crossrail.runtime.shards import Entry, Tensors, as_stored, check_tensors, plan, write_shard
-from crossrail.runtime.stores import STEP_DIR, Draft, StorageOptions, open_store, split, step_dirname
+from crossrail.runtime.stores import STEP_DIR, Draft, StorageOptions, Store, open_store, split, step_dirname
 
 OnSkip = Callable[[str, str], None]
 DEFAULT_SHARD_BYTES = 256 << 20
@@ -474,6 +474,20 @@ def listing(ckpt: Checkpointer, *, verify: bool, storage_options: StorageOptions
             item |= {"verified": False, "problem": str(exc)}
         items.append(item)
     return items
+
+
+def verification(store: Store, name: str) -> dict[str, Any]:
+    """Every tensor of the checkpoint `name` in `store` read against its checksums: its uri, step (from its
+    manifest, else its directory's name), whether it verifies and, when not, why."""
+    named = STEP_DIR.match(name)
+    result: dict[str, Any] = {"uri": store.child(name), "step": int(named.group(1)) if named else None}
+    result |= {"ok": False, "problem": None}
+    try:
+        result["step"] = read(store, name, load=False)[1]["step"]
+        result["ok"] = True
+    except (CheckpointError, OSError) as exc:
+        result["problem"] = str(exc)
+    return result
 
 
 def restore_from(
