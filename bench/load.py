@@ -66,8 +66,9 @@ def postgres() -> Iterator[str]:
     pg = found[-1].parent if found else Path(which).parent if which else None
     if pg is None:
         sys.exit("bench/load.py: PostgreSQL server binaries are not installed (apt-get install postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="crossrail-bench-pg-"))
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    # as root the server runs as postgres, which must reach its directory: not under a private $TMPDIR
+    root = Path(tempfile.mkdtemp(prefix="crossrail-bench-pg-", dir="/tmp" if as_postgres else None))
     if as_postgres:
         shutil.chown(root, "postgres")
     port, data = free_port(), root / "data"

@@ -44,9 +44,9 @@ def mlflow_command(
     """Runs with params, per-step metrics, dataset inputs, git commit, each attempt's hardware and checkpoints."""
 
     def go() -> None:
-        from crossrail.cli.common import client
+        from crossrail.cli.common import local_client
 
-        with client(home, "") as c:
+        with local_client(home) as c:
             emit(export_mlflow(c, tracking_uri, run or [], experiment=experiment), as_json, _render)
 
     guard(go)
