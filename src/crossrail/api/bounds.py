@@ -37,7 +37,8 @@ MAX_DEPTH = 100
 """Nesting of a JSON body: room for a spec document's own limit (crossrail.spec.compose.MAX_DEPTH) inside it."""
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
-"""A request body: a document of DOCUMENT_CHARS characters, each escaped as `\\uXXXX`, fits with room left."""
+"""The largest request body: the largest document a route takes (DOCUMENT_CHARS, 1 MiB characters) with every
+character JSON-escaped as `\\uXXXX` (6 bytes) is 6 MiB, so any document a route accepts fits, five times over."""
 
 NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 NO_NUL = r"^[^\x00]*$"

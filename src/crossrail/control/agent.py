@@ -349,8 +349,8 @@ class Agent:
         """`detail` with the cause line of the attempt's log (the last exception or error line), when it has one."""
         try:
             cause = cause_line(self.executor.logs(run.id, att.number)[-65536:])
-        except (OSError, NotImplementedError, CrossrailError):
-            return detail  # a log that cannot be read says nothing more
+        except (OSError, CrossrailError):
+            return detail  # a log that cannot be read (gone, or its pod's API unreachable) says nothing more
         return detail if cause is None else f"{detail}; cause: {cause}"
 
     def _end(
