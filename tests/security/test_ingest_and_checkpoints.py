@@ -4,7 +4,6 @@ save's temp directory goes at the next save."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -14,17 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 from fastapi import FastAPI
+from tests.security.ingesting import admitted, call
 
 from crossrail.api import create_app
 from crossrail.client import Client
 from crossrail.control import reports
-from crossrail.control.attempts import new_attempt
 from crossrail.control.secrets import attempt_secret
-from crossrail.core import Event, EventType, ManualClock
+from crossrail.core import ManualClock
 from crossrail.errors import CrossrailError
 from crossrail.runtime import Checkpointer, Reporter
 from crossrail.runtime.report import MAX_BATCH_RECORDS, MAX_RECORD_BYTES
@@ -32,15 +30,6 @@ from crossrail.runtime.stores import LocalDraft, LocalStore
 
 CLOCK = ManualClock()
 CRASH_WRITER = Path(__file__).parents[1] / "unit" / "runtime" / "crash_writer.py"
-
-
-def call(app: FastAPI, method: str, url: str, **kw: Any) -> httpx.Response:
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            return await client.request(method, url, **kw)
-
-    return asyncio.run(go())
 
 
 @pytest.fixture(scope="module")
@@ -55,18 +44,6 @@ def app(home: Path) -> Iterator[FastAPI]:
     app = create_app(home, clock=CLOCK)
     yield app
     app.state.client.close()
-
-
-def admitted(home: Path, name: str, report: str) -> str:
-    """A run of the workspace's pretraining experiment, admitted as attempt 1 reporting to `report`."""
-    with Client(home, clock=CLOCK) as c:
-        submitted = c.submit(home / "experiments" / "pretrain-small.yaml", sets=[f"metadata.name={name}"])
-        run_id = str(submitted["run"]["id"])
-        run = c.service.store.get_run(run_id)
-        pool = c.service.fleet.pools[0]
-        att = new_attempt(run, 1, pool, run.chips, report=report.format(run=run_id), now=CLOCK.now())
-        assert c.service.store.admit(att, [Event(EventType.ADMITTED, CLOCK.now(), run_id, 1, {"pool": pool.name})])
-        return run_id
 
 
 def record(run: str, seq: int, **fields: Any) -> dict[str, Any]:
@@ -90,7 +67,7 @@ def own_dir(home: Path, run: str) -> str:
 
 
 def test_an_incarnation_of_ten_to_the_forty_is_refused_and_the_real_writer_goes_on(app: FastAPI, home: Path) -> None:
-    run = admitted(home, "forged", "http://testserver/v1/ingest/{run}/1")
+    run = admitted(home, "forged", "http://testserver/v1/ingest/{run}/1", CLOCK)
     auth = {"Authorization": f"Bearer {attempt_secret(home, run, 1)}"}
     url = f"/v1/ingest/{run}/1"
     for forged in (10**40, 2**62, int((CLOCK.now() + 3600) * 1000), 1):  # far future, an hour ahead, 1970
@@ -106,7 +83,7 @@ def test_an_incarnation_of_ten_to_the_forty_is_refused_and_the_real_writer_goes_
 
 
 def test_a_record_over_64_kib_or_a_batch_over_the_bounds_is_refused_whole(app: FastAPI, home: Path) -> None:
-    run = admitted(home, "oversized", "http://testserver/v1/ingest/{run}/1")
+    run = admitted(home, "oversized", "http://testserver/v1/ingest/{run}/1", CLOCK)
     auth = {"Authorization": f"Bearer {attempt_secret(home, run, 1)}"}
     url, incarnation = f"/v1/ingest/{run}/1", int(CLOCK.now() * 1000)
     big = record(run, 2, type="event", name="dump", data={"blob": "x" * (MAX_RECORD_BYTES + 1)})
@@ -133,8 +110,8 @@ def test_the_runtime_refuses_an_oversized_record_where_it_is_written(tmp_path: P
 
 
 def test_an_attempt_cannot_register_another_runs_or_a_javascript_checkpoint(app: FastAPI, home: Path) -> None:
-    victim = admitted(home, "victim", str(home / "reports" / "{run}" / "1.jsonl"))
-    run = admitted(home, "thief", "http://testserver/v1/ingest/{run}/1")
+    victim = admitted(home, "victim", str(home / "reports" / "{run}" / "1.jsonl"), CLOCK)
+    run = admitted(home, "thief", "http://testserver/v1/ingest/{run}/1", CLOCK)
     auth = {"Authorization": f"Bearer {attempt_secret(home, run, 1)}"}
     mine, theirs = own_dir(home, run), own_dir(home, victim)
     foreign = [
@@ -156,7 +133,7 @@ def test_an_attempt_cannot_register_another_runs_or_a_javascript_checkpoint(app:
 
 
 def test_the_local_report_file_is_held_to_the_same_bounds_and_prefix(home: Path) -> None:
-    run = admitted(home, "local-file", str(home / "reports" / "{run}" / "1.jsonl"))
+    run = admitted(home, "local-file", str(home / "reports" / "{run}" / "1.jsonl"), CLOCK)
     mine, report = own_dir(home, run), home / "reports" / run / "1.jsonl"
     with Reporter(str(report), run=run, attempt=1, clock=CLOCK.now) as reporter:
         reporter.metric("loss", 2.0, step=1)
@@ -196,7 +173,7 @@ def test_a_live_save_in_this_process_is_not_swept(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_a_report_file_replaced_by_a_fifo_or_device_does_not_hold_the_agent(home: Path, kind: str) -> None:
-    run = admitted(home, f"swapped-{kind}", str(home / "reports" / "{run}" / "1.jsonl"))
+    run = admitted(home, f"swapped-{kind}", str(home / "reports" / "{run}" / "1.jsonl"), CLOCK)
     report = home / "reports" / run / "1.jsonl"
     report.parent.mkdir(parents=True, exist_ok=True)
     if kind == "fifo":

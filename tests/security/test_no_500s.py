@@ -5,7 +5,6 @@ Each request goes through the whole app in process (auth middleware included) ov
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,27 +13,16 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from tests.security.ingesting import admitted, call
 
 from crossrail.api import create_app
 from crossrail.client import Client
 from crossrail.control import reports
-from crossrail.control.attempts import new_attempt
 from crossrail.control.secrets import attempt_secret
-from crossrail.core import Event, EventType, ManualClock
+from crossrail.core import ManualClock
 
 CLOCK = ManualClock()
 HUGE = 10**30  # past 64 bits: SQLite refuses to bind it
-
-
-def call(app: FastAPI, method: str, url: str, **kw: Any) -> httpx.Response:
-    """One request through the ASGI app in process; a failure inside the app is its 500, not an exception here."""
-
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            return await client.request(method, url, **kw)
-
-    return asyncio.run(go())
 
 
 def is_error_shape(answer: httpx.Response, status: int) -> bool:
@@ -65,20 +53,8 @@ def app(home: Path) -> Iterator[FastAPI]:
     app.state.client.close()
 
 
-def admitted(home: Path, name: str, report: str) -> str:
-    """A run of the workspace's pretraining experiment, admitted as attempt 1 reporting to `report`."""
-    with Client(home, clock=CLOCK) as c:
-        submitted = c.submit(home / "experiments" / "pretrain-small.yaml", sets=[f"metadata.name={name}"])
-        run_id = str(submitted["run"]["id"])
-        run = c.service.store.get_run(run_id)
-        pool = c.service.fleet.pools[0]
-        att = new_attempt(run, 1, pool, run.chips, report=report.format(run=run_id), now=CLOCK.now())
-        assert c.service.store.admit(att, [Event(EventType.ADMITTED, CLOCK.now(), run_id, 1, {"pool": pool.name})])
-        return run_id
-
-
 def test_checkpoint_step_of_a_non_ascii_digit_is_a_400_not_a_500(app: FastAPI, home: Path) -> None:
-    run = admitted(home, "digits", str(home / "reports" / "{run}" / "1.jsonl"))
+    run = admitted(home, "digits", str(home / "reports" / "{run}" / "1.jsonl"), CLOCK)
     for step in ("%C2%B2", "%D9%A1", "%EF%BC%91"):  # ², Arabic-Indic one, fullwidth one: str.isdigit says yes
         answer = call(app, "GET", f"/v1/runs/{run}/checkpoints/{step}")
         assert is_error_shape(answer, 400), answer.text
@@ -98,7 +74,7 @@ def test_events_after_beyond_63_bits_is_a_422_not_a_500(app: FastAPI) -> None:
 
 
 def test_ingest_step_or_seq_of_ten_to_the_thirty_is_refused_not_a_500(app: FastAPI, home: Path) -> None:
-    run = admitted(home, "huge", "http://testserver/v1/ingest/{run}/1")
+    run = admitted(home, "huge", "http://testserver/v1/ingest/{run}/1", CLOCK)
     auth = {"Authorization": f"Bearer {attempt_secret(home, run, 1)}"}
     incarnation = int(CLOCK.now() * 1000)
 
@@ -127,7 +103,7 @@ def test_ingest_step_or_seq_of_ten_to_the_thirty_is_refused_not_a_500(app: FastA
 
 
 def test_file_reports_with_a_step_of_ten_to_the_thirty_do_not_stop_the_agent(home: Path) -> None:
-    run = admitted(home, "huge-file", str(home / "reports" / "{run}" / "1.jsonl"))
+    run = admitted(home, "huge-file", str(home / "reports" / "{run}" / "1.jsonl"), CLOCK)
     with Client(home, clock=CLOCK) as c:
         att = c.service.store.attempts(run)[0]
         path = Path(att.report_uri or "")
@@ -224,7 +200,7 @@ def test_cli_options_past_63_bits_are_usage_errors_not_tracebacks(home: Path) ->
 
 
 def test_ingest_with_a_non_ascii_token_is_a_401_not_a_500(app: FastAPI, home: Path) -> None:
-    run = admitted(home, "latin", "http://testserver/v1/ingest/{run}/1")
+    run = admitted(home, "latin", "http://testserver/v1/ingest/{run}/1", CLOCK)
     batch = {"incarnation": int(CLOCK.now() * 1000), "records": []}
     for token in ("Bearer \xff\xfe".encode("latin-1"), "Bearer ²".encode("latin-1")):
         answer = call(app, "POST", f"/v1/ingest/{run}/1", headers={"Authorization": token}, json=batch)
