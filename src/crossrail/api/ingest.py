@@ -189,18 +189,7 @@ def ingest(
                 f" send the batches from seq {seen.upto + 1} first"
             )
         ordered = [r for r, _ in sorted(fresh, key=lambda pair: pair[1])]
-        own = store.get_run(run).run_checkpoint_dir
-        events, samples, ckpts, beat = reports.translate(att, ordered, client.clock.now(), checkpoint_dir=own)
-        if store.ingest(
-            att.run_id,
-            att.number,
-            old_cursor=att.report_cursor,
-            new_cursor=cursor,
-            events=events,
-            samples=samples,
-            checkpoints=ckpts,
-            heartbeat=beat,
-        ):
+        if reports.commit(store, att, ordered, cursor, client.clock.now())[0]:
             return _result(run, attempt, len(fresh), len(records) - len(fresh))
     raise ConflictError(f"attempt {attempt} of {run} kept changing under this batch; send it again")
 

@@ -24,18 +24,7 @@ def ingest(store: Store, att: AttemptRecord, now: float) -> AttemptRecord:
         records, cursor = read_new(att.report_uri, att.report_cursor)
         if not records and cursor == att.report_cursor:
             return att
-        own = store.get_run(att.run_id).run_checkpoint_dir
-        events, samples, ckpts, beat = translate(att, records, now, checkpoint_dir=own)
-        store.ingest(
-            att.run_id,
-            att.number,
-            old_cursor=att.report_cursor,
-            new_cursor=cursor,
-            events=events,
-            samples=samples,
-            checkpoints=ckpts,
-            heartbeat=beat,
-        )
+        _, beat = commit(store, att, records, cursor, now)
         att = replace(att, report_cursor=cursor, last_heartbeat=beat or att.last_heartbeat)
     return att
 
@@ -135,3 +124,24 @@ def _is_resize(data: Any) -> bool:
         return False
     degrees = [data.get("degree_before"), data.get("degree_after")]
     return all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in degrees)
+
+
+def commit(
+    store: Store, att: AttemptRecord, records: list[dict[str, Any]], cursor: str, now: float
+) -> tuple[bool, float | None]:
+    """Store `records` of attempt `att` and move its report cursor to `cursor`, in one transaction (both report
+    channels, the file the agent reads and the API's ingest, come here): whether the cursor was still the
+    attempt's, and the heartbeat the records carry."""
+    own = store.get_run(att.run_id).run_checkpoint_dir
+    events, samples, ckpts, beat = translate(att, records, now, checkpoint_dir=own)
+    stored = store.ingest(
+        att.run_id,
+        att.number,
+        old_cursor=att.report_cursor,
+        new_cursor=cursor,
+        events=events,
+        samples=samples,
+        checkpoints=ckpts,
+        heartbeat=beat,
+    )
+    return bool(stored), beat
