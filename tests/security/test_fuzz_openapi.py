@@ -68,8 +68,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("fuzz")
     Client.init(root)
     home = root / ".crossrail"
-    queued = admitted(home, "fuzz-local", str(home / "reports" / "{run}" / "1.jsonl"))
-    ingesting = admitted(home, "fuzz-http", "http://testserver/v1/ingest/{run}/1")
+    queued = admitted(home, "fuzz-local", str(home / "reports" / "{run}" / "1.jsonl"), CLOCK)
+    ingesting = admitted(home, "fuzz-http", "http://testserver/v1/ingest/{run}/1", CLOCK)
     with Client(home, clock=CLOCK) as c:
         admin = c.token_create(team="foundation", role="admin", user="fuzz")["token"]
         pools = [p.name for p in c.service.fleet.pools]

@@ -51,7 +51,7 @@ def test_long_or_nul_names_in_audited_requests_are_answered_on_postgresql(app: F
 
 def test_ingest_of_names_longer_than_their_columns_is_answered_on_postgresql(app: FastAPI, checkout: Path) -> None:
     home = checkout / ".crossrail"
-    run = admitted(home, "pg-long", "http://testserver/v1/ingest/{run}/1")
+    run = admitted(home, "pg-long", "http://testserver/v1/ingest/{run}/1", CLOCK)
     auth = {"Authorization": f"Bearer {attempt_secret(home, run, 1)}"}
     envelope = {"v": 1, "ts": CLOCK.now(), "run": run, "attempt": 1}
     records = [
