@@ -81,7 +81,7 @@ def _verdicts(root: Path) -> list[str]:
     """The research-cycle verdicts: this workspace's runs pooled by accelerator (refused: different experiments),
     one experiment run AB_RUNS times on each pool (live, honest about how little a few runs can say), and a
     simulated fleet before and after one pool grew."""
-    from crossrail.control.facts import local_pools, workspace_fleet, workspace_runs
+    from crossrail.control.facts import local_pools, pool_peaks, workspace_fleet, workspace_runs
     from crossrail.metrics import Selection, compare
     from crossrail.metrics.hypotheses import check_stage
     from crossrail.sim import Simulation, SyntheticSpec, synthetic
@@ -90,7 +90,8 @@ def _verdicts(root: Path) -> list[str]:
 
     console.rule("verdicts: did the research cycle get shorter?")
     with Client.local(cwd=root) as c:
-        runs = workspace_runs(c.service.store, c.clock.now(), virtual_pools=local_pools(c.service.fleet))
+        fleet = c.service.fleet
+        runs = workspace_runs(c.service.store, c.clock.now(), virtual_pools=local_pools(fleet), peaks=pool_peaks(fleet))
         timeline = workspace_fleet(c.service.store, runs)
         post = c.policy.for_stage("post_training")
     on = {kind: Selection({"accelerator": kind}).pick(runs) for kind in ("tpu", "gpu")}

@@ -227,13 +227,16 @@ class _Loader:
         return self._policy
 
     def _read_workspace(self) -> list[RunFacts]:
-        from crossrail.control.facts import local_pools, workspace_fleet, workspace_runs
+        from crossrail.control.facts import local_pools, pool_peaks, workspace_fleet, workspace_runs
 
         if self._workspace is None:
             with client(self.home, self.server) as c:
                 local = c.require_local("compare, policy check and metrics (or run them on sim:FILE results)")
-                virtual = local_pools(local.service.fleet)
-                self._workspace = workspace_runs(local.service.store, local.clock.now(), virtual_pools=virtual)
+                fleet = local.service.fleet
+                now = local.clock.now()
+                self._workspace = workspace_runs(
+                    local.service.store, now, virtual_pools=local_pools(fleet), peaks=pool_peaks(fleet)
+                )
                 self._fleet = workspace_fleet(local.service.store, self._workspace)
                 self._policy = local.policy
         return self._workspace

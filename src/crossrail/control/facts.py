@@ -24,13 +24,20 @@ from crossrail.store import Store
 from crossrail.store.records import RunRecord
 
 
-def workspace_runs(store: Store, now: float, *, virtual_pools: Collection[str] = ()) -> list[RunFacts]:
+def workspace_runs(
+    store: Store,
+    now: float,
+    *,
+    virtual_pools: Collection[str] = (),
+    peaks: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[RunFacts]:
     """Every run in the store, folded from its events and the samples metrics read, as of `now`.
 
     Only the reported metrics a computation reads (and each run's target metric) are loaded: a training run
     reports loss and step times every step, which no metric here needs. Each run carries what a verdict
     checks for comparability (its work digest, arguments, code commit and dataset version, from its recorded
-    spec), and its attempts on `virtual_pools` (local pools: chips standing in for accelerators) say so.
+    spec), and its attempts on `virtual_pools` (local pools: chips standing in for accelerators) say so. An
+    attempt on a pool in `peaks` (pool name -> its `peak_tflops`: pool_peaks) is judged against that peak.
     """
     events = store.events()
     ids = sorted({e.run for e in events if e.run is not None})
@@ -46,14 +53,20 @@ def workspace_runs(store: Store, now: float, *, virtual_pools: Collection[str] =
         if s["name"] in wanted
     ]
     runs = fold_runs(events, samples, now=now)
-    _describe_work(runs, store.runs_by_id(ids), frozenset(virtual_pools))
+    _describe_work(runs, store.runs_by_id(ids), frozenset(virtual_pools), peaks or {})
     return runs
 
 
-def _describe_work(runs: list[RunFacts], records: Mapping[str, RunRecord], virtual_pools: frozenset[str]) -> None:
+def _describe_work(
+    runs: list[RunFacts],
+    records: Mapping[str, RunRecord],
+    virtual_pools: frozenset[str],
+    peaks: Mapping[str, Mapping[str, float]],
+) -> None:
     for run in runs:
         for attempt in run.attempts:
             attempt.virtual = attempt.pool in virtual_pools
+            attempt.peak_tflops = peaks.get(attempt.pool) or None
         rec = records.get(run.id)
         if rec is None:
             continue
@@ -68,6 +81,11 @@ def _describe_work(runs: list[RunFacts], records: Mapping[str, RunRecord], virtu
 def workspace_fleet(store: Store, runs: Sequence[RunFacts]) -> FleetTimeline:
     """The fleet around the workspace's runs, for a verdict's warnings: recorded capacity and every attempt."""
     return FleetTimeline(capacity_steps(store.events()), runs)
+
+
+def pool_peaks(fleet: Any) -> dict[str, Mapping[str, float]]:
+    """The fleet's pools that declare their chips' peak TFLOP/s (`peak_tflops`), by name."""
+    return {p.name: p.peak_tflops for p in fleet.spec.pools if p.peak_tflops}
 
 
 def local_pools(fleet: Any) -> frozenset[str]:

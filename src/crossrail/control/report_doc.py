@@ -19,6 +19,7 @@ from crossrail.control.facts import (
     SIM,
     SimulationReader,
     local_pools,
+    pool_peaks,
     select_runs,
     workspace_fleet,
     workspace_runs,
@@ -63,7 +64,7 @@ def build(
     `after` (selections as `crossrail compare` takes them: filters or `sim:NAME`) add the verdict and its
     figure. The selections pick only runs of teams `sight` sees; `simulation` reads `sim:NAME` (default: a
     file, as the local CLI reads it; a server passes facts.stored_sim_runs)."""
-    runs = workspace_runs(store, now, virtual_pools=local_pools(fleet))
+    runs = workspace_runs(store, now, virtual_pools=local_pools(fleet), peaks=pool_peaks(fleet))
     seen = runs if sight.teams is None else [r for r in runs if sight.sees(None if r.team == "-" else r.team)]
     verdict, compared = _verdict(seen, before, after, simulation, workspace_fleet(store, runs))
     return ReportDoc(

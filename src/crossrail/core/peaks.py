@@ -9,10 +9,16 @@ a peak each trainer measured for itself. Dense (no sparsity) figures:
 - NVIDIA A100 SXM: 156 tf32; 312 bf16/fp16; 19.5 fp32 (NVIDIA A100 Tensor Core GPU datasheet, 2021).
 - Google TPU v5p: 459 bf16; 918 int8 (cloud.google.com/tpu/docs/v5p). TPU v5e: 197 bf16; 394 int8
   (cloud.google.com/tpu/docs/v5e). TPU v4: 275 bf16 (cloud.google.com/tpu/docs/v4).
-A precision the table lacks for a known chip falls back to its bf16 figure; an unknown chip has no peak.
+A precision the table lacks for a known chip falls back to its bf16 figure; an unknown chip has no peak. A fleet
+pool's `peak_tflops` (docs/formats/fleet.md) declares its chips' peaks instead of this table.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+"""The precisions a peak is declared for (the table's and a fleet pool's `peak_tflops` keys)."""
 
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
     "h100": {"fp32": 67.0, "tf32": 494.5, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
@@ -23,10 +29,11 @@ PEAK_TFLOPS: dict[str, dict[str, float]] = {
 }
 
 
-def peak_flops(chip_type: str, precision: str) -> float | None:
-    """FLOP/s one chip of `chip_type` is declared to reach at `precision` (bf16 where the precision is not listed)."""
-    by_precision = PEAK_TFLOPS.get(chip_type.lower())
-    if by_precision is None:
+def peak_flops(chip_type: str, precision: str, declared: Mapping[str, float] | None = None) -> float | None:
+    """FLOP/s one chip of `chip_type` is declared to reach at `precision` (bf16 where the precision is not listed):
+    by `declared` (a pool's `peak_tflops`) when it is given and not empty, else by the vendors' table."""
+    by_precision = declared or PEAK_TFLOPS.get(chip_type.lower())
+    if not by_precision:
         return None
     tflops = by_precision.get(precision.lower(), by_precision.get("bf16"))
     return None if tflops is None else tflops * 1e12

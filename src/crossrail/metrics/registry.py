@@ -128,14 +128,16 @@ def _utilization(run: RunFacts) -> Pair | None:
 
 
 def utilization_peak(attempt: AttemptFacts) -> tuple[float | None, str]:
-    """(peak FLOP/s of the attempt's chips, where it comes from): the chip type's declared peak × chips; on a
-    virtual pool the host's peak as the trainer measured it; None when neither is known."""
+    """(peak FLOP/s of the attempt's chips, where it comes from): the chip type's declared peak × chips (its pool's
+    `peak_tflops` where the fleet declares one, else the vendors' table); on a virtual pool the host's peak as the
+    trainer measured it; None when neither is known."""
     if attempt.virtual:
         return attempt.measured_peak_flops, "host-measured peak (virtual pool)"
-    per_chip = peak_flops(attempt.chip_type, attempt.precision)
+    per_chip = peak_flops(attempt.chip_type, attempt.precision, attempt.peak_tflops)
     if per_chip is None or attempt.chips <= 0:
         return None, f"no declared peak for chip type {attempt.chip_type}"
-    return per_chip * attempt.chips, f"declared peak of {attempt.chip_type} at {attempt.precision}"
+    by = f"pool {attempt.pool}'s peak_tflops" if attempt.peak_tflops else f"declared peak of {attempt.chip_type}"
+    return per_chip * attempt.chips, f"{by} at {attempt.precision}"
 
 
 def _last(name: str) -> PerRun:

@@ -94,6 +94,8 @@ class AttemptFacts:
     """Chip-seconds spent redoing steps an earlier attempt had already done (lost work); None when unknown."""
     virtual: bool = False
     """Ran on a virtual pool (local chips standing in for accelerators): its timings measure the software path."""
+    peak_tflops: Mapping[str, float] | None = None
+    """Its pool's declared peak TFLOP/s per chip and precision (the fleet's `peak_tflops`); None: the vendors' table."""
 
     def seconds(self, until: float) -> float:
         end = self.ended_ts if self.ended_ts is not None else until

@@ -27,6 +27,7 @@ from crossrail.spec.common import (
     raise_items,
 )
 from crossrail.spec.experiment import Metadata
+from crossrail.spec.peaks import PeakTflops
 from crossrail.spec.problems import did_you_mean
 from crossrail.spec.targets import KubernetesFleet, KubernetesPool, SkyPilotPool, SlurmPool, target_items
 from crossrail.spec.tpu import host_problem, shape_problem, tpu_version
@@ -79,6 +80,9 @@ class Pool(SpecModel):
     topologies: list[str] = Field(default_factory=list)
     cost_per_chip_hour: float = Field(default=0.0, strict=True, ge=0, allow_inf_nan=False)
     relative_speed: float = Field(default=1.0, strict=True, gt=0, allow_inf_nan=False)
+    peak_tflops: PeakTflops = Field(default_factory=dict)
+    """Dense TFLOP/s one chip reaches per precision (`{bf16: 989.4}`): accelerator_utilization's peak on this pool,
+    instead of the vendors' table in crossrail.core.peaks."""
     interruptions_per_chip_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Expected interruptions (spot reclaims, host failures) per chip-hour: feeds the recovery estimate."""
     restore_s: Seconds = Field(default=0.0, alias="restore", ge=0)
