@@ -147,6 +147,11 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/report"): Case("GET", "/v1/report"),
     ("POST", "/v1/place"): Case("POST", "/v1/place"),
     ("GET", "/v1/agents"): Case("GET", "/v1/agents"),
+    ("POST", "/v1/sweeps"): Case("POST", "/v1/sweeps", target="team"),
+    # No sweep of that id: 404 to whoever may look (tests/integration/test_sweeps.py hides another team's members).
+    ("GET", "/v1/sweeps/{sweep}"): Case("GET", "/v1/sweeps/sw-000000000000", ok=frozenset({404})),
+    ("POST", "/v1/sweeps/{sweep}/cancel"): Case("POST", "/v1/sweeps/sw-000000000000/cancel", ok=frozenset({404})),
+    ("GET", "/v1/sweeps/{sweep}/fit"): Case("GET", "/v1/sweeps/sw-000000000000/fit", ok=frozenset({404})),
     ("GET", "/v1/runs/{ref}/checkpoints"): Case("GET", "/v1/runs/{run}/checkpoints", target="run"),
     # The held runs never ran: no checkpoint to show or verify, which only someone allowed to look learns.
     ("GET", "/v1/runs/{ref}/checkpoints/{step}"): Case(
@@ -181,9 +186,10 @@ CASES: dict[tuple[str, str], Case] = {
 
 def _body(w: World, key: tuple[str, str], team: str) -> Any:
     method, path = key
-    if path in ("/v1/runs", "/v1/place") and method == "POST":
+    if path in ("/v1/runs", "/v1/place", "/v1/sweeps") and method == "POST":
         name = f"m-{team[:5]}-{time.monotonic_ns() % 10**9}"
-        return {"document": w.experiment, "sets": [f"metadata.team={team}", f"metadata.name={name}"]}
+        body = {"document": w.experiment, "sets": [f"metadata.team={team}", f"metadata.name={name}"]}
+        return body | ({"grid": ["spec.priority=low,normal"]} if path == "/v1/sweeps" else {})
     if path == "/v1/fleet":
         return {"document": (w.home / "fleet.yaml").read_text(), "source": "fleet.yaml"}
     if path == "/v1/fleet/reservations":

@@ -240,6 +240,58 @@ def agents(request: Request) -> dict[str, Any]:
     return client(request).agents()
 
 
+# ---- sweeps and scaling fits ---------------------------------------------------------------------------
+
+
+class SweepBody(Body):
+    document: Document | dict[str, Any] = Field(description="The Experiment: YAML or JSON text, or the object itself.")
+    source: Text = Field("request body", description="Where the document came from, named in its problems.")
+    grid: list[Text] = Field(
+        min_length=1, max_length=MAX_ITEMS, description="Gridded keys, as `--grid`: spec.resources.chips=1,2,4."
+    )
+    sets: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS, description="Overrides of every point.")
+    random: Positive | None = Field(None, description="Draw this many points of the grid without replacement.")
+    seed: Count = Field(0, description="The seed of the draw: the same seed draws the same points.")
+
+
+@router.post("/sweeps", response_model=dict[str, Any], summary="Submit one run per point of a grid (a sweep)")
+def sweep_submit(body: SweepBody, request: Request) -> JSONResponse:
+    with writing(request):
+        result = client(request).sweep_submit(
+            _text(body.document),
+            source=body.source,
+            grid=body.grid,
+            sets=body.sets,
+            random=body.random,
+            seed=body.seed,
+        )
+    return JSONResponse(result, status_code=submitted_status(result["created"]))
+
+
+@router.get("/sweeps/{sweep}", summary="A sweep's members, ranked by a reported metric")
+def sweep_show(sweep: Name, request: Request, metric: Name = "loss", better: Name | None = None) -> dict[str, Any]:
+    return client(request).sweep_show(sweep, metric=metric, better=better)
+
+
+@router.post("/sweeps/{sweep}/cancel", summary="Cancel every member of a sweep that has not ended")
+def sweep_cancel(sweep: Name, request: Request) -> dict[str, Any]:
+    with writing(request):
+        return client(request).sweep_cancel(sweep)
+
+
+@router.get("/sweeps/{sweep}/fit", summary="Amdahl and power-law fits of a sweep's throughput, per pool")
+def fit(
+    sweep: Name,
+    request: Request,
+    *,
+    x: Name = "spec.resources.chips",
+    y: Name = "tokens_per_second",
+    target_tokens: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
+    at: Annotated[list[Positive] | None, Query(max_length=MAX_ITEMS)] = None,
+) -> dict[str, Any]:
+    return client(request).fit(sweep, x=x, y=y, target_tokens=target_tokens, at=at)
+
+
 # ---- checkpoints ---------------------------------------------------------------------------------------
 
 

@@ -648,6 +648,11 @@ app.command("audit")(access_cli.audit_command)
 app.command("usage")(access_cli.usage_command)
 app.add_typer(export_app, name="export")
 
+from crossrail.cli import sweep as sweep_cli  # noqa: E402 (sweeps and scaling fits live in their own module)
+
+app.add_typer(sweep_cli.sweep_app, name="sweep")
+app.command("fit")(sweep_cli.fit_command)
+
 
 def main() -> None:
     sys.argv[1:] = output.take_wide(sys.argv[1:])  # `--wide` anywhere: full-width tables

@@ -401,6 +401,64 @@ class Client:
         """The event-log metrics, with each group's median reported `tokens_per_second` beside them."""
         return self._send(Call("report", {}, "GET", "/report"))
 
+    # --- sweeps and scaling fits (docs/sweeps.md) -----------------------------------------------------
+
+    def sweep_submit(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        grid: Sequence[str],
+        sets: Sequence[str] = (),
+        random: int | None = None,
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        """One run per point of `grid` (`KEY=V1,V2,...` each) over the experiment in `path`, with `sets`
+        applied to every point; `random` draws that many points by `seed`. Submitting the same sweep again
+        answers its runs already there and creates nothing."""
+        ((source, text, _),) = _read_all([path])
+        return self.sweep_submit_text(text, source=source, grid=grid, sets=sets, random=random, seed=seed)
+
+    def sweep_submit_text(
+        self,
+        text: str,
+        *,
+        source: str,
+        grid: Sequence[str],
+        sets: Sequence[str] = (),
+        random: int | None = None,
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        """`sweep_submit` for an experiment written in `text`; its problems name `source`."""
+        draw: dict[str, Any] = {"random": random, "seed": seed}
+        args = {"text": text, "source": source, "grid": list(grid), "sets": list(sets)} | draw
+        body = {"document": text, "source": source, "grid": list(grid), "sets": list(sets)} | draw
+        return self._send(Call("sweep_submit", args, "POST", "/sweeps", body=body))
+
+    def sweep_show(self, sweep: str, *, metric: str = "loss", better: str | None = None) -> dict[str, Any]:
+        """The sweep's members (the runs this client may see), ranked by their last reported `metric`."""
+        args = {"sid": sweep, "metric": metric, "better": better}
+        params = {"metric": metric, "better": better}
+        return self._send(Call("sweep_show", args, "GET", f"/sweeps/{sweep}", params=params))
+
+    def sweep_cancel(self, sweep: str) -> dict[str, Any]:
+        """Cancel every member of the sweep that has not ended."""
+        return self._send(Call("sweep_cancel", {"sid": sweep}, "POST", f"/sweeps/{sweep}/cancel"))
+
+    def fit(
+        self,
+        sweep: str,
+        *,
+        x: str = "spec.resources.chips",
+        y: str = "tokens_per_second",
+        target_tokens: float | None = None,
+        at: Sequence[int] | None = None,
+    ) -> dict[str, Any]:
+        """Amdahl and a power law fitted per pool to the sweep's measured `y` against `x`, with their errors, and
+        the time, chip-hours and cost to `target_tokens` at each chip count measured (or `at`)."""
+        args = {"sid": sweep, "x": x, "y": y, "target_tokens": target_tokens, "at": list(at) if at else None}
+        params = {"x": x, "y": y, "target_tokens": target_tokens, "at": list(at) if at else None}
+        return self._send(Call("fit", args, "GET", f"/sweeps/{sweep}/fit", params=params))
+
     # --- checkpoints ----------------------------------------------------------------------------
 
     def ckpt_ls(self, ref: str, *, verify: bool = True) -> dict[str, Any]:

@@ -370,6 +370,204 @@ class Operations:
         """The manifest of a run's checkpoint at `step` (default: its newest), tensors not verified."""
         from crossrail.runtime.reading import manifest_in
 
+    # --- sweeps and scaling fits (crossrail.control.sweeps, docs/sweeps.md) ---------------------------
+
+    def sweep_submit(
+        self,
+        text: str,
+        *,
+        source: str,
+        grid: Sequence[str],
+        sets: Sequence[str] = (),
+        random: int | None = None,
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        """One run per point of the grid over the experiment written in `text`: every point is checked before
+        any is created, then all are created in one transaction. The same file, sets, grid and draw name the
+        same sweep, whose runs already there are answered (`created` false), nothing new submitted."""
+        from crossrail.control import sweeps
+        from crossrail.errors import ForbiddenError, SpecError
+        from crossrail.spec import apply_overrides, parse_document
+
+        axes = sweeps.parse_grid(grid)
+        pts = sweeps.points(axes, sample=random, seed=seed)
+        sid = sweeps.sweep_id(text, sets, axes, random, seed)
+        existing = self.service.store.runs_keyed(sweeps.KEY_PREFIX + sid + ":")
+        if existing:
+            seen = [r for r in existing if self.sight.sees(r.team)]
+            if not seen:
+                raise ForbiddenError(
+                    f"sweep {sid} was submitted by another team; change the file, a --set or the --seed to submit "
+                    "your own"
+                )
+            return self._sweep_submitted(sid, axes, seen, created=False)
+        doc = parse_document(text, source)
+        docs, problems = [], []
+        for p in pts:
+            try:
+                docs.append(sweeps.labelled(apply_overrides(doc, [*sets, *p.sets(axes)]), sid, p))
+            except SpecError as exc:
+                problems.extend(exc.problems)
+        if problems:
+            raise SpecError(sweeps.grid_problems(problems, axes, pts))
+        keys = [sweeps.member_key(sid, p) for p in pts]
+        try:
+            results = self._submit(lambda: docs, (), keys, f"sweep {sid}")
+        except SpecError as exc:
+            raise type(exc)(sweeps.grid_problems(exc.problems, axes, pts)) from None
+        return self._sweep_submitted(sid, axes, [r.run for r in results], created=True)
+
+    def _sweep_submitted(self, sid: str, axes: Sequence[Any], runs: Sequence[Any], *, created: bool) -> dict[str, Any]:
+        from crossrail.control import sweeps
+        from crossrail.control.service import summary
+
+        now = self.clock.now()
+        return _obj(
+            "SweepSubmitResult",
+            id=sid,
+            created=created,
+            parameters=[a.key for a in axes],
+            runs=[summary(r, now) | {"params": sweeps.point_of(r.spec)} for r in runs],
+        )
+
+    def _sweep_members(self, sid: str) -> list[Any]:
+        """The runs of sweep `sid` this actor sees; NotFoundError as for a sweep that does not exist otherwise."""
+        from crossrail.control import sweeps
+        from crossrail.errors import NotFoundError
+
+        runs = [r for r in self.service.store.runs_keyed(sweeps.KEY_PREFIX + sid + ":") if self.sight.sees(r.team)]
+        if not runs:
+            raise NotFoundError(f"no sweep {sid!r}; `crossrail sweep submit` prints a sweep's id")
+        return runs
+
+    def sweep_show(self, sid: str, *, metric: str = "loss", better: str | None = None) -> dict[str, Any]:
+        """The sweep's members the actor sees, ranked by each one's last reported `metric` (`better`: lower or
+        higher; by default the metric's own direction, lower for one crossrail does not name)."""
+        from crossrail.control import sweeps
+        from crossrail.core.metric_names import METRIC_NAMES
+        from crossrail.errors import UsageError
+
+        if better is None:
+            better = METRIC_NAMES[metric].better if metric in METRIC_NAMES else "lower"
+        if better not in ("lower", "higher"):
+            raise UsageError(f"--better {better!r}: say lower or higher")
+        runs = self._sweep_members(sid)
+        latest = self.service.store.latest_samples([r.id for r in runs], metric)
+        pools = self.service.store.last_attempts([r.id for r in runs])
+        members = []
+        for r in runs:
+            sample = latest.get(r.id)
+            attempt = pools.get(r.id)
+            members.append(
+                {
+                    "run": r.id,
+                    "state": r.state,
+                    "team": r.team,
+                    "point": int(str(r.idempotency_key).rsplit(":", 1)[-1]),
+                    "params": sweeps.point_of(r.spec),
+                    "metric": None if sample is None else float(sample["value"]),
+                    "step": None if sample is None else sample.get("step"),
+                    "pool": None if attempt is None else attempt.pool,
+                }
+            )
+        parameters = list(dict.fromkeys(k for m in members for k in m["params"]))
+        states: dict[str, int] = {}
+        for m in members:
+            states[m["state"]] = states.get(m["state"], 0) + 1
+        return _obj(
+            "Sweep",
+            id=sid,
+            experiment=runs[0].experiment,
+            parameters=parameters,
+            metric=metric,
+            better=better,
+            states=states,
+            members=sweeps.ranked(members, better),
+        )
+
+    def sweep_cancel(self, sid: str) -> dict[str, Any]:
+        """Cancel every member of the sweep that has not ended (each one as `cancel` does it)."""
+        from crossrail.control.service import ACTIVE_STATES
+
+        active = {str(s) for s in ACTIVE_STATES}
+        cancelled, ended = [], []
+        for r in self._sweep_members(sid):
+            if r.state in active:
+                cancelled.append(self.cancel(r.id)["run"])
+            else:
+                ended.append({"id": r.id, "state": r.state})
+        return _obj("SweepCancel", id=sid, cancelled=cancelled, ended=ended)
+
+    def fit(
+        self,
+        sid: str,
+        *,
+        x: str = "spec.resources.chips",
+        y: str = "tokens_per_second",
+        target_tokens: float | None = None,
+        at: Sequence[int] | None = None,
+    ) -> dict[str, Any]:
+        """Amdahl and a power law fitted to each pool's measurements of the sweep's members (x: a path of the
+        run's recorded experiment, y: the median of a reported metric over each member's attempts on the pool),
+        with each fit's error and, given `target_tokens`, the time, chip-hours and cost to it at each chip count
+        measured (or `at`). crossrail.metrics.scaling_fit."""
+        from crossrail.errors import UsageError
+        from crossrail.metrics.scaling_fit import AMDAHL, POWER
+        from crossrail.metrics.scaling_fit import fit as fit_model
+
+        if target_tokens is not None and not target_tokens > 0:
+            raise UsageError(f"--target-tokens {target_tokens:g}: must be > 0")
+        measured: dict[str, list[dict[str, Any]]] = {}
+        for r in self._sweep_members(sid):
+            for pool, point in self._measured(r, x, y).items():
+                measured.setdefault(pool, []).append(point)
+        if not measured:
+            raise UsageError(f"no member of sweep {sid} reported {y!r} with a numeric {x}; nothing to fit")
+        costs = {p.name: p.cost_per_chip_hour for p in self.service.fleet.spec.pools}
+        pools = []
+        for pool, pts in sorted(measured.items()):
+            xs, ys = [p["x"] for p in pts], [p["y"] for p in pts]
+            entry: dict[str, Any] = {"pool": pool, "points": pts, "fits": {}, "predictions": []}
+            for model in (AMDAHL, POWER):
+                try:
+                    entry["fits"][model] = fit_model(model, xs, ys).as_dict()
+                except ValueError as exc:
+                    entry["fits"][model] = None
+                    entry["unfitted"] = str(exc)
+            if target_tokens is not None and entry["fits"][AMDAHL] is not None:
+                chips = at or sorted({int(v) if v.is_integer() else v for v in xs})
+                entry["predictions"] = _predictions(entry["fits"], chips, target_tokens, costs.get(pool))
+            pools.append(entry)
+        return _obj(
+            "ScalingFit",
+            sweep=sid,
+            x=x,
+            y=y,
+            target_tokens=target_tokens,
+            currency=self.service.fleet.spec.currency,
+            pools=pools,
+        )
+
+    def _measured(self, run: Any, x: str, y: str) -> dict[str, dict[str, Any]]:
+        """One point per pool the run reported `y` on: its `x` (its point's value, else its experiment's) and the
+        median of what its attempts there reported."""
+        from crossrail.control import sweeps
+        from crossrail.errors import UsageError
+        from crossrail.metrics import percentile
+
+        raw = sweeps.point_of(run.spec).get(x, sweeps.value_at(run.spec, x))
+        if raw is None:
+            return {}
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise UsageError(f"--x {x}: run {run.id} has {raw!r} there, not a number; name a numeric field")
+        pools = {a.number: a.pool for a in self.service.store.attempts(run.id)}
+        by_pool: dict[str, list[float]] = {}
+        for s in self.service.store.metric_samples(run.id, y):
+            pool = pools.get(int(s["attempt"] or 0))
+            if pool is not None:
+                by_pool.setdefault(pool, []).append(float(s["value"]))
+        return {pool: {"run": run.id, "x": float(raw), "y": percentile(v, 50)} for pool, v in by_pool.items()}
+
         store, name = self._checkpoints(ref, step)[-1]
         return _obj("CheckpointManifest", uri=store.child(name), manifest=manifest_in(store, name))
 
@@ -612,3 +810,23 @@ class Operations:
 
 def _redacted(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k in QUEUE_FIELDS} | {"hidden": True}
+
+
+def _predictions(
+    fits: dict[str, Any], chips: Sequence[float], tokens: float, cost_per_chip_hour: float | None
+) -> list[dict[str, Any]]:
+    """Throughput, time (s), chip-hours and cost to `tokens` at each chip count, by each fitted model."""
+    from crossrail.metrics.scaling_fit import Fit, to_target
+
+    rows = []
+    for n in chips:
+        row: dict[str, Any] = {"chips": n}
+        for model, f in fits.items():
+            if f is None:
+                continue
+            fitted = Fit(f["model"], f["params"], f["stderr"], f["rms"], f["points"])
+            reached = {k: v for k, v in to_target(fitted, n, tokens).items() if k != "chips"}
+            cost = None if cost_per_chip_hour is None else reached["chip_hours"] * cost_per_chip_hour
+            row[model] = reached | {"cost": cost}
+        rows.append(row)
+    return rows

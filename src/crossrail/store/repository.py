@@ -234,6 +234,13 @@ class Store(AccessRecords, SimulationRecords):
         with self._read() as conn:
             return self._run(conn, rid)
 
+    def runs_keyed(self, prefix: str) -> list[RunRecord]:
+        """The runs whose idempotency key starts with `prefix` (a sweep's members), oldest first."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        q = select(t.runs).where(t.runs.c.idempotency_key.like(escaped + "%", escape="\\"))
+        with self._read() as conn:
+            return [RunRecord.from_row(r) for r in conn.execute(q.order_by(t.runs.c.created_at, t.runs.c.id))]
+
     def _run(self, conn: Connection, rid: str) -> RunRecord:
         row = conn.execute(select(t.runs).where(t.runs.c.id == rid)).first()
         if row is None:
