@@ -110,6 +110,21 @@ class Operations:
             )
         return self.actor.team
 
+    def _named_team(self, team: str | None) -> None:
+        """NotFoundError for a team neither the fleet nor this store names (a run, a token, an audit row), with a
+        did-you-mean among the teams the actor sees: a misspelt `--team` is not an empty answer."""
+        from crossrail.errors import NotFoundError
+        from crossrail.spec.problems import did_you_mean
+
+        if team is None:
+            return
+        known = set(self.service.fleet.spec.teams) | set(self.service.store.team_names())
+        if team in known:
+            return
+        seen = sorted(t for t in known if self.sight.sees(t))
+        hint = did_you_mean(team, seen) or (f"teams: {', '.join(seen)}" if seen else "no team is named here yet")
+        raise NotFoundError(f"no team {team!r} in the fleet or the store; {hint}")
+
     def visible(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows (run summaries) of runs this actor may see."""
         return [r for r in rows if self.sight.sees(r.get("team"))]
@@ -266,6 +281,7 @@ class Operations:
         from crossrail.errors import UsageError
 
         team = self._team_filter(team)
+        self._named_team(team)
         after: tuple[float, str] | None = None
         if cursor:
             stamp, _, rid = cursor.partition("/")
@@ -711,6 +727,7 @@ class Operations:
 
     def audit(self, *, since: str | None = None, team: str | None = None, limit: int | None = None) -> dict[str, Any]:
         """The audit log, oldest first; `since` a duration back from now (`2h`) or epoch seconds."""
+        self._named_team(team)
         return _obj("AuditLog", entries=self.service.store.audit(since=self._since(since), team=team, limit=limit))
 
     def usage(self, *, since: str | None = None, team: str | None = None) -> dict[str, Any]:
@@ -721,6 +738,7 @@ class Operations:
         from crossrail.metrics.usage import by_team, usage
 
         team = self._team_filter(team)
+        self._named_team(team)
         now, start = self.clock.now(), self._since(since)
         rows = usage(self.service.store.events(types=[str(t) for t in USAGE_EVENTS]), now, start)
         rows = [r for r in rows if team is None or r.team == team]

@@ -328,6 +328,8 @@ class Service:
         res = lineage.Resolution()
         problems = self._feasibility(exp, doc.source) + self._host_cores(exp, doc.source)
         res.problems += self._new_team(exp.metadata.team, doc.source)
+        sight = self.sight(actor)
+        res.warnings += self._team_typo(exp.metadata.team, sight)
         commit = exp.spec.code.commit if exp.spec.code else None
         if commit == "auto":
             commit = self._git_head(cwd, doc.source, res)
@@ -342,7 +344,6 @@ class Service:
         parent_run = parent_ckpt = parent_team = None
         missing = False
         parent = exp.spec.parent
-        sight = self.sight(actor)
         if parent is not None and parent.run in together and self.store.find_run(parent.run, teams=sight.teams) is None:
             res.warnings.append(f"{exp.metadata.name} starts from {parent.run}: submit {parent.run} first")
         else:
@@ -381,6 +382,19 @@ class Service:
         if why is None or team in self.fleet.spec.teams or self.store.list_runs(team=team, limit=1):
             return []
         return [Problem(source, "metadata.team", f"a new team {why}", fix="name the team e.g. `ml-research`")]
+
+    def _team_typo(self, team: str | None, sight: Sight) -> list[str]:
+        """A warning for a team no queue, run or token names yet, spelt like one `sight` sees: its runs would go to
+        the stage's shared queue and count against no team's budget, which a misspelling rarely means."""
+        if team is None:
+            return []
+        known = set(self.fleet.spec.teams) | set(self.store.team_names())
+        if team in known:
+            return []
+        from crossrail.spec.problems import did_you_mean  # the spec layer loads only on this warning
+
+        hint = did_you_mean(team, sorted(t for t in known if sight.sees(t)))
+        return [] if hint is None else [f"team {team!r} is new here (no queue, run or token names it); {hint}"]
 
     def _feasibility(self, exp: Experiment, source: str) -> list[Problem]:
         """The fleet check (scheduling.require_feasible) as one problem on one line: each pool's reason."""

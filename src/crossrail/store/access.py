@@ -164,6 +164,12 @@ class AccessRecords:
         with self._read() as conn:
             return [dict(r._mapping) for r in conn.execute(select(*cols).order_by(t.tokens.c.created_at))]
 
+    def team_names(self) -> list[str]:
+        """Every team a run, a token or an audit row names here, sorted (for a did-you-mean)."""
+        named = select(t.runs.c.team).union(select(t.tokens.c.team), select(t.audit.c.team))
+        with self._read() as conn:
+            return sorted({str(row[0]) for row in conn.execute(named) if row[0]})
+
     def key_owner(self, idempotency_key: str) -> tuple[bool, str | None]:
         """Whether a run holds `idempotency_key`, and that run's team."""
         with self._read() as conn:
