@@ -194,7 +194,7 @@ def _render(target: Target, work: Any, fleet: Fleet, pool: Any, *, force_backend
     return _yaml([render_skypilot(work, fleet, pool)]), ".sky.yaml", "SkyPilot task"
 
 
-def fleet_render_command(
+def fleet_render_command(  # noqa: PLR0917 (a typer command takes each option as a parameter)
     target: Annotated[FleetTarget, typer.Option("--target", help="What to render.")] = FleetTarget.KUEUE,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write kueue.yaml into this directory.")] = None,
     kueue_api: Annotated[
@@ -204,11 +204,16 @@ def fleet_render_command(
             help="Kueue API version of the objects; the targeted Kueue serves both, v1beta2 is its storage version.",
         ),
     ] = KueueApi.V1BETA2,
+    cluster: Annotated[
+        str | None,
+        typer.Option("--cluster", help="A worker cluster of spec.clusters: its objects (default: the manager's)."),
+    ] = None,
     fleet_file: FleetFile = None,
     home: Home = None,
 ) -> None:
-    """Render the fleet as Kueue objects (namespaces, topology, flavors, cohorts, priority classes, queues),
-    or with --target trainer the Kubeflow Trainer runtime its multi-worker GPU TrainJobs refer to."""
+    """Render the fleet as Kueue objects (namespaces, topology, flavors, cohorts, priority classes, queues,
+    provisioning and MultiKueue admission checks), or with --target trainer the Kubeflow Trainer runtime its
+    multi-worker GPU TrainJobs refer to."""
 
     def go() -> None:
         from collections import Counter
@@ -221,7 +226,7 @@ def fleet_render_command(
             objects = [cluster_training_runtime()]
             head = f"# Rendered by crossrail for Kubeflow Trainer {TRAINER_SNAPSHOT} ({TRAINER_API}).\n"
         else:
-            objects = render_kueue(fleet, str(kueue_api))
+            objects = render_kueue(fleet, str(kueue_api), cluster)
             head = (
                 f"# Rendered by crossrail for Kueue {KUEUE_RELEASE} (kueue.x-k8s.io/{kueue_api}); "
                 f"workloads use JobSet {JOBSET_RELEASE}.\n"

@@ -16,7 +16,7 @@ from crossrail.spec.experiment import (
     experiment_digest,
     work_digest,
 )
-from crossrail.spec.fleet import Fleet, Pool, Queue
+from crossrail.spec.fleet import ClusterSpec, Fleet, Pool, Queue
 from crossrail.spec.lint import lint_experiment, placeholder
 from crossrail.spec.loader import Document, load_document, parse_document
 from crossrail.spec.overrides import apply_overrides
@@ -44,6 +44,7 @@ __all__ = [
     "Accelerator",
     "AcceleratorPrefs",
     "CheckpointSpec",
+    "ClusterSpec",
     "CodeRef",
     "DatasetRef",
     "Document",

@@ -51,6 +51,15 @@ Chips = Annotated[int, Field(strict=True, ge=0)]
 MAX_POOL_CHIPS = 1_000_000
 """A pool's chips at most: the scheduler keeps a slot per host, so a pool of 10**30 chips would not fit in memory."""
 PoolChips = Annotated[int, Field(strict=True, gt=0, le=MAX_POOL_CHIPS)]
+Provisioning = Literal["flex-start", "autoscaled"]
+"""Capacity that arrives on demand: GKE flex-start (Dynamic Workload Scheduler) or a cluster-autoscaled node pool."""
+SPOT_NOTICE_S = 30.0
+"""GKE's termination notice for Spot VMs: a reclaimed Spot VM stops 30 seconds after its termination notice, and
+the pods on it get at most that to shut down gracefully
+(https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and graceful shutdown of Spot VMs")."""
+FLEX_START_MAX_RUN_S = 7 * 24 * 3600.0
+"""The longest a flex-start (DWS) VM runs: seven days
+(https://cloud.google.com/kubernetes-engine/docs/concepts/dws#flex-start)."""
 
 
 class RayPoolSpec(SpecModel):
@@ -99,6 +108,17 @@ class Pool(SpecModel):
     kubernetes: KubernetesPool | None = None  # GKE selectors and Kueue flavor (spec/targets.py)
     slurm: SlurmPool | None = None
     skypilot: SkyPilotPool | None = None
+    cluster: Name | None = None
+    """The cluster (`spec.clusters`) whose nodes the pool is; each Kubernetes pool names one when there are some."""
+    provisioning: Provisioning | None = None
+    """Nodes that arrive when work asks for them: `flex-start` (GKE DWS queued provisioning) or `autoscaled`;
+    Kueue admits to them through a ProvisioningRequest admission check."""
+    provisioning_wait_s: Seconds = Field(default=0.0, alias="provisioning_wait", ge=0)
+    """The expected time from admission until provisioned nodes are ready: placement adds it to the wait."""
+    max_run_duration_s: Seconds | None = Field(default=None, alias="max_run_duration", gt=0)
+    """flex-start only: how long provisioned nodes live (default and at most GKE's 7 days)."""
+    preemption_notice_s: Seconds | None = Field(default=None, alias="preemption_notice", ge=0)
+    """Spot pools only: the notice a reclaim gives a pod before it is killed (default GKE's 30 s, SPOT_NOTICE_S)."""
 
     @field_validator("topologies")
     @classmethod
@@ -132,6 +152,37 @@ class Pool(SpecModel):
             fix = "set `backend: ray`, or remove the ray block"
             raise_items([(("ray",), f"ray settings on a pool whose backend is {self.backend}", fix)])
         return self
+
+    @model_validator(mode="after")
+    def _capacity_terms(self) -> Pool:
+        items: Items = []
+        if self.provisioning_wait_s and self.provisioning is None:
+            fix = "set `provisioning: flex-start` or `provisioning: autoscaled`, or remove provisioning_wait"
+            message = "only a pool whose nodes are provisioned on demand waits for them"
+            items.append((("provisioning_wait",), message, fix))
+        if self.max_run_duration_s is not None and self.provisioning != "flex-start":
+            fix = "set `provisioning: flex-start`, or remove max_run_duration"
+            items.append((("max_run_duration",), "only flex-start nodes have a maximum run duration", fix))
+        elif self.max_run_duration_s is not None and self.max_run_duration_s > FLEX_START_MAX_RUN_S:
+            message = f"{self.max_run_duration_s:g} s is longer than flex-start nodes live (7 days)"
+            items.append((("max_run_duration",), message, "write at most 7d"))
+        if self.preemption_notice_s is not None and not self.spot:
+            fix = "set `kubernetes: {spot: true}` on a spot pool, or remove preemption_notice"
+            items.append((("preemption_notice",), "only a spot pool's nodes give a preemption notice", fix))
+        raise_items(items)
+        return self
+
+    @property
+    def spot(self) -> bool:
+        """Whether the pool's nodes are Spot VMs, reclaimed with a short notice."""
+        return self.kubernetes is not None and self.kubernetes.spot
+
+    @property
+    def notice_s(self) -> float | None:
+        """The notice a spot reclaim gives (declared, else GKE's 30 s); None for a pool that is not spot."""
+        if not self.spot:
+            return None
+        return SPOT_NOTICE_S if self.preemption_notice_s is None else self.preemption_notice_s
 
     @property
     def topology_shapes(self) -> list[tuple[int, ...]]:
@@ -341,8 +392,26 @@ class PathsSpec(SpecModel):
         return roots
 
 
+class ClusterSpec(SpecModel):
+    """One Kubernetes cluster of a fleet of several (MultiKueue): crossrail submits to the manager cluster (the
+    kube context it is given), whose Kueue dispatches each workload to one of these worker clusters.
+
+    `kubeconfig_secret` is the Secret in the manager's `kueue-system` namespace holding the worker's
+    kubeconfig (key `kubeconfig`), which Kueue's MultiKueueCluster names (default `<name>-kubeconfig`);
+    `context` is the kube context crossrail reads the worker through, else it reads that Secret."""
+
+    name: Name
+    context: NonEmpty | None = None
+    kubeconfig_secret: Name | None = None
+
+    @property
+    def secret(self) -> str:
+        return self.kubeconfig_secret or f"{self.name}-kubeconfig"
+
+
 class FleetSpec(SpecModel):
     pools: list[Pool] = Field(min_length=1)
+    clusters: list[ClusterSpec] = Field(default_factory=list)
     queues: list[Queue] = Field(default_factory=list)
     fair_share: FairShareSpec = Field(default_factory=FairShareSpec)
     preemption: PreemptionSpec = Field(default_factory=PreemptionSpec)
@@ -375,6 +444,8 @@ class FleetSpec(SpecModel):
         items += reservation_items(pools, held)
         items += budget_items(self.teams, [b.team for b in self.budgets])
         items += sharing_items([(s.from_team, s.to) for s in self.sharing])
+        clusters = [c.name for c in self.clusters]
+        items += cluster_items(clusters, [(p.cluster, p.backend) for p in self.pools])
         raise_items(items)
         return self
 
@@ -496,6 +567,23 @@ def sharing_items(sharing: list[tuple[Any, list[Any]]]) -> Items:
     return items
 
 
+def cluster_items(clusters: list[Any], pools: list[tuple[Any, Any]]) -> Items:
+    """Unique cluster names; with clusters, every Kubernetes pool names one of them, and no pool names one without."""
+    items = _duplicates("clusters", clusters, "cluster")
+    names = [c for c in clusters if isinstance(c, str)]
+    for i, (cluster, backend) in enumerate(pools):
+        if cluster is None and names and backend == "kubernetes":
+            fix = f"set `cluster:` to one of {', '.join(names)}"
+            items.append((("pools", i, "cluster"), "a Kubernetes pool of a fleet with clusters names its cluster", fix))
+        elif cluster is not None and not names:
+            fix = "declare the cluster under spec.clusters, or remove `cluster:`"
+            items.append((("pools", i, "cluster"), f"unknown cluster {cluster!r}: the fleet declares none", fix))
+        elif cluster is not None and cluster not in names:
+            fix = did_you_mean(str(cluster), names) or f"clusters are {', '.join(names)}"
+            items.append((("pools", i, "cluster"), f"unknown cluster {cluster!r}", fix))
+    return items
+
+
 def _duplicates(field: str, names: list[Any], noun: str) -> Items:
     items: Items = []
     for i, name in enumerate(names):
@@ -590,6 +678,11 @@ class Fleet(SpecModel):
     @property
     def queues(self) -> list[Queue]:
         return self.spec.queues
+
+    def cluster_of(self, pool: str) -> ClusterSpec | None:
+        """The cluster `pool` is in; None in a fleet of one cluster."""
+        name = self.pool(pool).cluster
+        return next((c for c in self.spec.clusters if c.name == name), None)
 
     def pool(self, name: str) -> Pool:
         """The pool called `name`; KeyError naming the fleet's pools when there is none."""

@@ -20,6 +20,8 @@ GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_NODE_POOL = "cloud.google.com/gke-nodepool"
+GKE_QUEUED = "cloud.google.com/gke-queued"
+"""The taint on the nodes of GKE queued provisioning (flex-start with a ProvisioningRequest)."""
 GKE_LABELS = {
     GKE_ACCELERATOR: "kubernetes.gke_accelerator",
     GKE_TPU_ACCELERATOR: "kubernetes.tpu_accelerator",

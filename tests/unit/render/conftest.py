@@ -28,6 +28,10 @@ CRD_FILES = {
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
     "Workload": "kueue.x-k8s.io_workloads.yaml",
     "Topology": "kueue.x-k8s.io_topologies.yaml",
+    "AdmissionCheck": "kueue.x-k8s.io_admissionchecks.yaml",
+    "ProvisioningRequestConfig": "kueue.x-k8s.io_provisioningrequestconfigs.yaml",
+    "MultiKueueCluster": "kueue.x-k8s.io_multikueueclusters.yaml",
+    "MultiKueueConfig": "kueue.x-k8s.io_multikueueconfigs.yaml",
     "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
     "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml",
 }
@@ -35,6 +39,9 @@ CRD_FILES = {
 
 def _strict(node: Any) -> None:
     if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str) and node["pattern"].startswith("^(?i)"):
+            # Go's RE2 takes a flag after `^` (AdmissionCheck's parameters.kind); Python's re only at the start
+            node["pattern"] = "(?i)^" + node["pattern"].removeprefix("^(?i)")
         if (
             node.get("type") == "object"
             and "properties" in node

@@ -30,7 +30,10 @@ from crossrail.executors.render.kueue import (
 from crossrail.executors.render.trainjob import NODE, gang, needs_trainjob, render_trainjob
 from crossrail.executors.render.workload import LABEL_PREFIX, PRIORITY_LABEL, QUEUE_LABEL, Workload
 from crossrail.spec import Fleet, Pool
-from crossrail.spec.targets import GKE_NODE_POOL, GKE_SPOT, GKE_TPU_TOPOLOGY, KubernetesVolume
+from crossrail.spec.targets import GKE_NODE_POOL, GKE_QUEUED, GKE_SPOT, GKE_TPU_TOPOLOGY, KubernetesVolume
+
+STOP_BUDGET_ENV = "CROSSRAIL_STOP_BUDGET_S"
+"""Seconds from SIGTERM to the kill, for the runtime to checkpoint within (crossrail.runtime.context)."""
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -155,7 +158,7 @@ def _pod(
         "name": CONTAINER,
         "image": work.image,
         "command": list(work.command),
-        "env": [_env_var(work, k, v) for k, v in sorted(_env(work, pool, lay, job).items())] + _slice_id(lay),
+        "env": [_env_var(work, k, v) for k, v in sorted(_env(work, fleet, pool, lay, job).items())] + _slice_id(lay),
     }
     if work.args:
         container["args"] = list(work.args)
@@ -170,11 +173,11 @@ def _pod(
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": _service_account(fleet, pool),
-        "terminationGracePeriodSeconds": int(fleet.spec.preemption.grace_s),
+        "terminationGracePeriodSeconds": int(stop_budget_s(fleet, pool)),
         "nodeSelector": selectors,
         "containers": [container],
     }
-    tolerations = _tolerations(resource, GKE_SPOT in selectors)
+    tolerations = _tolerations(resource, GKE_SPOT in selectors, queued=pool.provisioning == "flex-start")
     if tolerations:
         spec["tolerations"] = tolerations
     apart = exclusions(fleet, pool)
@@ -278,8 +281,15 @@ def _mount(volume: KubernetesVolume) -> dict[str, Any]:
     return {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
 
 
-def _env(work: Workload, pool: Pool, lay: Layout, job: str = REPLICATED_JOB) -> dict[str, str]:
-    env = {**work.env, "TRAINING_BACKEND": str(pool.accelerator)}
+def stop_budget_s(fleet: Fleet, pool: Pool) -> float:
+    """The seconds a pod has from SIGTERM to its kill: a spot pool's preemption notice (a reclaim gives no more,
+    whatever the pod asks), else the fleet's preemption grace."""
+    notice = pool.notice_s
+    return fleet.spec.preemption.grace_s if notice is None else notice
+
+
+def _env(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, job: str = REPLICATED_JOB) -> dict[str, str]:
+    env = {**work.env, "TRAINING_BACKEND": str(pool.accelerator), STOP_BUDGET_ENV: f"{stop_budget_s(fleet, pool):g}"}
     if not lay.multi_host:
         return env
     # Slice 0's first host coordinates, by its name under the JobSet's headless service (named after it).
@@ -336,8 +346,10 @@ def _service_account(fleet: Fleet, pool: Pool) -> str:
     return fleet.spec.kubernetes.service_account
 
 
-def _tolerations(resource: str | None, spot: bool) -> list[dict[str, str]]:
+def _tolerations(resource: str | None, spot: bool, *, queued: bool = False) -> list[dict[str, str]]:
     tolerations = []
+    if queued:  # GKE taints the nodes of queued provisioning (flex-start) node pools
+        tolerations.append({"key": GKE_QUEUED, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
     if resource is not None:
         tolerations.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
     if spot:

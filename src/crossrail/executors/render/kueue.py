@@ -9,7 +9,18 @@ TPU slice only when a whole node pool of its shape is free.
 The objects target Kueue v0.19 and JobSet v0.12, the newest releases at the commits the CRDs in
 schemas/crds/ were copied from (main just after v0.19.2 and v0.12.0; schemas/crds/SOURCES.md). Kueue serves both
 `v1beta1` and `v1beta2` (the storage version); they differ, for what crossrail renders, only in the
-ClusterQueue's cohort field (`cohort` in v1beta1, `cohortName` in v1beta2).
+ClusterQueue's cohort field (`cohort` in v1beta1, `cohortName` in v1beta2) and the MultiKueueCluster's kubeconfig
+(`spec.kubeConfig` in v1beta1, `spec.clusterSource.kubeConfig` in v1beta2).
+
+Capacity that arrives (pools with `provisioning`): Kueue's topology-aware scheduling counts only Ready nodes,
+so a flex-start or autoscaled pool's flavor gets a ProvisioningRequestConfig and an AdmissionCheck of the
+`kueue.x-k8s.io/provisioning-request` controller, which the ClusterQueues run on that flavor only
+(`admissionChecksStrategy.onFlavors`): Kueue reserves quota, asks for the nodes, and admits once they exist.
+
+Several clusters (`spec.clusters`): the manager cluster gets every queue with the `kueue.x-k8s.io/multikueue`
+AdmissionCheck, a MultiKueueConfig naming every worker and a MultiKueueCluster per worker; each worker
+(`render_kueue(..., cluster=name)`) gets the same queues over its own pools' flavors, with their provisioning
+checks (MultiKueue dispatches a workload to a worker, whose Kueue admits it).
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from crossrail.errors import Problem, SpecError
 from crossrail.executors.render.hardware import accelerator_resource, gke_selectors
 from crossrail.executors.render.workload import PRIORITIES
 from crossrail.spec import Fleet, Pool, Queue
+from crossrail.spec.fleet import FLEX_START_MAX_RUN_S
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_APIS = ("v1beta1", "v1beta2")
@@ -37,6 +49,16 @@ TOPOLOGY_NAME = "crossrail-gke"
 TOPOLOGY_LEVELS = ("cloud.google.com/gke-nodepool", "kubernetes.io/hostname")
 """A GKE node pool is one TPU slice; below it, the node."""
 _COHORT_FIELD = {"v1beta1": "cohort", "v1beta2": "cohortName"}
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE_CHECK = "crossrail-multikueue"
+MULTIKUEUE_CONFIG = "crossrail"
+PROVISIONING_CLASSES = {
+    # GKE's Dynamic Workload Scheduler: nodes of a queued-provisioning node pool, all at once, for a bounded time
+    "flex-start": "queued-provisioning.gke.io",
+    # The cluster autoscaler scales the node pool up for the whole workload at once, or not at all
+    "autoscaled": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+}
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _QUEUEING = {"strict_fifo": "StrictFIFO", "best_effort_fifo": "BestEffortFIFO"}
 
@@ -96,23 +118,89 @@ def kubernetes_pools(fleet: Fleet) -> list[Pool]:
     return pools
 
 
-def render_kueue(fleet: Fleet, api: str = KUEUE_API_DEFAULT) -> list[dict[str, Any]]:
+def render_kueue(fleet: Fleet, api: str = KUEUE_API_DEFAULT, cluster: str | None = None) -> list[dict[str, Any]]:
     """Every object for the fleet's Kubernetes pools in Kueue API `api` (v1beta1 or v1beta2): namespaces,
-    then cluster-scoped Kueue objects, then LocalQueues (apply in this order)."""
+    then cluster-scoped Kueue objects, then LocalQueues (apply in this order).
+
+    In a fleet of several clusters, the manager's objects; `cluster` names a worker to render its own."""
     if api not in KUEUE_APIS:
         message = f"{api!r} is not a Kueue API version crossrail renders"
         raise SpecError([Problem(f"fleet {fleet.name}", "--kueue-api", message, None, "use v1beta1 or v1beta2")])
+    pools = _cluster_pools(fleet, cluster)
+    manager = bool(fleet.spec.clusters) and cluster is None
     cohorts = sorted({q.cohort for q in fleet.queues if q.cohort})
     objects = [_namespace(fleet, ns) for ns in namespaces(fleet) if ns != "default"]
     objects.append(
         _obj(api, "Topology", {"name": TOPOLOGY_NAME}, {"levels": [{"nodeLabel": n} for n in TOPOLOGY_LEVELS]})
     )
-    objects += [_flavor(fleet, pool, api) for pool in kubernetes_pools(fleet)]
+    objects += [_flavor(fleet, pool, api) for pool in pools]
     objects += [_obj(api, "Cohort", {"name": c}, {}) for c in cohorts]
     objects += [_priority(name, value, api) for name, value in PRIORITIES.items()]
-    objects += [_cluster_queue(fleet, q, api) for q in fleet.queues]
+    if manager:
+        objects += multikueue(fleet, api)
+    else:
+        objects += provisioning(pools, api)
+    objects += [_cluster_queue(fleet, q, api, pools, manager=manager) for q in fleet.queues]
     objects += _local_queues(fleet, api)
     return objects
+
+
+def _cluster_pools(fleet: Fleet, cluster: str | None) -> list[Pool]:
+    """The Kubernetes pools of `cluster` (every one when None); SpecError naming the clusters for an unknown one."""
+    pools = kubernetes_pools(fleet)
+    if cluster is None:
+        return pools
+    names = [c.name for c in fleet.spec.clusters]
+    if cluster not in names:
+        fix = f"clusters are {', '.join(names)}" if names else "the fleet declares no spec.clusters"
+        raise SpecError([Problem(f"fleet {fleet.name}", "--cluster", f"unknown cluster {cluster!r}", None, fix)])
+    return [p for p in pools if p.cluster == cluster]
+
+
+def provisioning_check(pool: Pool) -> str:
+    """The AdmissionCheck (and ProvisioningRequestConfig) of a pool whose nodes are provisioned on demand."""
+    return f"crossrail-provision-{flavor_name(pool)}"
+
+
+def provisioning(pools: list[Pool], api: str) -> list[dict[str, Any]]:
+    """A ProvisioningRequestConfig and its AdmissionCheck for each pool with `provisioning`.
+
+    flex-start nodes live at most `max_run_duration` (default GKE's 7 days), passed to the ProvisioningRequest
+    as `maxRunDurationSeconds`; Kueue asks for the flavor's accelerator only (`managedResources`)."""
+    out = []
+    for pool in pools:
+        if pool.provisioning is None:
+            continue
+        name = provisioning_check(pool)
+        spec: dict[str, Any] = {
+            "provisioningClassName": PROVISIONING_CLASSES[pool.provisioning],
+            "managedResources": [_resource(pool)],
+        }
+        if pool.provisioning == "flex-start":
+            seconds = pool.max_run_duration_s or FLEX_START_MAX_RUN_S
+            spec["parameters"] = {"maxRunDurationSeconds": str(int(seconds))}
+        labels = {"crossrail.dev/pool": pool.name}
+        out.append(_obj(api, "ProvisioningRequestConfig", {"name": name, "labels": labels}, spec))
+        params = {"apiGroup": KUEUE_GROUP, "kind": "ProvisioningRequestConfig", "name": name}
+        check = {"controllerName": PROVISIONING_CONTROLLER, "parameters": params}
+        out.append(_obj(api, "AdmissionCheck", {"name": name, "labels": labels}, check))
+    return out
+
+
+def multikueue(fleet: Fleet, api: str) -> list[dict[str, Any]]:
+    """The manager's MultiKueue objects: a MultiKueueCluster per worker (its kubeconfig Secret, in Kueue's
+    namespace), one MultiKueueConfig naming them all and the AdmissionCheck every ClusterQueue runs."""
+    out = []
+    for cluster in fleet.spec.clusters:
+        kubeconfig = {"locationType": "Secret", "location": cluster.secret}
+        spec = {"kubeConfig": kubeconfig} if api == "v1beta1" else {"clusterSource": {"kubeConfig": kubeconfig}}
+        out.append(_obj(api, "MultiKueueCluster", {"name": cluster.name}, spec))
+    clusters = [c.name for c in fleet.spec.clusters]
+    out.append(_obj(api, "MultiKueueConfig", {"name": MULTIKUEUE_CONFIG}, {"clusters": clusters}))
+    params = {"apiGroup": KUEUE_GROUP, "kind": "MultiKueueConfig", "name": MULTIKUEUE_CONFIG}
+    check = {"controllerName": MULTIKUEUE_CONTROLLER, "parameters": params}
+    out.append(_obj(api, "AdmissionCheck", {"name": MULTIKUEUE_CHECK}, check))
+    return out
 
 
 def _namespace(fleet: Fleet, ns: str) -> dict[str, Any]:
@@ -185,11 +273,18 @@ def _priority(name: str, value: int, api: str) -> dict[str, Any]:
     return {**obj, "value": value, "description": f"crossrail priority {name}"}
 
 
-def _cluster_queue(fleet: Fleet, queue: Queue, api: str) -> dict[str, Any]:
+def _cluster_queue(
+    fleet: Fleet, queue: Queue, api: str, pools: list[Pool] | None = None, *, manager: bool = False
+) -> dict[str, Any]:
     # A pool outside the quota gets nominal quota 0 in a cohort (so the queue can borrow it) and is left
-    # out otherwise. Flavors covering the same resource form one resource group, as Kueue requires.
+    # out otherwise. Flavors covering the same resource form one resource group, as Kueue requires; Kueue
+    # tries a group's flavors in order, so spot ones come before on-demand ones of the same resource.
     groups: dict[str, list[dict[str, Any]]] = {}
-    pools = sorted(kubernetes_pools(fleet), key=lambda p: -len(gke_selectors(fleet, p)))  # the most specific first
+    pools = sorted(
+        kubernetes_pools(fleet) if pools is None else pools,
+        key=lambda p: (not p.spot, -len(gke_selectors(fleet, p))),  # spot first, then the most specific
+    )
+    checks: list[dict[str, Any]] = []
     for pool in pools:
         if pool.name not in queue.quota and queue.cohort is None:
             continue
@@ -199,6 +294,10 @@ def _cluster_queue(fleet: Fleet, queue: Queue, api: str) -> dict[str, Any]:
         if pool.name in queue.lending_limit:
             amount["lendingLimit"] = queue.lending_limit[pool.name]
         groups.setdefault(_resource(pool), []).append({"name": flavor_name(pool), "resources": [amount]})
+        if pool.provisioning is not None and not manager:
+            checks.append({"name": provisioning_check(pool), "onFlavors": [flavor_name(pool)]})
+    if manager:  # MultiKueue dispatches every workload of the queue to a worker cluster
+        checks = [{"name": MULTIKUEUE_CHECK}]
     spec: dict[str, Any] = {
         "namespaceSelector": {},
         "queueingStrategy": _QUEUEING[queue.queueing],
@@ -211,6 +310,8 @@ def _cluster_queue(fleet: Fleet, queue: Queue, api: str) -> dict[str, Any]:
     }
     if queue.cohort:
         spec[_COHORT_FIELD[api]] = queue.cohort
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": checks}
     labels = {"crossrail.dev/stage": str(queue.stage)}
     if queue.teams:  # a label value holds no commas: the teams are joined with dots (team names have none)
         labels["crossrail.dev/team"] = ".".join(queue.teams)
