@@ -202,7 +202,7 @@ def _simulate(  # noqa: PLR0917 (the parsed command line, passed on)
             out["comparison"] = [report.comparison(results[0], r) for r in results[1:]]
         print_json(out)
         return
-    report.print_results(results, console)
+    report.print_results(results, console, fleet.spec.currency)
     for sim, sim_id in zip(sims, stored, strict=True):
         if sim_id is not None:
             console.print(f"{sim.policy_name}: stored as sim:{sim_id} (`crossrail compare --before sim:{sim_id} ...`)")
@@ -371,7 +371,7 @@ def _print_plan(outcomes: Any, percentile: int, as_json: bool) -> None:
         return
     console = Console(highlight=False)
     t = Table(title=f"candidate fleets, cheapest first (queue p{percentile} targets)")
-    for col in ("fleet", "$/hour", "meets", "avg JCT", "goodput", "utilization", "why"):
+    for col in ("fleet", "cost/hour", "meets", "avg JCT", "goodput", "utilization", "why"):
         t.add_column(col)
     for o in outcomes:
         r = o.result

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from crossrail.core import format_duration
+from crossrail.core import format_duration, format_money
 from crossrail.sim.records import SimResult
 
 secs = format_duration
@@ -18,39 +18,42 @@ def frac(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+def money(value: float | None, currency: str = "USD") -> str:
+    """An amount in `currency` (the simulated fleet's), as crossrail writes money everywhere (core.format_money)."""
+    return format_money(value, currency)
 
 
-SUMMARY_ROWS: tuple[tuple[str, Callable[[SimResult], str]], ...] = (
-    ("jobs finished", lambda r: f"{r.finished:,} / {r.jobs:,}"),
-    ("average JCT", lambda r: secs(r.avg_jct_s)),
-    ("p95 JCT", lambda r: secs(r.p95_jct_s)),
-    ("makespan", lambda r: secs(r.makespan_s)),
-    ("average queue", lambda r: secs(r.avg_queue_s)),
-    ("goodput", lambda r: frac(r.goodput)),
-    ("utilization", lambda r: frac(r.utilization)),
-    ("success rate", lambda r: frac(r.report.totals.success_rate)),
-    ("interruptions", lambda r: f"{r.interruptions:,}"),
-    ("recovery p50", lambda r: secs(r.report.totals.recovery_time.p50)),
-    ("cost per effective run", lambda r: money(r.report.totals.cost_per_effective_run)),
-    ("events (per wall second)", lambda r: f"{r.events:,} ({r.events / max(r.wall_s, 1e-9):,.0f}/s)"),
-    ("wall time", lambda r: f"{r.wall_s:.2f}s"),
+SUMMARY_ROWS: tuple[tuple[str, Callable[[SimResult, str], str]], ...] = (
+    # each cell from a result and the fleet's currency
+    ("jobs finished", lambda r, _: f"{r.finished:,} / {r.jobs:,}"),
+    ("average JCT", lambda r, _: secs(r.avg_jct_s)),
+    ("p95 JCT", lambda r, _: secs(r.p95_jct_s)),
+    ("makespan", lambda r, _: secs(r.makespan_s)),
+    ("average queue", lambda r, _: secs(r.avg_queue_s)),
+    ("goodput", lambda r, _: frac(r.goodput)),
+    ("utilization", lambda r, _: frac(r.utilization)),
+    ("success rate", lambda r, _: frac(r.report.totals.success_rate)),
+    ("interruptions", lambda r, _: f"{r.interruptions:,}"),
+    ("recovery p50", lambda r, _: secs(r.report.totals.recovery_time.p50)),
+    ("cost per effective run", lambda r, cur: money(r.report.totals.cost_per_effective_run, cur)),
+    ("events (per wall second)", lambda r, _: f"{r.events:,} ({r.events / max(r.wall_s, 1e-9):,.0f}/s)"),
+    ("wall time", lambda r, _: f"{r.wall_s:.2f}s"),
 )
 
 
-def summary_table(results: Sequence[SimResult]) -> Table:
+def summary_table(results: Sequence[SimResult], currency: str = "USD") -> Table:
+    """Each result's figures in a column; costs in `currency`, the simulated fleet's."""
     first = results[0]
     t = Table(title=f"simulation of {first.jobs:,} jobs on {first.fleet} ({first.chips:,} chips), seed {first.seed}")
     t.add_column("")
     for r in results:
         t.add_column(r.policy, justify="right")
     for label, cell in SUMMARY_ROWS:
-        t.add_row(label, *(cell(r) for r in results))
+        t.add_row(label, *(cell(r, currency) for r in results))
     return t
 
 
-def stage_table(result: SimResult) -> Table:
+def stage_table(result: SimResult, currency: str = "USD") -> Table:
     t = Table(title=f"per stage ({result.policy})")
     for col in ("stage", "jobs", "done", "avg JCT", "p95 JCT", "queue p50", "queue p95", "goodput", "cost/run"):
         t.add_column(col, justify="left" if col == "stage" else "right")
@@ -64,7 +67,7 @@ def stage_table(result: SimResult) -> Table:
             secs(s.queue_p50_s),
             secs(s.queue_p95_s),
             frac(s.goodput),
-            money(s.cost_per_effective_run),
+            money(s.cost_per_effective_run, currency),
         )
     return t
 
@@ -82,10 +85,10 @@ def comparison(base: SimResult, other: SimResult) -> str:
     )
 
 
-def print_results(results: Sequence[SimResult], console: Console) -> None:
-    console.print(summary_table(results))
+def print_results(results: Sequence[SimResult], console: Console, currency: str = "USD") -> None:
+    console.print(summary_table(results, currency))
     for r in results:
-        console.print(stage_table(r))
+        console.print(stage_table(r, currency))
         for note in r.notes:
             console.print(f"[yellow]note[/yellow] ({r.policy}): {note}")
     for other in results[1:]:
