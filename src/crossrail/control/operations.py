@@ -370,22 +370,6 @@ class Operations:
         body["totals"]["tokens_per_second_p50"] = percentile(every, 50) if every else None
         return _obj("Report", **body)
 
-    # --- checkpoints ----------------------------------------------------------------------------------
-
-    def ckpt_ls(self, ref: str, *, verify: bool = True) -> dict[str, Any]:
-        """A run's committed checkpoints, oldest first, each with its size and whether it verifies (`ckpt ls`)."""
-        from crossrail.runtime import Checkpointer
-        from crossrail.runtime.checkpoint import listing
-
-        self._check(ref)
-        ckpt = Checkpointer(self.service.get(ref).run_checkpoint_dir)
-        items = listing(ckpt, verify=verify)
-        return _obj("CheckpointList", uri=ckpt.uri, items=items)
-
-    def ckpt_show(self, ref: str, *, step: int | None = None) -> dict[str, Any]:
-        """The manifest of a run's checkpoint at `step` (default: its newest), tensors not verified."""
-        from crossrail.runtime.reading import manifest_in
-
     # --- sweeps and scaling fits (crossrail.control.sweeps, docs/sweeps.md) ---------------------------
 
     def sweep_submit(
@@ -408,7 +392,7 @@ class Operations:
         axes = sweeps.parse_grid(grid)
         pts = sweeps.points(axes, sample=random, seed=seed)
         sid = sweeps.sweep_id(text, sets, axes, random, seed)
-        existing = self.service.store.runs_keyed(sweeps.KEY_PREFIX + sid + ":")
+        existing = sorted(self.service.store.runs_keyed(sweeps.KEY_PREFIX + sid + ":"), key=sweeps.point_index)
         if existing:
             seen = [r for r in existing if self.sight.sees(r.team)]
             if not seen:
@@ -452,6 +436,7 @@ class Operations:
         from crossrail.errors import NotFoundError
 
         runs = [r for r in self.service.store.runs_keyed(sweeps.KEY_PREFIX + sid + ":") if self.sight.sees(r.team)]
+        runs.sort(key=sweeps.point_index)
         if not runs:
             raise NotFoundError(f"no sweep {sid!r}; `crossrail sweep submit` prints a sweep's id")
         return runs
@@ -479,7 +464,7 @@ class Operations:
                     "run": r.id,
                     "state": r.state,
                     "team": r.team,
-                    "point": int(str(r.idempotency_key).rsplit(":", 1)[-1]),
+                    "point": sweeps.point_index(r),
                     "params": sweeps.point_of(r.spec),
                     "metric": None if sample is None else float(sample["value"]),
                     "step": None if sample is None else sample.get("step"),
@@ -506,12 +491,13 @@ class Operations:
         from crossrail.control.service import ACTIVE_STATES
 
         active = {str(s) for s in ACTIVE_STATES}
-        cancelled, ended = [], []
-        for r in self._sweep_members(sid):
-            if r.state in active:
-                cancelled.append(self.cancel(r.id)["run"])
-            else:
-                ended.append({"id": r.id, "state": r.state})
+        members = self._sweep_members(sid)
+        going = [r for r in members if r.state in active]
+        if not self.everyone:
+            for r in going:  # every member the actor may change, or none is cancelled
+                self.own(r.id, "cancel")
+        cancelled = [self.cancel(r.id)["run"] for r in going]
+        ended = [{"id": r.id, "state": r.state} for r in members if r.state not in active]
         return _obj("SweepCancel", id=sid, cancelled=cancelled, ended=ended)
 
     def fit(
@@ -583,6 +569,22 @@ class Operations:
             if pool is not None:
                 by_pool.setdefault(pool, []).append(float(s["value"]))
         return {pool: {"run": run.id, "x": float(raw), "y": percentile(v, 50)} for pool, v in by_pool.items()}
+
+    # --- checkpoints ----------------------------------------------------------------------------------
+
+    def ckpt_ls(self, ref: str, *, verify: bool = True) -> dict[str, Any]:
+        """A run's committed checkpoints, oldest first, each with its size and whether it verifies (`ckpt ls`)."""
+        from crossrail.runtime import Checkpointer
+        from crossrail.runtime.checkpoint import listing
+
+        self._check(ref)
+        ckpt = Checkpointer(self.service.get(ref).run_checkpoint_dir)
+        items = listing(ckpt, verify=verify)
+        return _obj("CheckpointList", uri=ckpt.uri, items=items)
+
+    def ckpt_show(self, ref: str, *, step: int | None = None) -> dict[str, Any]:
+        """The manifest of a run's checkpoint at `step` (default: its newest), tensors not verified."""
+        from crossrail.runtime.reading import manifest_in
 
         store, name = self._checkpoints(ref, step)[-1]
         return _obj("CheckpointManifest", uri=store.child(name), manifest=manifest_in(store, name))

@@ -181,6 +181,11 @@ def grid_problems(problems: Sequence[Problem], axes: Sequence[Axis], pts: Sequen
     return list(out.values())
 
 
+def point_index(run: Any) -> int:
+    """The index in the whole grid of a member's point, from its idempotency key."""
+    return int(str(run.idempotency_key).rsplit(":", 1)[-1])
+
+
 def point_of(run_spec: Mapping[str, Any]) -> dict[str, Any]:
     """The values of a member's point, from its label (an empty dict for a run that carries none)."""
     labels = (run_spec.get("metadata") or {}).get("labels") or {}
