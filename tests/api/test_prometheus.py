@@ -61,6 +61,8 @@ def known_log() -> list[Event]:
     ]
 
 
+# r1's waits (10 s, then 3 s), under the old labels and Kueue's (its queued events name no priority)
+WAITED = {"queue": "pretraining", "cluster_queue": "pretraining", "stage": "pretraining", "priority_class": "unknown"}
 # (series, labels, value) that the known log yields
 EXPECTED = [
     ("crossrail_failures_total", {"reason": "signal", "stage": "pretraining", "pool": "tpu-v5p"}, 1),
@@ -71,15 +73,16 @@ EXPECTED = [
     ("crossrail_cost_total", {"team": "foundation", "stage": "pretraining", "pool": "tpu-v5p"}, 0.42),
     ("crossrail_cost_total", {"team": "foundation", "stage": "pretraining", "pool": "h100"}, 400 / 3600 * 3.0),
     ("crossrail_cost_total", {"team": "foundation", "stage": "experiment", "pool": "h100"}, 0.05),
-    ("crossrail_pending_runs", {"queue": "eval"}, 1),
-    ("crossrail_pending_runs", {"queue": "experiment"}, 1),
-    ("crossrail_pending_runs", {"queue": "pretraining"}, 0),
-    ("crossrail_active_runs", {"queue": "inference"}, 1),
-    ("crossrail_active_runs", {"queue": "pretraining"}, 0),
-    ("crossrail_admission_wait_time_seconds_count", {"queue": "pretraining", "stage": "pretraining"}, 2),
-    ("crossrail_admission_wait_time_seconds_sum", {"queue": "pretraining", "stage": "pretraining"}, 13),
-    ("crossrail_admission_wait_time_seconds_bucket", {"queue": "pretraining", "stage": "pretraining", "le": "4.0"}, 1),
-    ("crossrail_admission_wait_time_seconds_bucket", {"queue": "pretraining", "stage": "pretraining", "le": "16.0"}, 2),
+    ("crossrail_pending_runs", {"queue": "eval", "cluster_queue": "eval"}, 1),
+    ("crossrail_pending_runs", {"queue": "experiment", "cluster_queue": "experiment"}, 1),
+    ("crossrail_pending_runs", {"queue": "pretraining", "cluster_queue": "pretraining"}, 0),
+    ("crossrail_active_runs", {"queue": "inference", "cluster_queue": "inference"}, 1),
+    ("crossrail_active_runs", {"queue": "pretraining", "cluster_queue": "pretraining"}, 0),
+    ("crossrail_admission_wait_time_seconds_count", WAITED, 2),
+    ("crossrail_admission_wait_time_seconds_sum", WAITED, 13),
+    ("crossrail_admission_wait_time_seconds_bucket", {**WAITED, "le": "2.5"}, 0),
+    ("crossrail_admission_wait_time_seconds_bucket", {**WAITED, "le": "5.0"}, 1),  # Kueue's buckets: 1, 2.5·2^k
+    ("crossrail_admission_wait_time_seconds_bucket", {**WAITED, "le": "10.0"}, 2),
 ]
 
 
@@ -133,7 +136,7 @@ def test_a_terminal_run_takes_no_further_change_and_a_repeated_queued_does_not_r
         ev(EventType.FAILED, 10, "r", 1, cause="signal"),
     ]:
         counters.add(e)
-    assert counters.admission_wait[("eval", "eval")].sum_s == 8
+    assert counters.admission_wait[("eval", "eval", "unknown")].sum_s == 8
     assert dict(counters.failures) == {}
     assert counters.runs_by_queue(frozenset({"queued", "admitted", "running"})) == {}  # type: ignore[arg-type]
 

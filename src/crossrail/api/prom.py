@@ -1,4 +1,5 @@
-"""`GET /metrics`: the workspace's Prometheus metrics (names and labels: docs/metrics.md#prometheus)."""
+"""`GET /metrics`: the workspace's Prometheus metrics (names, labels and their Kueue counterparts:
+docs/kubernetes.md#prometheus)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,7 @@ def _registry(app: FastAPI) -> Any:
             from crossrail.control.prometheus import registry_for
 
             client = app.state.client
-            queues = [q.name for q in client.fleet.spec.queues]
-            registry = app.state.prometheus_registry = registry_for(client.service.store, client.clock, queues)
+            registry = app.state.prometheus_registry = registry_for(client.service.store, client.clock, client.fleet)
         return registry
 
 
@@ -63,7 +63,7 @@ def serve_metrics(client: Client, host: str, port: int, *, require_auth: bool = 
     from crossrail.core.access import Action
     from crossrail.errors import ForbiddenError, UnauthenticatedError
 
-    registry = registry_for(client.service.store, client.clock, [q.name for q in client.fleet.spec.queues])
+    registry = registry_for(client.service.store, client.clock, client.fleet)
     metrics, auth = make_wsgi_app(registry), require_auth or not is_loopback(host)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

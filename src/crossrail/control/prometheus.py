@@ -1,9 +1,13 @@
-"""Prometheus metrics of a workspace in Kueue's style, folded from the event log (docs/metrics.md#prometheus).
+"""Prometheus metrics of a workspace under Kueue's names, folded from the event log (docs/kubernetes.md#prometheus).
 
 `FleetCounters` is the pure fold: feed it events in log order. `EventLogCollector` is a prometheus-client
 collector over a store: each scrape folds the events appended since the last one, so a scrape costs the
 new events, not the whole log. The API server (`/metrics`) and `crossrail agent --metrics-port` serve it.
 prometheus-client is imported here only; this module is imported lazily by the faces (extra `api`).
+
+Series a Kueue dashboard reads carry Kueue's name after the `crossrail_` prefix and Kueue's labels
+(`cluster_queue`, `status`, `priority_class`, `cohort`, `flavor`, `resource`); the older series keep their
+`queue` label and gain `cluster_queue` beside it for one release (docs/kubernetes.md#prometheus).
 """
 
 from __future__ import annotations
@@ -18,14 +22,43 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from crossrail.core.events import TERMINAL_RUN_STATES, Event, EventType, RunState, state_after
+from crossrail.executors.render.hardware import accelerator_resource
+from crossrail.executors.render.kueue import flavor_name
 from crossrail.metrics.accumulator import number_field, text_field
 from crossrail.metrics.progress import Beat, step_of, step_work
+from crossrail.spec import Fleet
 
-# Kueue's admission_wait_time_seconds buckets: 1 s doubling up to about 2.8 hours.
-WAIT_BUCKETS_S = tuple(float(2**i) for i in range(14))
+# Kueue's wait-time buckets (pkg/metrics: generateExponentialBuckets(14)): 1 s, then 2.5 s doubling 12 times
+# (2.5, 5, 10, ... 10240 s, about 2.8 hours).
+WAIT_BUCKETS_S = (1.0, *(2.5 * 2**k for k in range(13)))
 PENDING_STATES = frozenset({RunState.QUEUED})
 ACTIVE_STATES = frozenset({RunState.ADMITTED, RunState.RUNNING})
 UNKNOWN = "unknown"
+_ENDS = frozenset({EventType.SUCCEEDED, EventType.FAILED, EventType.PREEMPTED, EventType.CANCELLED, EventType.UNPLACED})
+PRIORITY_CLASS = "crossrail-{}"
+"""The WorkloadPriorityClass `fleet render --target kueue` gives a priority, so Kueue and crossrail label alike."""
+
+
+@dataclass(frozen=True)
+class QuotaRow:
+    """One ClusterQueue's nominal quota of one flavor's resource (Kueue's cluster_queue_nominal_quota labels)."""
+
+    cohort: str
+    cluster_queue: str
+    flavor: str
+    resource: str
+    nominal: float
+
+
+@dataclass(frozen=True)
+class FleetShape:
+    """What the gauges list from the fleet: its queues (every one listed, 0 included), their quotas, and each
+    pool's flavor and resource as `fleet render --target kueue` names them."""
+
+    queues: tuple[str, ...] = ()
+    quotas: tuple[QuotaRow, ...] = ()
+    flavors: dict[str, tuple[str, str]] = field(default_factory=dict)
+    cohorts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -33,6 +66,8 @@ class _Run:
     queue: str = UNKNOWN
     stage: str = UNKNOWN
     team: str = UNKNOWN
+    priority_class: str = UNKNOWN
+    held: dict[int, tuple[str, float]] = field(default_factory=dict)  # chips per admitted attempt, by pool
     state: RunState = RunState.QUEUED
     waiting_since: float | None = None
     pool: str = UNKNOWN
@@ -65,7 +100,12 @@ class FleetCounters:
 
     def __init__(self) -> None:
         self.runs: dict[str, _Run] = {}
-        self.admission_wait: dict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
+        self.admission_wait: dict[tuple[str, str, str], _Histogram] = defaultdict(_Histogram)
+        """By (queue, stage, priority class)."""
+        self.admitted: dict[tuple[str, str], int] = defaultdict(int)
+        """`admitted` events (one per admitted attempt, or part) by (queue, priority class)."""
+        self.holds: dict[str, float] = {}
+        """Teams whose budget holds their queued runs, until when (`budget_exceeded` with `hold`)."""
         self.preemptions: dict[tuple[str, str, str], int] = defaultdict(int)
         self.retries: dict[tuple[str, str], int] = defaultdict(int)
         self.failures: dict[tuple[str, str, str], int] = defaultdict(int)
@@ -75,6 +115,9 @@ class FleetCounters:
         self.recompute_chip_s: dict[tuple[str, str, str], float] = defaultdict(float)
 
     def add(self, event: Event) -> None:
+        if event.type is EventType.BUDGET_EXCEEDED and event.data.get("hold") is True:
+            team, until = text_field(event.data, "team", UNKNOWN), number_field(event.data, "period_end", 0.0)
+            self.holds[team] = max(until, self.holds.get(team, 0.0))
         if event.run is None:
             return
         run = self.runs.get(event.run)
@@ -84,18 +127,13 @@ class FleetCounters:
             return  # a terminal run accepts no further change (docs/events.md)
         self._apply(run, event)
         run.state = state_after(run.state, event)
+        if run.state not in ACTIVE_STATES:
+            run.held.clear()
 
     def _apply(self, run: _Run, event: Event) -> None:
         data, kind = event.data, event.type
-        if kind in (EventType.SUBMITTED, EventType.QUEUED):
-            run.stage, run.team = text_field(data, "stage", run.stage), text_field(data, "team", run.team)
-            run.queue = text_field(data, "queue", run.queue)
-        if kind is EventType.QUEUED and run.waiting_since is None:
-            run.waiting_since = event.ts
-        elif kind is EventType.ADMITTED and run.waiting_since is not None:
-            wait_s = max(0.0, event.ts - run.waiting_since)
-            self.admission_wait[(run.queue, run.stage)].observe(wait_s)
-            run.waiting_since = None
+        if kind in (EventType.SUBMITTED, EventType.QUEUED, EventType.ADMITTED):
+            self._queueing(run, event)
         elif kind is EventType.STARTED:
             run.pool = text_field(data, "pool", run.pool)
             run.chips = number_field(data, "chips", run.chips)
@@ -116,8 +154,30 @@ class FleetCounters:
             (self.failures if kind is EventType.FAILED else self.preemptions)[key] += 1
         if kind in (EventType.SUCCEEDED, EventType.FAILED, EventType.PREEMPTED, EventType.CANCELLED):
             self._close(run, event.ts)
+        if kind in _ENDS and event.attempt is not None:
+            run.held.pop(event.attempt, None)
         elif kind is EventType.SUSPENDED:
             self._close(run, event.ts)
+            run.waiting_since = None
+
+    def _queueing(self, run: _Run, event: Event) -> None:
+        """Where a run waits and at what priority, its admissions, the chips they hold and its admission wait."""
+        data, kind = event.data, event.type
+        if kind in (EventType.SUBMITTED, EventType.QUEUED):
+            run.stage, run.team = text_field(data, "stage", run.stage), text_field(data, "team", run.team)
+            run.queue = text_field(data, "queue", run.queue)
+            if "priority" in data:
+                run.priority_class = PRIORITY_CLASS.format(text_field(data, "priority", UNKNOWN))
+        if kind is EventType.QUEUED and run.waiting_since is None:
+            run.waiting_since = event.ts
+        if kind is not EventType.ADMITTED:
+            return
+        self.admitted[(run.queue, run.priority_class)] += 1
+        if event.attempt is not None:
+            run.held[event.attempt] = (text_field(data, "pool", UNKNOWN), number_field(data, "chips", 0.0))
+        if run.waiting_since is not None:
+            wait_s = max(0.0, event.ts - run.waiting_since)
+            self.admission_wait[(run.queue, run.stage, run.priority_class)].observe(wait_s)
             run.waiting_since = None
 
     def _close(self, run: _Run, ts: float) -> None:
@@ -153,26 +213,39 @@ class FleetCounters:
                 out[run.queue] += 1
         return out
 
-    def families(self, now: float, queues: Sequence[str] = ()) -> Iterator[Metric]:
-        """The metric families as of `now`; every queue in `queues` has its gauges, even at 0."""
-        wait = HistogramMetricFamily(
-            "crossrail_admission_wait_time_seconds",
-            "Seconds a run waited in its queue before it was admitted, per admission",
-            labels=["queue", "stage"],
-        )
-        for (queue, stage), h in sorted(self.admission_wait.items()):
-            buckets = [(_le(b), float(n)) for b, n in zip(WAIT_BUCKETS_S, h.counts, strict=True)]
-            wait.add_metric([queue, stage], [*buckets, ("+Inf", float(h.total))], sum_value=h.sum_s)
-        yield wait
+    def pending_by_status(self, now: float) -> dict[tuple[str, str], int]:
+        """Queued runs by (queue, Kueue's status): `inadmissible` while their team's budget holds them (a
+        `budget_exceeded` with `hold`, until its period ends), else `active`."""
+        out: dict[tuple[str, str], int] = defaultdict(int)
+        for run in self.runs.values():
+            if run.state in PENDING_STATES:
+                held = self.holds.get(run.team, float("-inf")) > now
+                out[(run.queue, "inadmissible" if held else "active")] += 1
+        return out
+
+    def usage(self) -> dict[tuple[str, str], float]:
+        """Chips held now by admitted or running attempts, by (queue, pool)."""
+        out: dict[tuple[str, str], float] = defaultdict(float)
+        for run in self.runs.values():
+            for pool, chips in run.held.values():
+                out[(run.queue, pool)] += chips
+        return out
+
+    def families(self, now: float, queues: Sequence[str] = (), shape: FleetShape | None = None) -> Iterator[Metric]:
+        """The metric families as of `now`; every queue in `queues` (or `shape.queues`) has its gauges, even at 0."""
+        shape = shape or FleetShape(tuple(queues))
+        queues = shape.queues or tuple(queues)
+        yield from self._waits()
         for name, doc, states in (
             ("crossrail_pending_runs", "Runs waiting in their queue", PENDING_STATES),
             ("crossrail_active_runs", "Runs admitted or running", ACTIVE_STATES),
         ):
-            gauge = GaugeMetricFamily(name, doc, labels=["queue"])
+            gauge = GaugeMetricFamily(name, doc, labels=["queue", "cluster_queue"])
             counts = dict.fromkeys(queues, 0) | self.runs_by_queue(states)
             for queue in sorted(counts):
-                gauge.add_metric([queue], counts[queue])
+                gauge.add_metric([queue, queue], counts[queue])
             yield gauge
+        yield from self._kueue_named(now, queues, shape)
         yield _counter("crossrail_preemptions", "Attempts preempted", ["reason", "stage", "pool"], self.preemptions)
         yield _counter("crossrail_retries", "Runs put back in their queue to retry", ["reason", "stage"], self.retries)
         yield _counter("crossrail_failures", "Attempts that failed", ["reason", "stage", "pool"], self.failures)
@@ -199,14 +272,76 @@ class FleetCounters:
             self.recompute_chip_s,
         )
 
+    def _waits(self) -> Iterator[Metric]:
+        """The admission wait under its old labels (queue, stage) and Kueue's (cluster_queue, priority_class)."""
+        wait = HistogramMetricFamily(
+            "crossrail_admission_wait_time_seconds",
+            "Seconds a run waited in its queue before it was admitted, per admission",
+            labels=["queue", "cluster_queue", "stage", "priority_class"],
+        )
+        for (queue, stage, priority), h in sorted(self.admission_wait.items()):
+            buckets = [(_le(b), float(n)) for b, n in zip(WAIT_BUCKETS_S, h.counts, strict=True)]
+            wait.add_metric([queue, queue, stage, priority], [*buckets, ("+Inf", float(h.total))], sum_value=h.sum_s)
+        yield wait
+
+    def _kueue_named(self, now: float, queues: Sequence[str], shape: FleetShape) -> Iterator[Metric]:
+        """kueue_pending_workloads, kueue_admitted_workloads_total, kueue_admitted_active_workloads,
+        kueue_cluster_queue_nominal_quota and kueue_cluster_queue_resource_usage, under crossrail's prefix."""
+        pending = GaugeMetricFamily(
+            "crossrail_pending_workloads", "Runs waiting in their queue, by status", labels=["cluster_queue", "status"]
+        )
+        counts = {(q, s): 0 for q in queues for s in ("active", "inadmissible")} | self.pending_by_status(now)
+        for (queue, status), n in sorted(counts.items()):
+            pending.add_metric([queue, status], n)
+        yield pending
+        yield _counter(
+            "crossrail_admitted_workloads",
+            "Attempts admitted (each admission of an attempt or part; a retry is admitted again)",
+            ["cluster_queue", "priority_class"],
+            self.admitted,
+        )
+        active = GaugeMetricFamily(
+            "crossrail_admitted_active_workloads", "Runs admitted or running now", labels=["cluster_queue"]
+        )
+        actives = dict.fromkeys(queues, 0) | self.runs_by_queue(ACTIVE_STATES)
+        for queue in sorted(actives):
+            active.add_metric([queue], actives[queue])
+        yield active
+        labels = ["cohort", "cluster_queue", "flavor", "resource"]
+        quota = GaugeMetricFamily(
+            "crossrail_cluster_queue_nominal_quota",
+            "Chips of a flavor a queue is guaranteed (its quota)",
+            labels=labels,
+        )
+        for row in shape.quotas:
+            quota.add_metric([row.cohort, row.cluster_queue, row.flavor, row.resource], row.nominal)
+        yield quota
+        usage = dict.fromkeys(((r.cluster_queue, r.flavor, r.resource) for r in shape.quotas), 0.0)
+        for (queue, pool), chips in self.usage().items():
+            flavor, resource = shape.flavors.get(pool, (pool, UNKNOWN))
+            usage[(queue, flavor, resource)] = usage.get((queue, flavor, resource), 0.0) + chips
+        used = GaugeMetricFamily(
+            "crossrail_cluster_queue_resource_usage",
+            "Chips of a flavor held now by a queue's admitted or running attempts",
+            labels=labels,
+        )
+        for (queue, flavor, resource), chips in sorted(usage.items()):
+            used.add_metric([shape.cohorts.get(queue, ""), queue, flavor, resource], chips)
+        yield used
+
 
 class EventLogCollector(Collector):
     """A collector over a store's event log; thread-safe, so an HTTP server thread may scrape it."""
 
     def __init__(
-        self, events_after: Callable[[int], Iterable[Event]], now: Callable[[], float], queues: Sequence[str] = ()
+        self,
+        events_after: Callable[[int], Iterable[Event]],
+        now: Callable[[], float],
+        queues: Sequence[str] = (),
+        shape: FleetShape | None = None,
     ) -> None:
-        self._events_after, self._now, self._queues = events_after, now, tuple(queues)
+        self._events_after, self._now = events_after, now
+        self._shape = shape or FleetShape(tuple(queues))
         self._counters = FleetCounters()
         self._seq = 0
         self._lock = threading.Lock()
@@ -216,7 +351,7 @@ class EventLogCollector(Collector):
             for event in self._events_after(self._seq):
                 self._counters.add(event)
                 self._seq = max(self._seq, event.seq or 0)
-            return iter(list(self._counters.families(self._now(), self._queues)))
+            return iter(list(self._counters.families(self._now(), shape=self._shape)))
 
 
 class BacklogCollector(Collector):
@@ -249,10 +384,23 @@ class BacklogCollector(Collector):
         return iter([length, age])
 
 
-def registry_for(store: Any, clock: Any, queues: Sequence[str] = ()) -> CollectorRegistry:
-    """A registry holding crossrail's collectors over `store` (a crossrail Store) and `clock`."""
+def fleet_shape(fleet: Fleet) -> FleetShape:
+    """The queues, quotas and flavors of `fleet`, named as `fleet render --target kueue` names them."""
+    flavors = {p.name: (flavor_name(p), accelerator_resource(p) or "cpu") for p in fleet.pools}
+    rows = []
+    for queue in fleet.queues:
+        for pool, chips in sorted(queue.quota.items()):
+            flavor, resource = flavors.get(pool, (pool, UNKNOWN))
+            rows.append(QuotaRow(queue.cohort or "", queue.name, flavor, resource, float(chips)))
+    cohorts = {q.name: q.cohort or "" for q in fleet.queues}
+    return FleetShape(tuple(q.name for q in fleet.queues), tuple(rows), flavors, cohorts)
+
+
+def registry_for(store: Any, clock: Any, fleet: Fleet | None = None) -> CollectorRegistry:
+    """A registry holding crossrail's collectors over `store` (a crossrail Store), `clock` and `fleet`."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(EventLogCollector(lambda seq: store.events(after_seq=seq), clock.now, queues))
+    shape = fleet_shape(fleet) if fleet is not None else None
+    registry.register(EventLogCollector(lambda seq: store.events(after_seq=seq), clock.now, shape=shape))
     registry.register(BacklogCollector(store))
     return registry
 
@@ -265,4 +413,4 @@ def _counter(name: str, doc: str, labels: list[str], values: dict[Any, Any]) -> 
 
 
 def _le(bound: float) -> str:
-    return f"{bound:.1f}"
+    return f"{bound:.1f}"  # as prometheus-client writes a bucket bound: 1.0, 2.5, 10240.0
