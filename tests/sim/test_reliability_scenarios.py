@@ -102,7 +102,7 @@ def _published_rows() -> list[dict[str, float | str]]:
     mtbf, hosts = run.mtbf_s, run.chips // 8
     failures = FailureSpec(chip_mtbf_s=run.chip_mtbf_s, repair_s=4 * HOUR)
     rigid = CheckpointSpec(cost_s=20, restore_s=300, interval="daly")
-    elastic = CheckpointSpec(cost_s=10, shrink_s=60, interval="daly", elastic=True)
+    elastic = CheckpointSpec(cost_s=10, shrink_s=60, interval="daly")
     rows: list[dict[str, float | str]] = []
     cases = [
         (
@@ -193,7 +193,7 @@ def test_rack_failures_add_to_the_interruptions_of_a_run_spanning_racks() -> Non
 
 def test_an_elastic_run_shrinks_keeps_its_work_and_pauses_only_briefly() -> None:
     failures = FailureSpec(host_mtbf_s=RUN_MTBF * N // PER_HOST, repair_s=HOUR)
-    spec = CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, elastic=True, interval="daly")
+    spec = CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, interval="daly")
     record, _ = one_run(N, 100 * RUN_MTBF, failures, spec, seed=5, elastic=True, min_chips=N // 2)
     assert record.lost_s == 0.0
     assert record.attempts == 1
@@ -209,7 +209,7 @@ def test_an_elastic_run_shrinks_keeps_its_work_and_pauses_only_briefly() -> None
 def test_a_rack_failure_beyond_an_elastic_runs_slack_forces_a_restart(min_chips: int, restarts: bool) -> None:
     rack = CorrelatedFailure("rack", mtbf_s=8 * RUN_MTBF, hosts=8)  # 64 hosts in 8 racks: one rack fails every M
     failures = FailureSpec(correlated=(rack,), repair_s=HOUR)
-    spec = CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, elastic=True, interval="daly")
+    spec = CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, interval="daly")
     record, _ = one_run(N, 30 * RUN_MTBF, failures, spec, seed=9, elastic=True, min_chips=min_chips)
     assert record.interruptions > 10
     if restarts:  # losing 8 hosts leaves 56 < 60: every rack failure rolls back to the last checkpoint

@@ -34,9 +34,9 @@ class CheckpointSpec:
     `cost_s` is the blocking checkpoint cost delta; or give `size_bytes` and `bandwidth_bps` (delta = size /
     bandwidth); with neither, checkpoints are free and continuous (nothing is ever lost to a rollback).
     A restart costs detect_s + reschedule_s + restore_s (plus whatever queue wait the simulation measures).
-    An elastic run that keeps at least its minimum hosts shrinks instead: it pauses detect_s + shrink_s,
-    keeps its uncommitted work (the failed host's state is rebuilt from its data-parallel peers) and runs
-    at reduced speed until the host returns from repair.
+    An elastic run (`SimJob.elastic`, a spec's `resources.min_chips`) that keeps at least its minimum hosts
+    shrinks instead: it pauses detect_s + shrink_s, keeps its uncommitted work (the failed host's state is
+    rebuilt from its data-parallel peers) and runs at reduced speed until the host returns from repair.
     `assumed_mtbf_s` is the MTBF the chooser believes before it sees any interruption (None: the true
     run MTBF of the failure model); adaptive intervals correct a wrong belief from what they observe.
     """
@@ -49,7 +49,6 @@ class CheckpointSpec:
     restore_s: float = 0.0
     detect_s: float = 0.0
     reschedule_s: float = 0.0
-    elastic: bool = False
     shrink_s: float = 0.0
     assumed_mtbf_s: float | None = None
 
@@ -200,10 +199,10 @@ class Recovery:
     hosts_after: int
 
 
-def plan_recovery(spec: CheckpointSpec, hosts: int, hosts_lost: int, min_hosts: int = 1) -> Recovery:
-    """Shrink and continue when the run is elastic and keeps at least `min_hosts`; else restart."""
+def plan_recovery(spec: CheckpointSpec, hosts: int, hosts_lost: int, min_hosts: int = 1, *, elastic: bool) -> Recovery:
+    """Shrink and continue when the run is `elastic` and keeps at least `min_hosts`; else restart."""
     left = hosts - hosts_lost
-    if spec.elastic and left >= max(min_hosts, 1):
+    if elastic and left >= max(min_hosts, 1):
         return Recovery("shrink", spec.shrink_pause_s, True, left)
     return Recovery("restart", spec.restart_s, False, hosts)
 

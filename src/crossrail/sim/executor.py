@@ -120,6 +120,8 @@ class SimExecutor:
         self._set_timer(att, finish, lambda: self._finish(att))
 
     def _cadence(self, att: Attempt) -> Cadence:
+        if att.job.checkpoint_every_s is not None:  # the run's own spec.checkpoint.every
+            return Cadence(att.job.checkpoint_every_s, self.delta_s)
         if self.spec.interval == "adaptive":
             tau = self.chooser.interval_s(att.run_mtbf_s, self._observed_mtbf(att))
         else:  # the interval depends on the run's MTBF alone: choose it once per size
@@ -197,8 +199,9 @@ class SimExecutor:
         att.fault = None
         self.faults += 1
         att.record.interruptions += 1
-        plan = plan_recovery(self.spec, att.hosts - att.hosts_out, max(hosts_lost, 1), att.min_hosts)
-        if att.job.elastic and plan.kind == "shrink" and att.phase == RUN:
+        hosts = att.hosts - att.hosts_out
+        plan = plan_recovery(self.spec, hosts, max(hosts_lost, 1), att.min_hosts, elastic=att.job.elastic)
+        if plan.kind == "shrink" and att.phase == RUN:
             self._shrink(att, att.hosts - att.hosts_out - plan.hosts_after, plan.downtime_s, repair_s)
         else:
             self._stop(att, "interrupted")

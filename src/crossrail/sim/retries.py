@@ -31,8 +31,11 @@ class SimRetries:
         """The scheduler stops `run` for `reason`; its end, when it comes, is recorded as that."""
         self._stopping[run] = reason
 
-    def ended(self, run: str, number: int, pool: str, how: str, now: float) -> EndDecision:
-        """The decision for attempt `number` of `run` on `pool` that ended `how` at `now`."""
+    def ended(
+        self, run: str, number: int, pool: str, how: str, now: float, *, policy: RetryPolicy | None = None
+    ) -> EndDecision:
+        """The decision for attempt `number` of `run` on `pool` that ended `how` at `now`, under the run's own
+        `policy` (its spec.retries) when it has one, else the simulation's."""
         stopped = self._stopping.pop(run, "preempted")
         if how == "succeeded":
             reason, detail = EndReason.SUCCEEDED, "exit 0"
@@ -42,7 +45,7 @@ class SimRetries:
             reason = _STOPPED.get(stopped, EndReason.PREEMPTED)
             detail = "preempted by crossrail" if reason is EndReason.PREEMPTED else "its pool was drained"
         earlier = self.history.setdefault(run, [])
-        decision = decide_end(reason, detail, pool=pool, retries=self.policy, history=earlier, now=now)
+        decision = decide_end(reason, detail, pool=pool, retries=policy or self.policy, history=earlier, now=now)
         earlier.append(Ended(number, pool, reason, now))
         return decision
 

@@ -98,8 +98,7 @@ class Simulation:
         self.committed: dict[str, float] = {}
         """Work each job has kept so far (its next attempt restores from here)."""
         self.cycles = 0
-        self.done = 0
-        self.measured_done = 0
+        self.done = self.measured_done = 0
         self.last_end = 0.0
         self._cycle: Timer | None = None
         self._recheck: Timer | None = None
@@ -108,6 +107,8 @@ class Simulation:
         self._arrivals_left = True
         self.blocked: dict[str, str] = {}
         """Why the queue heads of the last cycle waited (named in the result when jobs never finish)."""
+        self.children: dict[str, list[SimJob]] = {}
+        """Parent -> the jobs that arrived and wait for it to end (`spec.parent`, from its `latest` checkpoint)."""
         self.driver = None if self.native else PolicyDriver(self, self.policy, round_s)
 
     # --- running ---------------------------------------------------------------------------------
@@ -191,8 +192,22 @@ class Simulation:
         self._emit(EventType.SUBMITTED, job.name, None, {**data, "priority": job.priority})
         if self.driver is not None:
             self.driver.joined(job.name)
-        self._enqueue(job)
+        parent = self.runs.get(job.parent) if job.parent is not None else None
+        if job.parent is not None and parent is not None and parent.end_s is None:  # in this workload, not ended
+            self.children.setdefault(job.parent, []).append(job)
+        else:
+            self._enqueue(job)
         self._next_arrival()
+
+    def _release_children(self, parent: str) -> None:
+        """`parent` ended: its waiting children queue now, or fail as the agent fails them when it kept no work."""
+        for child in self.children.pop(parent, []):
+            if self.committed.get(parent, 0.0) > 0 or self.runs[parent].outcome == "succeeded":
+                self._enqueue(child)
+                continue
+            reason = f"its parent {parent} ended with no checkpoint to start from"
+            self._emit(EventType.FAILED, child.name, None, {"reason": reason, "retryable": False, "final": True})
+            self._ended_for_good(child.name, "failed")
 
     def _register(self, job: SimJob) -> None:
         """A streamed job arrives: it is known from now on, judged by the shape checked before the start."""
@@ -323,28 +338,32 @@ class Simulation:
 
     def succeeded(self, run: str, number: int, pool: str, useful_chip_s: float) -> None:
         """Attempt `number` of `run` on `pool` succeeded now, having kept `useful_chip_s` of work."""
-        now, rec = self.engine.now(), self.runs[run]
+        now = self.engine.now()
         self._emit(EventType.SUCCEEDED, run, number, {"pool": pool, "useful_chip_s": useful_chip_s})
-        rec.outcome, rec.end_s = "succeeded", now
+        self._ended_for_good(run, "succeeded")
+        self.last_end = max(self.last_end, now)
+        self.demand_changed()
+
+    def _ended_for_good(self, run: str, outcome: str) -> None:
+        """`run` has ended with `outcome` and will not run again: counted, and its children may go."""
+        rec = self.runs[run]
+        rec.outcome, rec.end_s = outcome, self.engine.now()
         self.done += 1
         if self.measured is not None and run in self.measured:
             self.measured_done += 1
-        self.last_end = max(self.last_end, now)
-        self.demand_changed()
+        if run in self.children:
+            self._release_children(run)
 
     def _retry(self, att: Attempt, how: str, data: dict[str, Any]) -> None:
         """An interrupted or preempted attempt: the shared decision says whether and when the run goes again."""
         now, run, rec = self.engine.now(), att.job.name, att.record
-        decision = self.retries.ended(run, att.number, att.pool, how, now)
+        decision = self.retries.ended(run, att.number, att.pool, how, now, policy=att.job.retries)
         assert decision.event is not None  # the simulator neither cancels nor suspends
         self._emit(decision.event, run, att.number, {**data, **decision.data(att.pool)})
         if how == "preempted":
             rec.preemptions += 1
         if not decision.retry:  # out of retries (a policy with a finite spec.retries.max): the job has ended
-            rec.outcome, rec.end_s = "failed", now
-            self.done += 1
-            if self.measured is not None and run in self.measured:
-                self.measured_done += 1
+            self._ended_for_good(run, "failed")
             return
         next_try = {"next_attempt": att.number + 1, "reason": decision.detail, "cause": str(decision.reason)}
         self._emit(EventType.RETRIED, run, None, next_try)

@@ -18,8 +18,9 @@ import numpy as np
 from crossrail.core.priority import PRIORITIES
 from crossrail.errors import Problem, SpecError
 from crossrail.metrics import Target
+from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.sim.quality import QualityCurve
-from crossrail.spec import Stage
+from crossrail.spec import Retries, Stage
 from crossrail.spec.loader import MAX_FILE_BYTES, parse_value, read_bounded
 
 if TYPE_CHECKING:
@@ -51,6 +52,12 @@ class SimJob:
     """The eval loss it reports as it trains (crossrail.sim.quality); None: it reports none."""
     target: Mapping[str, Any] | None = None
     """`spec.target` ({metric, op, value}): its `submitted` event carries it, and metrics find when it is met."""
+    retries: RetryPolicy | None = None
+    """`spec.retries` (how often an interrupted attempt retries, its back-off); None: the simulation's policy."""
+    checkpoint_every_s: float | None = None
+    """`spec.checkpoint.every`: its checkpoint interval; None: the simulation's interval chooser decides."""
+    parent: str | None = None
+    """`spec.parent.run` (from its `latest` checkpoint): queued only once that job of the workload has ended."""
 
     def runs_on(self, accelerator: str) -> bool:
         return self.accelerators is None or accelerator in self.accelerators
@@ -180,18 +187,29 @@ def load_jobs(path: str | Path) -> list[SimJob]:
     source = str(path)
     text = read_bounded(path, MAX_FILE_BYTES)  # what parse_value takes; a FIFO or device is never opened to read
     data, _ = parse_value(text, source, what="workload")
+    if isinstance(data, dict) and data.get("kind") == "Experiment":
+        data = [data]  # one Experiment document: a workload of one job
     rows = data.get("jobs") if isinstance(data, dict) else data
     if not isinstance(rows, list):
         raise SpecError([Problem(source, "jobs", "expected a list of jobs", fix="write `jobs: [{name: ..., ...}]`")])
-    return jobs_from_rows(rows, source)
+    return jobs_from_rows(rows, source, base=Path(path).parent)
 
 
-def jobs_from_rows(rows: Sequence[Any], source: str) -> list[SimJob]:
-    """SimJobs from dicts, gathering every problem with its row before failing."""
+def jobs_from_rows(rows: Sequence[Any], source: str, *, base: Path | None = None) -> list[SimJob]:
+    """SimJobs from dicts (or Experiments, `crossrail.sim.experiments`, whose files are found from `base`),
+    gathering every problem with its row before failing."""
+    from crossrail.sim.experiments import experiment_job, is_experiment_row
+
     jobs, problems = [], []
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             problems.append(Problem(source, f"jobs[{i}]", "a job must be a mapping"))
+            continue
+        if is_experiment_row(row):
+            try:
+                jobs.append(experiment_job(row, source, f"jobs[{i}]", base))
+            except SpecError as exc:
+                problems += exc.problems
             continue
         unknown = sorted(set(row) - JOB_KEYS)
         if unknown:
@@ -199,21 +217,7 @@ def jobs_from_rows(rows: Sequence[Any], source: str) -> list[SimJob]:
             problems.append(Problem(source, f"jobs[{i}]", f"unknown fields {', '.join(unknown)}", fix=fix))
             continue
         try:
-            fields = {"name": f"job-{i}", "stage": "experiment", **row}
-            if isinstance(fields.get("accelerators"), list):
-                fields["accelerators"] = tuple(fields["accelerators"])
-            if isinstance(fields.get("quality"), dict):
-                fields["quality"] = QualityCurve.of(fields["quality"])
-            elif fields.get("quality") is not None:
-                raise ValueError("quality must be a mapping {l_inf, a, alpha, samples_per_s, eval_every}")
-            if fields.get("target") is not None and Target.of(fields["target"]) is None:
-                raise ValueError("target must be {metric: eval_loss, op: '<=', value: 2.1} (op: <=, <, >=, > or ==)")
-            job = SimJob(**fields)
-            if job.chips <= 0 or job.work_s <= 0 or job.submit_s < 0 or not math.isfinite(job.work_s):
-                raise ValueError("chips and work_s must be > 0 and submit_s >= 0")
-            if job.priority not in PRIORITIES:
-                raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}")
-            Stage(job.stage)
+            job = _row_job({"name": f"job-{i}", "stage": "experiment", **row})
         except (TypeError, ValueError) as exc:
             problems.append(Problem(source, f"jobs[{i}]", str(exc)))
             continue
@@ -224,6 +228,27 @@ def jobs_from_rows(rows: Sequence[Any], source: str) -> list[SimJob]:
     if problems:
         raise SpecError(problems)
     return jobs
+
+
+def _row_job(fields: dict[str, Any]) -> SimJob:
+    """One job file row as a SimJob; ValueError or TypeError saying what is wrong."""
+    if isinstance(fields.get("accelerators"), list):
+        fields["accelerators"] = tuple(fields["accelerators"])
+    if isinstance(fields.get("quality"), dict):
+        fields["quality"] = QualityCurve.of(fields["quality"])
+    elif fields.get("quality") is not None:
+        raise ValueError("quality must be a mapping {l_inf, a, alpha, samples_per_s, eval_every}")
+    if isinstance(fields.get("retries"), dict):  # spec.retries, checked as a spec's are
+        fields["retries"] = RetryPolicy.from_spec(Retries.model_validate(fields["retries"]).model_dump())
+    if fields.get("target") is not None and Target.of(fields["target"]) is None:
+        raise ValueError("target must be {metric: eval_loss, op: '<=', value: 2.1} (op: <=, <, >=, > or ==)")
+    job = SimJob(**fields)
+    if job.chips <= 0 or job.work_s <= 0 or job.submit_s < 0 or not math.isfinite(job.work_s):
+        raise ValueError("chips and work_s must be > 0 and submit_s >= 0")
+    if job.priority not in PRIORITIES:
+        raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}")
+    Stage(job.stage)
+    return job
 
 
 def parse_workload(text: str, *, throughputs: str | None = None, seed: int = 0) -> list[SimJob] | GavelGen:

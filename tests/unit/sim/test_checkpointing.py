@@ -56,7 +56,7 @@ def test_checkpoint_cost_is_size_over_bandwidth() -> None:
 
 
 def test_restart_costs_detection_rescheduling_and_restore_and_shrink_costs_less() -> None:
-    spec = CheckpointSpec(cost_s=20, detect_s=30, reschedule_s=90, restore_s=180, shrink_s=30, elastic=True)
+    spec = CheckpointSpec(cost_s=20, detect_s=30, reschedule_s=90, restore_s=180, shrink_s=30)
     assert spec.restart_s == 300
     assert spec.shrink_pause_s == 60
 
@@ -116,8 +116,8 @@ def test_bad_checkpoint_specs_list_every_problem_with_its_field() -> None:
 )
 def test_recovery_plan(elastic: bool, hosts_lost: int, min_hosts: int, kind: str, downtime_s: float,
                        hosts_after: int) -> None:  # fmt: skip
-    spec = CheckpointSpec(cost_s=10, detect_s=20, restore_s=280, shrink_s=40, elastic=elastic)
-    plan = plan_recovery(spec, hosts=64, hosts_lost=hosts_lost, min_hosts=min_hosts)
+    spec = CheckpointSpec(cost_s=10, detect_s=20, restore_s=280, shrink_s=40)
+    plan = plan_recovery(spec, hosts=64, hosts_lost=hosts_lost, min_hosts=min_hosts, elastic=elastic)
     assert (plan.kind, plan.downtime_s, plan.hosts_after) == (kind, downtime_s, hosts_after)
     assert plan.keeps_uncommitted is (kind == "shrink")
 

@@ -118,7 +118,7 @@ def test_an_interrupted_run_loses_only_the_work_since_its_last_checkpoint() -> N
 def test_an_elastic_run_keeps_its_work_and_runs_slower_while_hosts_are_repaired() -> None:
     fleet = build_fleet([pool("h100-b", 256)])
     failures = FailureSpec(host_mtbf_s=100 * HOUR, repair_s=4 * HOUR)
-    elastic = CheckpointSpec(cost_s=30.0, restore_s=300.0, elastic=True, shrink_s=60.0)
+    elastic = CheckpointSpec(cost_s=30.0, restore_s=300.0, shrink_s=60.0)
     job = SimJob("grow", "pretraining", 256, work_s=72 * HOUR, elastic=True, min_chips=128)
     result = Simulation(fleet, [job], failures=failures, checkpoint=elastic, seed=2).run()
 
