@@ -147,16 +147,18 @@ def resubmit(ref: Name, request: Request, body: ResubmitBody | None = None) -> J
 
 
 @router.get("/runs/{ref}/logs", summary="A run's attempt logs; follow=1 streams them as server-sent events")
-async def logs(ref: Name, request: Request, attempt: Count | None = None, follow: bool = False) -> Any:
+async def logs(
+    ref: Name, request: Request, attempt: Count | None = None, part: Name | None = None, follow: bool = False
+) -> Any:
     c = client(request)
-    first = await run_in_threadpool(c.logs, ref, attempt)
+    first = await run_in_threadpool(c.logs, ref, attempt, part)
     if not follow:
         return first
-    return _sse(_follow_logs(request, c, first, attempt))
+    return _sse(_follow_logs(request, c, first, attempt, part))
 
 
 async def _follow_logs(
-    request: Request, c: Operations, first: dict[str, Any], attempt: int | None
+    request: Request, c: Operations, first: dict[str, Any], attempt: int | None, part: str | None
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     sent: dict[int, int] = {}
     current = first
@@ -172,7 +174,7 @@ async def _follow_logs(
             return
         if await _gone(request):
             return
-        current = await run_in_threadpool(c.logs, current["run"], attempt)
+        current = await run_in_threadpool(c.logs, current["run"], attempt, part)
 
 
 # ---- queue, events, report, place ----------------------------------------------------------------------

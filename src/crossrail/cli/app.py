@@ -460,6 +460,7 @@ def _serve_metrics(c: Any, host: str, port: int) -> None:
 def logs(
     run: RunRef,
     attempt: Annotated[int | None, typer.Option("--attempt", min=1, max=MAX_INT, help="Only this attempt.")] = None,
+    part: Annotated[str | None, typer.Option("--part", help="Only this part of a pipeline run (spec.parts).")] = None,
     follow_: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing the latest attempt's output until it ends.")
     ] = False,
@@ -476,9 +477,9 @@ def logs(
         with client(home, server) as c:
             if follow_:
                 refuse_json(as_json, "--follow")
-                follow.until_interrupted(lambda: follow.follow_logs(c, run, attempt, interval_s=interval))
+                follow.until_interrupted(lambda: follow.follow_logs(c, run, attempt, interval_s=interval, part=part))
                 return
-            emit(c.logs(run, attempt), as_json, render.logs)
+            emit(c.logs(run, attempt, part), as_json, render.logs)
 
     guard(go)
 

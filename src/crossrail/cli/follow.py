@@ -20,17 +20,23 @@ EVENT_BATCH = 500
 
 
 def follow_logs(
-    client: Any, ref: str, attempt: int | None, *, interval_s: float, sleep: Callable[[float], None] = time.sleep
+    client: Any,
+    ref: str,
+    attempt: int | None,
+    *,
+    interval_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+    part: str | None = None,
 ) -> None:
     """Print each attempt's log as `logs` does, then the followed attempt's new output until it ends.
 
-    The followed attempt is `attempt`, else the run's latest one (waited for while the run has none and has
-    not ended). The last line says how it ended.
+    The followed attempt is `attempt`, else the run's latest one (of pipeline part `part` when given; waited
+    for while the run has none and has not ended). The last line says how it ended.
     """
     shown: dict[int, int] = {}  # attempt number -> characters of its log printed so far
     closed: set[int] = set()
     while True:
-        obj = client.logs(ref, attempt)
+        obj = client.logs(ref, attempt, part)
         if not obj["attempts"] and obj.get("state") in TERMINAL_RUN_STATES:
             render.logs(obj)  # it ended before any attempt started, and says why
             return

@@ -408,8 +408,9 @@ def attempt_how(a: dict[str, Any]) -> str:
 
 
 def attempt_rule(run: str, a: dict[str, Any]) -> None:
-    """The rule above an attempt's log: run, attempt, pool and how it stands."""
-    console.rule(f"{run} attempt {a['attempt']} on {a['pool']} ({attempt_how(a)})")
+    """The rule above an attempt's log: run, attempt (and its pipeline part), pool and how it stands."""
+    part = f" part {a['part']}" if a.get("part") else ""
+    console.rule(f"{run} attempt {a['attempt']}{part} on {a['pool']} ({attempt_how(a)})")
 
 
 def fleet(obj: dict[str, Any]) -> None:

@@ -358,9 +358,11 @@ class Client:
     def resume(self, ref: str) -> dict[str, Any]:
         return self._send(Call("resume", {"ref": ref}, "POST", f"/runs/{ref}/resume"))
 
-    def logs(self, ref: str, attempt: int | None = None) -> dict[str, Any]:
-        args = {"ref": ref, "attempt": attempt}
-        return self._send(Call("logs", args, "GET", f"/runs/{ref}/logs", params={"attempt": attempt}))
+    def logs(self, ref: str, attempt: int | None = None, part: str | None = None) -> dict[str, Any]:
+        """Each attempt's log (of `attempt` only; of a pipeline's part `part` only), its pool and how it ended."""
+        args = {"ref": ref, "attempt": attempt, "part": part}
+        params = {"attempt": attempt, "part": part}
+        return self._send(Call("logs", args, "GET", f"/runs/{ref}/logs", params=params))
 
     def wait(self, ref: str, *, timeout_s: float | None = None, on_tick: Any = None) -> dict[str, Any]:
         """Block until the run ends: in this process an agent runs here when none runs on the workspace; over a

@@ -329,15 +329,20 @@ class Operations:
         run = self._audited(Action.CHANGE_RUN, ref, fn, verb=verb)
         return _obj("RunStateChange", run=summary(run, self.clock.now()))
 
-    def logs(self, ref: str, attempt: int | None = None) -> dict[str, Any]:
+    def logs(self, ref: str, attempt: int | None = None, part: str | None = None) -> dict[str, Any]:
+        """Each attempt's log, with its pool and how it ended: of `attempt` only, of pipeline part `part` only."""
         from crossrail.errors import NotFoundError
 
         self._check(ref)
         run = self.service.get(ref)
         attempts = self.service.store.attempts(run.id)
+        if part is not None:
+            named = _part_of(run, part)
+            attempts = [a for a in attempts if a.part == named]
         chosen = [a for a in attempts if attempt is None or a.number == attempt]
         if attempt is not None and not chosen:
-            raise NotFoundError(f"run {run.id} has no attempt {attempt} (it has {len(attempts)})")
+            of = "" if part is None else f" of part {part}"
+            raise NotFoundError(f"run {run.id} has no attempt {attempt}{of} (it has {len(attempts)})")
         return _obj(
             "Logs",
             run=run.id,
@@ -346,6 +351,7 @@ class Operations:
             attempts=[
                 {
                     "attempt": a.number,
+                    "part": a.part,
                     "pool": a.pool,
                     "state": a.state,
                     "exit_code": a.exit_code,
@@ -830,6 +836,22 @@ class Operations:
 
 def _redacted(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k in QUEUE_FIELDS} | {"hidden": True}
+
+
+def _part_of(run: Any, part: str) -> str:
+    """`part` when pipeline `run` has a part of that name; else a UsageError for a run without parts, or a
+    NotFoundError naming its parts (and the close one)."""
+    from crossrail.errors import NotFoundError, UsageError
+    from crossrail.spec.problems import did_you_mean
+
+    parts = sorted((run.spec.get("spec") or {}).get("parts") or {})
+    if not parts:
+        raise UsageError(f"run {run.id} is not a pipeline: it has no parts to select; leave out --part")
+    if part not in parts:
+        close = did_you_mean(part, parts)
+        hint = f"{close} " if close else ""
+        raise NotFoundError(f"run {run.id} has no part {part!r}; {hint}its parts: {', '.join(parts)}")
+    return part
 
 
 def _predictions(
