@@ -48,8 +48,10 @@ PolicyName = Literal[
 """Scheduling policies (crossrail.scheduling.policies.POLICY_NAMES; docs/policies.md)."""
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 Chips = Annotated[int, Field(strict=True, ge=0)]
-MAX_POOL_CHIPS = 1_000_000
-"""A pool's chips at most: the scheduler keeps a slot per host, so a pool of 10**30 chips would not fit in memory."""
+MAX_POOL_CHIPS = 16_777_216
+"""A pool's chips at most (2**24: a 12.5M-chip pool of 256-chip hosts fits, a pool of 10**30 chips does not)."""
+MAX_POOL_HOSTS = 1_000_000
+"""A pool's hosts at most: the scheduler keeps a slot per host, so the bound on memory is on hosts."""
 PoolChips = Annotated[int, Field(strict=True, gt=0, le=MAX_POOL_CHIPS)]
 Provisioning = Literal["flex-start", "autoscaled"]
 """Capacity that arrives on demand: GKE flex-start (Dynamic Workload Scheduler) or a cluster-autoscaled node pool."""
@@ -178,6 +180,13 @@ class Pool(SpecModel):
         return self.kubernetes is not None and self.kubernetes.spot
 
     @property
+    def run_limit_s(self) -> float | None:
+        """How long a flex-start pool's nodes live (declared, else GKE's 7 days); None for other pools."""
+        if self.provisioning != "flex-start":
+            return None
+        return FLEX_START_MAX_RUN_S if self.max_run_duration_s is None else self.max_run_duration_s
+
+    @property
     def notice_s(self) -> float | None:
         """The notice a spot reclaim gives (declared, else GKE's 30 s); None for a pool that is not spot."""
         if not self.spot:
@@ -205,6 +214,11 @@ def pool_size_items(chips: int | None, chips_per_host: int | None, topologies: l
     if chips_per_host is not None and chips % chips_per_host:
         message = f"{chips_per_host} does not divide chips ({chips})"
         items.append((("chips_per_host",), message, "make chips a whole number of hosts times chips_per_host"))
+    if isinstance(chips_per_host, int) and chips_per_host > 0 and chips // chips_per_host > MAX_POOL_HOSTS:
+        hosts = chips // chips_per_host
+        message = f"must be <= {MAX_POOL_HOSTS:,} hosts (got {hosts:,}): the scheduler keeps a slot per host"
+        fix = f"describe hosts of at least {-(-chips // MAX_POOL_HOSTS)} chips (chips_per_host)"
+        items.append((("chips",), message, fix))
     for i, text in enumerate(topologies):
         try:
             size = math.prod(parse_topology(text))
