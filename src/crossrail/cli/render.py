@@ -118,6 +118,9 @@ def status_view(obj: dict[str, Any]) -> Group:
                 secs(r["age_s"]),
             )
         parts.append(a)
+        for r in obj["active"][:STATUS_ROWS]:
+            if r.get("fallback"):  # not where it waited to run: say so, and why
+                parts.append(Text(f"{r['id']} runs on a fallback pool, {r['fallback']}", style="yellow"))
         more = obj.get("active_total", len(obj["active"])) - min(len(obj["active"]), STATUS_ROWS)
         if more > 0:
             parts.append(f"... and {more} more active runs (`crossrail queue` lists every pending run)")

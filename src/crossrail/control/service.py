@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crossrail.control import isolation, lineage, parents, progress
+from crossrail.control.fallbacks import fallbacks
 from crossrail.control.loaded import environment_lineage, loaded_lineage
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
@@ -731,13 +732,14 @@ class Service:
         active = self.store.list_runs(states=[str(s) for s in ACTIVE_STATES], limit=limit)
         failed = self.store.list_runs(states=[RunState.FAILED], limit=RECENT_FAILURES)
         shown = progress.run_progress(self.store, active)
+        fell = fallbacks(self.store, active)
         return {
             "agent": progress.agent_liveness(self.store, self.clock.now()),
             "stages": [
                 {"stage": s, **{str(k): stages[s].get(str(k), 0) for k in RunState}, **stages[s]}
                 for s in sorted(stages)
             ],
-            "active": [summary(r, self.clock.now()) | shown[r.id] for r in active],
+            "active": [summary(r, self.clock.now()) | shown[r.id] | {"fallback": fell.get(r.id)} for r in active],
             "active_total": sum(r.get(str(st), 0) for r in stages.values() for st in ACTIVE_STATES),
             "recently_failed": [summary(r, self.clock.now()) | {"reason": self.end_reason(r)} for r in failed],
         }
