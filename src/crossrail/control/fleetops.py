@@ -75,7 +75,8 @@ def reserve(
 
 
 def status(service: Service) -> dict[str, Any]:
-    """Pools with their chips in use, and reservations with their state at `now`."""
+    """Pools with their chips in use, reservations with their state at `now`, and each queue's quota per pool
+    with the chips its running attempts use there."""
     from crossrail.scheduling import Request, Running
 
     now = service.clock.now()
@@ -93,6 +94,7 @@ def status(service: Service) -> dict[str, Any]:
     return {
         "pools": [_plain(p) for p in scheduler.pool_status()],
         "reservations": [_plain(r) for r in scheduler.reservation_status(now)],
+        "quotas": [_plain(q) for q in scheduler.quota_status()],
     }
 
 

@@ -1,12 +1,14 @@
-"""What `status` and `show` say about work in flight: each run's pool, step, loss and last checkpoint, and
-whether an agent is alive (its heartbeat row in the store's `agents` table)."""
+"""What `status`, `show` and the dashboard say about work in flight: each run's pool, step, loss and last
+checkpoint, how far it has to go and when it gets there, what it cost so far, and whether an agent is alive
+(its heartbeat row in the store's `agents` table)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from crossrail.core import format_duration
+from crossrail.core import EventType, format_duration
+from crossrail.metrics.progress import Beat, finish_eta_s, step_of
 from crossrail.store import RunRecord, Store
 
 AGENT_STALE_S = 30.0  # three missed agent heartbeats (WatchConfig.heartbeat_s is 10 s)
@@ -33,6 +35,48 @@ def run_progress(
             "last_checkpoint": None if ckpt is None else {"step": ckpt.step, "uri": ckpt.uri, "at": ckpt.committed_at},
         }
     return out
+
+
+def run_finish(store: Store, runs: Sequence[RunRecord], now: float) -> dict[str, dict[str, Any]]:
+    """By run id, for runs with an attempt: `steps_total`, the step its latest attempt's trainer trains to (its
+    `started` report's `steps`; None when it reported none), and, while that attempt runs, `eta_s`: seconds
+    until it gets there at its pace between its first and last heartbeat (metrics.progress.finish_eta_s)."""
+    last = store.last_attempts(r.id for r in runs)
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        attempt = last.get(run.id)
+        if attempt is None:
+            continue
+        types = [str(EventType.HEARTBEAT), str(EventType.REPORTED)]
+        first: Beat | None = None
+        newest: Beat | None = None
+        total: int | None = None
+        for e in store.events(run=run.id, types=types):
+            if e.attempt != attempt.number:
+                continue
+            if e.type is EventType.REPORTED and e.data.get("name") == "started":
+                data = e.data.get("data")
+                total = step_of({"step": data.get("steps")}) if isinstance(data, dict) else None
+            elif e.type is EventType.HEARTBEAT and (step := step_of(e.data)) is not None:
+                first, newest = first or (e.ts, step), (e.ts, step)
+        running = attempt.ended_at is None
+        out[run.id] = {"steps_total": total, "eta_s": finish_eta_s(first, newest, total, now) if running else None}
+    return out
+
+
+def run_costs(store: Store, runs: Sequence[RunRecord], now: float) -> dict[str, float]:
+    """By run id, for runs with an attempt: what its attempts cost up to `now`, in the fleet's currency, by the
+    rule `crossrail usage` and budgets use (crossrail.metrics.usage: chips x time x the started price)."""
+    from crossrail.control.budgets import USAGE_EVENTS
+    from crossrail.metrics.usage import usage
+
+    started = store.last_attempts(r.id for r in runs)
+    types = [str(t) for t in USAGE_EVENTS]
+    return {
+        run.id: sum(row.cost for row in usage(store.events(run=run.id, types=types), now))
+        for run in runs
+        if run.id in started
+    }
 
 
 def agent_liveness(store: Store, now: float, stale_s: float = AGENT_STALE_S) -> dict[str, Any]:

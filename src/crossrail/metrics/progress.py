@@ -31,3 +31,18 @@ def step_of(data: object) -> int | None:
     """The integer `step` of an event's data (a heartbeat, a `resumed` report), else None."""
     step = data.get("step") if isinstance(data, dict) else None
     return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def finish_eta_s(first: Beat | None, last: Beat | None, total: int | None, now: float) -> float | None:
+    """Seconds from `now` until an attempt reaches step `total`, at its pace between its first and last report
+    (the pace `step_work` prices); 0 once it reached `total`; None when the total or the pace is unknown."""
+    if total is None or last is None:
+        return None
+    if last[1] >= total:
+        return 0.0
+    if first is None:
+        return None
+    (t0, s0), (t1, s1) = first, last
+    if s1 <= s0 or t1 <= t0:
+        return None
+    return max(0.0, t1 + (total - s1) * (t1 - t0) / (s1 - s0) - now)

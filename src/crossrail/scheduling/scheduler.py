@@ -55,6 +55,18 @@ class ReservationStatus:
     in_use_chips: int
 
 
+@dataclass(frozen=True)
+class QuotaStatus:
+    """One queue's quota on one pool: its nominal chips and the chips its admitted runs hold there now."""
+
+    queue: str
+    pool: str
+    nominal: int
+    used: int
+    borrowed: int
+    """Chips used beyond the nominal quota (lent by its cohort)."""
+
+
 class Scheduler:
     def __init__(self, fleet: Fleet, config: SchedulerConfig | None = None) -> None:
         self.fleet = fleet
@@ -343,6 +355,18 @@ class Scheduler:
             reserved = {h.name: h.chips for h in self.cache.holds.values() if h.pool == pool.name}
             leaving = len(pool.leaving())
             out.append(PoolStatus(pool.name, pool.capacity, pool.free_chips, pool.drained, leaving, reserved))
+        return out
+
+    def quota_status(self) -> list[QuotaStatus]:
+        """Each queue's nominal quota per pool beside the chips it uses there, in the fleet's order; a pool
+        where a queue has no quota but uses chips (borrowed) is listed too."""
+        quota, used = self.cache.quota, self.cache.used
+        out = []
+        for q in self.fleet.spec.queues:
+            pools = list(q.quota) + sorted(p for (name, p) in used if name == q.name and p not in q.quota)
+            for pool in pools:
+                have = used.get((q.name, pool), 0)
+                out.append(QuotaStatus(q.name, pool, q.quota.get(pool, 0), have, quota.borrowed(used, q.name, pool)))
         return out
 
     def reservation_status(self, now: float) -> list[ReservationStatus]:

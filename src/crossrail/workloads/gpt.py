@@ -342,7 +342,8 @@ class Trainer(TrainingLoop):
         self.devices = getattr(self.engine, "world", 1)
         lineage = ctx.checkpoint_lineage(self.engine.framework, parent=start.uri)
         self.checkpointer = Checkpointer(ctx.checkpoint_dir, lineage=lineage, keep_last=ctx.keep_last)
-        reporter.event("started", **describe(self.engine, cfg, self.model, self.peak, source))
+        # `steps`: the step training ends at, which progress and the ETA count towards (control.progress)
+        reporter.event("started", **describe(self.engine, cfg, self.model, self.peak, source), steps=cfg.steps)
         if start.manifest is not None:
             self._resumed_at(start.manifest, start.uri or "")
         else:
