@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crossrail.control.attempts import ended_of
 from crossrail.core import Event, EventType, parse_duration, priority_rank
+from crossrail.metrics.usage import usage
 from crossrail.scheduling.decisions import avoided_pool
 from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, StartEstimate, Workload, run_time_s
 from crossrail.scheduling.plan import Plan, plan
@@ -25,6 +27,20 @@ THROUGHPUT_METRIC = "steps_per_hour"
 """What attempts report as their throughput (workloads/loop.py): steps per hour over all their chips."""
 
 PLACEMENT_EVENTS = (str(EventType.PLANNED), str(EventType.REPLACED))
+MIN_PREEMPTIONS = 5
+"""`preempted` events a pool needs before their rate replaces its declared interruptions_per_chip_hour."""
+_USAGE_EVENTS = [
+    str(t)
+    for t in (
+        EventType.PLACED,
+        EventType.STARTED,
+        EventType.SUCCEEDED,
+        EventType.FAILED,
+        EventType.PREEMPTED,
+        EventType.CANCELLED,
+        EventType.SUSPENDED,
+    )
+]
 
 
 class Placer:
@@ -48,10 +64,14 @@ class Placer:
         """The fleet's pools (only `names` when given); pools in `drained` take no new work."""
         wanted = None if names is None else set(names)
         gone = set(drained)
+        interruptible = [p.name for p in self.fleet.spec.pools if p.spot or p.interruptions_per_chip_hour > 0]
+        measured = measured_interruptions(self.store, interruptible)
         out = []
         for pool in self.fleet.spec.pools:
             if wanted is None or pool.name in wanted:
                 info = PoolInfo.from_spec(pool, self.fleet.spec.currency)
+                if pool.name in measured:
+                    info = info.measured(*measured[pool.name])
                 out.append(info if pool.name not in gone else PoolInfo(**{**info.__dict__, "drained": True}))
         return out
 
@@ -200,6 +220,24 @@ def measured_run_times(store: Store, scan: int = MEASURED_SCAN) -> dict[str, dic
         digest = work_digest(run.spec)
         out.setdefault(digest, {}).setdefault(att.pool, []).append(att.ended_at - att.started_at)
     return out
+
+
+def measured_interruptions(store: Store, pools: Iterable[str]) -> dict[str, tuple[float, int, float]]:
+    """Pool -> (interruptions per chip-hour, preempted events, chip-hours) for each of `pools` (spot pools and
+    pools declaring interruptions) with at least MIN_PREEMPTIONS `preempted` events: their count over the
+    chip-hours attempts ran there (metrics.usage), up to the newest of those events."""
+    wanted = set(pools)
+    if not wanted:
+        return {}
+    counts = Counter(p for _, p in store.event_values([str(EventType.PREEMPTED)], "pool") if p in wanted)
+    enough = {p for p, n in counts.items() if n >= MIN_PREEMPTIONS}
+    if not enough:
+        return {}
+    events = store.events(types=_USAGE_EVENTS)
+    hours: dict[str, float] = {}
+    for row in usage(events, until=max(e.ts for e in events)):
+        hours[row.pool] = hours.get(row.pool, 0.0) + row.chip_hours
+    return {p: (counts[p] / hours[p], counts[p], hours[p]) for p in sorted(enough) if hours.get(p, 0.0) > 0}
 
 
 def preference(policy: PlacementPolicy, stage: str, spec: dict[str, Any]) -> tuple[str, str]:

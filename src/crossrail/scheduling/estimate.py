@@ -10,7 +10,10 @@ speed 1.0) divided by the pool's relative speed, unless attempts of the same wor
 throughput per chip type, at each degree they ran at (see `run_time_s`, and scaling.py for the model
 between degrees). Recovery overhead is the expected number of interruptions
 (interruptions per chip-hour x chips x hours) times the work each loses since its last checkpoint plus
-the restore time. Cost is chips x hours (run + recovery) x price per chip-hour.
+the restore time; the rate is the pool's declared `interruptions_per_chip_hour`, or the one measured from its
+`preempted` events (control.placing.measured_interruptions). Capacity that arrives on demand (a pool with
+`provisioning`) adds its expected `provisioning_wait` before the run starts. Cost is chips x hours (run +
+recovery) x price per chip-hour. Each candidate names these terms and where they came from (`terms`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ class PoolInfo:
     """Chip counts the pool can give one run (a TPU pool: its slice shapes); None: any up to capacity."""
     currency: str = "USD"
     """The fleet's currency, in which a reason quotes this pool's cost."""
+    interruption_source: str = "declared (interruptions_per_chip_hour)"
+    """Where `interruptions_per_chip_hour` came from: the fleet, or the pool's measured `preempted` events."""
+    spot: bool = False
+    provisioning: str | None = None
+    """`flex-start` or `autoscaled`: capacity that is provisioned when work is admitted."""
+    provisioning_wait_s: float = 0.0
 
     @classmethod
     def from_spec(cls, pool: Pool, currency: str = "USD") -> PoolInfo:
@@ -64,7 +73,39 @@ class PoolInfo:
             drained=pool.drained,
             sizes=frozenset(allocatable_sizes(pool, 1, pool.chips)) if shaped else None,
             currency=currency,
+            spot=pool.spot,
+            provisioning=pool.provisioning,
+            provisioning_wait_s=pool.provisioning_wait_s,
         )
+
+    def measured(self, rate: float, preempted: int, chip_hours: float) -> PoolInfo:
+        """This pool with the interruption rate its `preempted` events measured in place of the declared one."""
+        source = f"measured ({preempted} preempted events over {chip_hours:.4g} chip-hours)"
+        return PoolInfo(**{**self.__dict__, "interruptions_per_chip_hour": rate, "interruption_source": source})
+
+    def terms(self) -> tuple[Term, ...]:
+        """The capacity terms placement prices this pool with, each with its source (for `place --explain`)."""
+        out = []
+        if self.spot or self.interruptions_per_chip_hour > 0:
+            name = "spot interruptions" if self.spot else "interruptions"
+            value = f"{self.interruptions_per_chip_hour:.4g}/chip-hour, restore {format_duration(self.restore_s)}"
+            out.append(Term(name, value, self.interruption_source))
+        if self.provisioning is not None:
+            value = f"provisioning wait {format_duration(self.provisioning_wait_s)}"
+            out.append(Term(self.provisioning, value, "declared (provisioning_wait)"))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One named term of a pool's estimate, its value in words and where it came from."""
+
+    name: str
+    value: str
+    source: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"term": self.name, "value": self.value, "source": self.source}
 
 
 # --- start times -------------------------------------------------------------------------------
@@ -399,6 +440,9 @@ class Candidate:
     score: float | None
     note: str
     currency: str = "USD"
+    provisioning_s: float = 0.0
+    """The expected wait for capacity provisioned on admission (flex-start, autoscaled), part of total_s."""
+    terms: tuple[Term, ...] = ()
 
     @property
     def eligible(self) -> bool:
@@ -417,6 +461,8 @@ class Candidate:
             "speed_source": self.speed_source,
             "score": _round(self.score, 6),
             "note": self.note,
+            "provisioning_s": _round(self.provisioning_s),
+            "terms": [t.as_dict() for t in self.terms],
         }
 
 
@@ -459,12 +505,13 @@ def _candidate(work: Workload, pool: PoolInfo, pools: list[PoolInfo], waits: Map
     wait = waits.get(pool.name)
     note = _ineligible(work, pool, run_s, wait)
     recovery = recovery_s(work.chips, run_s, pool, work.checkpoint_every_s) if run_s is not None else 0.0
-    total = wait + run_s + recovery if wait is not None and run_s is not None else None
+    arrives = pool.provisioning_wait_s if pool.provisioning is not None else 0.0
+    total = wait + arrives + run_s + recovery if wait is not None and run_s is not None else None
     spent = cost(work.chips, run_s + recovery, pool) if run_s is not None else None
     score = None if note else _score(work.objective, total, spent, work.chips, pool)
     return Candidate(
         pool.name, pool.accelerator, pool.chip_type, wait, run_s, recovery, total, spent, source, score, note,
-        pool.currency,
+        pool.currency, arrives, pool.terms(),
     )  # fmt: skip
 
 
@@ -618,8 +665,10 @@ def _objective_words(objective: str) -> str:
 def _terms(c: Candidate) -> str:
     """`pool result in T (wait W, run R[, recovery V]), $C`: the terms a reason quotes."""
     recovery = f", recovery {_hours(c.recovery_s)}" if c.recovery_s >= 0.5 else ""
+    arrives = f", provisioning {_hours(c.provisioning_s)}" if c.provisioning_s >= 0.5 else ""
     price = format_money(c.cost, c.currency) if c.cost is not None else "?"
-    return f"{c.pool} result in {_hours(c.total_s)} (wait {_hours(c.wait_s)}, run {_hours(c.run_s)}{recovery}), {price}"
+    run = f"run {_hours(c.run_s)}{recovery}"
+    return f"{c.pool} result in {_hours(c.total_s)} (wait {_hours(c.wait_s)}{arrives}, {run}), {price}"
 
 
 def _gain(new: Candidate, old: Candidate, objective: str) -> str:

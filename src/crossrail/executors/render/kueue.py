@@ -32,7 +32,6 @@ from crossrail.errors import Problem, SpecError
 from crossrail.executors.render.hardware import accelerator_resource, gke_selectors
 from crossrail.executors.render.workload import PRIORITIES
 from crossrail.spec import Fleet, Pool, Queue
-from crossrail.spec.fleet import FLEX_START_MAX_RUN_S
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_APIS = ("v1beta1", "v1beta2")
@@ -176,9 +175,8 @@ def provisioning(pools: list[Pool], api: str) -> list[dict[str, Any]]:
             "provisioningClassName": PROVISIONING_CLASSES[pool.provisioning],
             "managedResources": [_resource(pool)],
         }
-        if pool.provisioning == "flex-start":
-            seconds = pool.max_run_duration_s or FLEX_START_MAX_RUN_S
-            spec["parameters"] = {"maxRunDurationSeconds": str(int(seconds))}
+        if pool.run_limit_s is not None:
+            spec["parameters"] = {"maxRunDurationSeconds": str(int(pool.run_limit_s))}
         labels = {"crossrail.dev/pool": pool.name}
         out.append(_obj(api, "ProvisioningRequestConfig", {"name": name, "labels": labels}, spec))
         params = {"apiGroup": KUEUE_GROUP, "kind": "ProvisioningRequestConfig", "name": name}
