@@ -37,6 +37,9 @@ def candidates(
             c["note"] or "",
         )
     console.print(t)
+    for c in rows:  # capacity terms (spot interruptions, provisioning wait), each with where it came from
+        for term in c.get("terms") or []:
+            console.print(f"  {c['pool']}: {term['term']} {term['value']} ({term['source']})", highlight=False)
 
 
 def placements(rows: list[dict[str, Any]]) -> None:

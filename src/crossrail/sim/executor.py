@@ -56,6 +56,8 @@ class Attempt:
     fault: Timer | None = None
     aging_from: float | None = None
     """When the attempt first computed: a Weibull run's age counts from there (nothing fails during a restore)."""
+    provisioning_s: float = 0.0
+    """The wait for its pool's nodes to be provisioned (flex-start, autoscaled) before it restores and runs."""
 
     @property
     def rate(self) -> float:
@@ -93,8 +95,8 @@ class SimExecutor:
         att.base = att.start_work = att.committed
         restore = self.spec.restore_s if att.committed > 0 or att.number > 1 else 0.0
         att.record.restore_s += restore
-        if restore > 0:
-            self._pause(att, restore)
+        if restore + att.provisioning_s > 0:  # the chips are held while the nodes arrive
+            self._pause(att, att.provisioning_s + restore)
         else:  # nothing to restore: run now rather than through an event at this same instant
             att.phase, att.stretch = RESTORE, None
             self._run(att)

@@ -11,6 +11,7 @@ simulation measures comes from the events it records, folded by `crossrail.metri
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -24,6 +25,7 @@ from crossrail.metrics import MetricsAccumulator
 from crossrail.scheduling import Request, Scheduler, SchedulerConfig
 from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.scheduling.policies import get_policy
+from crossrail.sim.capacity import Capacity
 from crossrail.sim.checkpointing import CheckpointSpec
 from crossrail.sim.engine import LATE, Engine, Timer
 from crossrail.sim.executor import Attempt, SimExecutor
@@ -110,6 +112,11 @@ class Simulation:
         self.children: dict[str, list[SimJob]] = {}
         """Parent -> the jobs that arrived and wait for it to end (`spec.parent`, from its `latest` checkpoint)."""
         self.driver = None if self.native else PolicyDriver(self, self.policy, round_s)
+
+    @functools.cached_property
+    def capacity(self) -> Capacity:
+        """Spot reclaims, provisioning waits and the estimates' pick where pools are priced by them (sim.capacity)."""
+        return Capacity(self.fleet, self.seed, self.checkpoint.interval_s)
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -230,6 +237,8 @@ class Simulation:
         self.demand_changed()
 
     def request(self, job: SimJob, now: float) -> Request:
+        allow = self.allow[job.name][0] if job.name in self.allow else None
+        picked = self.capacity.pick(job, allow)
         return Request(
             run=job.name,
             queue=self.queue_of[job.name],
@@ -239,11 +248,13 @@ class Simulation:
             team=job.team,
             min_chips=job.min_chips if job.elastic else None,
             duration_s=job.declared_s,
-            allow=self.allow[job.name][0] if job.name in self.allow else None,
+            allow=allow,
             runs_on=self.allow[job.name][1] if job.name in self.allow else None,
             prefer=job.prefer,
             avoid_pool=self.retries.avoid_pool(job.name),
             workers=job.workers,
+            pool=picked[0] if picked is not None else None,
+            pool_reason=picked[1] if picked is not None else "",
         )
 
     def demand_changed(self) -> None:
@@ -312,7 +323,16 @@ class Simulation:
         min_hosts = hosts_of(job.min_chips, pool.chips_per_host) if job.min_chips else 1
         committed = self.committed.get(run, 0.0)
         att = Attempt(job, rec, pool_name, chips, hosts, rate, number, now, mtbf, committed, min_hosts=min_hosts)
+        att.provisioning_s = self.capacity.wait_s(pool_name)
         self.executor.start(att)
+        reclaim_s = self.capacity.reclaim_in_s(pool_name, chips)
+        if math.isfinite(reclaim_s):  # a spot pool takes its nodes back, counted from when they arrived
+            self.engine.after(att.provisioning_s + reclaim_s, lambda: self._reclaimed(att))
+
+    def _reclaimed(self, att: Attempt) -> None:
+        """The pool reclaimed `att`'s nodes (a spot preemption): it loses its work since its last checkpoint."""
+        if self.executor.live.get(att.job.name) is att:
+            self.executor.interrupt(att.job.name)
 
     def _tell_checkpoints(self, now: float) -> None:
         """Before a cycle that may preempt: each running attempt's last checkpoint, for the victims' lost work."""
