@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
 import pytest
+from matplotlib.image import imread
 from tests.conftest import api_app, asgi_client
 from tests.conftest import drive as drive_agent
+from typer.testing import CliRunner
 
+from crossrail.cli import app
 from crossrail.client import Client
 from crossrail.control.agent import AgentConfig
 from crossrail.errors import ForbiddenError, NotFoundError, SpecError
@@ -37,7 +42,7 @@ def _run_count(c: Client) -> int:
 
 @pytest.mark.slow
 def test_a_3x2_sweep_is_submitted_run_ranked_fitted_resubmitted_as_nothing_new_and_a_draw_cancelled(
-    client: Client, experiments: Path
+    client: Client, experiments: Path, tmp_path: Path
 ) -> None:
     exp = experiments / "pretrain-small.yaml"
     submitted = client.sweep_submit(exp, grid=GRID, sets=SETS)
@@ -78,6 +83,15 @@ def test_a_3x2_sweep_is_submitted_run_ranked_fitted_resubmitted_as_nothing_new_a
             assert p["amdahl"]["time_s"] == pytest.approx(1e6 / by_hand)
             assert p["amdahl"]["chip_hours"] == pytest.approx(n * 1e6 / by_hand / 3600)
 
+    png = tmp_path / "fit.png"
+    home = ["--home", str(client.workspace.root)]
+    cli = CliRunner().invoke(app, ["fit", sid, "--target-tokens", "1e6", "--out", str(png), "--json", *home])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout) == fitted | {"figure": str(png)}
+    image = imread(io.BytesIO(png.read_bytes()), format="png")
+    assert image.shape[:2] == (450, 800)
+    assert float(image[..., :3].std()) > 0.05  # points and curves drawn, not a blank canvas
+
     count = _run_count(client)
     again = client.sweep_submit(exp, grid=GRID, sets=SETS)
     assert (again["id"], again["created"]) == (sid, False)
@@ -105,9 +119,14 @@ def test_a_bad_key_or_value_anywhere_in_the_grid_submits_nothing(client: Client,
             client.sweep_submit(exp, grid=grid)
         (problem,) = caught.value.problems  # said once, not once per point
         assert "--grid" in problem.message
+    home = ["--home", str(client.workspace.root)]
+    cli = CliRunner().invoke(app, ["sweep", "submit", str(exp), "--grid", "spec.resources.chips", *home])
+    assert cli.exit_code == 2
+    assert "expected KEY=V1,V2" in cli.output
     assert _run_count(client) == 0
 
 
+@pytest.mark.slow
 def test_a_sweep_of_another_team_is_a_sweep_that_does_not_exist_over_the_api(
     client: Client, experiments: Path, checkout: Path
 ) -> None:

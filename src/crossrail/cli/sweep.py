@@ -125,6 +125,10 @@ def _value(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _hours(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 3600
+
+
 def _submitted(obj: dict[str, Any]) -> None:
     said = "submitted" if obj["created"] else "already submitted: nothing new"
     console.print(f"sweep {obj['id']}: {len(obj['runs'])} runs {said}")
@@ -169,8 +173,8 @@ def _fitted(obj: dict[str, Any]) -> None:
                 f"to {obj['target_tokens']:g} tokens",
                 [
                     {"chips": p["chips"], "model": m}
-                    | {"tokens/s": f"{r['throughput']:.4g}", "hours": f"{r['time_s'] / 3600:.3g}"}
-                    | {"chip-h": f"{r['chip_hours']:.4g}", "cost": format_money(r["cost"], currency)}
+                    | {"tokens/s": _value(r["throughput"]), "hours": _value(_hours(r["time_s"]))}
+                    | {"chip-h": _value(r["chip_hours"]), "cost": format_money(r["cost"], currency)}
                     for p in pool["predictions"]
                     for m, r in p.items()
                     if m != "chips"

@@ -868,7 +868,8 @@ def _predictions(
                 continue
             fitted = Fit(f["model"], f["params"], f["stderr"], f["rms"], f["points"])
             reached = {k: v for k, v in to_target(fitted, n, tokens).items() if k != "chips"}
-            cost = None if cost_per_chip_hour is None else reached["chip_hours"] * cost_per_chip_hour
+            hours = reached["chip_hours"]
+            cost = None if cost_per_chip_hour is None or hours is None else hours * cost_per_chip_hour
             row[model] = reached | {"cost": cost}
         rows.append(row)
     return rows

@@ -75,18 +75,28 @@ def fit(model: str, chips: Sequence[float], throughput: Sequence[float]) -> Fit:
     if len(set(x.tolist())) < 2:
         raise ValueError("a scaling fit needs positive throughputs measured at two or more chip counts")
     fn, names, formula = MODELS[model]
-    p0, bounds = _start(model, x, y)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", OptimizeWarning)  # too few points for a covariance: said as None below
-        params, cov = curve_fit(fn, x, y, p0=p0, bounds=bounds, maxfev=20_000)
-    residuals = y - fn(x, *params)
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        try:
+            p0, bounds = _start(model, x, y)
+            params, cov = curve_fit(fn, x, y, p0=p0, bounds=bounds, maxfev=20_000)
+        except (
+            RuntimeError,
+            ValueError,
+            np.linalg.LinAlgError,
+        ) as exc:  # no convergence, or values no float arithmetic can fit
+            raise ValueError(f"the {model} fit did not converge on these points ({exc})") from None
+        rms = float(np.sqrt(np.mean((y - fn(x, *params)) ** 2)))
+    if not (math.isfinite(rms) and all(math.isfinite(float(p)) for p in params)):
+        raise ValueError(f"the {model} fit of these points is not a finite curve; are the values in range?")
     enough = len(x) > len(names)
     errors = [float(math.sqrt(v)) if enough and math.isfinite(v) and v >= 0 else None for v in np.diag(cov)]
     return Fit(
         model=model,
         params={n: float(p) for n, p in zip(names, params, strict=True)},
         stderr=dict(zip(names, errors, strict=True)),
-        rms=float(math.sqrt(float(np.mean(residuals**2)))),
+        rms=rms,
         points=len(x),
         formula=formula,
     )
@@ -102,8 +112,10 @@ def _start(model: str, x: Any, y: Any) -> tuple[list[float], tuple[list[float], 
     return [float(np.max(y / x)), 0.05], ([0.0, 0.0], [np.inf, 1.0])
 
 
-def to_target(f: Fit, chips: float, tokens: float) -> dict[str, float]:
-    """Throughput at `chips` and the time (s) and chip-hours to process `tokens` at it."""
+def to_target(f: Fit, chips: float, tokens: float) -> dict[str, float | None]:
+    """Throughput at `chips` and the time (s) and chip-hours to process `tokens` at it (None: never, at a
+    throughput that is not positive)."""
     rate = f.throughput(chips)
-    seconds = tokens / rate if rate > 0 else math.inf
-    return {"chips": chips, "throughput": rate, "time_s": seconds, "chip_hours": chips * seconds / 3600.0}
+    seconds = tokens / rate if rate > 0 and math.isfinite(rate) else None
+    hours = None if seconds is None else chips * seconds / 3600.0
+    return {"chips": chips, "throughput": rate if math.isfinite(rate) else None, "time_s": seconds, "chip_hours": hours}

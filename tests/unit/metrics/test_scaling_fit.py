@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -11,7 +12,7 @@ from crossrail.metrics.scaling_fit import AMDAHL, POWER, Fit, amdahl, fit, power
 CHIPS = [1, 2, 4, 8, 16, 32]
 
 
-def _measured(fn, params: tuple[float, float], noise: float, seed: int) -> list[float]:  # type: ignore[no-untyped-def]
+def _measured(fn: Callable[..., float], params: tuple[float, float], noise: float, seed: int) -> list[float]:
     rng = random.Random(seed)
     return [fn(n, *params) * (1 + rng.uniform(-noise, noise)) for n in CHIPS]
 
