@@ -90,23 +90,31 @@ def create_app(
     return app
 
 
+HEARTBEAT_EXPIRY_S = 15.0
+"""A standby's heartbeat expires this long after it was written: an agent beats every 10 s (AgentConfig.heartbeat_s)
+at its next pass, so a live one is never older than that plus one pass; a killed one drops out within 15 s."""
+
+
 def _agents(c: Any) -> dict[str, Any]:
     """The leader and its standbys for /v1/health, which answers without a token: agent ids and hosts, no pids. A
-    store that cannot be read now is said, not raised: the server itself is up (a liveness probe must not restart
-    it for its database's outage)."""
+    standby whose heartbeat expired (HEARTBEAT_EXPIRY_S) is not one: a killed agent never says it stopped. A store
+    that cannot be read now is said, not raised: the server itself is up (a liveness probe must not restart it for
+    its database's outage)."""
     from crossrail.control.progress import agent_liveness
     from crossrail.errors import StoreError
 
+    now = c.clock.now()
     try:
-        live = agent_liveness(c.service.store, c.clock.now())
+        live = agent_liveness(c.service.store, now)
     except StoreError as exc:
         return {"error": str(exc)}
     leader = live.get("leader")
+    standbys = [a for a in live.get("standbys", []) if now - a["heartbeat_at"] <= HEARTBEAT_EXPIRY_S]
     return {
         "alive": live["alive"],
         "term": live.get("term"),
         "leader": None if leader is None else {k: leader[k] for k in ("id", "host", "term")},
-        "standbys": [{k: a[k] for k in ("id", "host")} for a in live.get("standbys", [])],
+        "standbys": [{k: a[k] for k in ("id", "host")} for a in standbys],
     }
 
 
