@@ -196,3 +196,24 @@ def test_a_workload_kueue_has_admitted_stays_where_it_is(
 
     assert [a["pool"] for a in client.show(run)["attempts"]] == [old_pool]
     assert "replaced" not in _types(client, run)
+
+
+def test_lineage_records_the_image_digest_the_pod_ran(
+    client: Client, experiments: Path, agent: Agent, api: ApiServer
+) -> None:
+    run = client.submit(experiments / "eval-smoke.yaml")["run"]["id"]
+    agent.reconcile()
+    pod = _kueue_admits_and_pod_runs(api, _job(api))
+    ran = "sha256:" + "4e" * 32
+    (trainer,) = pod["status"]["containerStatuses"]
+    trainer["imageID"] = f"docker-pullable://us-docker.pkg.dev/acme/train/eval@{ran}"  # the kubelet's resolved image
+    agent.reconcile()
+
+    shown = client.show(run)
+    assert shown["lineage"]["image_ran"] == ran
+    assert shown["lineage"]["image_used"] is True
+    assert [a["image_ran"] for a in shown["attempts"]] == [ran]
+    pinned = shown["lineage"]["image_digest"]
+    assert pinned != ran  # eval-smoke pins another digest: lineage says which one ran
+    assert ran in shown["lineage"]["image_note"]
+    assert pinned in shown["lineage"]["image_note"]

@@ -225,7 +225,7 @@ class Agent:
             return self._watch(run, att, status)
         if att.state == "starting" and status.started_at is not None:
             # It started and ended while no agent watched: record the start first, so no attempt ends unstarted.
-            self._started(run, att, status.started_at)
+            self._started(run, att, status.started_at, status.image_digest)
         att = self._ingest(att)  # whatever the process wrote before it ended
         return self._end(run, att, status)
 
@@ -265,7 +265,7 @@ class Agent:
     def _watch(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
         now = self.clock.now()
         if att.state == "starting":
-            self._started(run, att, status.started_at or now)
+            self._started(run, att, status.started_at or now, status.image_digest)
         if _halted(run, att):  # cancelled or suspended; or a part of a pipeline that ended: stopped with grace
             self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
             return 0
@@ -331,10 +331,11 @@ class Agent:
             self._end(run, att, AttemptStatus(run.id, att.number, "unplaced"), why)
             return
         if status.phase == "running":
-            self._started(run, att, status.started_at or self.clock.now())
+            self._started(run, att, status.started_at or self.clock.now(), status.image_digest)
 
-    def _started(self, run: RunRecord, att: AttemptRecord, ts: float) -> None:
-        data = {
+    def _started(self, run: RunRecord, att: AttemptRecord, ts: float, image_digest: str | None = None) -> None:
+        """Record that the attempt started, on what, and the digest of the image it ran where the executor saw one."""
+        data: dict[str, Any] = {
             "pool": att.pool,
             "accelerator": att.accelerator,
             "chip_type": att.chip_type,
@@ -343,6 +344,8 @@ class Agent:
         }
         if att.part is not None:
             data["part"] = att.part
+        if image_digest is not None:
+            data["image_digest"] = image_digest
         self.store.mark_started(run.id, att.number, ts, [Event(EventType.STARTED, ts, run.id, att.number, data)])
 
     def _with_cause(self, run: RunRecord, att: AttemptRecord, detail: str) -> str:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from crossrail.core import Event
+from crossrail.core import Event, EventType
 from crossrail.store import AttemptRecord, RunRecord
 
 UNVERIFIED = "unverified"
@@ -80,9 +80,21 @@ CONTAINERLESS = {"local": "the local executor", "ray": "Ray without a container"
 """Backends that run the command on a machine as it is: `spec.image` is not what ran."""
 
 
-def environment_lineage(events: Sequence[Event], backends: Sequence[str]) -> dict[str, Any]:
+def images_ran(events: Sequence[Event]) -> dict[int, str]:
+    """Attempt number -> the digest of the image it ran, as its executor saw it start (a Kubernetes pod's resolved
+    imageID, on its `started` event); attempts whose executor saw none are absent."""
+    return {
+        e.attempt: str(e.data["image_digest"])
+        for e in events
+        if e.type is EventType.STARTED and e.attempt is not None and e.data.get("image_digest")
+    }
+
+
+def environment_lineage(events: Sequence[Event], backends: Sequence[str], pinned: str | None = None) -> dict[str, Any]:
     """`image_used` and `environment`: where the attempts' executors never ran `spec.image`, lineage says so
-    and gives what ran instead (the runtime's `environment` report: Python, a digest of the distributions)."""
+    and gives what ran instead (the runtime's `environment` report: Python, a digest of the distributions);
+    where one did (Kubernetes), `image_ran` is the digest the newest attempt's pod ran, noted when it is not
+    the `pinned` one the spec named."""
     reported = _reports(events, "environment")
     out: dict[str, Any] = {"environment": {k: v for k, v in reported[-1].items() if k != "name"} if reported else None}
     without = [CONTAINERLESS[b] for b in dict.fromkeys(backends) if b in CONTAINERLESS]
@@ -91,4 +103,9 @@ def environment_lineage(events: Sequence[Event], backends: Sequence[str]) -> dic
         out["image_note"] = f"not used: {' and '.join(without)} ran the command in this machine's environment"
     elif backends:
         out["image_used"] = True
+    ran = images_ran(events)
+    if ran:
+        out["image_ran"] = ran[max(ran)]
+        if pinned is not None and out["image_ran"] != pinned:
+            out["image_note"] = f"the pod ran {out['image_ran']}, not {pinned} the spec pins"
     return out

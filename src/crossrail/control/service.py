@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from crossrail.control import isolation, lineage, parents, progress
 from crossrail.control.fallbacks import fallbacks
-from crossrail.control.loaded import environment_lineage, loaded_lineage
+from crossrail.control.loaded import environment_lineage, images_ran, loaded_lineage
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.access import EVERYONE, Actor, Sight, note_hidden
@@ -889,7 +889,7 @@ class Service:
             lineage["parent_checkpoint"] = launched[-1]
         lineage |= loaded_lineage(run, attempts, events)  # then what the runtime reports it loaded
         backends = {str(p.name): str(p.backend) for p in self.fleet.spec.pools}
-        lineage |= environment_lineage(events, [backends.get(a.pool, "") for a in attempts])
+        lineage |= environment_lineage(events, [backends.get(a.pool, "") for a in attempts], run.image_digest)
         parts = {a.part: a for a in attempts if a.part is not None}  # a pipeline: each part's hardware, latest attempt
         if parts:
             lineage["parts"] = {
@@ -899,12 +899,13 @@ class Service:
         now = self.clock.now()
         where = {run.id: attempts[-1].pool} if attempts else {}  # where it runs, or ran last
         shown = progress.run_progress(self.store, [run], where)[run.id]
+        ran = images_ran(events)  # each attempt's image as its pod ran it (Kubernetes)
         return {
             "run": summary(run, now) | {"reason": self.end_reason(run)} | shown,
             "agent": progress.agent_liveness(self.store, now),
             "lineage": lineage,
             "spec": run.spec,
-            "attempts": [a.as_dict() for a in attempts],
+            "attempts": [a.as_dict() | {"image_ran": ran.get(a.number)} for a in attempts],
             "checkpoints": [c.as_dict() for c in self.store.checkpoints(run.id)],
             "placements": placement_history(events),
             "events": [e.as_dict() for e in events],

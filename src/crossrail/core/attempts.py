@@ -99,3 +99,6 @@ class AttemptStatus:
     started_at: float | None = None
     ended_at: float | None = None
     detail: str = ""
+    image_digest: str | None = None
+    """The digest (`sha256:...`) of the image its container ran, where the executor can tell (Kubernetes: the
+    pod's resolved imageID); None where it cannot, or where no image runs (local, Ray without a container)."""

@@ -12,6 +12,7 @@ against status objects written from the Kubernetes, JobSet and Kueue documentati
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -101,7 +102,7 @@ def observe(obj: dict[str, Any], workload: dict[str, Any] | None, pods: list[dic
     started = timestamp((obj.get("status") or {}).get("startTime"))
     admission = _admission(workload, wl)
     events = _events(run, attempt, workload, wl)
-    base = AttemptStatus(run, attempt, "running", stopped_by=stopped_by, started_at=started)
+    base = AttemptStatus(run, attempt, "running", stopped_by=stopped_by, started_at=started, image_digest=ran(pods))
 
     done = _true(job, "Complete") or _true(job, "Completed")
     if done is not None:
@@ -132,6 +133,21 @@ def _running(pod: dict[str, Any]) -> bool:
         if c.get("name") in CONTAINERS and "running" in (c.get("state") or {}):
             return True
     return False
+
+
+_IMAGE_DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
+
+
+def ran(pods: list[dict[str, Any]]) -> str | None:
+    """The digest of the image the attempt's training containers ran: the kubelet's resolved `imageID`
+    (`docker-pullable://registry/trainer@sha256:...`, or `registry/trainer@sha256:...`) of the first container
+    status that has one; None before any pulled its image (an empty imageID) or when none is a digest."""
+    for pod in pods:
+        for c in (pod.get("status") or {}).get("containerStatuses") or []:
+            found = _IMAGE_DIGEST.search(str(c.get("imageID") or "")) if c.get("name") in CONTAINERS else None
+            if found:
+                return found.group(1)
+    return None
 
 
 def trainer_container(pod: dict[str, Any]) -> str:
