@@ -72,6 +72,9 @@ class RuntimeContext:
     local_rank: int = 0
     restart_count: int = 0
     coordinator: str | None = None  # host:port of JAX's coordinator service (CROSSRAIL_COORDINATOR)
+    stop_budget_s: float | None = None
+    """Seconds from SIGTERM to the kill (CROSSRAIL_STOP_BUDGET_S: a spot pool's preemption notice, else the fleet's
+    preemption grace); None: not told. A final checkpoint that cannot finish inside it is not started."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeContext:
@@ -85,6 +88,7 @@ class RuntimeContext:
         spec = _spec(env, problems)
         every_s, keep_last = _checkpoint_policy(spec, problems)
         heartbeat_s = _seconds(env, "CROSSRAIL_HEARTBEAT_S", problems)
+        stop_budget_s = _seconds(env, "CROSSRAIL_STOP_BUDGET_S", problems)
         run_uid = env.get("CROSSRAIL_RUN_UID", "").strip() or None
         if run_uid is not None and not is_uid(run_uid):
             problems.append(f"CROSSRAIL_RUN_UID: {run_uid!r} is not a run uid (26 characters, a lower-case ULID)")
@@ -107,6 +111,7 @@ class RuntimeContext:
             heartbeat_s=heartbeat_s if heartbeat_s is not None else DEFAULT_HEARTBEAT_S,
             run_uid=run_uid,
             coordinator=env.get("CROSSRAIL_COORDINATOR", "").strip() or None,
+            stop_budget_s=stop_budget_s,
             **world,
         )
 

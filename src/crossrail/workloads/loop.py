@@ -2,12 +2,15 @@
 
 A workload subclasses `TrainingLoop` and supplies its model's step, tensors and trainer state and one
 training step; the loop owns when to checkpoint, how a stop by SIGTERM ends (checkpoint, exit 75) and
-what is reported about it.
+what is reported about it. A stop comes with a budget (`RuntimeContext.stop_budget_s`: a spot pool's
+preemption notice, 30 s on GKE): the final checkpoint is written when the last write's time fits in what
+is left of it, and otherwise not started, the `stopped` event saying so (the newest checkpoint stands).
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from abc import ABC, abstractmethod
 from typing import Any, Protocol
@@ -53,6 +56,8 @@ class TrainingLoop(ABC):
     checkpointer: Checkpointer
     stop_signal: int | None = None
     saved_step: int | None = None  # the step of the newest checkpoint this run holds
+    stopped_at: float | None = None  # time.monotonic() when the stop signal came
+    write_s: float | None = None  # how long this attempt's last checkpoint write took
 
     # --- what a workload supplies -------------------------------------------------------------
 
@@ -95,15 +100,28 @@ class TrainingLoop(ABC):
                 last_checkpoint = time.monotonic()
             if cfg.step_sleep_s:
                 time.sleep(cfg.step_sleep_s)
-        if self.saved_step != self.step:
+        cannot = self._no_time_to_save()
+        if self.saved_step != self.step and cannot is None:
             self.checkpoint()
         if self.stop_signal is not None and self.step < cfg.steps:
-            self.reporter.event("stopped", signal=signal.Signals(self.stop_signal).name, step=self.step)
+            stopped: dict[str, Any] = {"signal": signal.Signals(self.stop_signal).name, "step": self.step}
+            stopped["saved"] = self.saved_step == self.step
+            if cannot is not None:
+                print(f"crossrail: no checkpoint at step {self.step}: {cannot}", file=sys.stderr, flush=True)
+                stopped["reason"] = cannot
+            self.reporter.event("stopped", **stopped)
             return EXIT_TEMPFAIL
         if self.step > first:
             hours = (time.monotonic() - begun) / 3600
             self.reporter.metric("steps_per_hour", (self.step - first) / hours, self.step)
         return EXIT_OK
+
+    def _no_time_to_save(self) -> str | None:
+        """Why the final checkpoint of a stop would not finish inside the stop budget; None when it would, or
+        when that cannot be told (no budget, or no write timed yet: then it is tried)."""
+        if self.stop_signal is None or self.stopped_at is None or self.saved_step == self.step:
+            return None
+        return budget_problem(self.ctx.stop_budget_s, time.monotonic() - self.stopped_at, self.write_s)
 
     def _stop_agreed(self) -> bool:
         """Whether to stop now; the workers of a data-parallel run agree, so none waits alone in a collective."""
@@ -129,7 +147,8 @@ class TrainingLoop(ABC):
             self.saved_step = step
             return
         uri = self.checkpointer.save(self.tensors(), step, self.state())
-        self.reporter.metric("checkpoint_write_seconds", time.perf_counter() - began, step)
+        self.write_s = time.perf_counter() - began
+        self.reporter.metric("checkpoint_write_seconds", self.write_s, step)
         self.reporter.checkpoint(step, uri, tokens=step * self.tokens_per_step())
         for removed in self.checkpointer.take_removed():  # the store marks them deleted (docs/runtime.md)
             self.reporter.event("checkpoint_deleted", uri=removed, reason="retention (spec.checkpoint.keep_last)")
@@ -137,3 +156,19 @@ class TrainingLoop(ABC):
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stop_signal = signum  # acted on after the current step, so the checkpoint holds a whole step
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic()
+
+
+def budget_problem(budget_s: float | None, elapsed_s: float, write_s: float | None) -> str | None:
+    """Why a checkpoint taking `write_s` cannot finish in what `elapsed_s` left of a stop budget of `budget_s`
+    (None: it can, or either is unknown)."""
+    if budget_s is None or write_s is None:
+        return None
+    left = budget_s - elapsed_s
+    if write_s <= left:
+        return None
+    return (
+        f"the stop budget ({budget_s:g} s, CROSSRAIL_STOP_BUDGET_S) leaves {max(left, 0.0):.1f} s and the last "
+        f"checkpoint took {write_s:.1f} s; the newest checkpoint stands"
+    )

@@ -89,7 +89,7 @@ def test_sigterm_checkpoints_the_step_reached_exits_75_and_the_retry_matches_an_
     records = launcher.records(1)
     reached = max(losses(records))
     assert [c["step"] for c in of_type(records, "checkpoint")] == [reached]
-    assert of_type(records, "event", "stopped")[0]["data"] == {"signal": "SIGTERM", "step": reached}
+    assert of_type(records, "event", "stopped")[0]["data"] == {"signal": "SIGTERM", "step": reached, "saved": True}
     assert [c.step for c in Checkpointer(str(launcher.checkpoints)).list()] == [reached]
     # 2. The retry resumes from that checkpoint, not from zero.
     retry = launcher.run("--steps", str(reached + 3), attempt=2)

@@ -89,7 +89,7 @@ def test_a_run_stopped_on_a_gpu_resumes_on_a_tpu_from_the_checkpoint_it_wrote(
     records = gpt.records(1)
     reached = max(losses(records))
     assert started(records)["framework"] == "torch"
-    assert of_type(records, "event", "stopped")[0]["data"] == {"signal": "SIGTERM", "step": reached}
+    assert of_type(records, "event", "stopped")[0]["data"] == {"signal": "SIGTERM", "step": reached, "saved": True}
     assert [c["step"] for c in of_type(records, "checkpoint")] == [reached]
     assert Checkpointer(str(gpt.checkpoints)).restore()[1]["lineage"]["framework"] == "torch"
     # 2. The retry lands on a TPU pool: JAX picks up the PyTorch checkpoint, optimizer and all.
