@@ -1,4 +1,5 @@
-"""`crossrail deploy render`: manifests and units that run crossrail itself (docs/high-availability.md)."""
+"""`crossrail deploy render`: manifests and units that run crossrail itself (docs/high-availability.md,
+docs/kubernetes.md#running-crossrail-on-kubernetes)."""
 
 from __future__ import annotations
 
@@ -26,17 +27,33 @@ def render_command(
         str, typer.Option("--store-secret", help="Secret whose key `url` holds the PostgreSQL URL.")
     ] = "crossrail-store",
     lease_seconds: Annotated[float, typer.Option("--lease-seconds", help="The leader's lease.")] = 15.0,
+    workload_identity: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workload-identity",
+            help="[NAMESPACE=]GSA: bind the ServiceAccounts of NAMESPACE (or of every namespace) to this Google "
+            "service account through GKE Workload Identity. Repeatable.",
+        ),
+    ] = None,
+    serve_requests: Annotated[
+        str, typer.Option("--serve-requests", help="The serve container's resource requests.")
+    ] = "cpu=250m,memory=512Mi",
+    agent_requests: Annotated[
+        str, typer.Option("--agent-requests", help="An agent container's resource requests.")
+    ] = "cpu=500m,memory=1Gi",
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the files into this directory instead of printing them.")
     ] = None,
     home: Home = None,
 ) -> None:
-    """Kubernetes: a ConfigMap with the workspace's fleet and policy, Deployments for serve and the agents with
-    /v1/health and /metrics probes, a Service and a PodDisruptionBudget. systemd: crossrail-serve.service and
-    crossrail-agent@.service."""
+    """Kubernetes: ServiceAccounts, the agents' ClusterRole bound in each namespace the fleet submits to, the
+    training pods' ServiceAccounts there, a ConfigMap with the workspace's fleet and policy, Deployments for serve
+    and the agents with /v1/health and /healthz probes and resource requests, a Service and a
+    PodDisruptionBudget. systemd: crossrail-serve.service and crossrail-agent@.service."""
 
     def go() -> None:
         from crossrail.control import deploy, workspace
+        from crossrail.spec import load_fleet
 
         cfg = deploy.DeployConfig(
             image=image,
@@ -45,12 +62,17 @@ def render_command(
             agent_replicas=agents,
             store_secret=store_secret,
             lease_s=lease_seconds,
+            workload_identity=tuple(workload_identity or ()),
+            serve_requests=deploy.parse_requests("--serve-requests", serve_requests),
+            agent_requests=deploy.parse_requests("--agent-requests", agent_requests),
         )
         if target == "systemd":
             files = deploy.systemd(cfg)
         else:
             ws = workspace.find(home).check()
-            objs = deploy.kubernetes(cfg, ws.fleet_path.read_text(), ws.policy_path.read_text())
+            fleet_yaml = ws.fleet_path.read_text()
+            fleet = load_fleet(ws.fleet_path)
+            objs = deploy.kubernetes(cfg, fleet, fleet_yaml, ws.policy_path.read_text())
             files = {"crossrail.yaml": deploy.dump_yaml(objs)}
         if out is None:
             for name, text in files.items():

@@ -1,5 +1,6 @@
 """`crossrail deploy render`: crossrail itself on Kubernetes (serve and its agents as Deployments, a Service, probes,
-the store URL from a Secret) and on plain hosts (systemd units for serve and for each agent)."""
+the store URL from a Secret, ServiceAccounts and the RBAC the agents' Kubernetes calls need, the training pods'
+ServiceAccounts in each team namespace) and on plain hosts (systemd units for serve and for each agent)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from crossrail.errors import UsageError
+from crossrail.executors.render.kubernetes import JOBSET_API
+from crossrail.executors.render.kueue import KUEUE_API, namespaces
+from crossrail.executors.render.trainjob import TRAINER_GROUP
+from crossrail.spec import Fleet
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _IMAGE = re.compile(r"^[^\s:@]+(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
@@ -17,6 +22,24 @@ HOME = "/var/lib/crossrail/.crossrail"
 LABELS = {"app.kubernetes.io/name": "crossrail", "app.kubernetes.io/part-of": "crossrail"}
 AGENT_HEALTH = "/healthz"
 """The path of an agent's metrics port open to probes (/metrics needs a token beyond loopback)."""
+UID = 10001
+"""The user and group the image runs as (USER in the Dockerfile), named in each pod so runAsNonRoot can check it."""
+WORKLOAD_IDENTITY = "iam.gke.io/gcp-service-account"
+_GSA = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+AGENT_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("", "pods", ("list",)),  # an attempt's pods: is its trainer running, how did it exit
+    ("", "pods/log", ("get",)),  # `crossrail logs`
+    ("", "secrets", ("create",)),  # an attempt's report secret, owned by (and deleted with) its workload
+    ("batch", "jobs", ("create", "delete", "list", "patch")),
+    (JOBSET_API.split("/")[0], "jobsets", ("create", "delete", "list", "patch")),
+    (TRAINER_GROUP, "trainjobs", ("create", "delete", "list", "patch")),
+    (KUEUE_API.split("/")[0], "workloads", ("list",)),  # Kueue's view of each attempt
+)
+"""(API group, resource, verbs) the Kubernetes executor's client calls use in the fleet's namespaces: launch
+creates, observe lists, stop patches its reason on and deletes, logs reads the pod log. Nothing else: no get or
+watch, no cluster-scoped object; tests/unit/render/test_deploy_rbac.py derives the same from the executor's code."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +53,11 @@ class DeployConfig:
     lease_s: float = 15.0
     port: int = 8470
     metrics_port: int = 9464
+    workload_identity: tuple[str, ...] = ()
+    """`GSA` (every namespace) or `NAMESPACE=GSA`: the Google service account each namespace's ServiceAccounts are
+    bound to through GKE Workload Identity; `NAMESPACE` is crossrail's own or one the fleet submits to."""
+    serve_requests: tuple[tuple[str, str], ...] = (("cpu", "250m"), ("memory", "512Mi"))
+    agent_requests: tuple[tuple[str, str], ...] = (("cpu", "500m"), ("memory", "1Gi"))
     bin: str = "/opt/crossrail/bin/crossrail"  # systemd: the installed console script
     user: str = "crossrail"  # systemd: the account both units run as
 
@@ -50,19 +78,77 @@ class DeployConfig:
             problems.append(f"--serve-replicas {self.serve_replicas}: at least 1")
         if not self.lease_s > 0:
             problems.append(f"--lease-seconds {self.lease_s:g}: must be > 0")
+        problems += self._identity_problems() + self._request_problems()
         if problems:
             raise UsageError("cannot render the deployment:\n  " + "\n  ".join(problems))
         return self
+
+    def _identity_problems(self) -> list[str]:
+        problems, seen = [], set()
+        for item in self.workload_identity:
+            ns, _, gsa = item.rpartition("=")
+            key = ns or "*"
+            if not _GSA.match(gsa):
+                problems.append(
+                    f"--workload-identity {item!r}: name a Google service account, "
+                    "NAME@PROJECT.iam.gserviceaccount.com, optionally after NAMESPACE="
+                )
+            elif ns and (not _DNS_LABEL.match(ns) or len(ns) > 63):
+                problems.append(f"--workload-identity {item!r}: {ns!r} is not a namespace (a DNS-1123 label)")
+            elif key in seen:
+                problems.append(
+                    f"--workload-identity {item!r}: {'every namespace' if key == '*' else ns} is given twice"
+                )
+            seen.add(key)
+        return problems
+
+    def _request_problems(self) -> list[str]:
+        problems = []
+        for flag, requests in (("--serve-requests", self.serve_requests), ("--agent-requests", self.agent_requests)):
+            for name, value in requests:
+                if name not in ("cpu", "memory") or not _QUANTITY.match(value):
+                    problems.append(
+                        f"{flag} {name}={value}: give cpu=<quantity> and memory=<quantity> (e.g. cpu=500m,memory=1Gi)"
+                    )
+        return problems
+
+    def gcp_service_account(self, namespace: str) -> str | None:
+        """The Google service account bound to `namespace`'s ServiceAccounts (its own, else every namespace's)."""
+        pairs = dict(item.rpartition("=")[::2] for item in self.workload_identity)
+        return pairs.get(namespace) or pairs.get("")
+
+
+def parse_requests(flag: str, text: str) -> tuple[tuple[str, str], ...]:
+    """`cpu=500m,memory=1Gi` as pairs; a part without `=` is a UsageError naming the flag."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, value = part.partition("=")
+        if not eq:
+            raise UsageError(f"{flag} {text!r}: give cpu=<quantity>,memory=<quantity> (e.g. cpu=500m,memory=1Gi)")
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
 
 
 # --- Kubernetes ------------------------------------------------------------------------------------
 
 
-def kubernetes(cfg: DeployConfig, fleet_yaml: str, policy_yaml: str) -> list[dict[str, Any]]:
-    """ConfigMap (the workspace's fleet and policy), the serve Deployment and its Service, the agents' Deployment
-    and a PodDisruptionBudget that keeps one agent through voluntary disruptions. The store URL comes from the
-    Secret `cfg.store_secret` (key `cfg.store_secret_key`), created beforehand (docs/high-availability.md)."""
+def kubernetes(cfg: DeployConfig, fleet: Fleet, fleet_yaml: str, policy_yaml: str) -> list[dict[str, Any]]:
+    """ServiceAccounts for serve and the agents, the agents' ClusterRole and a RoleBinding in each namespace the
+    fleet submits to, the training pods' ServiceAccounts there, a ConfigMap (the workspace's fleet and policy), the
+    serve Deployment and its Service, the agents' Deployment and a PodDisruptionBudget that keeps one agent through
+    voluntary disruptions. The store URL comes from the Secret `cfg.store_secret` (key `cfg.store_secret_key`),
+    created beforehand; the team namespaces come from `fleet render --target kueue` (docs/high-availability.md)."""
     cfg.check()
+    targets = namespaces(fleet) if any(p.backend == "kubernetes" for p in fleet.pools) else []
+    unknown = sorted(
+        {ns for ns, _, _ in (i.rpartition("=") for i in cfg.workload_identity) if ns} - {cfg.namespace, *targets}
+    )
+    if unknown:
+        known = ", ".join([cfg.namespace, *targets])
+        raise UsageError(
+            f"cannot render the deployment:\n  --workload-identity: no namespace {', '.join(unknown)} here "
+            f"(crossrail's and the fleet's: {known})"
+        )
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -98,7 +184,67 @@ def kubernetes(cfg: DeployConfig, fleet_yaml: str, policy_yaml: str) -> list[dic
         "metadata": _meta(cfg, "crossrail-agent", "agent"),
         "spec": {"minAvailable": 1, "selector": {"matchLabels": _selector("agent")}},
     }
-    return [config_map, serve, service, agents, budget]
+    accounts = [
+        # serve makes no Kubernetes call: its pods get no API token
+        _service_account(cfg, "crossrail-serve", cfg.namespace, "serve", token=False),
+        _service_account(cfg, "crossrail-agent", cfg.namespace, "agent", token=bool(targets)),
+    ]
+    return [
+        *accounts,
+        *rbac(cfg, targets),
+        *pod_accounts(cfg, fleet, targets),
+        config_map,
+        serve,
+        service,
+        agents,
+        budget,
+    ]
+
+
+def rbac(cfg: DeployConfig, targets: list[str]) -> list[dict[str, Any]]:
+    """The ClusterRole `crossrail-agent` (AGENT_RULES) granted in each of `targets` by a RoleBinding, so the agents
+    act in the fleet's namespaces only; nothing when the fleet has no Kubernetes pool."""
+    if not targets:
+        return []
+    rules = [{"apiGroups": [g], "resources": [r], "verbs": list(v)} for g, r, v in AGENT_RULES]
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "crossrail-agent", "labels": {**LABELS, "app.kubernetes.io/component": "agent"}},
+        "rules": rules,
+    }
+    subject = {"kind": "ServiceAccount", "name": "crossrail-agent", "namespace": cfg.namespace}
+    bindings = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(cfg, "crossrail-agent", "agent") | {"namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "crossrail-agent"},
+            "subjects": [subject],
+        }
+        for ns in targets
+    ]
+    return [role, *bindings]
+
+
+def pod_accounts(cfg: DeployConfig, fleet: Fleet, targets: list[str]) -> list[dict[str, Any]]:
+    """The ServiceAccounts training pods run as (the fleet's `kubernetes.service_account` and each Kubernetes pool's)
+    in each namespace the fleet submits to, bound to a Google service account where `--workload-identity` names one.
+    Pods get no API token: training code makes no Kubernetes call."""
+    names = {fleet.spec.kubernetes.service_account}
+    for pool in fleet.pools:
+        if pool.backend == "kubernetes" and pool.kubernetes is not None and pool.kubernetes.service_account:
+            names.add(pool.kubernetes.service_account)
+    names.discard("default")  # every namespace has it; crossrail does not own it
+    return [_service_account(cfg, name, ns, "trainer", token=False) for ns in targets for name in sorted(names)]
+
+
+def _service_account(cfg: DeployConfig, name: str, namespace: str, component: str, *, token: bool) -> dict[str, Any]:
+    meta = _meta(cfg, name, component) | {"namespace": namespace}
+    gsa = cfg.gcp_service_account(namespace)
+    if gsa:
+        meta["annotations"] = {WORKLOAD_IDENTITY: gsa}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": token}
 
 
 def _meta(cfg: DeployConfig, name: str, component: str) -> dict[str, Any]:
@@ -136,7 +282,8 @@ def _deployment(
             {"name": "home", "mountPath": HOME},
             *({"name": "workspace", "mountPath": f"{HOME}/{f}", "subPath": f} for f in ("fleet.yaml", "policy.yaml")),
         ],
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+        "resources": {"requests": dict(cfg.agent_requests if component == "agent" else cfg.serve_requests)},
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": UID},
     }
     return {
         "apiVersion": "apps/v1",
@@ -150,6 +297,8 @@ def _deployment(
                 "spec": {
                     # an agent stops after the pass in hand on SIGTERM and hands its lease on at once
                     "terminationGracePeriodSeconds": 30,
+                    "serviceAccountName": f"crossrail-{component}",
+                    "securityContext": {"runAsGroup": UID, "fsGroup": UID},
                     "containers": [container],
                     "volumes": [
                         {"name": "home", "emptyDir": {}},

@@ -17,6 +17,7 @@ from crossrail.cli import app
 from crossrail.client import Client
 from crossrail.control.deploy import AGENT_HEALTH, DeployConfig, kubernetes, systemd
 from crossrail.errors import UsageError
+from crossrail.spec import Fleet
 
 from .conftest import assert_valid
 
@@ -37,8 +38,10 @@ def by_kind(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
 
 
 @pytest.mark.slow
-def test_kubernetes_objects_validate_and_run_two_or_more_agents_beside_serve_with_the_store_from_a_secret() -> None:
-    objs = by_kind(kubernetes(DeployConfig(IMAGE, agent_replicas=3), "fleet: x\n", "policy: y\n"))
+def test_kubernetes_objects_validate_and_run_two_or_more_agents_beside_serve_with_the_store_from_a_secret(
+    gke_fleet: Fleet,
+) -> None:
+    objs = by_kind(kubernetes(DeployConfig(IMAGE, agent_replicas=3), gke_fleet, "fleet: x\n", "policy: y\n"))
     for obj in objs.values():
         assert_valid(obj)
     serve, agents = objs["Deployment", "crossrail-serve"], objs["Deployment", "crossrail-agent"]
@@ -87,9 +90,9 @@ def test_systemd_units_parse_and_their_commands_are_ones_the_cli_takes() -> None
         assert ini["Install"]["WantedBy"] == "multi-user.target"
 
 
-def test_bad_settings_are_refused_together_each_with_its_fix() -> None:
+def test_bad_settings_are_refused_together_each_with_its_fix(gke_fleet: Fleet) -> None:
     with pytest.raises(UsageError) as caught:
-        kubernetes(DeployConfig("latest", namespace="Research_Team", agent_replicas=1), "", "")
+        kubernetes(DeployConfig("latest", namespace="Research_Team", agent_replicas=1), gke_fleet, "", "")
     message = str(caught.value)
     assert "--image 'latest': name crossrail's image with a tag or a digest" in message
     assert "--namespace 'Research_Team': must be a DNS-1123 label" in message
@@ -105,6 +108,11 @@ def test_deploy_render_writes_the_workspace_fleet_into_the_config_map_and_refuse
     refused = runner.invoke(app, ["deploy", "render", "--home", home, "--image", "x", "--out", str(out)])
     assert refused.exit_code == 2, refused.output
     assert "name crossrail's image with a tag or a digest" in refused.output
+    assert not out.exists()
+    bad = ["--agent-requests", "cpu", "--workload-identity", "someone@gmail.com"]
+    refused = runner.invoke(app, ["deploy", "render", "--home", home, "--image", IMAGE, *bad, "--out", str(out)])
+    assert refused.exit_code == 2, refused.output
+    assert "--agent-requests 'cpu': give cpu=<quantity>,memory=<quantity>" in refused.output
     assert not out.exists()
     done = runner.invoke(app, ["deploy", "render", "--home", home, "--image", IMAGE, "--out", str(out)])
     assert done.exit_code == 0, done.output
