@@ -193,7 +193,8 @@ class Client:
         """Every problem in `paths`; with a workspace (and not `offline`), also every check submit makes against
         it: fleet feasibility, parent, dataset reachability, code commit (Service.preflight). Over a server only
         `offline` checks, against the default policy (`place` asks a server for its checks)."""
-        from crossrail.spec import default_policy, validate_files
+        from crossrail.spec import default_policy
+        from crossrail.spec.validate import check_files
 
         warned: list[str] = []
         check = None
@@ -218,7 +219,9 @@ class Client:
                 warned.extend(pre.warnings)
                 return list(pre.problems)
 
-        problems = validate_files([str(p) for p in paths], policy, check)
+        found = check_files([str(p) for p in paths], policy, check)
+        problems = found.problems
+        warned.extend(f"{w.source}: {w.render()}" for w in found.warnings)
         return api_object(
             "ValidationResult",
             valid=not problems,

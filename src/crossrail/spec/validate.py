@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -17,6 +18,7 @@ from crossrail.spec.lint import HARD_CODED, lint_experiment
 from crossrail.spec.loader import Document, load_document, parse_document
 from crossrail.spec.policy import ARTICLE_POLICY_YAML, PlacementPolicy
 from crossrail.spec.problems import did_you_mean, locate, problems_at, problems_from, show, sort_problems
+from crossrail.spec.warnings import fleet_warnings
 
 Kind = Literal["Experiment", "Fleet", "PlacementPolicy"]
 KINDS: tuple[Kind, ...] = ("Experiment", "Fleet", "PlacementPolicy")
@@ -108,17 +110,27 @@ def _under(path: str, parents: list[str]) -> bool:
     return any(path == p or path.startswith((p + ".", p + "[")) for p in parents)
 
 
-def validate_files(
+@dataclass(frozen=True)
+class Findings:
+    """What checking files found: `problems` make them invalid; `warnings` leave them valid (spec/warnings.py)."""
+
+    problems: list[Problem]
+    warnings: list[Problem]
+
+
+def check_files(
     paths: Sequence[str | os.PathLike[str]],
     policy: PlacementPolicy,
     check: Callable[[Document, Experiment], list[Problem]] | None = None,
-) -> list[Problem]:
-    """Every problem in every file, whatever its kind; bad input is reported, never raised.
+) -> Findings:
+    """Every problem and every warning in every file, whatever its kind; bad input is reported, never raised.
 
     `check` is called with each Experiment the files alone find no problem in, for the problems only a
-    workspace can show (the fleet, the store, the data); it reports them, it does not raise.
+    workspace can show (the fleet, the store, the data); it reports them, it does not raise. A file with
+    problems gets no warnings: its problems come first.
     """
     problems: list[Problem] = []
+    warnings: list[Problem] = []
     for path in paths:
         try:
             doc = load_document(path)
@@ -128,9 +140,18 @@ def validate_files(
                 if check is not None:
                     problems.extend(check(doc, exp))
             elif kind == "Fleet":
-                parse_fleet(doc)
+                warnings.extend(fleet_warnings(parse_fleet(doc), doc))
             else:
                 parse_policy(doc)
         except SpecError as exc:
             problems.extend(exc.problems)
-    return problems
+    return Findings(problems, warnings)
+
+
+def validate_files(
+    paths: Sequence[str | os.PathLike[str]],
+    policy: PlacementPolicy,
+    check: Callable[[Document, Experiment], list[Problem]] | None = None,
+) -> list[Problem]:
+    """Every problem in every file (check_files without its warnings)."""
+    return check_files(paths, policy, check).problems
