@@ -311,7 +311,7 @@ def test_agent_metrics_beyond_loopback_need_a_readers_token_as_serve_does(checko
             assert _scrape(url, "crossrail_not-a-token")[0] == 401
             status, body = _scrape(url, viewer["token"])
             assert status == 200
-            assert 'crossrail_pending_runs{queue="eval"} 1.0' in body
+            assert 'crossrail_pending_runs{cluster_queue="eval",queue="eval"} 1.0' in body
             # a workspace with tokens has no anonymous reader on loopback either (docs/auth.md)
             assert _scrape(f"http://127.0.0.1:{local}/metrics")[0] == 401
             assert _scrape(f"http://127.0.0.1:{local}/metrics", viewer["token"]) == (
