@@ -16,7 +16,7 @@ from typing import Any
 
 from crossrail.core import EventType
 from crossrail.errors import NotFoundError, SpecError, UsageError
-from crossrail.metrics import FleetTimeline, RunFacts, Sample, Target, fold_runs, parse_selection
+from crossrail.metrics import FleetTimeline, RunFacts, Sample, Selection, Target, fold_runs, parse_selection
 from crossrail.metrics.comparable import capacity_steps
 from crossrail.metrics.registry import SAMPLE_NAMES
 from crossrail.spec import work_digest
@@ -115,8 +115,18 @@ def select_runs(
     """
     if text.startswith(SIM):
         name, _, filters = text[len(SIM) :].partition(",")
-        return parse_selection(filters, flag).pick((simulation or sim_file_runs)(name, flag))
-    return parse_selection(text, flag).pick(workspace())
+        return _picked(parse_selection(filters, flag), (simulation or sim_file_runs)(name, flag), f"{flag} {text!r}")
+    return _picked(parse_selection(text, flag), workspace(), f"{flag} {text!r}")
+
+
+def _picked(selection: Selection, runs: Sequence[RunFacts], where: str) -> list[RunFacts]:
+    """The runs `selection` picks; a UsageError with a did-you-mean when it picks none and a filter's value is
+    one no run has, spelt like one a run has (`team=alignmnet`)."""
+    picked = selection.pick(runs)
+    said = [] if picked else selection.misspelt(runs)
+    if said:
+        raise UsageError(f"{where}: " + "; ".join(said))
+    return picked
 
 
 def sim_file_runs(path: str, flag: str) -> list[RunFacts]:

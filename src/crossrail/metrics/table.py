@@ -36,6 +36,19 @@ class Selection:
     def pick(self, runs: Sequence[RunFacts]) -> list[RunFacts]:
         return [r for r in runs if self.admits(r)]
 
+    def misspelt(self, runs: Sequence[RunFacts]) -> list[str]:
+        """For each filter whose value no run among `runs` has, but one close to it does: `team='alignmnet': did
+        you mean 'alignment'?` (an empty selection is otherwise taken at its word)."""
+        from crossrail.spec.problems import did_you_mean  # only when a selection picked nothing
+
+        said = []
+        for key, value in self.equal.items():
+            values = sorted({run.dimension(key) for run in runs})
+            close = None if value in values else did_you_mean(value, values)
+            if close is not None:
+                said.append(f"no run has {key}={value!r}; {close}")
+        return said
+
     def __str__(self) -> str:
         parts = [f"{k}={v}" for k, v in self.equal.items()]
         parts += [f"{k}={_date(v)}" for k, v in (("since", self.since), ("until", self.until)) if v is not None]
@@ -62,7 +75,10 @@ def parse_selection(text: str, where: str = "selection") -> Selection:
         elif key in DIMENSIONS:
             equal[key] = value
         else:
-            problems.append(f"unknown key {key!r}; keys are {', '.join((*DIMENSIONS, 'since', 'until'))}")
+            from crossrail.spec.problems import did_you_mean
+
+            keys = (*DIMENSIONS, "since", "until")
+            problems.append(f"unknown key {key!r}; {did_you_mean(key, keys) or 'keys are ' + ', '.join(keys)}")
     if problems:
         raise UsageError(f"{where} {text!r}: " + "; ".join(problems))
     return Selection(equal, times.get("since"), times.get("until"))
