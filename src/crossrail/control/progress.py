@@ -47,7 +47,9 @@ def run_finish(store: Store, runs: Sequence[RunRecord], now: float) -> dict[str,
         attempt = last.get(run.id)
         if attempt is None:
             continue
-        types = [str(EventType.HEARTBEAT), str(EventType.REPORTED)]
+        running = attempt.ended_at is None
+        # an ended attempt's heartbeats (thousands, for a long run) are not read: it has no ETA
+        types = [str(EventType.REPORTED)] + ([str(EventType.HEARTBEAT)] if running else [])
         first: Beat | None = None
         newest: Beat | None = None
         total: int | None = None
@@ -59,7 +61,6 @@ def run_finish(store: Store, runs: Sequence[RunRecord], now: float) -> dict[str,
                 total = step_of({"step": data.get("steps")}) if isinstance(data, dict) else None
             elif e.type is EventType.HEARTBEAT and (step := step_of(e.data)) is not None:
                 first, newest = first or (e.ts, step), (e.ts, step)
-        running = attempt.ended_at is None
         out[run.id] = {"steps_total": total, "eta_s": finish_eta_s(first, newest, total, now) if running else None}
     return out
 
