@@ -176,6 +176,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/ui/runs"): Case("GET", "/ui/runs"),
     ("GET", "/ui/runs/{ref}"): Case("GET", "/ui/runs/{run}", target="run"),
     ("GET", "/ui/queues"): Case("GET", "/ui/queues"),
+    ("GET", "/ui/compare"): Case("GET", "/ui/compare?run={run}", target="run"),
+    ("GET", "/ui/sweeps/{sweep}"): Case("GET", "/ui/sweeps/sw-000000000000", ok=frozenset({404})),
     ("GET", "/ui/lineage"): Case("GET", "/ui/lineage"),
     ("GET", "/ui/fleet"): Case("GET", "/ui/fleet"),
     ("GET", "/ui/report"): Case("GET", "/ui/report"),

@@ -1,4 +1,6 @@
-"""A real headless Chromium (Debian's, driven by playwright) opens every dashboard page over the demo workspace.
+"""A real headless Chromium (Debian's, driven by playwright) opens every dashboard page over the demo workspace,
+and walks what a lead works from over a workspace told by hand (tests/api/dashboard_world.py): filters, a
+sweep, a comparison of runs' curves, quotas and the RL backlog.
 
 Screenshots are kept under the test's temporary directory (`pytest --basetemp DIR` keeps them where you say);
 the test prints where.
@@ -9,12 +11,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import serving
+
+from crossrail.core import ManualClock
 
 from .conftest import PENDING
+from .dashboard_world import NOW, SCAN, Told, tell
 
 pytestmark = pytest.mark.browser
 
@@ -143,4 +150,89 @@ def test_refused_dashboard_pages_are_pages_in_chromium(browser: Any, demo_server
         assert words in page.locator("p.refused").inner_text()
         assert page.locator('nav a[href="/ui/runs"]').count() == 1  # the dashboard's own page, with its menu
     page.close()
+    assert outside == []
+
+
+@pytest.fixture(scope="module")
+def told_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Told, str]]:
+    """The told workspace served on a socket, its clock at NOW; yields it and the base URL."""
+    from crossrail.api import create_app
+
+    told = tell(tmp_path_factory.mktemp("told"))
+    with serving(create_app(told.home, clock=ManualClock(NOW))) as url:
+        yield told, url
+
+
+@pytest.mark.slow
+def test_a_lead_filters_runs_compares_their_curves_and_reads_a_sweep_in_chromium(
+    browser: Any, told_server: tuple[Told, str], tmp_path: Path
+) -> None:
+    told, server = told_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems: list[str] = []
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
+    page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
+    outside: list[str] = []
+    page.on("request", lambda r: r.url.startswith(server) or outside.append(r.url))
+
+    def listed() -> set[str]:
+        return {str(r.get_attribute("data-run")) for r in page.locator("#runs tr[data-run]").all()}
+
+    # Runs, filtered by the form: a stage, then a search on top of it.
+    page.goto(f"{server}/ui/runs?token={told.admin}", wait_until="load")
+    assert listed() == set(told.runs.values())
+    page.select_option('form#filters select[name="stage"]', "pretraining")
+    page.click('form#filters button[type="submit"]')
+    page.wait_for_load_state("load")
+    assert "stage=pretraining" in page.url
+    assert listed() == {told.runs["done"], told.runs["other"]}
+    page.fill('form#filters input[name="q"]', "theirs")
+    page.click('form#filters button[type="submit"]')
+    page.wait_for_load_state("load")
+    assert listed() == {told.runs["other"]}
+    page.screenshot(path=str(tmp_path / "runs-filtered.png"), full_page=True)
+
+    # Two runs ticked and compared: one line each on one chart, drawn across it.
+    page.goto(f"{server}/ui/runs", wait_until="load")
+    running = page.locator(f'tr[data-run="{told.runs["running"]}"]')
+    assert running.locator("td.progress").inner_text().startswith("30/100")
+    for key in ("running", "done"):
+        page.check(f'#runs input[type="checkbox"][value="{told.runs[key]}"]')
+    page.click('form#compare button[type="submit"]')
+    page.wait_for_load_state("load")
+    chart = page.locator("svg#compare-chart")
+    assert chart.is_visible()
+    lines = chart.locator("polyline.series")
+    assert lines.count() == 2
+    for i in range(2):
+        box = lines.nth(i).bounding_box()
+        assert box is not None
+        assert box["width"] > 20  # a line across steps, not a dot
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+
+    # The sweep, reached from a member's row: its metric against each parameter, members ranked.
+    page.goto(f"{server}/ui/runs?sweep={told.sweep}", wait_until="load")
+    assert listed() == {told.runs[k] for k in SCAN}
+    page.click(f'#runs tr[data-run="{told.runs["scan-2-low"]}"] a[href="/ui/sweeps/{told.sweep}"]')
+    page.wait_for_load_state("load")
+    assert page.locator("figure.param").count() == 2
+    for figure in page.locator("figure.param").all():
+        assert figure.locator("circle.point").count() == len(told.losses)
+        assert figure.locator("svg").is_visible()
+    first = page.locator("table.members tbody tr").first
+    assert first.get_attribute("data-run") == min(told.losses, key=lambda r: told.losses[r])
+    page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
+
+    # Quotas used against nominal, the RL backlog, and a run whose load fell back to an older checkpoint.
+    page.goto(f"{server}/ui/queues", wait_until="load")
+    assert page.locator('table.quota[data-queue="post-training"] tr[data-pool="tpu-v5p"] td.used').count() == 1
+    assert page.locator(f'#rl-backlog tr[data-run="{told.runs["rl"]}"] svg.spark polyline').is_visible()
+    page.screenshot(path=str(tmp_path / "queues.png"), full_page=True)
+    page.goto(f"{server}/ui/runs/{told.runs['running']}", wait_until="load")
+    assert page.locator("dd.fallback").is_visible()
+    page.close()
+    print(f"screenshots: {tmp_path}")
+    assert problems == []
     assert outside == []

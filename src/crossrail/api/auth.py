@@ -82,6 +82,8 @@ ROUTES: dict[tuple[str, str], Action | None] = {
     ("GET", "/ui/runs"): Action.READ,
     ("GET", "/ui/runs/{ref}"): Action.READ,
     ("GET", "/ui/queues"): Action.READ,
+    ("GET", "/ui/compare"): Action.READ,
+    ("GET", "/ui/sweeps/{sweep}"): Action.READ,
     ("GET", "/ui/lineage"): Action.READ,
     ("GET", "/ui/fleet"): Action.READ,
     ("GET", "/ui/report"): Action.READ,
