@@ -4,11 +4,18 @@ Kueue admits (quota, cohorts, preemption); this executor applies, watches and de
 official `kubernetes` client (extra `crossrail[k8s]`, imported only when a client is built) and reads
 the Job/JobSet and its Workload with crossrail.executors.kube_status. For re-placement, `withdraw`
 deletes an attempt Kueue has not admitted yet and `move` re-renders it for another pool.
+
+With several clusters (the fleet's `clusters:`) the executor submits to the manager cluster, whose Kueue
+dispatches the workload through MultiKueue to a worker; the manager's Workload names that worker
+(`status.clusterName`, or the MultiKueue admission check's message `... reservation on "<cluster>"`), and the
+attempt's object, Workload and pods are read there (its `workers` API, or the cluster's kube context), where
+its pods and their exit codes and logs are. Stops and deletions go to the manager, which MultiKueue mirrors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any, Protocol, get_args
 
@@ -28,13 +35,17 @@ from crossrail.executors.kube_status import (
     trainer_container,
 )
 from crossrail.executors.render.kubernetes import (
+    CONFIG_MAP_MAX_BYTES,
     JOBSET_API,
     REPORT_SECRET_ENV,
     REPORT_SECRET_KEY,
+    config_key,
+    config_map_name,
     render_kubernetes,
     report_secret_name,
+    shipped_config,
 )
-from crossrail.executors.render.kueue import KUEUE_API, namespaces
+from crossrail.executors.render.kueue import KUEUE_API, MULTIKUEUE_CHECK, namespaces
 from crossrail.executors.render.trainjob import TRAINER_API, TRAINER_GROUP
 from crossrail.executors.render.workload import from_launch
 from crossrail.spec import Fleet
@@ -87,8 +98,11 @@ class KubernetesExecutor:
         kubeconfig: str | None = None,
         context: str | None = None,
         run_uid: Callable[[str], str | None] | None = None,
+        workers: Mapping[str, KubeApi] | None = None,
     ) -> None:
         self.fleet = fleet
+        self._workers: dict[str, KubeApi] = dict(workers or {})
+        """Worker cluster name -> its API (the manager is `api`); others are reached through their kube context."""
         self._run_uid = run_uid
         """The uid the store gave a run (None: a run made before uids, or one it does not hold)."""
         self._uids: dict[str, str | None] = {}
@@ -105,6 +119,17 @@ class KubernetesExecutor:
         if self._api is None:
             self._api = OfficialApi(self._kubeconfig, self._context)
         return self._api
+
+    def worker_api(self, cluster: str) -> KubeApi | None:
+        """The API of worker cluster `cluster`: as given, else through its kube context (`clusters[].context`);
+        None for a cluster the fleet does not name or names without a context (read from the manager only)."""
+        if cluster in self._workers:
+            return self._workers[cluster]
+        spec = next((c for c in self.fleet.spec.clusters if c.name == cluster), None)
+        if spec is None or spec.context is None:
+            return None
+        api = self._workers[cluster] = OfficialApi(self._kubeconfig, spec.context)
+        return api
 
     def render(self, request: LaunchRequest) -> dict[str, Any]:
         """The Job or JobSet `launch` would submit for `request` (pure; nothing is sent)."""
@@ -139,6 +164,10 @@ class KubernetesExecutor:
                 self._report_secret(request, obj, created, secret)
             except ExecutionError as exc:
                 return self._lost(request, f"the API server refused its report Secret: {exc}")
+        try:
+            self._config_map(request, obj, created)
+        except (ExecutionError, SpecError, OSError) as exc:
+            return self._lost(request, f"its config could not be shipped as a ConfigMap: {exc}")
         found = self._find(request.run, request.attempt)
         if found is None:
             raise RetryableError(f"submitted {obj['kind']} {obj['metadata']['name']} but cannot read it back")
@@ -167,6 +196,37 @@ class KubernetesExecutor:
         The object is submitted suspended, so its pods start only after the Secret exists; a relaunch after a
         crash between the two finds the object and makes the Secret it lacks.
         """
+        name = report_secret_name(from_launch(request, allow_unpinned=True))
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": self._owned(request, obj, created, name)}
+        secret |= {"type": "Opaque", "stringData": {REPORT_SECRET_KEY: value}}
+        with suppress(AlreadyExists):
+            self.api.create(secret)
+
+    def _config_map(self, request: LaunchRequest, obj: dict[str, Any], created: dict[str, Any] | None) -> None:
+        """The ConfigMap the pods mount their config from, when it is a file of this machine no volume of the pool
+        holds (render.kubernetes.shipped_config): its bytes as read now, owned by (and deleted with) the object."""
+        import base64
+
+        from crossrail.spec.loader import read_bounded
+
+        work = from_launch(request, allow_unpinned=True)
+        pool = self.fleet.pool(request.pool)
+        path = shipped_config(work, pool.kubernetes.volumes if pool.kubernetes is not None else [])
+        if path is None:
+            return
+        raw = read_bounded(path, CONFIG_MAP_MAX_BYTES)
+        try:
+            data: dict[str, Any] = {"data": {config_key(path): raw.decode("utf-8")}}
+        except UnicodeDecodeError:
+            data = {"binaryData": {config_key(path): base64.b64encode(raw).decode("ascii")}}
+        meta = self._owned(request, obj, created, config_map_name(work))
+        with suppress(AlreadyExists):
+            self.api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, **data})
+
+    def _owned(
+        self, request: LaunchRequest, obj: dict[str, Any], created: dict[str, Any] | None, name: str
+    ) -> dict[str, Any]:
+        """The metadata of an object named `name` the attempt's `obj` owns, so that deleting it deletes that too."""
         meta = obj["metadata"]
         if created is None:
             found = self.api.list(obj["kind"], meta["namespace"], LABEL_RUN)
@@ -175,20 +235,8 @@ class KubernetesExecutor:
             raise RetryableError(f"submitted {obj['kind']} {meta['name']} but cannot read it back")
         owner = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"]}
         owner["uid"] = created["metadata"]["uid"]
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": report_secret_name(from_launch(request, allow_unpinned=True)),
-                "namespace": meta["namespace"],
-                "labels": {LABEL_RUN: request.run, LABEL_ATTEMPT: str(request.attempt)},
-                "ownerReferences": [owner],
-            },
-            "type": "Opaque",
-            "stringData": {REPORT_SECRET_KEY: value},
-        }
-        with suppress(AlreadyExists):
-            self.api.create(secret)
+        labels = {LABEL_RUN: request.run, LABEL_ATTEMPT: str(request.attempt)}
+        return {"name": name, "namespace": meta["namespace"], "labels": labels, "ownerReferences": [owner]}
 
     def _lost(self, request: LaunchRequest, why: str) -> AttemptStatus:
         status = AttemptStatus(request.run, request.attempt, "lost", ended_at=self._clock.now(), detail=why)
@@ -203,8 +251,33 @@ class KubernetesExecutor:
             for kind in KINDS:
                 for obj in self.api.list(kind, ns, LABEL_RUN):
                     if identity(obj) is not None and self._ours(obj):
-                        out.append(observe(obj, _owned(workloads, obj), self._pods(ns, obj)))
+                        out.append(self._observe(ns, obj, workloads))
         return out
+
+    def _observe(self, ns: str, obj: dict[str, Any], workloads: list[dict[str, Any]]) -> Observed:
+        """`obj` as Kueue and the kubelet see it: on the worker cluster that admitted it, else here."""
+        workload = _owned(workloads, obj)
+        there = self._remote(ns, obj, workload)
+        if there is not None:
+            api, remote = there
+            return observe(remote, _owned(api.list("Workload", ns, ""), remote), self._pods(ns, remote, api))
+        return observe(obj, workload, self._pods(ns, obj))
+
+    def _remote(
+        self, ns: str, obj: dict[str, Any], workload: dict[str, Any] | None
+    ) -> tuple[KubeApi, dict[str, Any]] | None:
+        """The worker cluster's API and its copy of `obj`, when MultiKueue dispatched it to a worker crossrail
+        reaches and the copy is there; None otherwise (the manager's view stands: MultiKueue syncs its status)."""
+        cluster = admitted_cluster(workload)
+        api = self.worker_api(cluster) if cluster is not None else None
+        ident = identity(obj)
+        if api is None or ident is None:
+            return None
+        try:
+            found = api.list(obj["kind"], ns, self._selector(*ident))
+        except ExecutionError:  # the worker is unreachable now: its status comes back through the manager
+            return None
+        return (api, found[0]) if found else None
 
     def observe(self) -> list[AttemptStatus]:
         seen = {(o.status.run, o.status.attempt): o.status for o in self.observed()}
@@ -268,11 +341,15 @@ class KubernetesExecutor:
         if obj is None:
             return ""
         ns = obj["metadata"]["namespace"]
+        api = self.api
+        there = self._remote(ns, obj, _owned(self.api.list("Workload", ns, ""), obj))
+        if there is not None:  # the pods run on the worker cluster that admitted the workload
+            api, obj = there
         parts = []
-        for pod in self._pods(ns, obj):
+        for pod in self._pods(ns, obj, api):
             name = pod["metadata"]["name"]
             with suppress(NotFound):
-                parts.append(f"==> {name} <==\n" + self.api.logs(ns, name, trainer_container(pod)))
+                parts.append(f"==> {name} <==\n" + api.logs(ns, name, trainer_container(pod)))
         return "\n".join(parts)
 
     def forget(self, run: str, attempt: int) -> None:
@@ -316,13 +393,29 @@ class KubernetesExecutor:
         if obj is None:
             return None
         ns = obj["metadata"]["namespace"]
-        return observe(obj, _owned(self.api.list("Workload", ns, ""), obj), self._pods(ns, obj))
+        return self._observe(ns, obj, self.api.list("Workload", ns, ""))
 
-    def _pods(self, namespace: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    def _pods(self, namespace: str, obj: dict[str, Any], api: KubeApi | None = None) -> list[dict[str, Any]]:
         ident = identity(obj)
         if ident is None:
             return []
-        return self.api.list("Pod", namespace, self._selector(*ident))
+        return (api or self.api).list("Pod", namespace, self._selector(*ident))
+
+
+_RESERVED_ON = re.compile(r'reservation on "([^"]+)"')
+
+
+def admitted_cluster(workload: dict[str, Any] | None) -> str | None:
+    """The worker cluster MultiKueue dispatched `workload` to: `status.clusterName`, else the cluster the
+    MultiKueue admission check's message names (`The workload got reservation on "<cluster>"`); None before."""
+    status = (workload or {}).get("status") or {}
+    if status.get("clusterName"):
+        return str(status["clusterName"])
+    for check in status.get("admissionChecks") or []:
+        found = _RESERVED_ON.search(str(check.get("message") or ""))
+        if check.get("name") == MULTIKUEUE_CHECK and found:
+            return found.group(1)
+    return None
 
 
 def _owned(workloads: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -382,6 +475,8 @@ class OfficialApi:
             created = self._call(self._batch.create_namespaced_job, ns, obj)
         elif obj["kind"] == "Secret":
             created = self._call(self._core.create_namespaced_secret, ns, obj)
+        elif obj["kind"] == "ConfigMap":
+            created = self._call(self._core.create_namespaced_config_map, ns, obj)
         else:
             group, version, plural = _PLURALS[obj["kind"]]
             created = self._call(self._custom.create_namespaced_custom_object, group, version, ns, plural, obj)
