@@ -20,6 +20,8 @@ RUNNING = (("running", "tpu-v5p"), ("rl", "h100"))
 """The told runs with an attempt running, and where."""
 SCAN = ["scan-1-low", "scan-1-normal", "scan-2-low", "scan-2-normal"]
 """The told sweep's members."""
+FELL_BACK = "fell back after waiting 1m05s for a tpu pool"
+"""Why `rl` was placed on h100 (scheduling.placement's words for a fallback)."""
 
 
 @dataclass
@@ -32,13 +34,13 @@ class Told:
     losses: dict[str, float]  # the last loss three of its members reported
 
 
-def _attempt(c: Client, run_id: str, pool_name: str, started: float) -> None:
-    """Attempt 1 of the run placed, admitted and started on the pool at `started`, at the pool's price."""
+def _attempt(c: Client, run_id: str, pool_name: str, started: float, reason: str = "told") -> None:
+    """Attempt 1 of the run placed (for `reason`), admitted and started on the pool at `started`, at its price."""
     store = c.service.store
     run, pool = store.get_run(run_id), c.service.fleet.pool(pool_name)
     hw = {"pool": pool.name, "chips": run.chips, "cost_per_chip_hour": pool.cost_per_chip_hour}
     att = new_attempt(run, 1, pool, run.chips, report=str(c.workspace.root / f"{run_id}.jsonl"), now=started)
-    assert store.admit(att, [Event(EventType.PLACED, started, run_id, 1, hw | {"reason": "told"})])
+    assert store.admit(att, [Event(EventType.PLACED, started, run_id, 1, hw | {"reason": reason})])
     assert store.mark_started(run_id, 1, started, [Event(EventType.STARTED, started, run_id, 1, hw)])
 
 
@@ -62,9 +64,9 @@ def tell(root: Path) -> Told:
     """A workspace told by hand: `done` (foundation, pretraining) ran one hour on h100 to T0 and succeeded;
     `running` (foundation, post-training, from done's checkpoint) runs on tpu-v5p since T0 at one step a
     second towards step 100, reached step 30 at T0+30, and loaded its parent's step 40 because step 60 failed
-    verification; `rl` (foundation) reports an RL backlog as it runs on h100; `other` (alignment) waits in its
-    queue; `scan` is a sweep of 2 x 2 points, queued, three of which reported a loss. The pages' clock reads
-    T0+40 (NOW)."""
+    verification; `rl` (foundation) reports an RL backlog as it runs on h100, a fallback pool; `other`
+    (alignment) waits in its queue; `scan` is a sweep of 2 x 2 points, queued, three of which reported a loss.
+    The pages' clock reads T0+40 (NOW)."""
     Client.init(root)
     home = root / ".crossrail"
     clock = ManualClock(T0 - 3700)
@@ -95,7 +97,7 @@ def tell(root: Path) -> Told:
         ]
         store.append_events([Event(EventType.REPORTED, T0, running, 1, {"name": n, "data": d}) for n, d in loads])
         rl = submit("eval-smoke.yaml", "foundation", "metadata.name=pipeline")
-        _attempt(c, rl, "h100", T0)
+        _attempt(c, rl, "h100", T0, reason=FELL_BACK)
         store.add_metric_samples(
             [
                 {"run_id": rl, "attempt": 1, "ts": T0 + i, "step": i, "name": name, "value": value}

@@ -19,7 +19,7 @@ from crossrail.core import ManualClock, format_duration, format_money
 from crossrail.store import Store
 
 from .conftest import PENDING
-from .dashboard_world import NOW, RUNNING, SCAN, Told, tell
+from .dashboard_world import FELL_BACK, NOW, RUNNING, SCAN, Told, tell
 
 PAGES = ["/ui/runs", "/ui/runs/pretrain-small-1", "/ui/queues", "/ui/lineage", "/ui/fleet", "/ui/report"]
 DEMO_RUNS = ["pretrain-small-1", "posttrain-042-1", "eval-smoke-1", "sweep-lr-1-1", "sweep-lr-2-1"]
@@ -321,6 +321,16 @@ def test_a_run_page_says_when_its_load_fell_back_to_an_older_checkpoint(told: To
     assert "step 60" in fell_back[0]
     assert "checksum mismatch" in fell_back[0]
     assert 'class="fallback"' not in page(f"/ui/runs/{told.runs['done']}")
+
+
+def test_a_run_page_says_when_its_attempt_runs_on_a_fallback_pool_and_why(told: Told, page: Any) -> None:
+    placed = re.findall(
+        r'<span class="fallback" id="placement-fallback">(.*?)</span>', page(f"/ui/runs/{told.runs['rl']}")
+    )
+    assert len(placed) == 1
+    assert "h100" in placed[0]
+    assert FELL_BACK in placed[0]
+    assert 'id="placement-fallback"' not in page(f"/ui/runs/{told.runs['running']}")  # its preferred pool
 
 
 def chips_of(told: Told) -> dict[str, int]:

@@ -501,7 +501,8 @@ def backlog_view(c: Operations) -> list[dict[str, Any]]:
 
 
 def run_view(c: Operations, ref: str) -> dict[str, Any]:
-    """One run: attempts with their placements and moves, explained events, checkpoints, loss curve, log tail."""
+    """One run: its progress, ETA and cost, attempts with their placements and moves (a fallback pool its current
+    attempt took, as `status` says it), explained events, checkpoints, loss curve, log tail."""
     shown = c.show(ref)
     run_id = shown["run"]["id"]
     pools = {a["number"]: a["pool"] for a in shown["attempts"]}
@@ -517,12 +518,14 @@ def run_view(c: Operations, ref: str) -> dict[str, Any]:
     for entry in logs:
         entry["tail"] = "\n".join((entry["log"] or "").splitlines()[-LOG_TAIL_LINES:])
     derived = [r for r in c.service.store.list_runs() if r.parent_run == run_id and c.sight.sees(r.team)]
-    record, now = c.service.get(run_id), c.clock.now()
+    from crossrail.control.fallbacks import fallbacks
     from crossrail.control.progress import run_costs, run_finish
 
-    finish = run_finish(c.service.store, [record], now).get(run_id, {"steps_total": None, "eta_s": None})
+    store, record, now = c.service.store, c.service.get(run_id), c.clock.now()
+    finish = run_finish(store, [record], now).get(run_id, {"steps_total": None, "eta_s": None})
+    extra = {"cost": run_costs(store, [record], now).get(run_id), "fallback": fallbacks(store, [record]).get(run_id)}
     return {
-        "run": shown["run"] | finish | {"cost": run_costs(c.service.store, [record], now).get(run_id)},
+        "run": shown["run"] | finish | extra,
         "lineage": shown["lineage"],
         "attempts": attempts,
         "events": events,
