@@ -60,7 +60,8 @@ from crossrail.scheduling.policies import POLICY_NAMES, get_policy
 from crossrail.sim.checkpointing import CheckpointSpec
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob
-from crossrail.spec import Fleet, load_fleet
+from crossrail.spec import Fleet, PlacementPolicy, load_fleet
+from crossrail.spec.validate import load_policy
 
 TICK_S = 10.0
 """Every time in the workload is a multiple of it: the agent's passes fall on the same instants as the
@@ -258,6 +259,7 @@ spec:
   stage: {job.stage}
   image: {IMAGE}
   command: [python, train.py]
+  args: [--job, {job.name}]
   code: {{repo: https://github.com/acme/trainer, commit: auto}}
   dataset: {{uri: "file://{root}/.crossrail/data/corpus.txt"}}
   checkpoint: {{dir: "file://{root}/checkpoints/{job.name}", format: crossrail-ckpt/v1, every: 2m}}
@@ -303,9 +305,10 @@ def workspace(policy: str) -> Iterator[Path]:
         yield root
 
 
-def live_trace(policy: str, work: list[SimJob], *, pipeline: bool) -> list[Entry]:
+def live_trace(policy: str, work: list[SimJob], *, pipeline: bool) -> tuple[list[Entry], PlacementPolicy]:
+    """The live agent's trace, and the placement policy of its workspace (the simulator places by it too)."""
     with workspace(policy) as root:
-        return Live(root, policy, work, pipeline=pipeline).run()
+        return Live(root, policy, work, pipeline=pipeline).run(), load_policy(root / ".crossrail" / "policy.yaml")
 
 
 class Live:
@@ -434,7 +437,7 @@ class Live:
 # --- the simulated side -----------------------------------------------------------------------------------
 
 
-def sim_trace(policy: str, fleet: Fleet, work: list[SimJob]) -> list[Entry]:
+def sim_trace(policy: str, fleet: Fleet, work: list[SimJob], placement: PlacementPolicy | None = None) -> list[Entry]:
     sim = Simulation(
         fleet,
         work,
@@ -445,6 +448,7 @@ def sim_trace(policy: str, fleet: Fleet, work: list[SimJob]) -> list[Entry]:
         quantum_s=0.0,
         recheck_s=0.0,
         fallback_wait_s=0.0,
+        placement=placement,
     )
     victim = sorted(work, key=lambda j: (j.submit_s, j.name))[2].name
     sim.engine.schedule(FAIL_AT, lambda: sim.executor.interrupt(victim))
@@ -506,8 +510,8 @@ def _is_pipeline(entry: Entry) -> bool:
 def run_policy(policy: str, work: list[SimJob], fleet_dir: Path, *, pipeline: bool = True) -> Compared:
     path = fleet_dir / f"fleet-{policy}.yaml"
     path.write_text(fleet_text(policy))
-    sim = sim_trace(policy, load_fleet(path), work)
-    live = live_trace(policy, work, pipeline=pipeline)
+    live, placement = live_trace(policy, work, pipeline=pipeline)
+    sim = sim_trace(policy, load_fleet(path), work, placement)
     return compare(policy, live, sim)
 
 

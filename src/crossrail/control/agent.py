@@ -32,7 +32,7 @@ from crossrail.core import EndReason, Event, EventType, format_duration, parse_d
 from crossrail.core.attempts import RunAs
 from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError, UsageError
 from crossrail.executors import sandbox
-from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions
+from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions, reconcile
 from crossrail.scheduling.backlog import LEARNER, Resize
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
 from crossrail.scheduling.pipeline import parts_of, retry_part
@@ -583,11 +583,7 @@ class Agent:
         drained = [p.name for p in scheduler.pool_status() if p.drained]
         runs = [r for r in queued if r.id in waiting]
         self._plan = self.placing.place(scheduler.fleet, self.service.policy, runs, active, drained=drained, now=now)
-        choices = self._plan.choices
-        return [
-            dataclasses.replace(req, pool=c.pool, pool_reason=c.reason) if (c := choices.get(req.run)) else req
-            for req in pending
-        ]
+        return reconcile.placed(pending, self._plan.choices)  # as the simulator's requests are (sim/placing.py)
 
     def _pending(self, run: RunRecord, now: float) -> Pending | None:
         if not parents.ready(self.store, run, now):
@@ -727,24 +723,20 @@ def _duration_s(run: RunRecord) -> float | None:
 
 
 def _stop_reason(state: str) -> StopReason:
-    """Why an attempt of a run in `state` is stopped: suspended, else cancelled (a part of an ended pipeline)."""
-    return "suspended" if state == "suspended" else "cancelled"
+    """Why an attempt of a run in `state` is stopped (scheduling.reconcile)."""
+    return reconcile.stop_reason(state)
 
 
 def _halted(run: RunRecord, att: AttemptRecord) -> bool:
     """Whether `att` must stop: its run was cancelled or suspended, or it is a part of a pipeline that ended."""
-    ended = att.part is not None and run.state in ("succeeded", "failed")
-    return ended or run.state in ("cancelled", "suspended")
+    return reconcile.halted(run.state, att.part)
 
 
 def _pipeline_state(run: RunRecord, part: str, d: EndDecision) -> str | None:
-    """The pipeline run's next state when its part `part` ends as `d` decided: it succeeds with its learner
-    (with its only part, when it has no learner), fails with a part that is not retried, and otherwise keeps
-    running while the part is offered again alone (`_part_retries`)."""
-    if d.run_state == "succeeded":
-        parts = (run.spec.get("spec") or {}).get("parts") or {}
-        return "succeeded" if part == LEARNER or (LEARNER not in parts and len(parts) == 1) else None
-    return "failed" if d.run_state == "failed" else None
+    """The pipeline run's next state when its part `part` ends as `d` decided (scheduling.reconcile); while
+    it keeps running the part is offered again alone (`_part_retries`)."""
+    parts = (run.spec.get("spec") or {}).get("parts") or {}
+    return reconcile.pipeline_state(list(parts), part, d.run_state)
 
 
 def _end_events(run: RunRecord, att: AttemptRecord, status: AttemptStatus, d: EndDecision) -> list[Event]:

@@ -32,11 +32,12 @@ from crossrail.sim.executor import Attempt, SimExecutor
 from crossrail.sim.failures import FailureModel, FailureSpec
 from crossrail.sim.fit import check_jobs, hosts_of, queue_names
 from crossrail.sim.generated import JobStream
+from crossrail.sim.placing import SimPlacing
 from crossrail.sim.policy_driver import PolicyDriver
 from crossrail.sim.records import RunRecord, SimResult, StageStats
 from crossrail.sim.retries import SIM_RETRIES, SimRetries
 from crossrail.sim.workload import SimJob
-from crossrail.spec import Fleet
+from crossrail.spec import Fleet, PlacementPolicy
 
 NATIVE = ("fifo", "priority")
 """Policies the scheduling core itself implements: admission order by (priority,) time queued."""
@@ -46,7 +47,7 @@ Progress = Callable[[int, int, float], None]
 
 
 class Simulation:
-    def __init__(
+    def __init__(  # noqa: PLR0915 (one statement per piece of the simulation's state)
         self,
         fleet: Fleet,
         jobs: Sequence[SimJob] | JobStream,
@@ -61,6 +62,7 @@ class Simulation:
         recheck_s: float | None = None,
         fallback_wait_s: float = 60.0,
         retries: RetryPolicy = SIM_RETRIES,
+        placement: PlacementPolicy | None = None,
     ) -> None:
         self.fleet, self.policy_name, self.seed = fleet, policy, seed
         self.policy = get_policy(policy)  # an unknown name fails here, before anything runs
@@ -112,6 +114,8 @@ class Simulation:
         self.children: dict[str, list[SimJob]] = {}
         """Parent -> the jobs that arrived and wait for it to end (`spec.parent`, from its `latest` checkpoint)."""
         self.driver = None if self.native else PolicyDriver(self, self.policy, round_s)
+        self.placing = SimPlacing(self, placement) if placement is not None and self.native else None
+        """With a placement policy, each cycle first places the waiting jobs as the agent does (sim/placing.py)."""
 
     @functools.cached_property
     def capacity(self) -> Capacity:
@@ -276,6 +280,8 @@ class Simulation:
         now = self.engine.now()
         if self.preempts:
             self._tell_checkpoints(now)
+        if self.placing is not None:
+            self.placing.place(now)
         result = self.sched.cycle(now)
         for p in result.preempted:
             self.retries.stop(p.run, p.stop)
