@@ -32,6 +32,7 @@ AGENT_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "pods", ("list",)),  # an attempt's pods: is its trainer running, how did it exit
     ("", "pods/log", ("get",)),  # `crossrail logs`
     ("", "secrets", ("create",)),  # an attempt's report secret, owned by (and deleted with) its workload
+    ("", "configmaps", ("create",)),  # an attempt's shipped config file, owned by (and deleted with) its workload
     ("batch", "jobs", ("create", "delete", "list", "patch")),
     (JOBSET_API.split("/")[0], "jobsets", ("create", "delete", "list", "patch")),
     (TRAINER_GROUP, "trainjobs", ("create", "delete", "list", "patch")),

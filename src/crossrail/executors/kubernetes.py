@@ -220,8 +220,9 @@ class KubernetesExecutor:
         except UnicodeDecodeError:
             data = {"binaryData": {config_key(path): base64.b64encode(raw).decode("ascii")}}
         meta = self._owned(request, obj, created, config_map_name(work))
+        config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, **data}
         with suppress(AlreadyExists):
-            self.api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, **data})
+            self.api.create(config_map)
 
     def _owned(
         self, request: LaunchRequest, obj: dict[str, Any], created: dict[str, Any] | None, name: str

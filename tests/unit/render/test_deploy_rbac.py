@@ -100,7 +100,7 @@ def _rule(api: str, call: str, kind: str | None) -> Rule | None:
             return None
         group, _version, plural = executor._PLURALS[kind]
         return group, plural, VERBS[verb]
-    singular, *sub = resource.split("_")
+    singular, *sub = resource.replace("config_map", "configmap").split("_")  # one word: configmaps
     if kind is not None and singular != kind.lower():
         return None
     return GROUPS[api], "/".join([singular + "s", *sub]), VERBS[verb]

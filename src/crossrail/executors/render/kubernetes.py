@@ -11,6 +11,7 @@ pool per slice; checkpoints and reports go to object storage or to a volume the 
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 from crossrail.control.uris import pod_reach
@@ -49,6 +50,12 @@ JAX_COORDINATOR_PORT = 8476
 MAX_NAME = 63
 REPORT_SECRET_ENV = "CROSSRAIL_REPORT_SECRET"
 REPORT_SECRET_KEY = "secret"
+CONFIG_ENV = "CROSSRAIL_CONFIG"
+CONFIG_VOLUME = "crossrail-config"
+CONFIG_MOUNT = "/etc/crossrail/config"
+"""Where a config file of this machine, shipped as the attempt's ConfigMap (config_map_name), is in the pod."""
+CONFIG_MAP_MAX_BYTES = 900 * 1024
+"""The largest config shipped as a ConfigMap: Kubernetes keeps an object to 1 MiB, its metadata included."""
 
 
 def priority_class(priority: str) -> str:
@@ -154,17 +161,19 @@ def _pod(
     if lay.topology is not None:
         selectors[GKE_TPU_TOPOLOGY] = lay.topology
     resource = accelerator_resource(pool)
+    volumes = _volumes(work, fleet, pool)
+    config, mounts, pod_volumes = _attached(work, volumes)
+    env = _env(work, fleet, pool, lay, job) | ({CONFIG_ENV: config} if config else {})
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": work.image,
         "command": list(work.command),
-        "env": [_env_var(work, k, v) for k, v in sorted(_env(work, fleet, pool, lay, job).items())] + _slice_id(lay),
+        "env": [_env_var(work, k, v) for k, v in sorted(env.items())] + _slice_id(lay),
     }
     if work.args:
         container["args"] = list(work.args)
-    volumes = _volumes(work, fleet, pool)
-    if volumes:
-        container["volumeMounts"] = [_mount(v) for v in volumes]
+    if mounts:
+        container["volumeMounts"] = mounts
     amount = str(lay.chips_per_pod)
     if resource is not None:
         container["resources"] = {"limits": {resource: amount}, "requests": {resource: amount}}
@@ -184,8 +193,8 @@ def _pod(
     if apart:  # off every other flavor Kueue could match (kueue.exclusions)
         required = {"nodeSelectorTerms": [{"matchExpressions": apart}]}
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
-    if volumes:
-        spec["volumes"] = [_volume(v) for v in volumes]
+    if pod_volumes:
+        spec["volumes"] = pod_volumes
     metadata: dict[str, Any] = {"labels": labels}
     annotations = _topology_request(lay)
     if any(v.gcsfuse is not None for v in volumes):
@@ -250,11 +259,13 @@ def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]
         problems.append(Problem(f"run {work.run}", path, message, None, fix))
     reach = pod_reach([v.mount_path for v in volumes])  # the one path rule (control/uris.py), for a pod
     for var, path, what in (
-        ("CROSSRAIL_CONFIG", "spec.config", "config"),
+        (CONFIG_ENV, "spec.config", "config"),
         ("CROSSRAIL_DATASET", "spec.dataset.uri", "dataset"),
     ):
         uri = work.env.get(var, "")
         why = reach.refusal(uri) if uri else None
+        if why is not None and var == CONFIG_ENV and shipped_config(work, volumes) is not None:
+            continue  # a file of this machine: shipped to the pod as a ConfigMap
         if why is not None:
             fix = (
                 f"put the {what} on object storage (gs://<bucket>/<path>), or under a volume declared in "
@@ -264,6 +275,18 @@ def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]
     if problems:
         raise SpecError(problems)
     return list(volumes)
+
+
+def _attached(work: Workload, volumes: list[KubernetesVolume]) -> tuple[str | None, list[Any], list[Any]]:
+    """(the config's URI in the pod when it is shipped as the attempt's ConfigMap, else None; the container's
+    volume mounts; the pod's volumes): the pool's volumes, and the ConfigMap mounted read-only at CONFIG_MOUNT."""
+    mounts, pod_volumes = [_mount(v) for v in volumes], [_volume(v) for v in volumes]
+    shipped = shipped_config(work, volumes)
+    if shipped is None:
+        return None, mounts, pod_volumes
+    mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True})
+    pod_volumes.append({"name": CONFIG_VOLUME, "configMap": {"name": config_map_name(work)}})
+    return f"file://{CONFIG_MOUNT}/{config_key(shipped)}", mounts, pod_volumes
 
 
 def _volume(volume: KubernetesVolume) -> dict[str, Any]:
@@ -307,6 +330,30 @@ def _env(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, job: str = REPLI
     if lay.slices > 1:  # JAX multi-slice over DCN
         env |= {"MEGASCALE_NUM_SLICES": str(lay.slices), "MEGASCALE_COORDINATOR_ADDRESS": first}
     return env
+
+
+def shipped_config(work: Workload, volumes: list[KubernetesVolume]) -> str | None:
+    """The path on this machine of the config file the attempt's ConfigMap ships to its pods: a config named as a
+    file here (file:// or an absolute path) that is under none of the pool's volumes; None for a config on object
+    storage or a volume (the pod reads it there), or no config."""
+    uri = work.env.get(CONFIG_ENV, "")
+    if not uri or object_storage(uri) or not uri.startswith(("file://", "/")):
+        return None
+    local = _local(uri)
+    if pod_reach([v.mount_path for v in volumes]).refusal(local) is None:
+        return None
+    return local
+
+
+def config_key(path: str) -> str:
+    """The ConfigMap key (and file name in the pod) of a shipped config: its file name, in the characters a key
+    may hold (`[-._a-zA-Z0-9]`), so the runtime still tells YAML from JSON by its suffix."""
+    return re.sub(r"[^-._a-zA-Z0-9]", "_", posixpath.basename(path)) or "config"
+
+
+def config_map_name(work: Workload) -> str:
+    """The ConfigMap holding a shipped config file: `<run>-a<attempt>-config`, made by the executor."""
+    return f"{work.object_name}-config"
 
 
 def report_secret_name(work: Workload) -> str:
