@@ -171,9 +171,10 @@ def runs_page(
     q: str | None = None,
 ) -> HTMLResponse:
     c = _client(request)
+    options = filter_options(c)
     try:
         given = {"team": team, "stage": stage, "pool": pool, "state": state, "experiment": experiment}
-        chosen = RunFilter.of(c, **given, sweep=sweep, q=q)
+        chosen = RunFilter.of(options, **given, sweep=sweep, q=q)
         runs, scanned = runs_view(c, chosen)
     except UsageError as exc:
         raise HTTPException(400, str(exc)) from None
@@ -186,7 +187,7 @@ def runs_page(
         runs=runs,
         chosen=chosen,
         scanned=scanned,
-        options=filter_options(c),
+        options=options,
     )
 
 
@@ -226,7 +227,7 @@ def compare_page(request: Request, metric: str = "loss") -> HTMLResponse:
     c = _client(request)
     refs = [v for k, v in request.query_params.multi_items() if k == "run" and v]
     if not refs:
-        raise HTTPException(400, "tick two or more runs on the Runs page to compare them (?run=A&run=B)")
+        raise HTTPException(400, "tick the runs to compare on the Runs page (?run=A&run=B)")
     if len(refs) > COMPARE_MAX:
         raise HTTPException(400, f"{len(refs)} runs ticked; compare at most {COMPARE_MAX} at once")
     try:
@@ -326,11 +327,10 @@ class RunFilter:
     q: str | None = None
 
     @classmethod
-    def of(cls, c: Operations, **given: str | None) -> RunFilter:
-        """The filters given (blank ones dropped), every bad value gathered into one UsageError that says
-        which values would do."""
+    def of(cls, allowed: dict[str, list[str]], **given: str | None) -> RunFilter:
+        """The filters given (blank ones dropped), each one `allowed` lists a value of being one of those, every
+        bad value gathered into one UsageError that says which values would do."""
         kept = {k: v.strip() for k, v in given.items() if v is not None and v.strip()}
-        allowed = filter_options(c)
         problems = [
             f"{key} {kept[key]!r} is not one of {', '.join(values) or '(none)'}"
             for key, values in allowed.items()
