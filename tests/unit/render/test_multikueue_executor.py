@@ -63,11 +63,8 @@ def executor(fleet: Fleet, manager: ApiServer, worker: ApiServer) -> KubernetesE
     return KubernetesExecutor(fleet, api=manager, workers={"us-east": worker}, clock=ManualClock(1000.0))
 
 
-def multikueue_dispatches(manager: ApiServer, worker: ApiServer, fixture: str, *, cluster_name: bool = True) -> None:
-    """Play MultiKueue: the manager's Workload reserved on us-east, and the worker's copy of the Job running
-    (or ended) there with its own Workload and pod; the manager's Job stays suspended."""
-    (job,) = manager.list("Job", "default", "crossrail.dev/run")
-    docs = status_docs(fixture)
+def dispatched_workload(job: dict[str, Any], *, cluster_name: bool = True) -> dict[str, Any]:
+    """The manager's Workload of `job` as MultiKueue leaves it once a worker (us-east) reserved quota."""
     workload = copy.deepcopy(next(d for d in status_docs("admitted-running") if d["kind"] == "Workload"))
     workload["metadata"]["name"] = f"job-{job['metadata']['name']}-abcde"
     workload["metadata"]["ownerReferences"][0].update(uid=job["metadata"]["uid"], name=job["metadata"]["name"])
@@ -80,7 +77,15 @@ def multikueue_dispatches(manager: ApiServer, worker: ApiServer, fixture: str, *
     workload["status"]["admissionChecks"] = [check]
     if cluster_name:
         workload["status"]["clusterName"] = "us-east"
-    assert_valid(workload)  # the status crossrail reads is the one Kueue's Workload CRD defines
+    return workload
+
+
+def multikueue_dispatches(manager: ApiServer, worker: ApiServer, fixture: str, *, cluster_name: bool = True) -> None:
+    """Play MultiKueue: the manager's Workload reserved on us-east, and the worker's copy of the Job running
+    (or ended) there with its own Workload and pod; the manager's Job stays suspended."""
+    (job,) = manager.list("Job", "default", "crossrail.dev/run")
+    docs = status_docs(fixture)
+    workload = dispatched_workload(job, cluster_name=cluster_name)
     manager.add(workload)
     remote = copy.deepcopy(job)
     remote["spec"]["suspend"] = False
@@ -148,6 +153,15 @@ def test_a_worker_crossrail_cannot_reach_leaves_the_managers_view(
     assert executor.worker_api("eu-west") is None  # no kube context and none given
     (status,) = executor.observe()
     assert status.phase == "pending"  # the manager's suspended copy, as MultiKueue last synced it
+
+
+@pytest.mark.slow  # compiling the Workload CRD's schema (1.4 MB) takes seconds
+def test_the_multikueue_status_read_is_the_one_kueues_workload_crd_defines() -> None:
+    job = {"metadata": {"name": "posttrain-042-3-a1", "uid": "uid-1"}}
+    for cluster_name in (True, False):
+        workload = dispatched_workload(job, cluster_name=cluster_name)
+        assert_valid(workload)
+        assert admitted_cluster(workload) == "us-east"
 
 
 @pytest.mark.parametrize(
