@@ -645,7 +645,9 @@ def cross_checks(data: Any) -> Items:
     named += list(as_dict(as_dict(spec.get("kubernetes")).get("team_namespaces")))
     teams = sorted({t for t in named if isinstance(t, str) and t})
     budgeted = [as_dict(b).get("team") for b in as_list(spec.get("budgets"))]
-    return items + nested(("spec",), budget_items(teams, budgeted))
+    items += nested(("spec",), budget_items(teams, budgeted))
+    clusters = [as_dict(c).get("name") for c in as_list(spec.get("clusters"))]
+    return items + nested(("spec",), cluster_items(clusters, [(p.get("cluster"), p.get("backend")) for p in pools]))
 
 
 def _named(pool: dict[str, Any]) -> bool:

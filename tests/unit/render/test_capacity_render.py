@@ -194,3 +194,13 @@ def test_fleet_render_cli_writes_a_workers_objects(tmp_path: Any) -> None:
     assert result.exit_code == 0, result.output
     objects = [o for o in yaml.safe_load_all(result.output) if o]
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "AdmissionCheck"} == {"crossrail-provision-h100"}
+
+
+def test_every_cluster_and_capacity_problem_is_reported_at_once() -> None:
+    text = FLEET.replace("cluster: eu-west, provisioning", "cluster: eu-wst, provisioning").replace(
+        "cluster: us-east, kubernetes: {spot: true}}", "kubernetes: {spot: true}, max_run_duration: 1h}"
+    )
+    with pytest.raises(SpecError) as caught:
+        _fleet(text)
+    paths = {p.path for p in caught.value.problems}
+    assert {"spec.pools[1].cluster", "spec.pools[1].max_run_duration", "spec.pools[2].cluster"} <= paths
