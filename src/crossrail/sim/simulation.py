@@ -88,7 +88,8 @@ class Simulation:
         self.executor = SimExecutor(self.engine, self.checkpoint, self.failures, ended=self._ended)
         self.retries = SimRetries(retries)
         """Ends and retries decided as the agent decides them (crossrail.scheduling.decisions)."""
-        self.preempts = policy == "priority" or bool(fleet.spec.reservations) or any(p.drained for p in fleet.pools)
+        ranked = self.native and any(j.priority != "normal" for j in shapes)  # fifo, too, preempts for priority
+        self.preempts = ranked or bool(fleet.spec.reservations) or any(p.drained for p in fleet.pools)
         """Whether the scheduler may choose victims, and so must know when each run last checkpointed."""
         self.metrics = MetricsAccumulator()
         self.events: list[Event] | None = [] if record_events else None
@@ -247,7 +248,7 @@ class Simulation:
             run=job.name,
             queue=self.queue_of[job.name],
             chips=job.chips,
-            priority=job.priority if self.policy_name == "priority" else "normal",
+            priority=job.priority if self.native else "normal",  # the agent's requests carry it under fifo too
             queued_at=now,
             team=job.team,
             min_chips=job.min_chips if job.elastic else None,
