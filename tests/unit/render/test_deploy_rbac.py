@@ -60,10 +60,21 @@ def _dict_kind(fn: ast.FunctionDef, name: str) -> str | None:
     return None
 
 
+def _is_api(node: ast.expr) -> bool:
+    """A KubeApi the executor calls: `self.api`, a worker cluster's `api`, or `(api or self.api)`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "api" and isinstance(node.value, ast.Name) and node.value.id == "self"
+    if isinstance(node, ast.Name):
+        return node.id == "api"
+    if isinstance(node, ast.BoolOp):
+        return any(_is_api(v) for v in node.values)
+    return False
+
+
 def _executor_calls() -> set[tuple[str, str | None]]:
-    """(KubeApi method, kind) of every `self.api.<method>(...)` in KubernetesExecutor: a literal kind as written, a
-    dict literal's kind for `create`, `None` for `logs`, and otherwise one of its workload KINDS (what it renders,
-    lists or was handed back)."""
+    """(KubeApi method, kind) of every `<api>.<method>(...)` in KubernetesExecutor (see _is_api): a literal kind as
+    written, a dict literal's kind for `create`, `None` for `logs`, and otherwise one of its workload KINDS (what it
+    renders, lists or was handed back)."""
     tree = ast.parse(inspect.getsource(executor.KubernetesExecutor))
     out: set[tuple[str, str | None]] = set()
     for fn in ast.walk(tree):
@@ -71,13 +82,7 @@ def _executor_calls() -> set[tuple[str, str | None]]:
             continue
         for node in ast.walk(fn):
             func = node.func if isinstance(node, ast.Call) else None
-            if not (
-                isinstance(func, ast.Attribute)
-                and isinstance(func.value, ast.Attribute)
-                and func.value.attr == "api"
-                and isinstance(func.value.value, ast.Name)
-                and func.value.value.id == "self"
-            ):
+            if not (isinstance(func, ast.Attribute) and _is_api(func.value)):
                 continue
             assert isinstance(node, ast.Call)
             first = node.args[0] if node.args else None
