@@ -38,3 +38,31 @@ def test_submit_warns_of_a_misspelt_team_and_a_new_one_passes_quietly(client: Cl
 
     assert [w for w in misspelt["warnings"] if "did you mean 'evals'?" in w]
     assert not [w for w in new["warnings"] if "team" in w]
+
+
+def test_a_batch_reads_the_stores_teams_once_and_still_warns_of_each_misspelling(
+    client: Client, experiments: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crossrail.spec import parse_document
+
+    client.submit(experiments / "eval-smoke.yaml", sets=["metadata.team=red-team"])
+    store = client.service.store
+    reads: list[int] = []
+    team_names = store.team_names
+    monkeypatch.setattr(store, "team_names", lambda: reads.append(1) or team_names())
+    text = (experiments / "eval-smoke.yaml").read_text()
+    docs = [
+        parse_document(text.replace("name: eval-smoke", f"name: batch-{i}") + f"\n# {i}\n", f"batch-{i}.yaml")
+        for i in range(3)
+    ]
+    for doc, team in zip(docs, ["red-taem", "evalz", "robotics"], strict=True):
+        doc.data["metadata"]["team"] = team
+
+    results = client.submit_documents(docs)["results"]
+
+    assert len(reads) == 1
+    assert [w for w in results[0]["warnings"] if "did you mean 'red-team'?" in w]
+    assert [w for w in results[1]["warnings"] if "did you mean 'evals'?" in w]
+    assert not [w for w in results[2]["warnings"] if "team" in w]
+    client.submit(experiments / "eval-smoke.yaml", sets=["metadata.team=red-teem"])
+    assert len(reads) == 2  # the next call reads them afresh

@@ -105,6 +105,7 @@ class Service:
         self._datasets: dict[str, str] = {}
         self._configs: dict[str, str | BaseException] = {}
         self._reached: dict[str, Reachability] = {}
+        self._teams: frozenset[str] | None = None  # the store's team names, read once per submit call
         self.reach_timeout_s = DEFAULT_TIMEOUT_S
         self.workspace_dir: Path | None = None
         """The `.crossrail` directory: its configs/, data/ and checkpoints/ are what requests may name."""
@@ -164,12 +165,16 @@ class Service:
         self._configs.clear()
         self._reached.clear()
         prepared, problems, infeasible = [], [], False
-        for doc, key in zip(docs, keys, strict=True):
-            try:
-                prepared.append(self._prepare(doc, sets, key, cwd or Path.cwd(), now, actor=actor))
-            except SpecError as exc:
-                problems.extend(exc.problems)
-                infeasible = infeasible or isinstance(exc, InfeasibleError)
+        self._teams = frozenset(self.store.team_names())
+        try:
+            for doc, key in zip(docs, keys, strict=True):
+                try:
+                    prepared.append(self._prepare(doc, sets, key, cwd or Path.cwd(), now, actor=actor))
+                except SpecError as exc:
+                    problems.extend(exc.problems)
+                    infeasible = infeasible or isinstance(exc, InfeasibleError)
+        finally:
+            self._teams = None  # other calls read the names afresh
         if problems:
             raise InfeasibleError(problems) if infeasible else SpecError(problems)
         crossings = [p.crossing for p in prepared if p.crossing]
@@ -389,7 +394,8 @@ class Service:
         the stage's shared queue and count against no team's budget, which a misspelling rarely means."""
         if team is None:
             return []
-        known = set(self.fleet.spec.teams) | set(self.store.team_names())
+        stored = self._teams if self._teams is not None else self.store.team_names()
+        known = set(self.fleet.spec.teams) | set(stored)
         if team in known:
             return []
         from crossrail.spec.problems import did_you_mean  # the spec layer loads only on this warning
