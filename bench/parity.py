@@ -8,11 +8,12 @@ admitted together; the sampler is cancelled when the learner ends the pipeline).
 
 Live: a fresh workspace per policy, the agent (crossrail.control.agent) over a virtual executor on a manual
 clock. An attempt runs its remaining work at the pool's relative speed and ends with exit 0; a stop ends it
-at once, keeping its work (free continuous checkpoints, the simulator's default). The agent reconciles every
-TICK_S of virtual time, pass after pass until a pass changes nothing (the simulator, too, settles an
-instant before time moves on); idle stretches are skipped up to the next thing that can happen.
-Simulated: `Simulation` with the same fleet, jobs, retry policy and scripted failure and drain, cycles at
-every event (quantum 0).
+at once, keeping its work (free continuous checkpoints, the simulator's default). The agent reconciles at
+each instant something can happen (an arrival, a scripted event, an attempt's end, a back-off's end, a round
+boundary while something runs, the next budget day), pass after pass until a pass changes nothing (the
+simulator, too, settles an instant before time moves on).
+Simulated: `Simulation` with the same fleet, jobs, retry policy, scripted failure and drain, and the live
+workspace's placement policy (so it places as the agent does, sim/placing.py), cycling at every event.
 
 The decision traces compared, each entry (seconds from the start, kind, run, ...):
   admit   the run (or part) got chips: pool and chips (the live `admitted`, the simulator's `started`)
@@ -403,7 +404,7 @@ class Live:
                 known.append(offer.not_before - self.start)
         if queued:
             known.append((now // DAY_S + 1) * DAY_S)
-        if get_policy(self.policy).round_based and (queued or self.executor.live):
+        if get_policy(self.policy).round_based and queued and self.executor.live:  # a swap needs a run to stop
             known.append((now // ROUND_S + 1) * ROUND_S)
         at = min(known, default=now + TICK_S)
         return max(now + TICK_S, -(-at // TICK_S) * TICK_S)
@@ -459,6 +460,8 @@ def sim_trace(policy: str, fleet: Fleet, work: list[SimJob], placement: Placemen
 
     sim.engine.schedule(DRAIN_AT, drain)
     sim.run(until_s=3 * DAY_S)
+    while sim.engine.peek() <= sim.engine.now():  # the last instant settled, as the agent's last pass is
+        sim.engine.step()
     assert sim.events is not None
     out: list[Entry] = []
     for e in sim.events:
