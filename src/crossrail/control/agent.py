@@ -22,7 +22,7 @@ from crossrail.control import budgets, fleetops, isolation, parents, pipesize, r
 from crossrail.control.agentlock import agent_lock, agent_running
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
 from crossrail.control.cause import cause_line
-from crossrail.control.executor import AttemptStatus, Executor, StopReason
+from crossrail.control.executor import AttemptStatus, Executor, LaunchRequest, StopReason
 from crossrail.control.leader import DEFAULT_LEASE_S, Leadership, LeaseConfig
 from crossrail.control.placing import Placer, QueuePlacement, explanation, preference
 from crossrail.control.secrets import attempt_secret
@@ -43,6 +43,9 @@ from crossrail.spec import Part
 from crossrail.store import AttemptRecord, RunRecord
 
 __all__ = ["Agent", "AgentConfig", "Tick", "agent_lock", "agent_running"]
+
+ONE_OBJECT_BACKENDS = frozenset({"kubernetes"})
+"""Backends that run the parts of a pipeline admitted together as one object (Kubernetes: one JobSet)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class Agent:
         self._engine_queued: list[tuple[RunRecord, AttemptRecord]] = []
         self._weighed: dict[str, float] = {}
         """When the backlog controller last weighed each running pipeline (store clock)."""
+        self._unlaunched: dict[str, list[AttemptRecord]] = {}
+        """Each run's parts recorded but not launched (an agent stopped between the two), as a pass finds them."""
         self._parts_waiting = 0
         """Parts of running pipelines that wait to be offered again (back-off or room), as of the last pass."""
         self.workspace_root: Path | None = None
@@ -183,8 +188,11 @@ class Agent:
         ended = 0
         self._engine_queued = []
         active = self.store.active_attempts()
+        self._unlaunched = {}
         for att in active:
             ended += self._reconcile_attempt(att, statuses.get((att.run_id, att.number)))
+        for rid, parts in self._unlaunched.items():  # recorded, never launched (the agent stopped between the two)
+            self._launch_parts(self.store.get_run(rid), parts)
         ended += self._replace_pending(self._engine_queued)
         tracked = {(a.run_id, a.number) for a in active}
         self.watch.unknown_attempts(s for key, s in statuses.items() if key not in tracked)
@@ -210,6 +218,9 @@ class Agent:
                     stopped_by=_stop_reason(run.state),
                     detail="stopped before it was launched",
                 )
+            elif att.part is not None:  # launched with the other parts recorded with it, after this pass's loop
+                self._unlaunched.setdefault(run.id, []).append(att)
+                return 0
             else:
                 self._launch(run, att)
                 return 0
@@ -298,6 +309,53 @@ class Agent:
         return who
 
     def _launch(self, run: RunRecord, att: AttemptRecord) -> None:
+        request = self._request(run, att)
+        if request is None:
+            return
+        try:
+            status = self.executor.launch(request)
+        except (OSError, ConflictError) as exc:
+            self._not_launched(run, att, exc)
+            return
+        if status.phase == "running":
+            self._started(run, att, status.started_at or self.clock.now(), status.image_digest)
+
+    def _launch_parts(self, run: RunRecord, atts: list[AttemptRecord]) -> None:
+        """Launch the parts of a pipeline admitted together: as one, where the executor launches parts together
+        (`launch_parts`: on Kubernetes one JobSet, a replicated job per part), else each alone."""
+        together = getattr(self.executor, "launch_parts", None)
+        fleet = self.service.fleet
+        as_one = [a for a in atts if together is not None and _backend(fleet, a.pool) in ONE_OBJECT_BACKENDS]
+        for att in atts:
+            if att not in as_one:
+                self._launch(run, att)
+        ready = [(att, request) for att in as_one if (request := self._request(run, att)) is not None]
+        if not ready or together is None:
+            return
+        try:
+            statuses: list[AttemptStatus] = together([request for _, request in ready])
+        except (OSError, ConflictError) as exc:
+            for att, _ in ready:
+                self._not_launched(run, att, exc)
+            return
+        for (att, _), status in zip(ready, statuses, strict=True):
+            if status.phase == "running":
+                self._started(run, att, status.started_at or self.clock.now(), status.image_digest)
+
+    def _not_launched(self, run: RunRecord, att: AttemptRecord, exc: Exception) -> None:
+        """End an attempt the executor could not launch: lost, or (a number the executor used before, for an
+        earlier store) unplaced and offered again under the next number."""
+        if isinstance(exc, ConflictError):
+            detail = f"its number is held by an attempt the executor ran for an earlier store ({exc})"
+            why = (EndReason.STALE_NUMBER, f"{detail}; offered again under the next number")
+            self._end(run, att, AttemptStatus(run.id, att.number, "unplaced"), why)
+            return
+        lost = AttemptStatus(run.id, att.number, "lost")
+        self._end(run, att, lost, (EndReason.LAUNCH_FAILED, f"lost: could not be launched: {exc}"))
+
+    def _request(self, run: RunRecord, att: AttemptRecord) -> LaunchRequest | None:
+        """What `att` is launched with, once its launch is recorded (fenced); None when it must not be launched
+        (ended meanwhile, or a deposed leader) or could not be prepared (then it ended lost)."""
         parent = att.parent_checkpoint or parents.launch_checkpoint(self.store, run)  # resolved at admission
         parent_uid = self.store.get_run(run.parent_run).uid if run.parent_run else None
         secret = None
@@ -312,26 +370,12 @@ class Agent:
             report_secret=secret,
         )
         if not self.store.record_launch(run.id, att.number):  # fenced: a deposed leader never gets past this
-            return
+            return None
         try:
-            request = dataclasses.replace(request, run_as=self._run_as(run, att))
+            return dataclasses.replace(request, run_as=self._run_as(run, att))
         except (UsageError, OSError) as exc:  # a user this machine lacks, a team's uid taken, a parent's files
-            lost = AttemptStatus(run.id, att.number, "lost")
-            self._end(run, att, lost, (EndReason.LAUNCH_FAILED, f"lost: could not be launched: {exc}"))
-            return
-        try:
-            status = self.executor.launch(request)
-        except OSError as exc:
-            lost = AttemptStatus(run.id, att.number, "lost")
-            self._end(run, att, lost, (EndReason.LAUNCH_FAILED, f"lost: could not be launched: {exc}"))
-            return
-        except ConflictError as exc:  # the executor used this number before (the store was reset or restored)
-            detail = f"its number is held by an attempt the executor ran for an earlier store ({exc})"
-            why = (EndReason.STALE_NUMBER, f"{detail}; offered again under the next number")
-            self._end(run, att, AttemptStatus(run.id, att.number, "unplaced"), why)
-            return
-        if status.phase == "running":
-            self._started(run, att, status.started_at or self.clock.now(), status.image_digest)
+            self._not_launched(run, att, exc)
+            return None
 
     def _started(self, run: RunRecord, att: AttemptRecord, ts: float, image_digest: str | None = None) -> None:
         """Record that the attempt started, on what, and the digest of the image it ran where the executor saw one."""
@@ -636,7 +680,7 @@ class Agent:
         for att in atts:
             if "://" not in (att.report_uri or ""):
                 Path(att.report_uri or "").parent.mkdir(parents=True, exist_ok=True)
-            self._launch(run, att)
+        self._launch_parts(run, atts)
         return 1
 
     def _admit(self, run: RunRecord, d: Decision, now: float) -> int:
@@ -680,6 +724,12 @@ def _placement(pool: Any, d: Decision) -> dict[str, Any]:
         "cost_per_chip_hour": pool.cost_per_chip_hour,
         "reason": d.reason,
     }
+
+
+def _backend(fleet: Any, pool: str | None) -> str | None:
+    """The backend of `pool` in `fleet` (None for a pool no longer there)."""
+    found = next((p for p in fleet.spec.pools if p.name == pool), None)
+    return None if found is None else str(found.backend)
 
 
 def _parts(run: RunRecord) -> dict[str, Part]:

@@ -11,7 +11,7 @@ so the routing survives an agent restart.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,22 @@ class Router:
         status = self.executor(backend).launch(request)
         self._holder[(request.run, request.attempt)] = backend
         return status
+
+    def launch_parts(self, requests: Sequence[LaunchRequest]) -> list[AttemptStatus]:
+        """The parts of one pipeline admitted together, by backend: those of a backend whose executor launches
+        parts together (Kubernetes: one JobSet) as one, every other part alone; statuses in the order given."""
+        by_backend: dict[str, list[int]] = {}
+        for i, request in enumerate(requests):
+            by_backend.setdefault(self._backend_of_pool(request.pool) or "local", []).append(i)
+        found: dict[int, AttemptStatus] = {}
+        for backend, indices in by_backend.items():
+            executor, group = self.executor(backend), [requests[i] for i in indices]
+            together = getattr(executor, "launch_parts", None)
+            statuses = together(group) if together is not None else [executor.launch(r) for r in group]
+            for i, status in zip(indices, statuses, strict=True):
+                self._holder[(requests[i].run, requests[i].attempt)] = backend
+                found[i] = status
+        return [found[i] for i in range(len(requests))]
 
     def observe(self) -> list[AttemptStatus]:
         """Every backend's attempts; each backend the fleet uses is asked, so a restart re-adopts its attempts."""

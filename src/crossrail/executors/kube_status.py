@@ -8,6 +8,9 @@ against status objects written from the Kubernetes, JobSet and Kueue documentati
                   Finished      -> the job ended
   Job             Complete / Failed (batch/v1)               JobSet  Completed / Failed
   TrainJob        Complete / Failed (trainer.kubeflow.org)
+
+A pipeline's JobSet (render/pipeline.py) holds several attempts, one per part: each replicated job's pods are
+labelled with their part and its attempt, and each part reads as its own attempt (`observe_part`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from crossrail.core.events import Event, EventType
 LABEL_RUN = "crossrail.dev/run"
 LABEL_ATTEMPT = "crossrail.dev/attempt"
 LABEL_RUN_UID = "crossrail.dev/run-uid"
+LABEL_PART = "crossrail.dev/part"
 STOPPED_BY = "crossrail.dev/stopped-by"
 CONTAINER = "trainer"
 CONTAINERS = (CONTAINER, "node")
@@ -82,6 +86,22 @@ def identity(obj: dict[str, Any]) -> tuple[str, int] | None:
     return str(run), int(attempt)
 
 
+def part_attempts(obj: dict[str, Any]) -> dict[str, int]:
+    """A pipeline JobSet's parts, each with its attempt (its pods' crossrail.dev/part and crossrail.dev/attempt
+    labels), in the JobSet's order; {} for any other object (a Job, a TPU slice's JobSet, a part of a pipeline
+    submitted as its own object before pipelines were one JobSet)."""
+    if obj.get("kind") != "JobSet":
+        return {}
+    out = {}
+    for job in (obj.get("spec") or {}).get("replicatedJobs") or []:
+        pod = ((job.get("template") or {}).get("spec") or {}).get("template") or {}
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        part, attempt = labels.get(LABEL_PART), str(labels.get(LABEL_ATTEMPT))
+        if part and attempt.isdigit():
+            out[str(part)] = int(attempt)
+    return out
+
+
 def run_uid(obj: dict[str, Any]) -> str | None:
     """The uid of the run an object belongs to (its crossrail.dev/run-uid label); None for a run without one."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -126,6 +146,47 @@ def observe(obj: dict[str, Any], workload: dict[str, Any] | None, pods: list[dic
     # Until the trainer's container runs (queued in Kueue, admitted but pulling, ...) nothing heartbeats yet.
     phase: AttemptPhase = "running" if any(_running(p) for p in pods) else "pending"
     return Observed(replace(base, phase=phase, detail=_waiting(obj, workload, wl)), admission, events)
+
+
+def observe_part(
+    obj: dict[str, Any], part: str, attempt: int, workload: dict[str, Any] | None, pods: list[dict[str, Any]]
+) -> Observed:
+    """Part `part` of a pipeline JobSet (with the JobSet's Workload, and the part's own pods) as attempt `attempt`.
+
+    It ended when every Job of its replicated job succeeded (`replicatedJobsStatus`), or one failed (its exit
+    from its pods); it is `lost` when the JobSet ended without it (another part failed, and JobSet deleted the
+    rest). Otherwise it reads as the JobSet does (waiting in Kueue, evicted, stopped), running once a pod runs.
+    """
+    ident = identity(obj)
+    if ident is None:
+        raise ValueError("the JobSet has no crossrail.dev/run and crossrail.dev/attempt labels")
+    status = obj.get("status") or {}
+    jobs = (obj.get("spec") or {}).get("replicatedJobs") or []
+    replicas = next((int(j.get("replicas") or 1) for j in jobs if j.get("name") == part), 1)
+    mine: dict[str, Any] = next((r for r in status.get("replicatedJobsStatus") or [] if r.get("name") == part), {})
+    whole = conditions(obj)
+    kept = [c for c in status.get("conditions") or [] if c.get("type") not in ("Completed", "Complete", "Failed")]
+    ended = _true(whole, "Completed") or _true(whole, "Failed")
+    if int(mine.get("succeeded") or 0) >= replicas:
+        kept.append(_true(whole, "Completed") or {"type": "Completed", "status": "True"})
+    elif int(mine.get("failed") or 0) > 0:
+        failed = {"type": "Failed", "status": "True", "reason": "PartFailed", "message": f"part {part} failed"}
+        kept.append(_true(whole, "Failed") or failed)
+    elif ended is not None:
+        meta = obj.get("metadata") or {}
+        name = f"{meta.get('namespace')}/{meta.get('name')}"
+        why = f"{ended.get('reason') or ended.get('type')}: {ended.get('message') or ''}".strip().rstrip(":")
+        detail = f"its pipeline's JobSet {name} ended before part {part} did ({why})"
+        started, ended_at = timestamp(status.get("startTime")), timestamp(ended.get("lastTransitionTime"))
+        lost = AttemptStatus(ident[0], attempt, "lost", started_at=started, ended_at=ended_at, detail=detail)
+        wl = conditions(workload)
+        return Observed(lost, _admission(workload, wl), _events(ident[0], attempt, workload, wl))
+    labels = {**((obj.get("metadata") or {}).get("labels") or {}), LABEL_ATTEMPT: str(attempt)}
+    as_part = {**obj, "metadata": {**(obj.get("metadata") or {}), "labels": labels}}
+    as_part["status"] = {k: v for k, v in status.items() if k not in ("conditions", "completionTime")} | {
+        "conditions": kept
+    }
+    return observe(as_part, workload, pods)
 
 
 def _running(pod: dict[str, Any]) -> bool:

@@ -10,12 +10,17 @@ dispatches the workload through MultiKueue to a worker; the manager's Workload n
 (`status.clusterName`, or the MultiKueue admission check's message `... reservation on "<cluster>"`), and the
 attempt's object, Workload and pods are read there (its `workers` API, or the cluster's kube context), where
 its pods and their exit codes and logs are. Stops and deletions go to the manager, which MultiKueue mirrors.
+
+The parts of a pipeline admitted together go as one JobSet (`launch_parts`, render/pipeline.py), each part its
+own attempt read from its replicated job and pods; it is stopped, and deleted, as one. Parts submitted each as
+their own object (as before pipelines were one JobSet) are found by their labels and read as any attempt.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Protocol, get_args
 
@@ -31,6 +36,8 @@ from crossrail.executors.kube_status import (
     Observed,
     identity,
     observe,
+    observe_part,
+    part_attempts,
     run_uid,
     trainer_container,
 )
@@ -46,9 +53,10 @@ from crossrail.executors.render.kubernetes import (
     shipped_config,
 )
 from crossrail.executors.render.kueue import KUEUE_API, MULTIKUEUE_CHECK, namespaces
+from crossrail.executors.render.pipeline import PART_ENV, PartAttempt, render_part_attempts
 from crossrail.executors.render.trainjob import TRAINER_API, TRAINER_GROUP
 from crossrail.executors.render.workload import from_launch
-from crossrail.spec import Fleet
+from crossrail.spec import Fleet, Part
 
 KINDS = ("Job", "JobSet", "TrainJob")
 EXTRA = "the Kubernetes executor needs the kubernetes client: pip install 'crossrail[k8s]'"
@@ -139,39 +147,82 @@ class KubernetesExecutor:
             raise UsageError(str(exc.args[0])) from None
         return render_kubernetes(from_launch(request, allow_unpinned=self.allow_unpinned), self.fleet, pool)
 
+    def render_parts(self, requests: Sequence[LaunchRequest]) -> dict[str, Any]:
+        """The JobSet `launch_parts` would submit for the parts of one pipeline (pure; nothing is sent): each
+        request one part's attempt (CROSSRAIL_PART), as many replicas as its chips hold of the part's."""
+        parts = []
+        for request in requests:
+            try:
+                pool = self.fleet.pool(request.pool)
+            except KeyError as exc:
+                raise UsageError(str(exc.args[0])) from None
+            name = request.env.get(PART_ENV, "")
+            spec = json.loads(request.env.get("CROSSRAIL_SPEC") or "{}").get("spec") or {}
+            declared = (spec.get("parts") or {}).get(name)
+            if declared is None:
+                raise UsageError(f"attempt {request.run}/{request.attempt} is not a part of its run's spec.parts")
+            part = Part.model_validate(declared)
+            part = part.model_copy(update={"replicas": max(request.chips // part.chips, 1)})
+            work = from_launch(request, allow_unpinned=self.allow_unpinned)
+            parts.append(PartAttempt(name, part, pool, work))
+        return render_part_attempts(parts, self.fleet)
+
     def launch(self, request: LaunchRequest) -> AttemptStatus:
         """Submit the attempt suspended to its LocalQueue; an attempt already submitted is left as it is.
 
         An attempt that cannot be rendered for its pool, or that the API server refuses, is `lost` with the
         reason (and stays so in `observe` until forgotten): the agent retries it, avoiding that pool.
         """
-        uid = request.env.get("CROSSRAIL_RUN_UID") or None
         try:
             obj = self.render(request)
         except (SpecError, UsageError) as exc:
             return self._lost(request, f"cannot be rendered for pool {request.pool}: {exc}")
-        self._uids[request.run] = uid
+        return self._submit(obj, [request])[0]
+
+    def launch_parts(self, requests: Sequence[LaunchRequest]) -> list[AttemptStatus]:
+        """Submit the parts of one pipeline admitted together (one run, each part its own attempt) as one JobSet,
+        suspended to the run's LocalQueue, with a replicated job per part (render/pipeline.py); their statuses in
+        the order given. Parts that cannot be rendered together are each `lost` with the reason, as in `launch`.
+        """
+        if not requests:
+            return []
+        try:
+            obj = self.render_parts(requests)
+        except (SpecError, UsageError, ValueError) as exc:
+            pools = ", ".join(sorted({r.pool for r in requests}))
+            return [self._lost(r, f"its pipeline cannot be rendered for pools {pools}: {exc}") for r in requests]
+        return self._submit(obj, requests)
+
+    def _submit(self, obj: dict[str, Any], requests: Sequence[LaunchRequest]) -> list[AttemptStatus]:
+        """Create `obj` (the object of every request), then each request's report Secret and ConfigMap it owns."""
+        uid = requests[0].env.get("CROSSRAIL_RUN_UID") or None
+        self._uids[requests[0].run] = uid
         try:
             created: dict[str, Any] | None = self.api.create(obj)
         except AlreadyExists:
             created = None
             self._refuse_anothers(obj, uid)
         except ExecutionError as exc:
-            return self._lost(request, f"the API server refused it: {exc}")
-        secret = request.env.get(REPORT_SECRET_ENV)
-        if secret:
+            return [self._lost(r, f"the API server refused it: {exc}") for r in requests]
+        out = []
+        for request in requests:
+            secret = request.env.get(REPORT_SECRET_ENV)
             try:
-                self._report_secret(request, obj, created, secret)
+                if secret:
+                    self._report_secret(request, obj, created, secret)
             except ExecutionError as exc:
-                return self._lost(request, f"the API server refused its report Secret: {exc}")
-        try:
-            self._config_map(request, obj, created)
-        except (ExecutionError, SpecError, OSError) as exc:
-            return self._lost(request, f"its config could not be shipped as a ConfigMap: {exc}")
-        found = self._find(request.run, request.attempt)
-        if found is None:
-            raise RetryableError(f"submitted {obj['kind']} {obj['metadata']['name']} but cannot read it back")
-        return found.status
+                out.append(self._lost(request, f"the API server refused its report Secret: {exc}"))
+                continue
+            try:
+                self._config_map(request, obj, created)
+            except (ExecutionError, SpecError, OSError) as exc:
+                out.append(self._lost(request, f"its config could not be shipped as a ConfigMap: {exc}"))
+                continue
+            found = self._find(request.run, request.attempt)
+            if found is None:
+                raise RetryableError(f"submitted {obj['kind']} {obj['metadata']['name']} but cannot read it back")
+            out.append(found.status)
+        return out
 
     def _refuse_anothers(self, obj: dict[str, Any], uid: str | None) -> None:
         """Raise ConflictError when the object of this name belongs to another run (another store's, sharing the
@@ -245,24 +296,33 @@ class KubernetesExecutor:
         return status
 
     def observed(self) -> list[Observed]:
-        """Every crossrail attempt in the fleet's namespaces, with Kueue's view of it."""
+        """Every crossrail attempt in the fleet's namespaces, with Kueue's view of it (each part of a pipeline's
+        JobSet its own attempt)."""
         out = []
         for ns in namespaces(self.fleet):
             workloads = self.api.list("Workload", ns, "")
             for kind in KINDS:
                 for obj in self.api.list(kind, ns, LABEL_RUN):
                     if identity(obj) is not None and self._ours(obj):
-                        out.append(self._observe(ns, obj, workloads))
+                        out += self._observe(ns, obj, workloads)
         return out
 
-    def _observe(self, ns: str, obj: dict[str, Any], workloads: list[dict[str, Any]]) -> Observed:
-        """`obj` as Kueue and the kubelet see it: on the worker cluster that admitted it, else here."""
+    def _observe(self, ns: str, obj: dict[str, Any], workloads: list[dict[str, Any]]) -> list[Observed]:
+        """The attempts `obj` holds (one; a pipeline JobSet's, one per part) as Kueue and the kubelet see them: on
+        the worker cluster that admitted it, else here."""
         workload = _owned(workloads, obj)
+        api = self.api
         there = self._remote(ns, obj, workload)
         if there is not None:
-            api, remote = there
-            return observe(remote, _owned(api.list("Workload", ns, ""), remote), self._pods(ns, remote, api))
-        return observe(obj, workload, self._pods(ns, obj))
+            api, obj = there
+            workload = _owned(api.list("Workload", ns, ""), obj)
+        ident = identity(obj)
+        assert ident is not None  # observed() and _object() pass only labelled objects
+        parts = part_attempts(obj)
+        if not parts:
+            return [observe(obj, workload, self._pods(ns, *ident, api))]
+        run = ident[0]
+        return [observe_part(obj, part, n, workload, self._pods(ns, run, n, api)) for part, n in parts.items()]
 
     def _remote(
         self, ns: str, obj: dict[str, Any], workload: dict[str, Any] | None
@@ -301,27 +361,36 @@ class KubernetesExecutor:
         """Record the reason on the object, then delete it: its pods get SIGTERM and `grace_s` to checkpoint."""
         if grace_s < 0 or reason not in get_args(StopReason):
             raise UsageError(f"stop needs grace_s >= 0 and a stop reason (got {grace_s}, {reason!r})")
-        found = self._find(run, attempt)
-        if found is None or found.status.phase not in ("pending", "running"):
-            return
         obj = self._object(run, attempt)
         if obj is None:
             return
         kind, ns, name = obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
+        live = [
+            o.status.attempt
+            for o in self._observe(ns, obj, self.api.list("Workload", ns, ""))
+            if o.status.phase in ("pending", "running")
+        ]
+        if attempt not in live:
+            return
         with suppress(NotFound):
             self.api.patch_annotations(kind, ns, name, {STOPPED_BY: reason})
         now = self._clock.now()
-        detail = f"deleted by crossrail ({reason})"
-        status = AttemptStatus(run, attempt, "exited", signal=15, stopped_by=reason, ended_at=now, detail=detail)
-        self._gone[(run, attempt)] = status
+        for number in live:  # a pipeline's JobSet stops as one: every part still in it
+            detail = f"deleted by crossrail ({reason})"
+            if number != attempt:
+                detail += f" with its pipeline's JobSet {name}"
+            self._gone[(run, number)] = AttemptStatus(
+                run, number, "exited", signal=15, stopped_by=reason, ended_at=now, detail=detail
+            )
         with suppress(NotFound):
             self.api.delete(kind, ns, name, int(grace_s))
 
     def withdraw(self, run: str, attempt: int) -> bool:
-        """Delete an attempt Kueue has not given quota yet; False (nothing changed) once it holds quota."""
+        """Delete an attempt Kueue has not given quota yet; False (nothing changed) once it holds quota, or for a
+        part of a pipeline's JobSet (its parts are admitted, and placed, together)."""
         found = self._find(run, attempt)
         obj = self._object(run, attempt)
-        if found is None or obj is None or not found.pending:
+        if found is None or obj is None or not found.pending or part_attempts(obj):
             return False
         with suppress(NotFound):
             self.api.delete(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"], 0)
@@ -347,19 +416,26 @@ class KubernetesExecutor:
         if there is not None:  # the pods run on the worker cluster that admitted the workload
             api, obj = there
         parts = []
-        for pod in self._pods(ns, obj, api):
+        for pod in self._pods(ns, run, attempt, api):
             name = pod["metadata"]["name"]
             with suppress(NotFound):
                 parts.append(f"==> {name} <==\n" + api.logs(ns, name, trainer_container(pod)))
         return "\n".join(parts)
 
     def forget(self, run: str, attempt: int) -> None:
-        """Delete the ended attempt's object (and its pods) from the cluster."""
+        """Delete the ended attempt's object (and its pods) from the cluster; a pipeline's JobSet once none of its
+        parts is still waiting or running (a part that succeeded leaves the others running)."""
         self._gone.pop((run, attempt), None)
         obj = self._object(run, attempt)
-        if obj is not None:
-            with suppress(NotFound):
-                self.api.delete(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"], None)
+        if obj is None:
+            return
+        ns = obj["metadata"]["namespace"]
+        if part_attempts(obj):
+            others = self._observe(ns, obj, self.api.list("Workload", ns, ""))
+            if any(o.status.attempt != attempt and o.status.phase in ("pending", "running") for o in others):
+                return
+        with suppress(NotFound):
+            self.api.delete(obj["kind"], ns, obj["metadata"]["name"], None)
 
     def _expected_uid(self, run: str) -> str | None:
         """The uid of this store's run `run`; a uid once known is kept (a run's uid never changes)."""
@@ -383,10 +459,15 @@ class KubernetesExecutor:
         return f"{selector},{LABEL_RUN_UID}={uid}" if uid else selector
 
     def _object(self, run: str, attempt: int) -> dict[str, Any] | None:
+        """The object holding attempt `attempt` of `run`: labelled with it, or a pipeline JobSet one of whose
+        parts it is."""
+        uid = self._expected_uid(run)
+        runs = f"{LABEL_RUN}={run},{LABEL_RUN_UID}={uid}" if uid else f"{LABEL_RUN}={run}"
         for ns in namespaces(self.fleet):
             for kind in KINDS:
-                for obj in self.api.list(kind, ns, self._selector(run, attempt)):
-                    return obj
+                for obj in self.api.list(kind, ns, runs):
+                    if identity(obj) == (run, attempt) or attempt in part_attempts(obj).values():
+                        return obj
         return None
 
     def _find(self, run: str, attempt: int) -> Observed | None:
@@ -394,13 +475,12 @@ class KubernetesExecutor:
         if obj is None:
             return None
         ns = obj["metadata"]["namespace"]
-        return self._observe(ns, obj, self.api.list("Workload", ns, ""))
+        found = self._observe(ns, obj, self.api.list("Workload", ns, ""))
+        return next((o for o in found if o.status.attempt == attempt), None)
 
-    def _pods(self, namespace: str, obj: dict[str, Any], api: KubeApi | None = None) -> list[dict[str, Any]]:
-        ident = identity(obj)
-        if ident is None:
-            return []
-        return (api or self.api).list("Pod", namespace, self._selector(*ident))
+    def _pods(self, namespace: str, run: str, attempt: int, api: KubeApi | None = None) -> list[dict[str, Any]]:
+        """The pods of attempt `attempt` (a pipeline part's: its replicated job's pods carry its number)."""
+        return (api or self.api).list("Pod", namespace, self._selector(run, attempt))
 
 
 _RESERVED_ON = re.compile(r'reservation on "([^"]+)"')

@@ -155,15 +155,24 @@ def _jobset(meta: dict[str, Any], pod: dict[str, Any], lay: Layout) -> dict[str,
 
 
 def _pod(
-    work: Workload, fleet: Fleet, pool: Pool, lay: Layout, labels: dict[str, str], *, job: str = REPLICATED_JOB
+    work: Workload,
+    fleet: Fleet,
+    pool: Pool,
+    lay: Layout,
+    labels: dict[str, str],
+    *,
+    job: str = REPLICATED_JOB,
+    jobset: str | None = None,
 ) -> dict[str, Any]:
+    """The pod template; `jobset` names the JobSet it runs in when that is not the workload's own object (a
+    pipeline's parts, each its own attempt, in the JobSet named after the first: render/pipeline.py)."""
     selectors = gke_selectors(fleet, pool)
     if lay.topology is not None:
         selectors[GKE_TPU_TOPOLOGY] = lay.topology
     resource = accelerator_resource(pool)
     volumes = _volumes(work, fleet, pool)
     config, mounts, pod_volumes = _attached(work, volumes)
-    env = _env(work, fleet, pool, lay, job) | ({CONFIG_ENV: config} if config else {})
+    env = _env(work, fleet, pool, lay, job, jobset=jobset) | ({CONFIG_ENV: config} if config else {})
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": work.image,
@@ -311,12 +320,15 @@ def stop_budget_s(fleet: Fleet, pool: Pool) -> float:
     return fleet.spec.preemption.grace_s if notice is None else notice
 
 
-def _env(work: Workload, fleet: Fleet, pool: Pool, lay: Layout, job: str = REPLICATED_JOB) -> dict[str, str]:
+def _env(
+    work: Workload, fleet: Fleet, pool: Pool, lay: Layout, job: str = REPLICATED_JOB, *, jobset: str | None = None
+) -> dict[str, str]:
     env = {**work.env, "TRAINING_BACKEND": str(pool.accelerator), STOP_BUDGET_ENV: f"{stop_budget_s(fleet, pool):g}"}
     if not lay.multi_host:
         return env
     # Slice 0's first host coordinates, by its name under the JobSet's headless service (named after it).
-    first = f"{work.object_name}-{job}-0-0.{work.object_name}"
+    owner = jobset or work.object_name
+    first = f"{owner}-{job}-0-0.{owner}"
     env |= {
         "CROSSRAIL_SLICES": str(lay.slices),
         "CROSSRAIL_HOSTS_PER_SLICE": str(lay.hosts_per_slice),

@@ -7,12 +7,17 @@ on its own flavor. Every pod knows its part (`CROSSRAIL_PART`, `--part NAME` aft
 the `crossrail.dev/part` label) and its replica (`CROSSRAIL_PART_REPLICA`, the JobSet's job index), as
 `python -m crossrail.workloads.rl --part NAME` expects. Each replica of each part reports under its own
 prefix, `<report>/parts/<part>/<replica>`, so no two pods write the same report objects.
+
+The agent launches a pipeline the same way (`render_part_attempts`), with each part its own attempt: the
+JobSet is named after the first part's attempt, each part's pods carry their attempt's number
+(`crossrail.dev/attempt`) beside their part, and report under their attempt's own prefix. A part retried
+alone gets a JobSet of its own, with one replicated job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from crossrail.errors import Problem, SpecError
@@ -43,12 +48,44 @@ def render_pipeline(
     ]
     if problems:
         raise SpecError(problems)
-    work = _with_rendezvous(work, fleet, parts, pools)
-    first = next(iter(parts))
-    whole = render_kubernetes(_part_work(work, first, parts[first]), fleet, pools[first])  # metadata, checks
+    work = _with_rendezvous(work, fleet, list(pools.values()), work.object_name)
+    works = [PartAttempt(name, part, pools[name], _part_work(work, name, part)) for name, part in parts.items()]
+    return _jobset(works, fleet, work.object_name)
+
+
+@dataclass(frozen=True)
+class PartAttempt:
+    """One part of a pipeline as the agent launches it: its own attempt's workload (env, report prefix, command
+    with `--part NAME`), the part at the size it runs (`replicas`), and its pool."""
+
+    name: str
+    part: Part
+    pool: Pool
+    work: Workload
+
+
+def render_part_attempts(parts: Sequence[PartAttempt], fleet: Fleet) -> dict[str, Any]:
+    """The JobSet that runs the parts of one pipeline admitted together, each part its own attempt, suspended for
+    Kueue: named after the lowest attempt, each replicated job's pods labelled with their part's attempt.
+
+    The RL stages meet in `<shared volume>/crossrail-rl/<run>`, one directory per run, so a part retried alone
+    (in a JobSet of its own) meets the parts still running. SpecError as for `render_pipeline`.
+    """
+    if not parts or len({p.work.run for p in parts}) != 1:
+        raise ValueError("render_part_attempts needs the parts of one run")
+    first = min(parts, key=lambda p: p.work.attempt).work
+    used = [p.pool for p in parts]
+    works = [replace(p, work=_with_rendezvous(p.work, fleet, used, p.work.run)) for p in parts]
+    return _jobset(works, fleet, first.object_name)
+
+
+def _jobset(parts: Sequence[PartAttempt], fleet: Fleet, name: str) -> dict[str, Any]:
+    """One JobSet named `name` with a replicated job per part; its metadata is the first part's, without a pool."""
+    first = min(parts, key=lambda p: p.work.attempt)
+    whole = render_kubernetes(replace(first.work, chips=first.part.chips), fleet, first.pool)  # metadata, checks
     labels = {k: v for k, v in whole["metadata"]["labels"].items() if k != f"{LABEL_PREFIX}pool"}
-    meta = {**whole["metadata"], "labels": labels, "annotations": dict(VERSION_ANNOTATIONS)}
-    jobs = [_replicated_job(work, fleet, name, part, pools[name]) for name, part in parts.items()]
+    meta = {**whole["metadata"], "name": name, "labels": labels, "annotations": dict(VERSION_ANNOTATIONS)}
+    jobs = [_replicated_job(p.work, fleet, p.name, p.part, p.pool, jobset=name) for p in parts]
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
@@ -57,13 +94,14 @@ def render_pipeline(
     }
 
 
-def _with_rendezvous(work: Workload, fleet: Fleet, parts: Mapping[str, Part], pools: Mapping[str, Pool]) -> Workload:
+def _with_rendezvous(work: Workload, fleet: Fleet, pools: Sequence[Pool], directory: str) -> Workload:
     """The reference RL pipeline's stages meet in a shared directory (`--rendezvous`, by default
-    `<checkpoint dir>/rl`, which must be a file system): on Kubernetes, a writable volume every part's pool
-    declares alike (a ReadWriteMany claim). SpecError with the fix when there is none."""
-    if RL_MODULE not in work.command or "--rendezvous" in work.args:
+    `<checkpoint dir>/rl`, which must be a file system): on Kubernetes, `<mount>/crossrail-rl/<directory>` on a
+    writable volume every part's pool declares alike (a ReadWriteMany claim). SpecError with the fix when there
+    is none."""
+    if RL_MODULE not in work.command or "--rendezvous" in work.args or "--rendezvous" in work.command:
         return work
-    used = list(dict.fromkeys(pools[name].name for name in parts if pools[name].backend == "kubernetes"))
+    used = list(dict.fromkeys(p.name for p in pools if p.backend == "kubernetes"))
     mounts = [
         {(v.name, v.mount_path) for v in (p.kubernetes.volumes if p.kubernetes else []) if not v.read_only}
         for p in (fleet.pool(name) for name in used)
@@ -81,7 +119,7 @@ def _with_rendezvous(work: Workload, fleet: Fleet, parts: Mapping[str, Part], po
         )
         raise SpecError([Problem(f"run {work.run}", "spec.parts", message, None, fix)])
     mount = shared[0][1].rstrip("/")
-    return replace(work, args=[*work.args, "--rendezvous", f"{mount}/crossrail-rl/{work.object_name}"])
+    return replace(work, args=[*work.args, "--rendezvous", f"{mount}/crossrail-rl/{directory}"])
 
 
 def _part_work(work: Workload, name: str, part: Part) -> Workload:
@@ -91,18 +129,19 @@ def _part_work(work: Workload, name: str, part: Part) -> Workload:
     return replace(work, chips=part.chips, env=env, args=[*work.args, "--part", name], workers=part.parallelism.data)
 
 
-def _replicated_job(work: Workload, fleet: Fleet, name: str, part: Part, pool: Pool) -> dict[str, Any]:
+def _replicated_job(work: Workload, fleet: Fleet, name: str, part: Part, pool: Pool, *, jobset: str) -> dict[str, Any]:
+    """Part `name`'s replicated job: `work` is the part's own (a replica's chips, its env and arguments)."""
     if pool.backend != "kubernetes":
         message = f"part {name} is placed on pool {pool.name}, which has backend: {pool.backend}"
         raise SpecError([Problem(f"run {work.run}", f"spec.parts.{name}", message, None, "place it on a GKE pool")])
     lay = layout(fleet, pool, part.chips)
-    longest = f"{work.object_name}-{name}-{part.replicas - 1}-{lay.pods - 1}"  # JobSet pod hostname
+    longest = f"{jobset}-{name}-{part.replicas - 1}-{lay.pods - 1}"  # JobSet pod hostname
     if len(longest) > MAX_NAME:
         message = f"{longest!r} ({len(longest)} characters) is longer than a Kubernetes name may be ({MAX_NAME})"
         fix = f"shorten the experiment or part name by {len(longest) - MAX_NAME} characters"
         raise SpecError([Problem(f"run {work.run}", f"spec.parts.{name}", message, None, fix)])
     labels = {**work.labels, **work.crossrail_labels(), f"{LABEL_PREFIX}pool": pool.name, PART_LABEL: name}
-    pod = _pod(_part_work(work, name, part), fleet, pool, lay, labels, job=name)
+    pod = _pod(replace(work, chips=part.chips), fleet, pool, lay, labels, job=name, jobset=jobset)
     index = {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}  # which replica of the part
     # first, so the kubelet expands $(CROSSRAIL_PART_REPLICA) in the report prefix after it
     pod["spec"]["containers"][0]["env"].insert(0, {"name": REPLICA_ENV, "valueFrom": index})
