@@ -24,6 +24,18 @@ NO_PINS: Pins = frozenset()
 ACTIVE, LEAVING, GONE = 0, 1, 2
 
 
+class Buckets(dict[int, set[int]]):
+    """Free chips -> the hosts with that many free; a count no host has reads as an empty set, and only the
+    counts some host has are copied, so a snapshot of a pool of 65,536-chip hosts copies two sets, not 65,537."""
+
+    def __missing__(self, free: int) -> set[int]:
+        found = self[free] = set()
+        return found
+
+    def copy(self) -> Buckets:  # a Buckets, each set its own
+        return Buckets({free: set(hosts) for free, hosts in self.items() if hosts})
+
+
 class PoolState:
     """One pool's hosts. `copy()` is what a cycle's snapshot changes; the cache keeps the original."""
 
@@ -38,7 +50,7 @@ class PoolState:
         self.free = [self.per_host] * hosts
         self.state = [ACTIVE] * hosts
         self.pins: list[Pins] = [NO_PINS] * hosts
-        self.buckets: dict[Pins, list[set[int]]] = {NO_PINS: self._empty_buckets()}
+        self.buckets: dict[Pins, Buckets] = {NO_PINS: Buckets()}
         self.buckets[NO_PINS][self.per_host] = set(range(hosts))
         self.active_hosts = hosts
         self.free_chips = hosts * self.per_host
@@ -50,16 +62,13 @@ class PoolState:
         self._sizes: dict[tuple[int, int, int | None, int], tuple[int, ...]] = {}
         """(low, high, unit, active hosts) -> the gang sizes `sizes` yields; copies share it (shapes never change)."""
 
-    def _empty_buckets(self) -> list[set[int]]:
-        return [set() for _ in range(self.per_host + 1)]
-
     def copy(self) -> PoolState:
         other = object.__new__(PoolState)
         other.__dict__.update(self.__dict__)
         other.free = list(self.free)
         other.state = list(self.state)
         other.pins = list(self.pins)
-        other.buckets = {pins: [set(b) for b in buckets] for pins, buckets in self.buckets.items()}
+        other.buckets = {pins: buckets.copy() for pins, buckets in self.buckets.items()}
         return other
 
     @property
@@ -133,7 +142,7 @@ class PoolState:
             return tuple((h, per) for h in sorted(itertools.islice(buckets[per], chips // per)))
         return self._spread(chips, buckets, unit) if self._spreads(unit) else None
 
-    def _spread(self, chips: int, buckets: list[set[int]], unit: int | None) -> Hosts | None:
+    def _spread(self, chips: int, buckets: Buckets, unit: int | None) -> Hosts | None:
         """`chips` as whole workers of `unit` chips, the freest hosts first (fewest hosts); None unless all fit."""
         assert unit is not None
         taken: list[tuple[int, int]] = []
@@ -214,7 +223,7 @@ class PoolState:
 
     def _activate(self, h: int) -> None:
         self.state[h] = ACTIVE
-        self.buckets.setdefault(self.pins[h], self._empty_buckets())[self.free[h]].add(h)
+        self.buckets.setdefault(self.pins[h], Buckets())[self.free[h]].add(h)
         self.active_hosts += 1
         self.free_chips += self.free[h]
 
@@ -238,9 +247,9 @@ class PoolState:
         old = self.pins[h]
         if self.state[h] == ACTIVE:
             self.buckets[old][self.free[h]].discard(h)
-            self.buckets.setdefault(pins, self._empty_buckets())[self.free[h]].add(h)
+            self.buckets.setdefault(pins, Buckets())[self.free[h]].add(h)
         self.pins[h] = pins
-        if old and old in self.buckets and not any(self.buckets[old]):
+        if old and old in self.buckets and not any(self.buckets[old].values()):
             del self.buckets[old]
 
     def pinnable(self, exclude: set[str]) -> list[int]:

@@ -9,7 +9,15 @@ request avoids the same pool (`avoided_pool`) and backs off as long as a live re
 from __future__ import annotations
 
 from crossrail.core.attempts import EndReason, StopReason
-from crossrail.scheduling.decisions import Backoff, EndDecision, Ended, RetryPolicy, avoided_pool, decide_end
+from crossrail.scheduling.decisions import (
+    SPENDS_RETRY,
+    Backoff,
+    EndDecision,
+    Ended,
+    RetryPolicy,
+    avoided_pool,
+    decide_end,
+)
 
 SIM_RETRIES = RetryPolicy(max=None, backoff=Backoff(initial_s=0.0, factor=1.0, max_s=0.0))
 """Simulated jobs retry every failure (they carry no spec.retries) and wait only the failure model's own
@@ -17,6 +25,8 @@ detection and rescheduling time (CheckpointSpec.detect_s + reschedule_s); a simu
 `RetryPolicy` backs off exactly as the agent would."""
 
 _STOPPED = {"preempted": EndReason.PREEMPTED, "drained": EndReason.DRAINED}
+KEPT_SPENDS = 66
+"""Failures past this many no longer change a decision: the back-off's exponent stops at 64 (`Backoff.delay_s`)."""
 
 
 class SimRetries:
@@ -44,12 +54,25 @@ class SimRetries:
         else:
             reason = _STOPPED.get(stopped, EndReason.PREEMPTED)
             detail = "preempted by crossrail" if reason is EndReason.PREEMPTED else "its pool was drained"
+        retries = policy or self.policy
         earlier = self.history.setdefault(run, [])
-        decision = decide_end(reason, detail, pool=pool, retries=policy or self.policy, history=earlier, now=now)
+        decision = decide_end(reason, detail, pool=pool, retries=retries, history=earlier, now=now)
         earlier.append(Ended(number, pool, reason, now))
+        keep = max(KEPT_SPENDS, (retries.max or 0) + 1)
+        if len(earlier) > 2 * keep:
+            self.history[run] = _recent(earlier, keep)
         return decision
 
     def avoid_pool(self, run: str) -> str | None:
         """The pool `run`'s next attempt tries last (None for a run that has not ended an attempt)."""
         earlier = self.history.get(run)
         return avoided_pool(earlier[-1]) if earlier else None
+
+
+def _recent(history: list[Ended], keep: int) -> list[Ended]:
+    """What of a long history the decisions still read: its last `keep` failures (the count a finite
+    `retries.max` and the back-off compare, both settled by then) and its last end (the pool to avoid). A
+    run interrupted every few minutes for months would otherwise have each decision walk all its ends."""
+    spent = [e for e in history if e.reason in SPENDS_RETRY][-keep:]
+    last = history[-1]
+    return spent if last.reason in SPENDS_RETRY else [*spent, last]

@@ -36,6 +36,7 @@ from crossrail.sim.placing import SimPlacing
 from crossrail.sim.policy_driver import PolicyDriver
 from crossrail.sim.records import RunRecord, SimResult, StageStats
 from crossrail.sim.retries import SIM_RETRIES, SimRetries
+from crossrail.sim.units import scheduling_fleet
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Fleet, PlacementPolicy
 
@@ -81,7 +82,8 @@ class Simulation:
         self.quantum_s = max(quantum_s, 0.0)
         self.recheck_s = recheck_s if recheck_s is not None else fallback_wait_s
         self.engine = Engine()
-        self.sched = Scheduler.from_fleet(fleet, SchedulerConfig.from_fleet(fleet, fallback_wait_s=fallback_wait_s))
+        config = SchedulerConfig.from_fleet(fleet, fallback_wait_s=fallback_wait_s)
+        self.sched = Scheduler.from_fleet(scheduling_fleet(fleet, shapes), config)  # in allocation units
         model = FailureModel(failures, np.random.default_rng(seed)) if failures is not None else None
         self.failures = model if failures is not None and failures.enabled else None
         self.checkpoint = checkpoint or CheckpointSpec()
