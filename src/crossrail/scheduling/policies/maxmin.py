@@ -1,7 +1,7 @@
 """Max-min fairness over (normalised effective) throughput, after Gavel (Narayanan et al., OSDI 2020).
 
 The allocation X[m, p] is the fraction of time job m should spend on pool p. Two objectives, in one
-linear program solved with HiGHS as `scipy.optimize.linprog(method="highs")` solves it (`_highs`):
+linear program solved with HiGHS through `scipy.optimize.linprog(method="highs")`:
 
   1. maximise t  subject to  share(m) >= t for every job,  sum_p X[m, p] <= 1,
                              sum_m chips(m) * X[m, p] <= capacity(p),  0 <= X <= 1;
@@ -105,12 +105,10 @@ def class_shares(
     tie = LEXICOGRAPHIC / total if total > 0 else 0.0
     objective = [-tie * counts[m] * weight[i] for i, (m, _) in enumerate(cells)] + [-1.0]
     c = np.array(objective)
-    found = _highs(c, a_ub, b_ub, bounds)
-    if found is None:
-        solved = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-        if not solved.success:
-            raise ArithmeticError(f"max-min fairness LP failed: {solved.message}")
-        found = solved.x
+    solved = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    if not solved.success:
+        raise ArithmeticError(f"max-min fairness LP failed: {solved.message}")
+    found = solved.x
     x = found if hetero else _spread(found, cells, jobs, counts, pools)
     shares: dict[int, dict[str, float]] = {}
     for i, (m, p) in enumerate(cells):
@@ -219,67 +217,6 @@ class MaxMinFairness:
         ledger = self.ledger(round_s)
         ledger.sync(jobs, pools)
         return ledger.plan(now, pools, {j.run: j.pool for j in jobs if j.pool is not None})
-
-
-def _highs(c: Any, a_ub: Any, b_ub: Any, bounds: Any) -> Any:
-    """x minimising c.x subject to a_ub x <= b_ub and bounds, solved by HiGHS as `linprog(method="highs")`
-    solves it (the same model, options and solver, so the same x to the bit), without linprog's checks and
-    conversions, which cost most of a small LP's time; None when that is not a clean optimum (the caller
-    then asks linprog, which says why) or scipy's HiGHS binding is not there as expected.
-
-    The binding (`scipy.optimize._highspy._core`) is private to scipy: tests/unit/scheduling/test_policies.py
-    checks that this gives linprog's x on max-min programs, and any change in it falls back to linprog."""
-    import numpy as np
-
-    try:
-        from scipy.optimize._highspy import _core as h  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    try:
-        tol = float(np.sqrt(1e-9) * 10)  # linprog's check of a solution HiGHS calls optimal
-        lb, ub = np.array(bounds, dtype=float).T.copy()
-        rhs = np.array(b_ub, dtype=float)
-        for side in (rhs, lb, ub):
-            side[np.isinf(side)] = np.sign(side[np.isinf(side)]) * h.kHighsInf
-        columns = np.asarray(a_ub, dtype=float).T
-        nonzero = columns != 0
-        lp = h.HighsLp()
-        lp.num_col_ = lp.a_matrix_.num_col_ = c.size
-        lp.num_row_ = lp.a_matrix_.num_row_ = rhs.size
-        lp.a_matrix_.format_ = h.MatrixFormat.kColwise
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = np.asarray(c, dtype=float), lb, ub
-        lp.row_lower_, lp.row_upper_ = np.full(rhs.size, -h.kHighsInf), rhs
-        lp.a_matrix_.start_ = np.concatenate(([0], np.cumsum(np.count_nonzero(nonzero, axis=1)))).astype(np.int32)
-        lp.a_matrix_.index_ = np.nonzero(nonzero)[1].astype(np.int32)
-        lp.a_matrix_.value_ = columns[nonzero]
-        options = h.HighsOptions()
-        options.presolve = "on"
-        options.highs_debug_level = h.HighsDebugLevel.kHighsDebugLevelNone
-        options.log_to_console = options.output_flag = False
-        options.simplex_strategy = h.simplex_constants.SimplexStrategy.kSimplexStrategyDual
-        highs = h._Highs()
-        ran = (
-            highs.passOptions(options) != h.HighsStatus.kError
-            and highs.passModel(lp) != h.HighsStatus.kError
-            and highs.run() != h.HighsStatus.kError
-            and highs.getModelStatus() == h.HighsModelStatus.kOptimal
-        )
-        if not ran:
-            return None
-        solution = highs.getSolution()
-        x = np.array(solution.col_value)
-        slack = rhs - np.array(solution.row_value)
-        low, high = np.array(bounds, dtype=float).T
-        objective = float(highs.getInfo().objective_function_value)
-    except (AttributeError, TypeError, ValueError):
-        return None
-    clean = (
-        len(x) == c.size
-        and not (np.isnan(x).any() or np.isnan(slack).any() or np.isnan(objective))
-        and bool(((x >= low - tol) & (x <= high + tol)).all())
-        and not (slack < -tol).any()
-    )
-    return x if clean else None
 
 
 def _spread(
