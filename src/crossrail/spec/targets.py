@@ -8,7 +8,7 @@ cluster, e.g. a GPU model crossrail does not know or a partition named different
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -98,6 +98,10 @@ class KubernetesPool(SpecModel):
     """False for a cluster whose nodes are not GKE's: pods then select `node_selector` alone (no GKE labels)."""
     volumes: list[KubernetesVolume] = Field(default_factory=list)
     """Mounted into every pod of the pool: checkpoint and report paths outside object storage must be on one."""
+    topology: Literal["required", "preferred"] | None = None
+    """GPU pools on GKE: Kueue's topology-aware scheduling for gang jobs (several hosts). `required` admits one
+    only when all its hosts fit in one GKE node pool, `preferred` packs them there when it can. The pool's flavor
+    becomes topology-aware and every pod set on it asks for a topology; TPU pools always are, others never."""
 
     @field_validator("gke_accelerator", "tpu_accelerator", "node_pool")
     @classmethod
@@ -201,6 +205,12 @@ def target_items(accelerator: Any, kubernetes: KubernetesPool | None) -> Items:
     if accelerator == "tpu" and not kubernetes.gke:
         fix = "remove `gke: false`: crossrail schedules TPU slices by GKE's TPU labels"
         items.append((("kubernetes", "gke"), "a TPU pool runs on GKE", fix))
+    if kubernetes.topology is not None and (accelerator != "gpu" or not kubernetes.gke):
+        why = "a TPU pool always is" if accelerator == "tpu" else f"this pool is {accelerator}"
+        if accelerator == "gpu":
+            why = "its nodes are not GKE's (`gke: false`), whose node-pool labels the topology's levels are"
+        fix = "remove it: only a GPU pool on GKE opts in to topology-aware scheduling"
+        items.append((("kubernetes", "topology"), f"topology-aware scheduling is opted into by GPU pools ({why})", fix))
     if accelerator != "gpu" and kubernetes.gke_accelerator is not None:
         fix = "remove it, or set tpu_accelerator for a TPU pool"
         items.append((("kubernetes", "gke_accelerator"), f"only a GPU pool has one (this pool is {accelerator})", fix))

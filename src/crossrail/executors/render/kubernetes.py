@@ -20,6 +20,7 @@ from crossrail.executors.render.hardware import Layout, accelerator_resource, gk
 from crossrail.executors.render.kueue import (
     JOBSET_RELEASE,
     KUEUE_RELEASE,
+    PREFERRED_TOPOLOGY,
     REQUIRED_TOPOLOGY,
     SLICE_REQUIRED_TOPOLOGY,
     SLICE_SIZE,
@@ -44,6 +45,7 @@ GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 CONTAINER = "trainer"
 REPLICATED_JOB = "slice"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 JAX_COORDINATOR_PORT = 8476
 """The port JAX's own TPU cluster detection uses for its coordinator."""
@@ -109,6 +111,10 @@ def _trainjob(work: Workload, fleet: Fleet, pool: Pool, meta: dict[str, Any], la
         fix = f"shorten the experiment name by {len(longest) - MAX_NAME} characters"
         raise SpecError([Problem(f"run {work.run}", "metadata.name", message, None, fix)])
     pod = _pod(work, fleet, pool, Layout("gpu", work.chips, lay.chips_per_node, 1, 1), labels)
+    asked = gpu_topology(pool, lay.nodes)
+    if asked:  # the gang's request, in place of a single pod's
+        kept = {k: v for k, v in pod["metadata"].get("annotations", {}).items() if k not in _GPU_TOPOLOGY}
+        pod["metadata"]["annotations"] = kept | asked
     return render_trainjob(meta, pod, lay)
 
 
@@ -205,7 +211,7 @@ def _pod(
     if pod_volumes:
         spec["volumes"] = pod_volumes
     metadata: dict[str, Any] = {"labels": labels}
-    annotations = _topology_request(lay)
+    annotations = _topology_request(lay) or gpu_topology(pool, lay.pods)
     if any(v.gcsfuse is not None for v in volumes):
         annotations[GCSFUSE_ANNOTATION] = "true"  # GKE injects the GCS FUSE sidecar only with it
     if annotations:
@@ -221,6 +227,22 @@ def _topology_request(lay: Layout) -> dict[str, str]:
     if lay.slices == 1:
         return {REQUIRED_TOPOLOGY: GKE_NODE_POOL}
     return {SLICE_REQUIRED_TOPOLOGY: GKE_NODE_POOL, SLICE_SIZE: str(lay.hosts_per_slice)}
+
+
+_GPU_TOPOLOGY = (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY)
+
+
+def gpu_topology(pool: Pool, hosts: int) -> dict[str, str]:
+    """Kueue TAS for a GPU pool that opts in (`kubernetes.topology`), whose flavor is then topology-aware: a gang
+    of several hosts in one GKE node pool (`required`) or packed there when it can be (`preferred`); a pod set of
+    one host asks for its node, which it always gets, so Kueue does not pass the flavor over in a mixed queue.
+    Nothing for every other pool."""
+    mode = pool.kubernetes.topology if pool.kubernetes is not None and pool.accelerator == "gpu" else None
+    if mode is None:
+        return {}
+    if hosts <= 1:
+        return {REQUIRED_TOPOLOGY: HOSTNAME_LABEL}
+    return {REQUIRED_TOPOLOGY if mode == "required" else PREFERRED_TOPOLOGY: GKE_NODE_POOL}
 
 
 def object_storage(uri: str) -> bool:

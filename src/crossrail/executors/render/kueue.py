@@ -42,6 +42,7 @@ JOBSET_RELEASE = "v0.12"
 VERSION_ANNOTATIONS = {"crossrail.dev/kueue-version": KUEUE_RELEASE, "crossrail.dev/jobset-version": JOBSET_RELEASE}
 """On every rendered workload: the releases whose CRDs (schemas/crds/) it was checked against."""
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 SLICE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 TOPOLOGY_NAME = "crossrail-gke"
@@ -229,15 +230,19 @@ def _flavor(fleet: Fleet, pool: Pool, api: str) -> dict[str, Any]:
 
 
 def topology_aware(pool: Pool) -> bool:
-    """Whether the pool's flavor is a topology-aware one: TPU pools only (always GKE's nodes, whose labels the
-    Topology's levels are), so every pod set that lands on it asks for a topology (a slice's node pool).
+    """Whether the pool's flavor is a topology-aware one: TPU pools (always GKE's nodes, whose labels the
+    Topology's levels are), so every pod set that lands on it asks for a topology (a slice's node pool); and
+    GPU pools on GKE that opt in (`kubernetes.topology`), whose every pod set asks for one too (render/kubernetes.py
+    gpu_topology).
 
     A ClusterQueue with a TAS flavor and a plain one is mixed, and Kueue then passes a TAS flavor over for
     a pod set that asks for no topology and a plain one for a pod set that does
-    (crossrail.executors.render.admission.Kueue.tas_problem): GPU and CPU flavors stay plain, so their
+    (crossrail.executors.render.admission.Kueue.tas_problem): other GPU and CPU flavors stay plain, so their
     Jobs and TrainJobs are admitted in any queue.
     """
-    return pool.accelerator == "tpu" and (pool.kubernetes is None or pool.kubernetes.gke)
+    gke = pool.kubernetes is None or pool.kubernetes.gke
+    opted = pool.accelerator == "gpu" and pool.kubernetes is not None and pool.kubernetes.topology is not None
+    return gke and (pool.accelerator == "tpu" or opted)
 
 
 def exclusions(fleet: Fleet, pool: Pool) -> list[dict[str, Any]]:
