@@ -188,3 +188,21 @@ def test_parts_an_earlier_agent_submitted_each_as_its_own_workload_are_re_adopte
     assert states == {"learner": "succeeded", "sampler": "cancelled", "reward": "cancelled"}
     deleted = {d[2] for d in api.deleted}
     assert {o["metadata"]["name"] for o in [*jobs, *jobsets]} <= deleted
+
+
+def test_parts_recorded_but_never_launched_go_as_one_jobset_after_a_restart(
+    client: Client, api: ApiServer, pipeline: Path
+) -> None:
+    stopped = _agent(client, api)
+    stopped._launch_parts = lambda run, atts: None  # type: ignore[method-assign]  # it stops between the two
+    run = client.submit(pipeline)["run"]["id"]
+    stopped.reconcile()
+    assert api.list("JobSet", NAMESPACE, "") == []
+    assert {a["state"] for a in client.show(run)["attempts"]} == {"starting"}
+
+    _agent(client, api).reconcile()
+
+    assert api.list("Job", NAMESPACE, "") == []
+    (jobset,) = api.list("JobSet", NAMESPACE, "")
+    assert {j["name"] for j in jobset["spec"]["replicatedJobs"]} == {"sampler", "reward", "learner"}
+    assert len(client.show(run)["attempts"]) == 3  # the same attempts, none offered again
