@@ -153,3 +153,35 @@ def test_a_cpu_job_in_a_queue_with_a_tpu_slice_flavor_is_admitted_onto_its_own_f
         assert "admitted" in executor.logs(run, 1)
     finally:
         executor.forget(run, 1)
+
+
+def test_a_pipelines_parts_run_as_one_jobset_and_each_part_ends_as_its_own_attempt() -> None:
+    """Two CPU parts, each its own attempt, launched together: one JobSet through Kueue, each part's exit
+    read back from its own ReplicatedJob and pods."""
+    from crossrail.executors.kubernetes import KubernetesExecutor
+    from crossrail.executors.render.pipeline import PART_ENV
+
+    fleet = parse_fleet(parse_document(FLEET, "live-fleet.yaml"))
+    _apply_kueue(fleet)
+    executor = KubernetesExecutor(fleet, allow_unpinned=True)
+    run = f"live-parts-{uuid.uuid4().hex[:6]}-1"
+    parts = {"producer": {"chips": 1}, "consumer": {"chips": 1}}
+    requests = []
+    for number, name in enumerate(parts, 1):
+        base = _request(run, f"echo part {name}; exit 0")
+        spec = json.loads(base.env["CROSSRAIL_SPEC"])
+        spec["spec"]["parts"] = parts
+        env = {**base.env, PART_ENV: name, "CROSSRAIL_SPEC": json.dumps(spec), "CROSSRAIL_ATTEMPT": str(number)}
+        requests.append(LaunchRequest(run, number, "live-cpu", "cpu", "any-cpu", 1, base.command, env))
+    try:
+        executor.launch_parts(requests)
+        assert len(executor.api.list("JobSet", "default", f"crossrail.dev/run={run}")) == 1
+        deadline, ended = time.monotonic() + 240.0, {}
+        while len(ended) < 2 and time.monotonic() < deadline:
+            ended = {s.attempt: s for s in executor.observe() if s.run == run and s.phase not in ("pending", "running")}
+            time.sleep(2)
+        assert {n: (s.phase, s.exit_code) for n, s in ended.items()} == {1: ("exited", 0), 2: ("exited", 0)}
+        assert "part consumer" in executor.logs(run, 2)
+    finally:
+        executor.forget(run, 1)
+        executor.forget(run, 2)
