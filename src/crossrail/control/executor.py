@@ -3,6 +3,10 @@
 Defined here, where it is used. The local executor (crossrail.executors.local), and later Ray,
 Kubernetes and the simulator's executor, satisfy it by shape. The records it speaks in live in
 crossrail.core.attempts, so executors need not import the control plane.
+
+An executor may also offer `launch_parts(requests) -> list[AttemptStatus]`: the parts of one pipeline admitted
+together, each its own attempt, launched as one (the Kubernetes executor: one JobSet); the agent uses it where
+it is there and launches each part alone otherwise.
 """
 
 from __future__ import annotations
