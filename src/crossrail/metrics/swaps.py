@@ -6,24 +6,23 @@ take them: each swap is, to the metrics, a `preempted` (with the useful work kep
 holds, and gives the accumulator exactly what those events one by one would have:
 
 - the per-run state (when it began waiting or recovering, its attempt, its group) lives in the book's
-  columns while it holds the run, and goes back to the accumulator's own record (`release`) before any
-  event of that run is folded (`MetricsAccumulator.add` asks the book) and before a report;
-- the sums kept per group (chip-hours, cost, useful chip-hours) take each swap's addend in the order the
-  events would have come, one after the other (`functools.reduce`, never a pairwise sum), so every figure
-  is the same to the last bit; the run, queue and recovery times only feed distributions, which do not
-  depend on their order: they are kept in growing arrays and handed to the tallies whole (`Durations`).
+  columns while it holds the run (`MetricsAccumulator.hold`), and goes back to the accumulator
+  (`give_back`) before any event of that run is folded (the accumulator asks its holder) and before a report;
+- the per-group figures go in through `MetricsAccumulator.fold`, a boundary's swaps at a time;
+- the sums kept per group (chip-hours, cost, useful chip-hours) take a boundary's swaps as one sum, so a
+  figure may differ from the events' one-after-another sum in its last bits (tests/unit/sim/test_slicing.py
+  compares within a relative 1e-9); the run, queue and recovery times only feed distributions, which do
+  not depend on their order: they are kept in growing arrays and handed to the tallies whole (`Durations`).
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 from collections.abc import Sequence
 
 import numpy as np
 
-from crossrail.metrics.accumulator import ACTIVE, GroupKey, MetricsAccumulator, _Attempt, _Tally
+from crossrail.metrics.accumulator import GroupKey, HeldRun, MetricsAccumulator
 
 NONE = math.nan
 """A column's stand-in for None (a run not waiting, not recovering)."""
@@ -37,6 +36,7 @@ class SwapBook:
     def __init__(self, metrics: MetricsAccumulator, pools: Sequence[tuple[str, float]]) -> None:
         """`pools`: (name, cost per chip-hour) of each pool, in the caller's pool numbering."""
         self.metrics = metrics
+        metrics.lend_to(self)
         self.pool_names = [name for name, _ in pools]
         self.prices = np.array([price for _, price in pools], dtype=float)
         self.ids: list[str] = []
@@ -60,12 +60,9 @@ class SwapBook:
         self.starts = 0
         self.keys: list[GroupKey] = []
         self.key_id: dict[GroupKey, int] = {}
-        self.tallies: list[_Tally] = []
         self.stages: list[str] = []
         self.stage_keys = np.zeros((0, len(pools)), dtype=np.int64)
         """(stage, pool) -> the group's index in `keys`."""
-        self.held_key = np.zeros(n, dtype=np.int64)
-        """Row -> the group the run counted in when the book took it (its count moves on release)."""
         self.rehold = False
         """Whether `release_all` gave back runs the rounds may swap again."""
         self.holding = np.zeros(n, dtype=bool)
@@ -80,58 +77,44 @@ class SwapBook:
     def hold(self, rows: Sequence[int], run_ids: Sequence[str]) -> None:
         """Take runs over from the accumulator (each not over yet): from now on the book keeps their state
         until `release`."""
-        metrics = self.metrics
         need = max(rows, default=-1) + 1
         if need > len(self.ids):
             self._grow(need)
         for row, run_id in zip(rows, run_ids, strict=True):
-            run = metrics._runs[run_id]
-            if run.outcome is not None:
-                raise ValueError(f"run {run_id!r} is over ({run.outcome}): only a run still going can be swapped")
+            state = self.metrics.hold(run_id)  # ValueError for a run that is over
             self.held[run_id] = row
             self.holding[row] = True
             self.ids[row] = run_id
-            self.waiting_since[row] = NONE if run.waiting_since is None else run.waiting_since
-            self.recovering_since[row] = NONE if run.recovering_since is None else run.recovering_since
-            self.last_attempt[row] = run.last_attempt
-            self.key[row] = self.held_key[row] = self._key(run.key)
-            self.stage[row] = self._stage(run.key[0])
-            self.chips[row] = run.chips
-            attempt = run.attempt
-            self.started[row] = NONE if attempt is None else attempt.started_ts
+            self.waiting_since[row] = NONE if state.waiting_since is None else state.waiting_since
+            self.recovering_since[row] = NONE if state.recovering_since is None else state.recovering_since
+            self.last_attempt[row] = state.last_attempt
+            self.key[row] = self._key(state.key)
+            self.stage[row] = self._stage(state.key[0])
+            self.chips[row] = state.chips
+            attempt = state.attempt
+            self.started[row] = NONE if attempt is None else attempt[3]
             if attempt is not None:  # held again after a release (a report taken mid-run)
-                self.chips[row], self.pool[row] = attempt.chips, self.pool_names.index(attempt.key[1])
-                metrics._running.pop(run_id, None)
-            metrics._waiting.pop(run_id, None)
+                self.chips[row], self.pool[row] = attempt[1], self.pool_names.index(attempt[0])
 
     def release(self, run_id: str) -> None:
-        """Give the run's state back to the accumulator's record of it."""
+        """Give the run's state back to the accumulator."""
         row = self.held.pop(run_id, None)
         if row is None:
             return
-        metrics = self.metrics
-        run = metrics._runs[run_id]
         self.holding[row] = False
-        waiting, recovering = float(self.waiting_since[row]), float(self.recovering_since[row])
-        run.waiting_since = None if math.isnan(waiting) else waiting
-        run.recovering_since = None if math.isnan(recovering) else recovering
-        run.last_attempt = int(self.last_attempt[row])
-        held, now_in = int(self.held_key[row]), int(self.key[row])
-        if held != now_in:  # a run counts in the group of its last attempt
-            self.tallies[held].runs[ACTIVE] -= 1
-            self.tallies[now_in].runs[ACTIVE] += 1
-        run.key = self.keys[now_in]
-        if run.waiting_since is not None:
-            metrics._waiting[run_id] = run
-        started = float(self.started[row])
-        run.attempt = None
-        if not math.isnan(started):
-            pool = int(self.pool[row])
-            run.attempt = _Attempt(
-                number=run.last_attempt, key=run.key, chips=float(self.chips[row]),
-                cost_per_chip_hour=float(self.prices[pool]), started_ts=started,
-            )  # fmt: skip
-            metrics._running[run_id] = run
+        waiting, recovering, started = (
+            float(c[row]) for c in (self.waiting_since, self.recovering_since, self.started)
+        )
+        pool = int(self.pool[row])
+        attempt = None if math.isnan(started) else (self.pool_names[pool], float(self.chips[row]),
+                                                    float(self.prices[pool]), started)  # fmt: skip
+        state = HeldRun(
+            key=self.keys[int(self.key[row])], chips=float(self.chips[row]),
+            waiting_since=None if math.isnan(waiting) else waiting,
+            recovering_since=None if math.isnan(recovering) else recovering,
+            last_attempt=int(self.last_attempt[row]), attempt=attempt,
+        )  # fmt: skip
+        self.metrics.give_back(run_id, state)
 
     def release_all(self) -> None:
         """Release every run held (those with an attempt running last, in the order their attempts began: the
@@ -144,11 +127,9 @@ class SwapBook:
         ids = self.ids
         for row in rows[idle].tolist() + running.tolist():
             self.release(ids[row])
-        for k, kept in self.durations.items():
-            tally = self.tallies[k]
-            for durations, buffer in zip((tally.run_s, tally.queue_s, tally.recovery_s), kept, strict=True):
-                if buffer.size:  # as one array, which the distributions take as it is
-                    durations.add_array(buffer.take())
+        for k, kept in self.durations.items():  # each as one array, which the distributions take as it is
+            run_s, queue_s, recovery_s = (buffer.take() for buffer in kept)
+            self.metrics.fold(self.keys[k], durations=(run_s, queue_s, recovery_s))
 
     def _holding(self, rows: np.ndarray) -> None:
         """Hold again any of `rows` released since (after a report mid-run, the rounds go on)."""
@@ -171,11 +152,10 @@ class SwapBook:
         if order is not None:
             useful, duration, chip_hours, cost = useful[order], duration[order], chip_hours[order], cost[order]
         for k, a, b in groups:
-            tally = self.tallies[k]
-            tally.useful_chip_hours = functools.reduce(operator.add, useful[a:b].tolist(), tally.useful_chip_hours)
-            tally.reports_useful = True
-            tally.chip_hours = functools.reduce(operator.add, chip_hours[a:b].tolist(), tally.chip_hours)
-            tally.cost = functools.reduce(operator.add, cost[a:b].tolist(), tally.cost)
+            self.metrics.fold(
+                self.keys[k], useful_chip_hours=float(useful[a:b].sum()), chip_hours=float(chip_hours[a:b].sum()),
+                cost=float(cost[a:b].sum()),
+            )  # fmt: skip
             self._keep(k, RUN, duration[a:b])
         self.started[rows] = NONE
         self.recovering_since[rows] = ts
@@ -194,13 +174,11 @@ class SwapBook:
             waited, recovered = waited[order], recovered[order]
         gaps = np.isnan(waited).any() or np.isnan(recovered).any()
         for k, a, b in groups:
-            tally = self.tallies[k]
-            tally.has_attempts = True
             w, r = waited[a:b], recovered[a:b]
             if gaps:
                 w, r = w[~np.isnan(w)], r[~np.isnan(r)]
+            self.metrics.fold(self.keys[k], started=True, recoveries=len(r))
             self._keep(k, QUEUE, w)
-            tally.recoveries += len(r)
             self._keep(k, RECOVERY, r)
         self.key[rows] = new  # the run counts in this group from now (its count moves there on release)
         self.waiting_since[rows] = NONE
@@ -225,7 +203,6 @@ class SwapBook:
         if found is None:
             found = self.key_id[key] = len(self.keys)
             self.keys.append(key)
-            self.tallies.append(self.metrics._tally(key))
         return found
 
     def _stage(self, stage: str) -> int:
@@ -241,7 +218,7 @@ class SwapBook:
         for name, fill, dtype in (
             ("waiting_since", NONE, float), ("recovering_since", NONE, float), ("last_attempt", 0, np.int64),
             ("key", 0, np.int64), ("stage", 0, np.int64), ("chips", 0.0, float), ("pool", 0, np.int64),
-            ("started", NONE, float), ("began_seq", 0, np.int64), ("holding", False, bool), ("held_key", 0, np.int64),
+            ("started", NONE, float), ("began_seq", 0, np.int64), ("holding", False, bool),
         ):  # fmt: skip
             setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, fill, dtype=dtype)]))
 

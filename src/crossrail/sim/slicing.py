@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from crossrail.core.attempts import EndReason
+from crossrail.metrics.swaps import SwapBook
 from crossrail.scheduling.decisions import decide_end
 from crossrail.scheduling.policies import PoolView
 from crossrail.sim.engine import Timer
@@ -93,7 +94,7 @@ class SlicedRounds:
         self.pool_names = [p.name for p in pools]
         self.pool_index = {p.name: i for i, p in enumerate(pools)}
         self.capacity = np.array([p.chips for p in pools], dtype=np.int64)
-        self.book = sim.metrics.swap_book([(p.name, p.cost_per_chip_hour) for p in pools])
+        self.book = SwapBook(sim.metrics, [(p.name, p.cost_per_chip_hour) for p in pools])
         self.names: list[str] = []
         self.records: list[RunRecord] = []
         n, n_pools = 0, len(pools)

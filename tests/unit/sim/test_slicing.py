@@ -1,4 +1,4 @@
-"""Time-sliced rounds in bulk give exactly what the same rounds give through the executor's stops and starts."""
+"""Time-sliced rounds in bulk give what the same rounds give through the executor's stops and starts (sums to 1e-9)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,28 @@ def everything(result: SimResult) -> dict[str, Any]:
     return out
 
 
+def assert_same(fast: SimResult, ref: SimResult) -> None:
+    """Bulk rounds report what the executor's path reports: the same counts, times and outcomes, and sums within
+    a relative 1e-9 (the bulk path adds a round's swaps as one sum, not one event after another)."""
+    _close(everything(fast), everything(ref), "result")
+
+
+def _close(got: Any, want: Any, where: str) -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict), where
+        assert sorted(got) == sorted(want), where
+        for key in want:
+            _close(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list | tuple):
+        assert len(got) == len(want), where
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
+            _close(a, b, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), where
+    else:
+        assert got == want, where
+
+
 def swaps(result: SimResult) -> int:
     return sum(rec.preemptions for rec in result.runs.values())
 
@@ -63,7 +85,7 @@ def test_gavels_trace_in_bulk_reports_exactly_what_the_executor_does(policy: str
     assert slow.driver is not None
     assert slow.driver.slices is None
     assert swaps(ref) > 0
-    assert everything(fast) == everything(ref)
+    assert_same(fast, ref)
 
 
 @pytest.mark.slow
@@ -77,7 +99,7 @@ def test_generated_jobs_in_bulk_report_exactly_what_the_executor_does() -> None:
     _, fast, _, ref = through_both(gavel_fleet(6, 6, 6), gen, "max_min_fairness", until_s=2 * 86_400 + 100)
 
     assert swaps(ref) > 100
-    assert everything(fast) == everything(ref)
+    assert_same(fast, ref)
 
 
 @pytest.mark.slow
@@ -132,7 +154,7 @@ def test_gangs_on_pools_a_chip_type_shares_report_in_bulk_exactly_what_the_execu
     assert bulk.driver.slices is not None
     assert swaps(ref) > 100
     assert {rec.pool for rec in ref.runs.values()} >= {"v100-a", "v100-b", "k80"}
-    assert everything(fast) == everything(ref)
+    assert_same(fast, ref)
 
 
 def test_gangs_that_share_hosts_go_through_the_executor() -> None:
@@ -156,7 +178,7 @@ def test_one_chip_jobs_on_hosts_of_several_chips_report_in_bulk_exactly_what_the
     assert bulk.driver is not None
     assert bulk.driver.slices is not None
     assert swaps(ref) > 50
-    assert everything(fast) == everything(ref)
+    assert_same(fast, ref)
 
 
 @pytest.mark.parametrize(
