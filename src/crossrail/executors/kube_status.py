@@ -153,9 +153,10 @@ def observe_part(
 ) -> Observed:
     """Part `part` of a pipeline JobSet (with the JobSet's Workload, and the part's own pods) as attempt `attempt`.
 
-    It ended when every Job of its replicated job succeeded (`replicatedJobsStatus`), or one failed (its exit
-    from its pods); it is `lost` when the JobSet ended without it (another part failed, and JobSet deleted the
-    rest). Otherwise it reads as the JobSet does (waiting in Kueue, evicted, stopped), running once a pod runs.
+    It ended when every Job of its replicated job succeeded (`replicatedJobsStatus`, or the JobSet completed), or
+    one failed (its exit from its pods); it is `lost` when the JobSet failed without it (another part failed, and
+    JobSet deleted the rest). Otherwise it reads as the JobSet does (waiting in Kueue, evicted, stopped), running
+    once a pod of its own runs.
     """
     ident = identity(obj)
     if ident is None:
@@ -166,8 +167,9 @@ def observe_part(
     mine: dict[str, Any] = next((r for r in status.get("replicatedJobsStatus") or [] if r.get("name") == part), {})
     whole = conditions(obj)
     kept = [c for c in status.get("conditions") or [] if c.get("type") not in ("Completed", "Complete", "Failed")]
-    ended = _true(whole, "Completed") or _true(whole, "Failed")
-    if int(mine.get("succeeded") or 0) >= replicas:
+    ended = _true(whole, "Failed")
+    # A JobSet completes only when every Job of every part succeeded (its default successPolicy, operator All).
+    if int(mine.get("succeeded") or 0) >= replicas or _true(whole, "Completed"):
         kept.append(_true(whole, "Completed") or {"type": "Completed", "status": "True"})
     elif int(mine.get("failed") or 0) > 0:
         failed = {"type": "Failed", "status": "True", "reason": "PartFailed", "message": f"part {part} failed"}

@@ -56,3 +56,12 @@ def test_a_failed_part_ends_with_its_exit_and_the_part_the_jobset_took_with_it_i
     sampler = observe_part(obj, "sampler", 3, None, []).status
     assert (sampler.attempt, sampler.phase) == (3, "lost")
     assert "ended before part sampler did (FailedJobs)" in sampler.detail
+
+
+def test_every_part_of_a_completed_jobset_succeeded() -> None:
+    done = {"type": "Completed", "status": "True", "lastTransitionTime": ENDED}
+    obj = jobset({"conditions": [done]})
+
+    for part, attempt in part_attempts(obj).items():
+        status = observe_part(obj, part, attempt, None, []).status
+        assert (status.attempt, status.phase, status.exit_code) == (attempt, "exited", 0)
