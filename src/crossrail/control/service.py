@@ -102,6 +102,7 @@ class Service:
         self.clock = clock
         # Lookups shared by the documents of one submit call (a file may change between calls).
         self._git: dict[Path, tuple[str | None, bool, str | None]] = {}
+        self._resolved: dict[Path, Path] = {}  # each cwd given, resolved once per call
         self._datasets: dict[str, str] = {}
         self._configs: dict[str, str | BaseException] = {}
         self._reached: dict[str, Reachability] = {}
@@ -161,6 +162,7 @@ class Service:
             raise ValueError("one idempotency key (or None) per document")
         now = self.clock.now()
         self._git.clear()
+        self._resolved.clear()
         self._datasets.clear()
         self._configs.clear()
         self._reached.clear()
@@ -487,7 +489,9 @@ class Service:
         return digest
 
     def _git_head(self, cwd: Path, source: str, res: lineage.Resolution) -> str | None:
-        key = cwd.resolve()
+        key = self._resolved.get(cwd)
+        if key is None:
+            key = self._resolved[cwd] = cwd.resolve()
         if key not in self._git:
             self._git[key] = lineage.git_head(key)
         commit, dirty, error = self._git[key]
