@@ -129,6 +129,10 @@ def test_a_pipeline_on_kubernetes_pools_is_one_jobset_with_a_replicated_job_per_
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         assert env["CROSSRAIL_REPORT"] == parts[name]["report_uri"]
         assert env["CROSSRAIL_PART"] == name
+        (replica,) = [
+            e["valueFrom"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "CROSSRAIL_PART_REPLICA"
+        ]
+        assert replica == {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}}
         args = pod["spec"]["containers"][0]["args"]
         assert args[-2:] == ["--rendezvous", f"{pipeline.parent}/crossrail-rl/{run}"]  # one directory per run
     assert len({parts[n]["report_uri"] for n in parts}) == 3
