@@ -14,11 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
-from crossrail.cli import access as access_cli
 from crossrail.cli import output
-from crossrail.cli import serve as serve_cli
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, local_client, refuse_json
-from crossrail.cli.export import export_app
+from crossrail.cli.lazy import Registry
 from crossrail.cli.output import console, emit
 from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError
@@ -30,6 +28,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+lazy = Registry(app)
+"""Commands whose module loads only when they run: one module per group of commands (docs/cli.md)."""
 
 
 def _print_version(wanted: bool) -> None:
@@ -500,51 +500,25 @@ def demo(
     guard(go)
 
 
-def _ckpt_app() -> typer.Typer:
-    from crossrail.cli.ckpt import ckpt_app
-
-    return ckpt_app
-
-
-app.add_typer(_ckpt_app(), name="ckpt", help="List, show and verify crossrail-ckpt/v1 checkpoints.")
-
-from crossrail.cli import store as store_cli  # noqa: E402 (store check, backup and restore live in their own module)
-
-app.add_typer(store_cli.store_app, name="store")
-
-from crossrail.cli.deploy import deploy_app  # noqa: E402 (deploy render lives in its own module)
-
-app.add_typer(deploy_app, name="deploy")
-
-from crossrail.cli import place as place_cli  # noqa: E402 (placement explanations live in their own module)
-
-app.command("place")(place_cli.place_command)
-
-from crossrail.cli import sim as sim_cli  # noqa: E402 (the fleet simulator's commands live in their own module)
-
-app.command("simulate")(sim_cli.simulate_command)
-app.command("plan")(sim_cli.plan_command)
+lazy.group("ckpt", "crossrail.cli.ckpt:ckpt_app", help="List, show and verify crossrail-ckpt/v1 checkpoints.")
+lazy.group("store", "crossrail.cli.store:store_app")  # store check, backup and restore
+lazy.group("deploy", "crossrail.cli.deploy:deploy_app")  # deploy render
+lazy.command("place", "crossrail.cli.place:place_command")  # placement explanations
+lazy.command("simulate", "crossrail.cli.sim:simulate_command")  # the fleet simulator
+lazy.command("plan", "crossrail.cli.sim:plan_command")
 
 fleet_app = typer.Typer(help="Show and change the fleet: apply a file, drain and undrain pools.", no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 
-from crossrail.cli import manifests as render_cli  # noqa: E402 (render, fleet render and import live in their own module)
+lazy.command("render", "crossrail.cli.manifests:render_command")  # render, fleet render and import
+lazy.command("import", "crossrail.cli.manifests:import_command")
+lazy.command("compare", "crossrail.cli.verdict:compare_command")  # compare, policy check and metrics
+lazy.group("policy", "crossrail.cli.verdict:policy_app")
+lazy.command("metrics", "crossrail.cli.verdict:metrics_command")
+lazy.command("readiness", "crossrail.cli.readiness:readiness_command")  # the readiness audit
 
-app.command("render")(render_cli.render_command)
-app.command("import")(render_cli.import_command)
-from crossrail.cli import verdict as verdict_cli  # noqa: E402 (compare and policy check live in their own module)
-
-app.command("compare")(verdict_cli.compare_command)
-policy_app = typer.Typer(help="Check the placement policy's hypotheses against measured runs.", no_args_is_help=True)
-app.add_typer(policy_app, name="policy")
-policy_app.command("check")(verdict_cli.policy_check_command)
-app.command("metrics")(verdict_cli.metrics_command)
-
-from crossrail.cli import readiness as readiness_cli  # noqa: E402 (the readiness audit lives in its own module)
-
-app.command("readiness")(readiness_cli.readiness_command)
-
-fleet_app.command("render")(render_cli.fleet_render_command)
+fleet_lazy = Registry(fleet_app)
+fleet_lazy.command("render", "crossrail.cli.manifests:fleet_render_command")
 
 
 @fleet_app.command("show")
@@ -642,17 +616,14 @@ def reservations(home: Home = None, server: Server = None, as_json: Json = False
     guard(go)
 
 
-app.command("serve")(serve_cli.serve_command)
-app.add_typer(access_cli.token_app, name="token")
-app.command("whoami")(access_cli.whoami_command)
-app.command("audit")(access_cli.audit_command)
-app.command("usage")(access_cli.usage_command)
-app.add_typer(export_app, name="export")
-
-from crossrail.cli import sweep as sweep_cli  # noqa: E402 (sweeps and scaling fits live in their own module)
-
-app.add_typer(sweep_cli.sweep_app, name="sweep")
-app.command("fit")(sweep_cli.fit_command)
+lazy.command("serve", "crossrail.cli.serve:serve_command")
+lazy.group("token", "crossrail.cli.access:token_app")  # tokens, whoami, audit and usage
+lazy.command("whoami", "crossrail.cli.access:whoami_command")
+lazy.command("audit", "crossrail.cli.access:audit_command")
+lazy.command("usage", "crossrail.cli.access:usage_command")
+lazy.group("export", "crossrail.cli.export:export_app")
+lazy.group("sweep", "crossrail.cli.sweep:sweep_app")  # sweeps and scaling fits
+lazy.command("fit", "crossrail.cli.sweep:fit_command")
 
 
 def main() -> None:
@@ -684,7 +655,7 @@ def _only(name: str | None) -> None:
     time. Any other word (a typo, none, `--help`) keeps them all, for click's usage, suggestions and help."""
     commands = [c for c in app.registered_commands if (c.name or _name_of(c.callback)) == name]
     groups = [g for g in app.registered_groups if g.name == name]
-    if commands or groups:
+    if commands or groups or name in lazy.entries:  # a lazy one is found by name when it runs (cli/lazy.py)
         app.registered_commands, app.registered_groups = commands, groups
 
 

@@ -259,3 +259,7 @@ def _changes(changes: list[Change], *, indent: str = "", sides: tuple[str, str] 
             f"±{c.detectable * 100:.0f}%" if c.detectable is not None else "-",
         )  # fmt: skip
     console.print(t)
+
+
+policy_app = typer.Typer(help="Check the placement policy's hypotheses against measured runs.", no_args_is_help=True)
+policy_app.command("check")(policy_check_command)
