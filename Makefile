@@ -33,7 +33,7 @@ check: $(STAMP) lint ## lint, types, contracts and the tests not marked slow: th
 	$(VENV)/bin/pytest -n 2 -q -m "not slow" $(ARGS)
 
 test: $(STAMP) lint ## install, lint and run the whole test suite (slow tests and benchmarks' reduced runs too)
-	$(VENV)/bin/pytest -n 2 -q
+	$(VENV)/bin/pytest -n 2 -q --durations=15 $(ARGS)
 
 bench: $(STAMP) ## run the benchmarks (each prints one summary line last)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

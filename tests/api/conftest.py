@@ -1,11 +1,12 @@
 """The shared workspace of the API, dashboard, browser, Prometheus and MLflow tests.
 
-`demo_workspace` is a checkout where a real agent ran `crossrail demo --quick`: pretraining trained on the
-TPU-like pool, its training process was killed after its first checkpoint and the retry resumed on the
-GPU-like pool; post-training started from pretraining's checkpoint, an eval from post-training's, and two
-small sweep runs ran beside them. Afterwards, with no agent running, one more experiment was submitted, so
-the queue has a pending run. It is built once per test session (once in all, under pytest-xdist: the
-first worker builds it, the others wait for it) and is read-only: a test that writes takes `demo_copy`.
+`demo_workspace` is a checkout where a real agent ran `crossrail demo --quick` (what it printed is kept in
+`demo-output.txt`): pretraining trained on the TPU-like pool, its training process was killed after its first
+checkpoint and the retry resumed on the GPU-like pool; post-training started from pretraining's checkpoint, an
+eval from post-training's, and two small sweep runs ran beside them. Afterwards, with no agent running, one
+more experiment was submitted, so the queue has a pending run. It is built once per test session (once in all,
+under pytest-xdist: the first worker builds it, the others wait for it) and is read-only: a test that writes
+takes `demo_copy`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.conftest import serving
 # The installed console script: the same entry point a user runs, wherever the CLI's modules live.
 CROSSRAIL = str(Path(sys.executable).with_name("crossrail"))
 PENDING = "queued-after-demo"
+DEMO_OUTPUT = "demo-output.txt"
 
 
 def _env() -> dict[str, str]:
@@ -44,6 +46,7 @@ def _build(root: Path) -> None:
     root.mkdir(parents=True)
     out = _crossrail(root, "demo", "--quick", "--dir", str(root), timeout_s=400)
     assert "killed the training process of pretrain-small-1" in out, out
+    (root / DEMO_OUTPUT).write_text(out)  # what the demo printed, for the test of the demo itself
     # Submitted after the agent stopped: it stays queued, so the queue pages have a pending run to show.
     exp = root / ".crossrail" / "experiments" / "pretrain-small.yaml"
     _crossrail(root, "submit", str(exp), "--set", f"metadata.name={PENDING}", "--set", "spec.priority=low")

@@ -148,7 +148,8 @@ def test_metrics_of_the_demo_workspace_show_the_killed_and_retried_pretraining(d
     assert got[("crossrail_retries_total", frozenset({"reason": "signal", "stage": "pretraining"}.items()))] == 1
     failed = {"reason": "signal", "stage": "pretraining", "pool": "tpu-v5p"}
     assert got[("crossrail_failures_total", frozenset(failed.items()))] == 1
-    assert got[("crossrail_pending_runs", frozenset({"queue": "pretraining"}.items()))] == 1  # queued-after-demo
+    pending = {"queue": "pretraining", "cluster_queue": "pretraining"}
+    assert got[("crossrail_pending_runs", frozenset(pending.items()))] == 1  # queued-after-demo
     for pool in ("tpu-v5p", "h100"):  # the killed attempt's chips count where it ran, the retry's where it ran
         key = (
             "crossrail_chip_seconds_total",

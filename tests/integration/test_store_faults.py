@@ -38,11 +38,15 @@ def cli(checkout: Path, *args: str, env: dict[str, str] | None = None) -> subpro
     )
 
 
-def submit(checkout: Path, name: str, sleep_s: float) -> str:
-    """Submit (in this process: quicker than the CLI) a run that sleeps; returns its id."""
+def submit(checkout: Path, name: str, sleep_s: float, gate: Path | None = None) -> str:
+    """Submit (in this process: quicker than the CLI) a run that sleeps, or with `gate` one that runs until that
+    file exists (so no load on the machine can end it before the test has seen it running); returns its id."""
+    body = f"time.sleep({sleep_s})"
+    if gate is not None:
+        body = f"[time.sleep(0.05) for _ in iter(lambda: os.path.exists({str(gate)!r}), True)]"
     sets = [
         f"metadata.name={name}",
-        f"spec.command=[python, -c, 'import time; time.sleep({sleep_s})']",
+        f'spec.command=[python, -c, "import os, time; {body}"]',
         "spec.args=[]",
         "spec.resources.chips=2",
     ]
@@ -84,9 +88,11 @@ def events_of(db: Path) -> list[tuple[int, str, str | None]]:
 
 @pytest.fixture
 def busy(checkout: Path) -> Iterator[tuple[subprocess.Popen[str], Path, list[str]]]:
-    """A running agent that has finished two runs and is running a third; and a backup taken while it runs."""
+    """A running agent that has finished two runs and is running a third (until its gate file exists: the test's
+    `release`); and a backup taken while it runs."""
     db = checkout / ".crossrail" / "state.db"
-    runs = [submit(checkout, "quick-a", 0.1), submit(checkout, "quick-b", 0.1), submit(checkout, "long", 4)]
+    gate = checkout / "release-long"
+    runs = [submit(checkout, "quick-a", 0.1), submit(checkout, "quick-b", 0.1), submit(checkout, "long", 0, gate)]
     agent = start_agent(checkout)
     try:
         wait_for(lambda: run_states(db) == {runs[0]: "succeeded", runs[1]: "succeeded", runs[2]: "running"})
@@ -96,6 +102,7 @@ def busy(checkout: Path) -> Iterator[tuple[subprocess.Popen[str], Path, list[str
         assert "3 runs" in proc.stdout
         yield agent, backup, runs
     finally:
+        gate.touch()  # whatever still runs the long run (an attempt outliving a killed agent) ends now
         if agent.poll() is None:
             agent.kill()
         agent.communicate()
@@ -134,6 +141,7 @@ def test_deleting_state_db_stops_the_agent_and_a_restore_brings_back_every_run(
     assert any(p.name.startswith("state.db.replaced-") for p in db.parent.iterdir())  # the orphaned WAL, kept
     verify = cli(checkout, "events", "--verify")
     assert verify.returncode == 0, verify.stdout
+    (checkout / "release-long").touch()
     again = start_agent(checkout, None, "--until-idle")  # the restored store carries on where the backup stood
     _out, err = again.communicate(timeout=60)
     assert again.returncode == 0, err
