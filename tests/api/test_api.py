@@ -84,7 +84,9 @@ def test_submit_show_list_and_events_answer_the_clients_objects(home: Path, http
     rest = http.get("/v1/runs", params={**both, "cursor": first["next"]}).json()
     assert [r["id"] for r in first["runs"] + rest["runs"]] == seen
     assert rest["next"] is None
-    assert http.get("/v1/runs", params={"team": "nobody"}).json()["runs"] == []
+    unknown = http.get("/v1/runs", params={"team": "nobody"})  # a team no fleet or run names: refused, not empty
+    assert unknown.status_code == 404
+    assert "no team 'nobody'" in unknown.json()["message"]
 
     events = http.get("/v1/events", params={"run": run["id"], "type": "queued"}).json()["events"]
     assert [e["type"] for e in events] == ["queued"]
