@@ -1,4 +1,4 @@
-"""Three agents on one PostgreSQL store while runs train: the leader SIGKILLed ten times and once SIGSTOPped past its
+"""Three agents on one PostgreSQL store while runs train: the leader SIGKILLed five times and once SIGSTOPped past its
 lease; a standby leads within the lease each time, the continued one stands by and can write nothing under its old
 term, every run succeeds and no attempt starts twice. What is asserted is what the store holds (who leads, what was
 written and launched under which term), never a log sentence: a deposed leader may learn it in more than one way."""
@@ -114,7 +114,7 @@ class Agents:
         self.engine.dispose()  # its connections closed here, whatever the test's outcome (a later one reads them)
 
 
-def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_attempt_twice(
+def test_the_leader_killed_five_times_and_paused_once_loses_no_run_and_starts_no_attempt_twice(
     checkout: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CROSSRAIL_STORE_URL", postgres_url)
@@ -138,7 +138,7 @@ def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_
         try:
             for _ in range(3):
                 agents.start()
-            for _ in range(10):  # 1. SIGKILL the leader at a random moment; a standby leads within the lease
+            for _ in range(5):  # 1. SIGKILL the leader at a random moment; a standby leads within the lease
                 term, leader = agents.wait_ready()
                 time.sleep(rng.uniform(0.2, 1.5))
                 agents.procs[leader].kill()
@@ -203,4 +203,4 @@ def test_the_leader_killed_ten_times_and_paused_once_loses_no_run_and_starts_no_
         elected = [(e.data["term"], e.data["agent"]) for e in elections]
         terms = [t for t, _ in elected]
         assert terms == list(range(1, len(terms) + 1)), elected  # one leader per term, none skipped
-        assert len(terms) >= 12  # the first, ten after kills, one after the pause (clean stops hand on too)
+        assert len(terms) >= 7  # the first, five after kills, one after the pause (clean stops hand on too)
