@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crossrail.control.attempts import ended_of
+from crossrail.control.budgets import ATTEMPT_EVENTS
 from crossrail.core import Event, EventType, parse_duration, priority_rank
 from crossrail.metrics.usage import usage
 from crossrail.scheduling.decisions import avoided_pool
@@ -29,18 +30,6 @@ THROUGHPUT_METRIC = "steps_per_hour"
 PLACEMENT_EVENTS = (str(EventType.PLANNED), str(EventType.REPLACED))
 MIN_PREEMPTIONS = 5
 """`preempted` events a pool needs before their rate replaces its declared interruptions_per_chip_hour."""
-_USAGE_EVENTS = [
-    str(t)
-    for t in (
-        EventType.PLACED,
-        EventType.STARTED,
-        EventType.SUCCEEDED,
-        EventType.FAILED,
-        EventType.PREEMPTED,
-        EventType.CANCELLED,
-        EventType.SUSPENDED,
-    )
-]
 
 
 class Placer:
@@ -233,7 +222,7 @@ def measured_interruptions(store: Store, pools: Iterable[str]) -> dict[str, tupl
     enough = {p for p, n in counts.items() if n >= MIN_PREEMPTIONS}
     if not enough:
         return {}
-    events = store.events(types=_USAGE_EVENTS)
+    events = store.events(types=ATTEMPT_EVENTS)  # the chip-hours `usage` counts, as budgets read them
     hours: dict[str, float] = {}
     for row in usage(events, until=max(e.ts for e in events)):
         hours[row.pool] = hours.get(row.pool, 0.0) + row.chip_hours
