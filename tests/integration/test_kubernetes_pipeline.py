@@ -12,6 +12,7 @@ import pytest
 from crossrail.client import Client
 from crossrail.control.agent import Agent, AgentConfig
 from crossrail.executors.kubernetes import KubernetesExecutor
+from crossrail.runtime.report import Reporter, replica_report
 
 from ..unit.render.apiserver import ApiServer  # noqa: TID252 (tests are not a package on sys.path)
 from ..unit.render.conftest import assert_valid  # noqa: TID252
@@ -127,7 +128,7 @@ def test_a_pipeline_on_kubernetes_pools_is_one_jobset_with_a_replicated_job_per_
         assert (labels["crossrail.dev/part"], labels["crossrail.dev/attempt"]) == (name, str(parts[name]["number"]))
         assert labels["crossrail.dev/pool"] == parts[name]["pool"]
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-        assert env["CROSSRAIL_REPORT"] == parts[name]["report_uri"]
+        assert env["CROSSRAIL_REPORT"] == replica_report(parts[name]["report_uri"], name, "$(CROSSRAIL_PART_REPLICA)")
         assert env["CROSSRAIL_PART"] == name
         (replica,) = [
             e["valueFrom"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "CROSSRAIL_PART_REPLICA"
@@ -154,6 +155,42 @@ def test_a_pipeline_on_kubernetes_pools_is_one_jobset_with_a_replicated_job_per_
     assert states == {"learner": "succeeded", "sampler": "cancelled", "reward": "cancelled"}
     assert client.show(run)["run"]["state"] == "succeeded"
     assert [d[:3] for d in api.deleted if d[0] == "JobSet"] == [("JobSet", NAMESPACE, jobset["metadata"]["name"])]
+
+
+def test_each_replica_of_a_part_reports_under_its_own_prefix_and_the_agent_reads_them_all(
+    client: Client, api: ApiServer, pipeline: Path
+) -> None:
+    """The agent's path gives each replica the prefix `crossrail render` shows (`<attempt's report>/parts/<part>/
+    <replica>`), so two samplers' report objects never overwrite each other, and reads both back."""
+    agent = _agent(client, api)
+    run = client.submit(pipeline)["run"]["id"]
+    agent.reconcile()
+    (jobset,) = api.list("JobSet", NAMESPACE, "")
+    jobs = {j["name"]: j for j in jobset["spec"]["replicatedJobs"]}
+    sampler = client.show(run)["attempts"]
+    (attempt,) = [a for a in sampler if a["part"] == "sampler"]
+    env = {
+        e["name"]: e.get("value")
+        for e in jobs["sampler"]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    prefixes = [env["CROSSRAIL_REPORT"].replace("$(CROSSRAIL_PART_REPLICA)", str(i)) for i in range(2)]
+    assert prefixes == [f"{attempt['report_uri']}/parts/sampler/{i}" for i in range(2)]
+
+    pods = [{**job["template"]["spec"]["template"]["metadata"]["labels"]} for job in jobs.values()]
+    _admit_and_run(api, jobset, pods)
+    for replica, prefix in enumerate(prefixes):  # what each sampler replica's trainer writes
+        with Reporter(prefix, run=run, attempt=attempt["number"]) as reporter:
+            reporter.metric("reward", 0.5 + replica, step=3)
+            reporter.heartbeat(3 + replica)
+    agent.reconcile()
+
+    store = client.service.store
+    assert sorted(s["value"] for s in store.metric_samples(run, "reward")) == [0.5, 1.5]  # neither replica lost
+    beats = [e.data["step"] for e in store.events(run=run, types=["heartbeat"]) if e.attempt == attempt["number"]]
+    assert beats == [3, None]  # both alive; the part's progress is its first replica's
+    (record,) = [a for a in store.attempts(run) if a.number == attempt["number"]]
+    cursor = record.report_cursor
+    assert cursor == "m1:0;sampler=1,1"
 
 
 def test_parts_an_earlier_agent_submitted_each_as_its_own_workload_are_re_adopted_in_that_shape(

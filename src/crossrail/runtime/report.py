@@ -12,6 +12,8 @@ import contextlib
 import json
 import math
 import os
+import posixpath
+import re
 import stat
 import sys
 import threading
@@ -351,21 +353,138 @@ def _step(step: int | None) -> int | None:
 # ---- reading -------------------------------------------------------------------------------------------
 
 
+PARTS_DIR = "parts"
+"""Under an attempt's report location, `parts/<part>/<replica>` is where each replica of a pipeline's part reports
+(replica_report), so no two pods write one object."""
+MERGED_CURSOR = "m1"
+CURSOR_CHARS = 64
+"""A cursor is stored in the attempt's `report_cursor` column, a String(64)."""
+_PART_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def replica_report(report: str, part: str, replica: int | str) -> str:
+    """Where replica `replica` of part `part` reports: `<report>/parts/<part>/<replica>` under the attempt's (or, for
+    `crossrail render`, the run's) report location, which read_new of `report` reads with the others. `replica` may
+    be `$(CROSSRAIL_PART_REPLICA)`, which the kubelet expands in a pod's env. An HTTP ingest endpoint is unchanged:
+    the API server keeps records per writer (docs/api.md#ingest)."""
+    if report.startswith(("http://", "https://")):
+        return report
+    return f"{report.rstrip('/')}/{PARTS_DIR}/{part}/{replica}"
+
+
 def read_new(target: str, cursor: str | None) -> tuple[list[dict[str, Any]], str]:
     """The complete records written to `target` after `cursor`, and the cursor to pass next time.
 
     Lines that are not valid records come back as `{"type": "invalid", "line", "reason", "where"}`;
     content never raises. A target that does not exist yet gives no records and the cursor unchanged.
+
+    The replicas of a pipeline's part report under `target` (replica_report): their records are read with the
+    target's own and merged, oldest first, as the local executor's replicas share one file. Each carries `part` and
+    `replica`; a heartbeat of a replica other than 0 keeps its time (the part is alive) but not its step, so the
+    part's progress is its first replica's (the learner's, for a one-replica learner). The cursor is then
+    `m1:<own>;<part>=<replica 0>,<replica 1>,...` (hexadecimal positions), within CURSOR_CHARS.
     """
     if target.startswith(("http://", "https://")):
         raise CrossrailError(
             f"{target} is the API server's ingest endpoint: it stores records as they are posted, nothing reads"
             " them back from there; `crossrail events --run RUN` lists what was stored"
         )
+    own, replicas = _cursors(cursor)
+    records, own_after = _read_one(target, own)
+    if not replicas and (records or own_after != 0):
+        return records, str(own_after)  # an attempt's own channel: no replicas to look for
+    found = _replicas(target)
+    if not found and not replicas:
+        return records, str(own_after)
+    positions = {key: replicas.get(key, 0) for key in sorted({*replicas, *found})}
+    merged = list(records)
+    for (part, replica), at in positions.items():
+        if len(merged) >= MAX_BATCH_RECORDS:
+            break  # the other replicas' records next time
+        got, positions[part, replica] = _read_one(replica_report(target, part, replica), at)
+        merged += [_from_replica(r, part, replica) for r in got]
+    merged.sort(key=lambda r: float(r.get("ts", 0.0)))  # stable: each replica's records stay in order
+    return merged, _merged_cursor(own_after, positions)
+
+
+def _read_one(target: str, at: int) -> tuple[list[dict[str, Any]], int]:
+    """One channel's records after position `at` (a byte offset in a file, a count of chunks), and the next."""
     path = local_path(target)
-    if path is not None:
-        return _read_file(path, _cursor(cursor))
-    return _read_chunks(target, _cursor(cursor))
+    if path is not None and os.path.isdir(path):
+        return [], at  # its replicas' directory (`parts/`), where nothing writes a report of its own
+    records, after = _read_file(path, at) if path is not None else _read_chunks(target, at)
+    return records, int(after)
+
+
+def _replicas(target: str) -> set[tuple[str, int]]:
+    """(part, replica) of every replica that has reported under `target` (`parts/<part>/<replica>`)."""
+    path = local_path(target)
+    try:
+        if path is not None:
+            root = os.path.join(path, PARTS_DIR)
+            if not os.path.isdir(root):
+                return set()
+            parts = {name: os.listdir(os.path.join(root, name)) for name in os.listdir(root)}
+        else:
+            fs, base = filesystem(target)
+            root = f"{base.rstrip('/')}/{PARTS_DIR}"
+            names = [posixpath.basename(str(p).rstrip("/")) for p in fs.ls(root, detail=False)]
+            parts = {
+                name: [posixpath.basename(str(p).rstrip("/")) for p in fs.ls(f"{root}/{name}", detail=False)]
+                for name in names
+            }
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    return {
+        (part, int(replica))
+        for part, replicas in parts.items()
+        if _PART_NAME.match(part)
+        for replica in replicas
+        if replica.isdigit()
+    }
+
+
+def _from_replica(record: dict[str, Any], part: str, replica: int) -> dict[str, Any]:
+    if record.get("type") == "invalid":
+        return {**record, "where": f"{PARTS_DIR}/{part}/{replica} {record.get('where', '')}".rstrip()}
+    out = {**record, "part": part, "replica": replica}
+    if record.get("type") == "heartbeat" and replica != 0:
+        out["step"] = None  # the part's progress is its first replica's
+    return out
+
+
+def _merged_cursor(own: int, positions: dict[tuple[str, int], int]) -> str:
+    by_part: dict[str, dict[int, int]] = {}
+    for (part, replica), at in positions.items():
+        by_part.setdefault(part, {})[replica] = at
+    text = f"{MERGED_CURSOR}:{own:x}"
+    for part, counts in sorted(by_part.items()):
+        text += f";{part}=" + ",".join(f"{counts.get(i, 0):x}" for i in range(max(counts) + 1))
+    if len(text) > CURSOR_CHARS:
+        raise CrossrailError(
+            f"the report cursor over {len(positions)} replicas ({text!r}) is longer than the {CURSOR_CHARS} characters"
+            " the store keeps: run fewer replicas of a part, or shorter part names"
+        )
+    return text
+
+
+def _cursors(cursor: str | None) -> tuple[int, dict[tuple[str, int], int]]:
+    """(the position in the target's own channel, each replica's) of a cursor read_new returned."""
+    if cursor is None or not cursor.startswith(f"{MERGED_CURSOR}:"):
+        return _cursor(cursor), {}
+    own, *parts = cursor.removeprefix(f"{MERGED_CURSOR}:").split(";")
+    replicas: dict[tuple[str, int], int] = {}
+    try:
+        for item in parts:
+            part, _, counts = item.partition("=")
+            if not _PART_NAME.match(part):
+                raise ValueError(part)
+            replicas |= {(part, i): int(c, 16) for i, c in enumerate(counts.split(","))}
+        return int(own, 16), replicas
+    except ValueError:
+        raise CrossrailError(
+            f"report cursor {cursor!r} was not returned by read_new; pass None to read from the start"
+        ) from None
 
 
 def _cursor(cursor: str | None) -> int:

@@ -14,7 +14,7 @@ from tests.conftest import wait_for
 
 from crossrail.errors import CrossrailError
 from crossrail.runtime import HeartbeatThread, Reporter, RuntimeContext, read_new
-from crossrail.runtime.report import MAX_BATCH_BYTES
+from crossrail.runtime.report import MAX_BATCH_BYTES, replica_report
 
 
 class Ticks:
@@ -379,3 +379,46 @@ def test_an_http_batch_that_cannot_be_posted_stays_buffered_and_says_why(monkeyp
     reporter.metric("loss", 0.5, step=2)
     with pytest.raises(OSError, match="cannot post 2 report records"):
         reporter.flush()
+
+
+@pytest.mark.parametrize("where", ["memory", "file"])
+def test_the_replicas_of_a_part_each_report_under_their_own_prefix_and_are_read_back_merged(
+    where: str, memfs: Any, tmp_path: Path
+) -> None:
+    """Replicas of a pipeline's part write `<report>/parts/<part>/<replica>`; reading the attempt's report reads them
+    all, oldest first, each record tagged, the part's progress its first replica's, and resumes each where it was."""
+    target = "memory://reports/rl-1/attempt-2" if where == "memory" else str(tmp_path / "rl-1" / "2.jsonl")
+    assert read_new(target, None) == ([], "0")
+    ticks = Ticks()
+    writers = [Reporter(replica_report(target, "sampler", i), run="rl-1", attempt=2, clock=ticks) for i in (0, 1)]
+    assert len({w.target for w in writers}) == 2
+    for step in (1, 2):
+        for i, writer in enumerate(writers):
+            ticks.now += 1
+            writer.metric("reward", 10 * i + step, step)
+            writer.heartbeat(step)
+            writer.flush()
+    records, cursor = read_new(target, None)
+    assert [(r["replica"], r["value"]) for r in records if r["type"] == "metric"] == [(0, 1), (1, 11), (0, 2), (1, 12)]
+    assert {r["part"] for r in records} == {"sampler"}
+    assert [r["step"] for r in records if r["type"] == "heartbeat"] == [1, None, 2, None]
+    assert cursor.startswith("m1:0;sampler=")
+    assert read_new(target, cursor) == ([], cursor)
+
+    third = Reporter(replica_report(target, "sampler", 2), run="rl-1", attempt=2, clock=ticks)  # one more replica
+    ticks.now += 1
+    writers[1].metric("reward", 13, 3)
+    third.metric("reward", 23, 3)
+    for writer in [*writers, third]:
+        writer.close()
+    records, cursor = read_new(target, cursor)
+    assert [(r["replica"], r["value"]) for r in records] == [(1, 13), (2, 23)]
+    assert read_new(target, cursor) == ([], cursor)
+
+
+def test_an_attempts_own_channel_is_read_as_before_and_a_bad_merged_cursor_is_refused(memfs: Any) -> None:
+    with Reporter("memory://own", run="r-1", attempt=1) as r:
+        r.heartbeat(1)
+    assert read_new("memory://own", None)[1] == "1"  # no replicas: the plain cursor
+    with pytest.raises(CrossrailError, match="not returned by read_new"):
+        read_new("memory://own", "m1:0;Sampler=zz")

@@ -6,12 +6,14 @@ Kueue admits a JobSet as one Workload with a pod set per replicated job: all par
 on its own flavor. Every pod knows its part (`CROSSRAIL_PART`, `--part NAME` after the run's arguments,
 the `crossrail.dev/part` label) and its replica (`CROSSRAIL_PART_REPLICA`, the JobSet's job index), as
 `python -m crossrail.workloads.rl --part NAME` expects. Each replica of each part reports under its own
-prefix, `<report>/parts/<part>/<replica>`, so no two pods write the same report objects.
+prefix, `<report>/parts/<part>/<replica>` (an HTTP ingest endpoint excepted, which keeps each writer's records),
+so no two pods write the same report objects.
 
 The agent launches a pipeline the same way (`render_part_attempts`), with each part its own attempt: the
 JobSet is named after the first part's attempt, each part's pods carry their attempt's number
-(`crossrail.dev/attempt`) beside their part, and report under their attempt's own prefix. A part retried
-alone gets a JobSet of its own, with one replicated job.
+(`crossrail.dev/attempt`) beside their part, and each replica reports under its own prefix of its attempt's,
+`<attempt's report>/parts/<part>/<replica>` (runtime.report.replica_report, which both paths use, and whose
+reader merges an attempt's replicas). A part retried alone gets a JobSet of its own, with one replicated job.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from crossrail.executors.render.hardware import layout
 from crossrail.executors.render.kubernetes import JOB_INDEX_LABEL, JOBSET_API, MAX_NAME, _pod, render_kubernetes
 from crossrail.executors.render.kueue import VERSION_ANNOTATIONS
 from crossrail.executors.render.workload import LABEL_PREFIX, Workload
+from crossrail.runtime.report import replica_report
 from crossrail.spec import Fleet, Part, Pool
 
 PART_ENV = "CROSSRAIL_PART"
@@ -75,8 +78,19 @@ def render_part_attempts(parts: Sequence[PartAttempt], fleet: Fleet) -> dict[str
         raise ValueError("render_part_attempts needs the parts of one run")
     first = min(parts, key=lambda p: p.work.attempt).work
     used = [p.pool for p in parts]
-    works = [replace(p, work=_with_rendezvous(p.work, fleet, used, p.work.run)) for p in parts]
+    works = [
+        replace(p, work=_replica_reports(_with_rendezvous(p.work, fleet, used, p.work.run), p.name)) for p in parts
+    ]
     return _jobset(works, fleet, first.object_name)
+
+
+def _replica_reports(work: Workload, part: str) -> Workload:
+    """Each replica of `part` its own report prefix under the workload's (the kubelet expands the replica index):
+    no two pods write one report object."""
+    if "CROSSRAIL_REPORT" not in work.env:
+        return work
+    report = replica_report(work.env["CROSSRAIL_REPORT"], part, f"$({REPLICA_ENV})")
+    return replace(work, env={**work.env, "CROSSRAIL_REPORT": report})
 
 
 def _jobset(parts: Sequence[PartAttempt], fleet: Fleet, name: str) -> dict[str, Any]:
@@ -124,9 +138,8 @@ def _with_rendezvous(work: Workload, fleet: Fleet, pools: Sequence[Pool], direct
 
 def _part_work(work: Workload, name: str, part: Part) -> Workload:
     env = {**work.env, PART_ENV: name, "CROSSRAIL_PART_REPLICAS": str(part.replicas)}
-    if "CROSSRAIL_REPORT" in env:  # each replica of each part its own report prefix: no two write one object
-        env["CROSSRAIL_REPORT"] = f"{env['CROSSRAIL_REPORT']}/parts/{name}/$({REPLICA_ENV})"
-    return replace(work, chips=part.chips, env=env, args=[*work.args, "--part", name], workers=part.parallelism.data)
+    work = _replica_reports(replace(work, env=env), name)
+    return replace(work, chips=part.chips, args=[*work.args, "--part", name], workers=part.parallelism.data)
 
 
 def _replicated_job(work: Workload, fleet: Fleet, name: str, part: Part, pool: Pool, *, jobset: str) -> dict[str, Any]:
