@@ -9,7 +9,12 @@ With several clusters (the fleet's `clusters:`) the executor submits to the mana
 dispatches the workload through MultiKueue to a worker; the manager's Workload names that worker
 (`status.clusterName`, or the MultiKueue admission check's message `... reservation on "<cluster>"`), and the
 attempt's object, Workload and pods are read there (its `workers` API, or the cluster's kube context), where
-its pods and their exit codes and logs are. Stops and deletions go to the manager, which MultiKueue mirrors.
+its pods and their exit codes and logs are. Stops and deletions go to the manager, which MultiKueue mirrors. A worker
+is reached through its kube context, else as MultiKueue reaches it: the kubeconfig in the manager's Secret
+`kueue-system/<clusters[].kubeconfig_secret>`. MultiKueue copies to the worker only the Job/JobSet/TrainJob and its
+Workload (Kueue's `SyncJob` of each job adapter, `pkg/controller/jobs/*/..._multikueue_adapter.go`), not what the
+pods mount: the executor creates the attempt's report Secret and shipped-config ConfigMap in the team namespace of
+every worker itself, and deletes them when the attempt is stopped, withdrawn or forgotten.
 
 The parts of a pipeline admitted together go as one JobSet (`launch_parts`, render/pipeline.py), each part its
 own attempt read from its replicated job and pods; it is stopped, and deleted, as one. Parts submitted each as
@@ -52,13 +57,15 @@ from crossrail.executors.render.kubernetes import (
     report_secret_name,
     shipped_config,
 )
-from crossrail.executors.render.kueue import KUEUE_API, MULTIKUEUE_CHECK, namespaces
+from crossrail.executors.render.kueue import KUBECONFIG_KEY, KUEUE_API, KUEUE_NAMESPACE, MULTIKUEUE_CHECK, namespaces
 from crossrail.executors.render.pipeline import PART_ENV, PartAttempt, render_part_attempts
 from crossrail.executors.render.trainjob import TRAINER_API, TRAINER_GROUP
-from crossrail.executors.render.workload import from_launch
+from crossrail.executors.render.workload import from_launch, object_name
 from crossrail.spec import Fleet, Part
 
 KINDS = ("Job", "JobSet", "TrainJob")
+WORKER_RETRY_S = 60.0
+"""How long a worker whose kubeconfig Secret could not be read is left before it is read again."""
 EXTRA = "the Kubernetes executor needs the kubernetes client: pip install 'crossrail[k8s]'"
 
 
@@ -66,6 +73,7 @@ class KubeApi(Protocol):
     """The few API-server calls the executor makes, on plain dicts (see OfficialApi)."""
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]: ...
     def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]: ...
     def patch_annotations(self, kind: str, namespace: str, name: str, annotations: dict[str, str]) -> None: ...
     def delete(self, kind: str, namespace: str, name: str, grace_s: int | None) -> None: ...
@@ -110,7 +118,12 @@ class KubernetesExecutor:
     ) -> None:
         self.fleet = fleet
         self._workers: dict[str, KubeApi] = dict(workers or {})
-        """Worker cluster name -> its API (the manager is `api`); others are reached through their kube context."""
+        """Worker cluster name -> its API (the manager is `api`); others are reached through their kube context, or
+        the kubeconfig Secret MultiKueue reaches them with."""
+        self._from_secret: set[str] = set()
+        """Workers reached through their kubeconfig Secret: read again after the worker refuses a call."""
+        self._unreadable: dict[str, float] = {}
+        """Workers whose kubeconfig Secret could not be read, and when (read again after WORKER_RETRY_S)."""
         self._run_uid = run_uid
         """The uid the store gave a run (None: a run made before uids, or one it does not hold)."""
         self._uids: dict[str, str | None] = {}
@@ -129,15 +142,38 @@ class KubernetesExecutor:
         return self._api
 
     def worker_api(self, cluster: str) -> KubeApi | None:
-        """The API of worker cluster `cluster`: as given, else through its kube context (`clusters[].context`);
-        None for a cluster the fleet does not name or names without a context (read from the manager only)."""
+        """The API of worker cluster `cluster`: as given, else through its kube context (`clusters[].context`), else
+        with the kubeconfig MultiKueue reaches it with (key `kubeconfig` of the manager's Secret
+        `kueue-system/<clusters[].kubeconfig_secret>`). None for a cluster the fleet does not name, or whose Secret
+        cannot be read now (tried again after WORKER_RETRY_S): the manager's view of it stands."""
         if cluster in self._workers:
             return self._workers[cluster]
         spec = next((c for c in self.fleet.spec.clusters if c.name == cluster), None)
-        if spec is None or spec.context is None:
+        if spec is None:
             return None
-        api = self._workers[cluster] = OfficialApi(self._kubeconfig, spec.context)
+        failed = self._unreadable.get(cluster)
+        if failed is not None and self._clock.now() - failed < WORKER_RETRY_S:
+            return None
+        try:
+            if spec.context is not None:
+                api = self._workers[cluster] = OfficialApi(self._kubeconfig, spec.context)
+                return api
+            secret = self.api.get("Secret", KUEUE_NAMESPACE, spec.secret)
+            api = OfficialApi(config=_kubeconfig(secret, f"{KUEUE_NAMESPACE}/{spec.secret}"))
+        except (NotFound, ExecutionError):
+            self._unreadable[cluster] = self._clock.now()
+            return None
+        self._unreadable.pop(cluster, None)
+        self._from_secret.add(cluster)
+        self._workers[cluster] = api
         return api
+
+    def _worker_failed(self, cluster: str) -> None:
+        """A worker reached through its kubeconfig Secret refused a call: read the Secret again next time (its
+        token may have been rotated)."""
+        if cluster in self._from_secret:
+            self._from_secret.discard(cluster)
+            self._workers.pop(cluster, None)
 
     def render(self, request: LaunchRequest) -> dict[str, Any]:
         """The Job or JobSet `launch` would submit for `request` (pure; nothing is sent)."""
@@ -248,10 +284,11 @@ class KubernetesExecutor:
         crash between the two finds the object and makes the Secret it lacks.
         """
         name = report_secret_name(from_launch(request, allow_unpinned=True))
-        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": self._owned(request, obj, created, name)}
-        secret |= {"type": "Opaque", "stringData": {REPORT_SECRET_KEY: value}}
+        body = {"type": "Opaque", "stringData": {REPORT_SECRET_KEY: value}}
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": self._owned(request, obj, created, name), **body}
         with suppress(AlreadyExists):
             self.api.create(secret)
+        self._share(request, obj["metadata"]["namespace"], "Secret", name, body)
 
     def _config_map(self, request: LaunchRequest, obj: dict[str, Any], created: dict[str, Any] | None) -> None:
         """The ConfigMap the pods mount their config from, when it is a file of this machine no volume of the pool
@@ -274,6 +311,58 @@ class KubernetesExecutor:
         config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, **data}
         with suppress(AlreadyExists):
             self.api.create(config_map)
+        self._share(request, meta["namespace"], "ConfigMap", meta["name"], data)
+
+    def _share(self, request: LaunchRequest, ns: str, kind: str, name: str, body: dict[str, Any]) -> None:
+        """Create `kind` `name` (the attempt's report Secret or ConfigMap, with `body`) in namespace `ns` of every
+        worker cluster of a fleet of several: MultiKueue copies only the attempt's object and Workload to the worker
+        that admits it, and its pods mount these there. Unowned (no object of the manager's owner uid is on a
+        worker), labelled with the attempt, deleted by `_unshare`. The worker of the attempt's pool must take it
+        (ExecutionError naming it otherwise: its pods could not start); the others, where the pool's pods cannot
+        land, as far as they can be reached."""
+        home = self.fleet.pool(request.pool).cluster
+        labels = {LABEL_RUN: request.run, LABEL_ATTEMPT: str(request.attempt)}
+        uid = self._uids.get(request.run)
+        if uid:
+            labels[LABEL_RUN_UID] = uid
+        for cluster in self.fleet.spec.clusters:
+            worker = self.worker_api(cluster.name)
+            try:
+                if worker is None:
+                    raise ExecutionError(
+                        "it cannot be reached: give it a kube context (clusters[].context) or let the agent read "
+                        f"its kubeconfig Secret {KUEUE_NAMESPACE}/{cluster.secret} on the manager"
+                    )
+                shared = {
+                    "apiVersion": "v1",
+                    "kind": kind,
+                    "metadata": {"name": name, "namespace": ns, "labels": labels},
+                }
+                with suppress(AlreadyExists):
+                    worker.create(shared | body)
+            except ExecutionError as exc:
+                if worker is not None:
+                    self._worker_failed(cluster.name)
+                if cluster.name == home:
+                    raise ExecutionError(f"worker cluster {cluster.name}: {exc}") from None
+
+    def _unshare(self, ns: str, run: str, attempts: Sequence[int]) -> None:
+        """Delete the workers' copies (`_share`) of the report Secret and ConfigMap of these attempts of `run`; a
+        worker that cannot be reached now keeps them (they hold nothing another attempt reads)."""
+        for cluster in self.fleet.spec.clusters:
+            worker = self.worker_api(cluster.name)
+            if worker is None:
+                continue
+            for attempt in attempts:
+                name = object_name(run, attempt)
+                try:
+                    with suppress(NotFound):
+                        worker.delete("Secret", ns, report_secret_name(name), None)
+                    with suppress(NotFound):
+                        worker.delete("ConfigMap", ns, config_map_name(name), None)
+                except ExecutionError:
+                    self._worker_failed(cluster.name)
+                    break
 
     def _owned(
         self, request: LaunchRequest, obj: dict[str, Any], created: dict[str, Any] | None, name: str
@@ -337,6 +426,8 @@ class KubernetesExecutor:
         try:
             found = api.list(obj["kind"], ns, self._selector(*ident))
         except ExecutionError:  # the worker is unreachable now: its status comes back through the manager
+            assert cluster is not None
+            self._worker_failed(cluster)
             return None
         return (api, found[0]) if found else None
 
@@ -384,6 +475,7 @@ class KubernetesExecutor:
             )
         with suppress(NotFound):
             self.api.delete(kind, ns, name, int(grace_s))
+        self._unshare(ns, run, _held(obj))
 
     def withdraw(self, run: str, attempt: int) -> bool:
         """Delete an attempt Kueue has not given quota yet; False (nothing changed) once it holds quota, or for a
@@ -394,6 +486,7 @@ class KubernetesExecutor:
             return False
         with suppress(NotFound):
             self.api.delete(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"], 0)
+        self._unshare(obj["metadata"]["namespace"], run, [attempt])
         return True
 
     def move(self, request: LaunchRequest) -> AttemptStatus:
@@ -433,9 +526,11 @@ class KubernetesExecutor:
         if part_attempts(obj):
             others = self._observe(ns, obj, self.api.list("Workload", ns, ""))
             if any(o.status.attempt != attempt and o.status.phase in ("pending", "running") for o in others):
+                self._unshare(ns, run, [attempt])
                 return
         with suppress(NotFound):
             self.api.delete(obj["kind"], ns, obj["metadata"]["name"], None)
+        self._unshare(ns, run, _held(obj))
 
     def _expected_uid(self, run: str) -> str | None:
         """The uid of this store's run `run`; a uid once known is kept (a run's uid never changes)."""
@@ -499,6 +594,36 @@ def admitted_cluster(workload: dict[str, Any] | None) -> str | None:
     return None
 
 
+def _held(obj: dict[str, Any]) -> list[int]:
+    """The attempts `obj` holds: its own, or each part's of a pipeline's JobSet."""
+    parts = part_attempts(obj)
+    if parts:
+        return sorted(parts.values())
+    ident = identity(obj)
+    return [] if ident is None else [ident[1]]
+
+
+def _kubeconfig(secret: dict[str, Any], where: str) -> dict[str, Any]:
+    """The kubeconfig a MultiKueueCluster's Secret holds (key `kubeconfig`, base64 in `data`), parsed; ExecutionError
+    saying what is wrong with it."""
+    import base64
+    import binascii
+
+    import yaml
+
+    raw = (secret.get("data") or {}).get(KUBECONFIG_KEY)
+    try:
+        text = base64.b64decode(raw, validate=True).decode("utf-8") if raw else None
+        config = yaml.safe_load(text) if text else None
+    except (binascii.Error, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ExecutionError(
+            f"the Secret {where} holds no readable kubeconfig under {KUBECONFIG_KEY!r}: {exc}"
+        ) from None
+    if not isinstance(config, dict):
+        raise ExecutionError(f"the Secret {where} holds no kubeconfig under {KUBECONFIG_KEY!r}")
+    return config
+
+
 def _owned(workloads: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, Any] | None:
     """The Kueue Workload owned by `obj` (Kueue names it after the job and sets an owner reference)."""
     uid = (obj.get("metadata") or {}).get("uid")
@@ -517,20 +642,35 @@ _PLURALS["Workload"] = ("kueue.x-k8s.io", KUEUE_API.split("/")[1], "workloads")
 class OfficialApi:
     """KubeApi over the official `kubernetes` client: kubeconfig (or in-cluster) credentials."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, *, config: dict[str, Any] | None = None
+    ) -> None:
+        """Credentials from the kubeconfig file (or in-cluster), or from `config`, a kubeconfig already read (a
+        worker's, from its MultiKueue Secret), whose current context it uses."""
         try:
-            from kubernetes import client, config
+            from kubernetes import client
+            from kubernetes import config as kube_config
         except ImportError:
             raise UsageError(EXTRA) from None
-        try:
-            config.load_kube_config(config_file=kubeconfig, context=context)
-        except Exception:  # any failure means: try in-cluster credentials next
+        if config is not None:
+            own = client.Configuration()
             try:
-                config.load_incluster_config()
-            except config.ConfigException as exc:
-                raise ExecutionError(f"no Kubernetes credentials: set KUBECONFIG or run in a pod ({exc})") from None
+                kube_config.load_kube_config_from_dict(config, client_configuration=own, persist_config=False)
+            except Exception as exc:  # a kubeconfig that names no cluster, user or context it can use
+                raise ExecutionError(f"the kubeconfig cannot be used: {exc}") from None
+            self._api = client.ApiClient(own)
+        else:
+            try:
+                kube_config.load_kube_config(config_file=kubeconfig, context=context)
+            except Exception as exc:  # any failure means: try in-cluster credentials next, unless a context is named
+                if context is not None:  # a worker's: in-cluster credentials would be the manager's
+                    raise ExecutionError(f"kube context {context} cannot be used: {exc}") from None
+                try:
+                    kube_config.load_incluster_config()
+                except kube_config.ConfigException as exc:
+                    raise ExecutionError(f"no Kubernetes credentials: set KUBECONFIG or run in a pod ({exc})") from None
+            self._api = client.ApiClient()
         self._client = client
-        self._api = client.ApiClient()
         self._batch = client.BatchV1Api(self._api)
         self._core = client.CoreV1Api(self._api)
         self._custom = client.CustomObjectsApi(self._api)
@@ -564,6 +704,11 @@ class OfficialApi:
         # The client decodes only the documented 201; a server answering 200 still created the object.
         return self._dict(created) if created is not None else obj
 
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        if kind != "Secret":  # the one object read by name: a worker's kubeconfig
+            raise UsageError(f"OfficialApi reads only a Secret by name, not a {kind}")
+        return self._dict(self._call(self._core.read_namespaced_secret, name, namespace))
+
     def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
         if kind == "Job":
             items = self._call(self._batch.list_namespaced_job, namespace, label_selector=selector).items
@@ -594,6 +739,12 @@ class OfficialApi:
         options = {"propagation_policy": "Background", "grace_period_seconds": grace_s}
         if kind == "Job":
             self._call(self._batch.delete_namespaced_job, name, namespace, **options)
+            return
+        if kind == "Secret":
+            self._call(self._core.delete_namespaced_secret, name, namespace, **options)
+            return
+        if kind == "ConfigMap":
+            self._call(self._core.delete_namespaced_config_map, name, namespace, **options)
             return
         group, version, plural = _PLURALS[kind]
         self._call(self._custom.delete_namespaced_custom_object, group, version, namespace, plural, name, **options)

@@ -34,6 +34,9 @@ class ApiServer:
         return self.create(obj)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """The stored object itself (tests change its status in place); NotFound when there is none."""
+        if (kind, namespace, name) not in self.objects:
+            raise NotFound(name)
         return self.objects[(kind, namespace, name)]
 
     def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:

@@ -4,13 +4,18 @@ API servers stand for the manager and the worker at the executor's client seam."
 
 from __future__ import annotations
 
+import base64
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from crossrail.core.attempts import LaunchRequest
 from crossrail.core.clock import ManualClock
+from crossrail.errors import ExecutionError
+from crossrail.executors import kubernetes as kubernetes_executor
 from crossrail.executors.kubernetes import KubernetesExecutor, admitted_cluster
 from crossrail.executors.render.kueue import MULTIKUEUE_CHECK
 from crossrail.spec import Fleet, parse_document, parse_fleet
@@ -176,3 +181,126 @@ def test_the_multikueue_status_read_is_the_one_kueues_workload_crd_defines() -> 
 )
 def test_admitted_cluster(status: dict[str, Any], cluster: str | None) -> None:
     assert admitted_cluster({"status": status}) == cluster
+
+
+def reporting(pool: str = "h100-pool", attempt: int = 1, config: str | None = None) -> LaunchRequest:
+    """An attempt posting its reports with a secret (a report Secret), its config a file here when given (a
+    ConfigMap)."""
+    launch = request(pool=pool, attempt=attempt)
+    launch.env["CROSSRAIL_REPORT"] = f"https://crossrail.example.com/v1/ingest/posttrain-042-3/{attempt}"
+    launch.env["CROSSRAIL_REPORT_SECRET"] = "s3cret"
+    if config is not None:
+        launch.env["CROSSRAIL_CONFIG"] = f"file://{config}"
+    return launch
+
+
+def copies(api: ApiServer) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(k, name): o for (k, _, name), o in api.objects.items() if k in ("Secret", "ConfigMap")}
+
+
+def test_what_the_pods_mount_is_created_on_every_worker_and_deleted_with_the_attempt(
+    fleet: Fleet, manager: ApiServer, worker: ApiServer, tmp_path: Path
+) -> None:
+    """MultiKueue copies only the Job and its Workload to the worker that admits it (Kueue's SyncJob); the report
+    Secret and the shipped config the pods mount there are the executor's to create, on every worker."""
+    eu = ApiServer()
+    executor = KubernetesExecutor(fleet, api=manager, workers={"us-east": worker, "eu-west": eu}, clock=ManualClock(0))
+    config = tmp_path / "posttrain.yaml"
+    config.write_text("lr: 3.0e-4\n")
+    assert executor.launch(reporting(config=str(config))).phase == "pending"
+    assert executor.launch(reporting(config=str(config))).phase == "pending"  # a relaunch makes nothing twice
+
+    owned = copies(manager)
+    assert set(owned) == {("Secret", "posttrain-042-3-a1-report"), ("ConfigMap", "posttrain-042-3-a1-config")}
+    for cluster in (worker, eu):
+        there = copies(cluster)
+        assert set(there) == set(owned)
+        for key, obj in there.items():
+            assert obj["metadata"]["namespace"] == "default"  # the team namespace, as on the manager
+            assert obj["metadata"]["labels"] == {"crossrail.dev/run": "posttrain-042-3", "crossrail.dev/attempt": "1"}
+            assert "ownerReferences" not in obj["metadata"]  # the manager's Job is not on the worker
+            body = {k: v for k, v in obj.items() if k not in ("metadata",)}
+            assert body == {k: v for k, v in owned[key].items() if k not in ("metadata",)}
+        assert there["Secret", "posttrain-042-3-a1-report"]["stringData"] == {"secret": "s3cret"}
+
+    multikueue_dispatches(manager, worker, "admitted-running")
+    executor.stop("posttrain-042-3", 1, 30.0, "preempted")
+    assert copies(worker) == {}
+    assert copies(eu) == {}
+
+    executor.launch(reporting(attempt=2))
+    assert set(copies(eu)) == {("Secret", "posttrain-042-3-a2-report")}
+    executor.withdraw("posttrain-042-3", 2)
+    assert copies(eu) == {}
+
+
+def test_the_attempts_own_worker_must_take_them_and_the_others_as_they_can(
+    fleet: Fleet, manager: ApiServer, worker: ApiServer
+) -> None:
+    """eu-west has no kube context and its kubeconfig Secret is not there: an attempt on its pool could not start its
+    pods there (lost, with the fix); one on us-east's pool goes on without eu-west's copy."""
+    executor = KubernetesExecutor(fleet, api=manager, workers={"us-east": worker}, clock=ManualClock(0))
+    lost = executor.launch(reporting(pool="h100-eu", attempt=1))
+    assert lost.phase == "lost"
+    assert lost.detail is not None
+    assert "worker cluster eu-west" in lost.detail
+    assert "kueue-system/eu-west-kubeconfig" in lost.detail
+
+    executor.forget("posttrain-042-3", 1)  # the agent forgets the lost attempt: its Job and us-east's copy go
+    assert copies(worker) == {}
+
+    assert executor.launch(reporting(pool="h100-pool", attempt=2)).phase == "pending"
+    assert set(copies(worker)) == {("Secret", "posttrain-042-3-a2-report")}
+
+
+def kubeconfig_secret(server: str) -> dict[str, Any]:
+    """The Secret a MultiKueueCluster names: a kubeconfig with a token, as Kueue's create-multikueue-kubeconfig.sh
+    writes it, under key `kubeconfig`."""
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "eu-west", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "multikueue-sa", "user": {"token": "t0ken"}}],
+        "contexts": [{"name": "eu-west", "context": {"cluster": "eu-west", "user": "multikueue-sa"}}],
+        "current-context": "eu-west",
+    }
+    data = {"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()}
+    meta = {"name": "eu-west-kubeconfig", "namespace": "kueue-system"}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": data}
+
+
+def test_a_worker_without_a_context_is_read_through_the_kubeconfig_multikueue_uses(
+    fleet: Fleet, manager: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eu = ApiServer()
+    given: list[dict[str, Any]] = []
+
+    def connect(*args: Any, config: dict[str, Any] | None = None) -> ApiServer:
+        assert config is not None
+        given.append(config)
+        return eu
+
+    monkeypatch.setattr(kubernetes_executor, "OfficialApi", connect)
+    clock = ManualClock(0)
+    executor = KubernetesExecutor(fleet, api=manager, clock=clock)
+    assert executor.worker_api("eu-west") is None  # no Secret yet: the manager's view, read again later
+    manager.add(kubeconfig_secret("https://eu-west.example.com"))
+    assert executor.worker_api("eu-west") is None  # not before WORKER_RETRY_S
+    clock.advance(kubernetes_executor.WORKER_RETRY_S)
+    assert executor.worker_api("eu-west") is eu
+    assert given[0]["clusters"][0]["cluster"]["server"] == "https://eu-west.example.com"
+
+    executor.launch(request(pool="h100-eu"))
+    multikueue_dispatches(manager, eu, "admitted-running")
+    manager.objects[("Workload", "default", "job-posttrain-042-3-a1-abcde")]["status"]["clusterName"] = "eu-west"
+    (status,) = executor.observe()
+    assert status.phase == "running"  # read on eu-west itself, not the manager's suspended copy
+
+
+@pytest.mark.slow  # the kubernetes client takes seconds to import
+def test_the_kubeconfig_from_a_secret_becomes_a_client_of_that_server() -> None:
+    secret = kubeconfig_secret("https://eu-west.example.com:6443")
+    api = kubernetes_executor.OfficialApi(config=kubernetes_executor._kubeconfig(secret, "kueue-system/x"))
+    assert api._api.configuration.host == "https://eu-west.example.com:6443"
+    with pytest.raises(ExecutionError, match="no kubeconfig"):
+        kubernetes_executor._kubeconfig({"data": {}}, "kueue-system/x")

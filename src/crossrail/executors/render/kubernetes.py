@@ -385,14 +385,16 @@ def config_key(path: str) -> str:
     return re.sub(r"[^-._a-zA-Z0-9]", "_", posixpath.basename(path)) or "config"
 
 
-def config_map_name(work: Workload) -> str:
-    """The ConfigMap holding a shipped config file: `<run>-a<attempt>-config`, made by the executor."""
-    return f"{work.object_name}-config"
+def config_map_name(work: Workload | str) -> str:
+    """The ConfigMap holding a shipped config file: `<run>-a<attempt>-config`, made by the executor. `work`: the
+    workload, or its object name."""
+    return f"{work if isinstance(work, str) else work.object_name}-config"
 
 
-def report_secret_name(work: Workload) -> str:
-    """The Secret holding the attempt's report secret: `<run>-a<attempt>-report`, made by the executor."""
-    return f"{work.object_name}-report"
+def report_secret_name(work: Workload | str) -> str:
+    """The Secret holding the attempt's report secret: `<run>-a<attempt>-report`, made by the executor. `work`: the
+    workload, or its object name."""
+    return f"{work if isinstance(work, str) else work.object_name}-report"
 
 
 def _env_var(work: Workload, name: str, value: str) -> dict[str, Any]:

@@ -53,6 +53,10 @@ PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 MULTIKUEUE_CHECK = "crossrail-multikueue"
 MULTIKUEUE_CONFIG = "crossrail"
+KUEUE_NAMESPACE = "kueue-system"
+"""Kueue's own namespace, where a MultiKueueCluster's kubeconfig Secret is (Kueue's configNamespace default)."""
+KUBECONFIG_KEY = "kubeconfig"
+"""The key of that Secret holding the worker's kubeconfig (Kueue's MultiKueueConfigSecretKey)."""
 PROVISIONING_CLASSES = {
     # GKE's Dynamic Workload Scheduler: nodes of a queued-provisioning node pool, all at once, for a bounded time
     "flex-start": "queued-provisioning.gke.io",

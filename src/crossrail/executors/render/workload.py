@@ -29,6 +29,11 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
+def object_name(run: str, attempt: int) -> str:
+    """The Kubernetes object of attempt `attempt` of `run`: `<run>-a<attempt>`."""
+    return f"{run}-a{attempt}"
+
+
 @dataclass(frozen=True)
 class Workload:
     """One attempt of one run, independent of where it goes. `env` holds every CROSSRAIL_* variable."""
@@ -53,7 +58,7 @@ class Workload:
     @property
     def object_name(self) -> str:
         """The Kubernetes object's name: `<run>-a<attempt>` (a run id is already a DNS-1123 label)."""
-        return f"{self.run}-a{self.attempt}"
+        return object_name(self.run, self.attempt)
 
     def crossrail_labels(self) -> dict[str, str]:
         labels = {
