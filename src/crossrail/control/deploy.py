@@ -1,6 +1,7 @@
 """`crossrail deploy render`: crossrail itself on Kubernetes (serve and its agents as Deployments, a Service, probes,
 the store URL from a Secret, ServiceAccounts and the RBAC the agents' Kubernetes calls need, the training pods'
-ServiceAccounts in each team namespace) and on plain hosts (systemd units for serve and for each agent)."""
+ServiceAccounts in each team namespace, and in a fleet of several clusters the RBAC each worker cluster needs) and on
+plain hosts (systemd units for serve and for each agent)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from crossrail.errors import UsageError
 from crossrail.executors.render.kubernetes import JOBSET_API
-from crossrail.executors.render.kueue import KUEUE_API, namespaces
+from crossrail.executors.render.kueue import KUEUE_API, KUEUE_NAMESPACE, namespaces
 from crossrail.executors.render.trainjob import TRAINER_GROUP
 from crossrail.spec import Fleet
 
@@ -41,6 +42,49 @@ AGENT_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 """(API group, resource, verbs) the Kubernetes executor's client calls use in the fleet's namespaces: launch
 creates, observe lists, stop patches its reason on and deletes, logs reads the pod log. Nothing else: no get or
 watch, no cluster-scoped object; tests/unit/render/test_deploy_rbac.py derives the same from the executor's code."""
+
+KUBECONFIG_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (("", "secrets", ("get",)),)
+"""What the agents read in the manager's kueue-system namespace, each worker cluster named without a kube context:
+the kubeconfig Secret MultiKueue reaches it with (granted for those Secrets by name only)."""
+
+WORKER_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("", "pods", ("list",)),  # the attempt's pods where they run
+    ("", "pods/log", ("get",)),  # `crossrail logs`
+    ("", "secrets", ("create", "delete")),  # the attempt's report Secret, which MultiKueue does not copy
+    ("", "configmaps", ("create", "delete")),  # the attempt's shipped config, likewise
+    ("batch", "jobs", ("list",)),  # the worker's copy of the attempt's object, and its status
+    (JOBSET_API.split("/")[0], "jobsets", ("list",)),
+    (TRAINER_GROUP, "trainjobs", ("list",)),
+    (KUEUE_API.split("/")[0], "workloads", ("list",)),  # the worker's Kueue's view of it
+)
+"""(API group, resource, verbs) the executor's calls use in a worker cluster's team namespaces, where MultiKueue
+dispatched an attempt: it reads the copy, its Workload, pods and logs there, and creates (and deletes) what the
+pods mount. The test derives the same from the calls on worker APIs."""
+
+_KUEUE = KUEUE_API.split("/")[0]
+_OBJECT = ("create", "delete", "get", "list", "watch")
+MULTIKUEUE_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("batch", "jobs", _OBJECT),
+    ("batch", "jobs/status", ("get",)),
+    (JOBSET_API.split("/")[0], "jobsets", _OBJECT),
+    (JOBSET_API.split("/")[0], "jobsets/status", ("get",)),
+    (TRAINER_GROUP, "trainjobs", _OBJECT),
+    (TRAINER_GROUP, "trainjobs/status", ("get",)),
+    (_KUEUE, "workloads", (*_OBJECT, "update", "patch")),
+    (_KUEUE, "workloads/status", ("get", "patch", "update")),
+    (_KUEUE, "clusterqueues", ("get", "list", "watch")),
+    (_KUEUE, "localqueues", ("get", "list", "watch")),
+)
+"""What the MultiKueue controller of the manager does in a worker, as the user of the kubeconfig its
+MultiKueueCluster names, for the kinds crossrail submits: Kueue's own role for that user
+(site/static/v0.19/examples/multikueue/create-multikueue-kubeconfig.sh at the Kueue commit in schemas/crds/SOURCES.md),
+less the kinds crossrail never submits. Its job adapters get, create and delete the copy and read its status
+(pkg/controller/jobs/{job,jobset,trainjob}/*_multikueue_adapter.go SyncJob, DeleteRemoteObject); it creates and
+watches Workloads and caches ClusterQueues and LocalQueues cluster-wide
+(pkg/controller/admissionchecks/multikueue/multikueuecluster.go), so the role is bound cluster-wide."""
+MULTIKUEUE_ACCOUNT = "crossrail-multikueue"
+CLUSTER_LABEL = "crossrail.dev/cluster"
+"""On each object that belongs in a worker cluster rather than the manager: the cluster's name."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +182,12 @@ def kubernetes(cfg: DeployConfig, fleet: Fleet, fleet_yaml: str, policy_yaml: st
     fleet submits to, the training pods' ServiceAccounts there, a ConfigMap (the workspace's fleet and policy), the
     serve Deployment and its Service, the agents' Deployment and a PodDisruptionBudget that keeps one agent through
     voluntary disruptions. The store URL comes from the Secret `cfg.store_secret` (key `cfg.store_secret_key`),
-    created beforehand; the team namespaces come from `fleet render --target kueue` (docs/high-availability.md)."""
+    created beforehand; the team namespaces come from `fleet render --target kueue` (docs/high-availability.md).
+
+    A fleet of several clusters adds the agents' read of the kubeconfig Secrets of workers without a kube context
+    (kubeconfig_rbac), and each worker's RBAC (worker_rbac), labelled `crossrail.dev/cluster: <worker>`: apply
+    those to that worker (`kubectl apply -l crossrail.dev/cluster=<worker>`) and the rest to the manager
+    (`-l '!crossrail.dev/cluster'`)."""
     cfg.check()
     targets = namespaces(fleet) if any(p.backend == "kubernetes" for p in fleet.pools) else []
     unknown = sorted(
@@ -193,12 +242,14 @@ def kubernetes(cfg: DeployConfig, fleet: Fleet, fleet_yaml: str, policy_yaml: st
     return [
         *accounts,
         *rbac(cfg, targets),
+        *kubeconfig_rbac(cfg, fleet, targets),
         *pod_accounts(cfg, fleet, targets),
         config_map,
         serve,
         service,
         agents,
         budget,
+        *(obj for cluster in fleet.spec.clusters if targets for obj in worker_rbac(cfg, fleet, cluster.name, targets)),
     ]
 
 
@@ -226,6 +277,113 @@ def rbac(cfg: DeployConfig, targets: list[str]) -> list[dict[str, Any]]:
         for ns in targets
     ]
     return [role, *bindings]
+
+
+def kubeconfig_rbac(cfg: DeployConfig, fleet: Fleet, targets: list[str]) -> list[dict[str, Any]]:
+    """A Role in the manager's kueue-system namespace letting the agents read, by name, the kubeconfig Secret of each
+    worker cluster the fleet names without a kube context (the executor reaches those as MultiKueue does), and its
+    RoleBinding; nothing when every worker has a context."""
+    secrets = [c.secret for c in fleet.spec.clusters if c.context is None]
+    if not targets or not secrets:
+        return []
+    name = "crossrail-agent-kubeconfigs"
+    rules = [
+        {"apiGroups": [g], "resources": [r], "verbs": list(v), "resourceNames": sorted(secrets)}
+        for g, r, v in KUBECONFIG_RULES
+    ]
+    meta = _meta(cfg, name, "agent") | {"namespace": KUEUE_NAMESPACE}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": dict(meta),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "crossrail-agent", "namespace": cfg.namespace}],
+    }
+    return [role, binding]
+
+
+def worker_rbac(cfg: DeployConfig, fleet: Fleet, cluster: str, targets: list[str]) -> list[dict[str, Any]]:
+    """What worker cluster `cluster` needs, each object labelled `crossrail.dev/cluster: <cluster>`:
+
+    - for the manager's MultiKueue, the ServiceAccount `crossrail-multikueue` in kueue-system, a token Secret for it
+      (build the kubeconfig of the manager's Secret `<kubeconfig_secret>` from it, as Kueue's
+      create-multikueue-kubeconfig.sh does) and the ClusterRole MULTIKUEUE_RULES bound to it cluster-wide;
+    - for the agents, the ClusterRole `crossrail-agent-worker` (WORKER_RULES) bound in each team namespace to whom
+      the executor acts as there: the MultiKueue ServiceAccount for a worker without a kube context (the executor
+      uses that kubeconfig), else the Google service account `--workload-identity` gives crossrail's namespace (GKE
+      names it by its email); with neither, bind the role to your context's user yourself (docs/kubernetes.md)."""
+    spec = next(c for c in fleet.spec.clusters if c.name == cluster)
+    rbac_api = "rbac.authorization.k8s.io/v1"
+
+    def meta(name: str, component: str, namespace: str | None = None) -> dict[str, Any]:
+        out = _meta(cfg, name, component)
+        out["labels"] = {**out["labels"], CLUSTER_LABEL: cluster}
+        if namespace is None:
+            del out["namespace"]
+        else:
+            out["namespace"] = namespace
+        return out
+
+    def rules(table: tuple[tuple[str, str, tuple[str, ...]], ...]) -> list[dict[str, Any]]:
+        return [{"apiGroups": [g], "resources": [r], "verbs": list(v)} for g, r, v in table]
+
+    multikueue = {"kind": "ServiceAccount", "name": MULTIKUEUE_ACCOUNT, "namespace": KUEUE_NAMESPACE}
+    token = {"kubernetes.io/service-account.name": MULTIKUEUE_ACCOUNT}
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": meta(MULTIKUEUE_ACCOUNT, "multikueue", KUEUE_NAMESPACE),
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(f"{MULTIKUEUE_ACCOUNT}-token", "multikueue", KUEUE_NAMESPACE) | {"annotations": token},
+            "type": "kubernetes.io/service-account-token",
+        },
+        {
+            "apiVersion": rbac_api,
+            "kind": "ClusterRole",
+            "metadata": meta(MULTIKUEUE_ACCOUNT, "multikueue"),
+            "rules": rules(MULTIKUEUE_RULES),
+        },
+        {
+            "apiVersion": rbac_api,
+            "kind": "ClusterRoleBinding",
+            "metadata": meta(MULTIKUEUE_ACCOUNT, "multikueue"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MULTIKUEUE_ACCOUNT},
+            "subjects": [multikueue],
+        },
+        {
+            "apiVersion": rbac_api,
+            "kind": "ClusterRole",
+            "metadata": meta("crossrail-agent-worker", "agent"),
+            "rules": rules(WORKER_RULES),
+        },
+    ]
+    gsa = cfg.gcp_service_account(cfg.namespace)
+    if spec.context is None:
+        subjects = [multikueue]
+    elif gsa:
+        subjects = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": gsa}]
+    else:
+        return out
+    out += [
+        {
+            "apiVersion": rbac_api,
+            "kind": "RoleBinding",
+            "metadata": meta("crossrail-agent", "agent", ns),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "crossrail-agent-worker",
+            },
+            "subjects": subjects,
+        }
+        for ns in targets
+    ]
+    return out
 
 
 def pod_accounts(cfg: DeployConfig, fleet: Fleet, targets: list[str]) -> list[dict[str, Any]]:

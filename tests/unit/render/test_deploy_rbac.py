@@ -14,14 +14,22 @@ from typing import Any
 
 import pytest
 
-from crossrail.control.deploy import WORKLOAD_IDENTITY, DeployConfig, kubernetes
+from crossrail.control.deploy import (
+    CLUSTER_LABEL,
+    KUBECONFIG_RULES,
+    MULTIKUEUE_RULES,
+    WORKLOAD_IDENTITY,
+    DeployConfig,
+    kubernetes,
+)
 from crossrail.errors import UsageError
 from crossrail.executors import kubernetes as executor
 from crossrail.executors.render.kueue import namespaces
-from crossrail.spec import Fleet
+from crossrail.spec import Fleet, parse_document, parse_fleet
 
 from .conftest import ROOT, assert_valid
 from .test_deploy import IMAGE, parse_cli
+from .test_multikueue_executor import FLEET as TWO_CLUSTERS
 
 GSA = "trainer@acme-research.iam.gserviceaccount.com"
 CONTROL_GSA = "crossrail@acme-ops.iam.gserviceaccount.com"
@@ -60,21 +68,69 @@ def _dict_kind(fn: ast.FunctionDef, name: str) -> str | None:
     return None
 
 
-def _is_api(node: ast.expr) -> bool:
-    """A KubeApi the executor calls: `self.api`, a worker cluster's `api`, or `(api or self.api)`."""
+MANAGER, WORKER = frozenset({"manager", "either"}), frozenset({"worker", "either"})
+"""Which calls reach a cluster: the manager's (`self.api`) and a worker's (`worker`), and `api`, which is either."""
+
+
+def _receiver(node: ast.expr) -> str | None:
+    """Which cluster a KubeApi the executor calls is: `self.api` the manager, `worker` a worker cluster, `api` or
+    `(api or self.api)` either (the worker that admitted the attempt, else the manager); None for anything else."""
     if isinstance(node, ast.Attribute):
-        return node.attr == "api" and isinstance(node.value, ast.Name) and node.value.id == "self"
+        return (
+            "manager" if node.attr == "api" and isinstance(node.value, ast.Name) and node.value.id == "self" else None
+        )
     if isinstance(node, ast.Name):
-        return node.id == "api"
-    if isinstance(node, ast.BoolOp):
-        return any(_is_api(v) for v in node.values)
-    return False
+        return {"api": "either", "worker": "worker"}.get(node.id)
+    if isinstance(node, ast.BoolOp) and any(_receiver(v) for v in node.values):
+        return "either"
+    return None
 
 
-def _executor_calls() -> set[tuple[str, str | None]]:
-    """(KubeApi method, kind) of every `<api>.<method>(...)` in KubernetesExecutor (see _is_api): a literal kind as
-    written, a dict literal's kind for `create`, `None` for `logs`, and otherwise one of its workload KINDS (what it
-    renders, lists or was handed back)."""
+def _param_literals(tree: ast.AST, fn: ast.FunctionDef, param: str) -> list[str]:
+    """The literal strings every `self.<fn>(...)` call passes for `fn`'s parameter `param`."""
+    names = [a.arg for a in fn.args.args]
+    if param not in names:
+        return []
+    index = names.index(param) - 1  # after self
+    out = []
+    for node in ast.walk(tree):
+        call = node if isinstance(node, ast.Call) else None
+        if call and isinstance(call.func, ast.Attribute) and call.func.attr == fn.name and len(call.args) > index:
+            arg = call.args[index]
+            assert isinstance(arg, ast.Constant), f"self.{fn.name} is called with a {param} that is not a literal"
+            out.append(str(arg.value))
+    return out
+
+
+def _create_kinds(tree: ast.AST, fn: ast.FunctionDef, first: ast.expr | None) -> list[str]:
+    """The kinds a `create(obj)` sends: `obj` (or `obj | more`) a dict literal assigned in `fn`, whose "kind" is a
+    literal or a parameter of `fn` (then every literal its callers pass)."""
+    if isinstance(first, ast.BinOp):
+        first = first.left
+    if not isinstance(first, ast.Name):
+        return []
+    kind = _dict_kind(fn, first.id)
+    if kind is not None:
+        return [kind]
+    param = _dict_kind_name(fn, first.id)
+    return _param_literals(tree, fn, param) if param else []
+
+
+def _dict_kind_name(fn: ast.FunctionDef, name: str) -> str | None:
+    """The variable a dict literal assigned to `name` in `fn` takes its `"kind"` from, if it is one."""
+    for node in ast.walk(fn):
+        named = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        if named and isinstance(node.value, ast.Dict):  # type: ignore[attr-defined]
+            for key, value in zip(node.value.keys, node.value.values, strict=True):  # type: ignore[attr-defined]
+                if isinstance(key, ast.Constant) and key.value == "kind" and isinstance(value, ast.Name):
+                    return value.id
+    return None
+
+
+def _executor_calls(where: frozenset[str] = MANAGER) -> set[tuple[str, str | None]]:
+    """(KubeApi method, kind) of every `<api>.<method>(...)` in KubernetesExecutor on a cluster of `where` (see
+    _receiver): a literal kind as written, a dict literal's kind for `create`, `None` for `logs`, and otherwise one of
+    its workload KINDS (what it renders, lists or was handed back)."""
     tree = ast.parse(inspect.getsource(executor.KubernetesExecutor))
     out: set[tuple[str, str | None]] = set()
     for fn in ast.walk(tree):
@@ -82,7 +138,7 @@ def _executor_calls() -> set[tuple[str, str | None]]:
             continue
         for node in ast.walk(fn):
             func = node.func if isinstance(node, ast.Call) else None
-            if not (isinstance(func, ast.Attribute) and _is_api(func.value)):
+            if not (isinstance(func, ast.Attribute) and _receiver(func.value) in where):
                 continue
             assert isinstance(node, ast.Call)
             first = node.args[0] if node.args else None
@@ -91,8 +147,8 @@ def _executor_calls() -> set[tuple[str, str | None]]:
                 kinds = [None]
             elif isinstance(first, ast.Constant) and isinstance(first.value, str):
                 kinds = [first.value]
-            elif func.attr == "create" and isinstance(first, ast.Name) and _dict_kind(fn, first.id):
-                kinds = [_dict_kind(fn, first.id)]
+            elif func.attr == "create" and _create_kinds(tree, fn, first):
+                kinds = list(_create_kinds(tree, fn, first))
             out |= {(func.attr, k) for k in kinds}
     return out
 
@@ -111,11 +167,12 @@ def _rule(api: str, call: str, kind: str | None) -> Rule | None:
     return GROUPS[api], "/".join([singular + "s", *sub]), VERBS[verb]
 
 
-def needed_rules() -> set[Rule]:
-    """What the executor's calls need: each (method, kind) it calls, through the client calls OfficialApi makes."""
+def needed_rules(where: frozenset[str] = MANAGER) -> set[Rule]:
+    """What the executor's calls on the clusters of `where` need: each (method, kind) it calls, through the client
+    calls OfficialApi makes."""
     client = _client_calls()
     out: set[Rule] = set()
-    for method, kind in _executor_calls():
+    for method, kind in _executor_calls(where):
         rules = {r for api, call in client[method] if (r := _rule(api, call, kind)) is not None}
         assert rules, f"the executor calls {method}({kind}) but OfficialApi makes no client call for it"
         out |= rules
@@ -143,10 +200,15 @@ def test_the_derivation_reads_the_executors_calls() -> None:
     assert ("kueue.x-k8s.io", "workloads", "create") not in needed  # the executor never creates a Workload
 
 
+KUBECONFIG_READ = {("", "secrets", "get")}
+"""The one manager call not in the agents' ClusterRole: a worker's kubeconfig Secret, read by name in kueue-system."""
+
+
 def test_the_agents_role_grants_exactly_the_verbs_the_executors_client_calls_need(matrix_fleet: Fleet) -> None:
     objs = kubernetes(DeployConfig(IMAGE), matrix_fleet, "", "")
     (role,) = [o for o in objs if o["kind"] == "ClusterRole"]
-    assert granted(role) == needed_rules()
+    assert granted(role) == needed_rules() - KUBECONFIG_READ
+    assert {(g, r, v) for g, r, vs in KUBECONFIG_RULES for v in vs} == KUBECONFIG_READ
     assert not [o for o in objs if o["kind"] in ("ClusterRoleBinding", "Role")]  # granted per namespace only
     bindings = [o for o in objs if o["kind"] == "RoleBinding"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == namespaces(matrix_fleet)
@@ -249,3 +311,57 @@ def test_the_dockerfile_pins_its_base_installs_from_the_constraints_and_runs_a_c
     assert extras is not None
     assert set(extras.group(1).split(",")) <= set(project["optional-dependencies"])
     assert {"api", "k8s", "postgres"} <= set(extras.group(1).split(","))
+
+
+def test_each_worker_cluster_gets_what_the_executor_and_multikueue_do_there() -> None:
+    """MultiKueue: the agents read each worker as the executor's calls on worker APIs need (derived, as for the
+    manager), in every team namespace; the manager's MultiKueue gets Kueue's role for the kinds crossrail submits;
+    the agents read the kubeconfig Secret of a worker without a kube context, by name, on the manager."""
+    fleet = parse_fleet(parse_document(TWO_CLUSTERS, "two-regions.yaml"))
+    objs = kubernetes(DeployConfig(IMAGE, workload_identity=(CONTROL_GSA,)), fleet, "", "")
+    for obj in objs:
+        assert_valid(obj)
+    manager = [o for o in objs if CLUSTER_LABEL not in o["metadata"]["labels"]]
+    (agent_role,) = [o for o in manager if o["kind"] == "ClusterRole"]
+    (kubeconfigs,) = [o for o in manager if o["kind"] == "Role"]
+    assert kubeconfigs["metadata"]["namespace"] == "kueue-system"
+    assert [r["resourceNames"] for r in kubeconfigs["rules"]] == [["eu-west-kubeconfig"]]  # us-east has a context
+    assert granted(agent_role) | granted(kubeconfigs) == needed_rules()
+
+    worker_calls = needed_rules(WORKER)
+    assert ("", "secrets", "create") in worker_calls  # what MultiKueue does not copy, the executor creates there
+    assert ("", "configmaps", "delete") in worker_calls
+    assert ("batch", "jobs", "create") not in worker_calls  # MultiKueue creates the copy, not crossrail
+    for cluster in ("us-east", "eu-west"):
+        there = {
+            (o["kind"], o["metadata"]["name"]): o for o in objs if o["metadata"]["labels"].get(CLUSTER_LABEL) == cluster
+        }
+        assert granted(there["ClusterRole", "crossrail-agent-worker"]) == worker_calls
+        multikueue = granted(there["ClusterRole", "crossrail-multikueue"])
+        for kind in executor.KINDS:  # Kueue's job adapters get, create and delete the copy; its status is read
+            group, plural = ("batch", "jobs") if kind == "Job" else executor._PLURALS[kind][::2]
+            assert {(group, plural, v) for v in ("create", "delete", "get", "list", "watch")} <= multikueue
+            assert (group, f"{plural}/status", "get") in multikueue
+        assert ("kueue.x-k8s.io", "workloads/status", "patch") in multikueue
+        assert granted(there["ClusterRole", "crossrail-multikueue"]) == {
+            (g, r, v) for g, r, vs in MULTIKUEUE_RULES for v in vs
+        }
+        (binding,) = [o for o in there.values() if o["kind"] == "ClusterRoleBinding"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "crossrail-multikueue", "namespace": "kueue-system"}
+        ]
+        assert there["Secret", "crossrail-multikueue-token"]["type"] == "kubernetes.io/service-account-token"
+        bindings = [o for o in there.values() if o["kind"] == "RoleBinding"]
+        assert sorted(b["metadata"]["namespace"] for b in bindings) == namespaces(fleet)
+        (subjects,) = {json.dumps(b["subjects"]) for b in bindings}
+        if cluster == "eu-west":  # no context: the executor uses MultiKueue's kubeconfig
+            assert json.loads(subjects) == binding["subjects"]
+        else:  # through a context, as the agents' Google service account (GKE names it by its email)
+            assert json.loads(subjects) == [
+                {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": CONTROL_GSA}
+            ]
+
+    single = kubernetes(
+        DeployConfig(IMAGE), fleet.model_copy(update={"spec": fleet.spec.model_copy(update={"clusters": []})}), "", ""
+    )
+    assert not [o for o in single if CLUSTER_LABEL in o["metadata"]["labels"] or o["kind"] == "Role"]
