@@ -114,3 +114,34 @@ def test_conflicts_and_missing_objects_become_their_own_errors(server: Any) -> N
     with pytest.raises(NotFound):
         api.delete("Job", "a", "gone", None)
     assert api.list("JobSet", "a", "") == []  # JobSet not installed: nothing of that kind
+
+
+def test_a_worker_reached_with_a_kubeconfig_read_from_a_secret_gets_its_secret_and_deletes_copies(server: Any) -> None:
+    """A kubeconfig already read (a MultiKueue Secret's) makes its own client, to that server; the calls the executor
+    makes there and on the manager for it: a Secret by name, deleting a Secret and a ConfigMap."""
+    manager, seen, replies = server
+    host = manager._api.configuration.host
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "w", "cluster": {"server": host}}],
+        "users": [{"name": "w", "user": {"token": "y"}}],
+        "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
+        "current-context": "w",
+    }
+    worker = OfficialApi(config=config)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "eu-kubeconfig"},
+        "data": {"kubeconfig": "eA=="},
+    }
+    replies[("GET", "/api/v1/namespaces/kueue-system/secrets/eu-kubeconfig")] = (200, secret)
+    assert manager.get("Secret", "kueue-system", "eu-kubeconfig")["data"] == {"kubeconfig": "eA=="}
+    worker.delete("Secret", "team-a", "r-1-a1-report", None)
+    worker.delete("ConfigMap", "team-a", "r-1-a1-config", None)
+    assert [(method, path) for method, path, _, _ in seen] == [
+        ("GET", "/api/v1/namespaces/kueue-system/secrets/eu-kubeconfig"),
+        ("DELETE", "/api/v1/namespaces/team-a/secrets/r-1-a1-report"),
+        ("DELETE", "/api/v1/namespaces/team-a/configmaps/r-1-a1-config"),
+    ]
