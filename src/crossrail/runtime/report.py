@@ -18,6 +18,7 @@ import stat
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -359,7 +360,12 @@ PARTS_DIR = "parts"
 MERGED_CURSOR = "m1"
 CURSOR_CHARS = 64
 """A cursor is stored in the attempt's `report_cursor` column, a String(64)."""
+REPLICAS_READ = {"chunks": 8, "file": 4}
+"""The replicas of one part read back, by index: what a cursor of CURSOR_CHARS holds with each position in base 36
+(a replica's chunks up to 36**4, about 1.7 million; a replica's file up to 36**6 bytes, about 2 GB)."""
 _PART_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_KEY_CHARS = 12
+"""A part name longer than this is keyed in the cursor by `~` and a hash of it."""
 
 
 def replica_report(report: str, part: str, replica: int | str) -> str:
@@ -381,30 +387,40 @@ def read_new(target: str, cursor: str | None) -> tuple[list[dict[str, Any]], str
     The replicas of a pipeline's part report under `target` (replica_report): their records are read with the
     target's own and merged, oldest first, as the local executor's replicas share one file. Each carries `part` and
     `replica`; a heartbeat of a replica other than 0 keeps its time (the part is alive) but not its step, so the
-    part's progress is its first replica's (the learner's, for a one-replica learner). The cursor is then
-    `m1:<own>;<part>=<replica 0>,<replica 1>,...` (hexadecimal positions), within CURSOR_CHARS.
+    part's progress is its first replica's. A part's first REPLICAS_READ replicas are read; one `invalid` record
+    says so the first time another one is found. The cursor is then `m1:<own>;<part>=<replica 0>,<replica 1>,...`
+    (positions in base 36, `!` at its end once that was said), within CURSOR_CHARS.
     """
     if target.startswith(("http://", "https://")):
         raise CrossrailError(
             f"{target} is the API server's ingest endpoint: it stores records as they are posted, nothing reads"
             " them back from there; `crossrail events --run RUN` lists what was stored"
         )
-    own, replicas = _cursors(cursor)
+    own, replicas, warned = _cursors(cursor)
     records, own_after = _read_one(target, own)
     if not replicas and (records or own_after != 0):
         return records, str(own_after)  # an attempt's own channel: no replicas to look for
     found = _replicas(target)
     if not found and not replicas:
         return records, str(own_after)
-    positions = {key: replicas.get(key, 0) for key in sorted({*replicas, *found})}
+    cap = REPLICAS_READ["file" if local_path(target) is not None else "chunks"]
+    keys = {_key(part): part for part, _ in found}
+    positions = {(keys.get(k, k), i): at for (k, i), at in replicas.items()}
+    beyond = sorted(key for key in found if key[1] >= cap)
+    positions |= {key: 0 for key in sorted(found) if key[1] < cap and key not in positions}
     merged = list(records)
-    for (part, replica), at in positions.items():
+    for (part, replica), at in sorted(positions.items()):
         if len(merged) >= MAX_BATCH_RECORDS:
             break  # the other replicas' records next time
         got, positions[part, replica] = _read_one(replica_report(target, part, replica), at)
         merged += [_from_replica(r, part, replica) for r in got]
     merged.sort(key=lambda r: float(r.get("ts", 0.0)))  # stable: each replica's records stay in order
-    return merged, _merged_cursor(own_after, positions)
+    if beyond and not warned:
+        names = ", ".join(f"{PARTS_DIR}/{part}/{replica}" for part, replica in beyond)
+        reason = f"only the first {cap} replicas of a part are read back (the store keeps a {CURSOR_CHARS}-character"
+        reason += " cursor); run fewer replicas of the part, or report over HTTP (agent --report-url)"
+        merged.append(_invalid(names, reason, names))
+    return merged, _merged_cursor(own_after, positions, warned or bool(beyond))
 
 
 def _read_one(target: str, at: int) -> tuple[list[dict[str, Any]], int]:
@@ -453,34 +469,55 @@ def _from_replica(record: dict[str, Any], part: str, replica: int) -> dict[str, 
     return out
 
 
-def _merged_cursor(own: int, positions: dict[tuple[str, int], int]) -> str:
+def _key(part: str) -> str:
+    """A part's key in a cursor: its name, or `~` and five base-36 digits of its CRC-32 for a long name."""
+    if len(part) <= _KEY_CHARS:
+        return part
+    return "~" + _base36(zlib.crc32(part.encode()) % 36**5).rjust(5, "0")
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, digit = divmod(n, 36)
+        out = digits[digit] + out
+        if n == 0:
+            return out
+
+
+def _merged_cursor(own: int, positions: dict[tuple[str, int], int], warned: bool) -> str:
     by_part: dict[str, dict[int, int]] = {}
     for (part, replica), at in positions.items():
         by_part.setdefault(part, {})[replica] = at
-    text = f"{MERGED_CURSOR}:{own:x}"
+    text = f"{MERGED_CURSOR}:{_base36(own)}"
     for part, counts in sorted(by_part.items()):
-        text += f";{part}=" + ",".join(f"{counts.get(i, 0):x}" for i in range(max(counts) + 1))
-    if len(text) > CURSOR_CHARS:
+        text += f";{_key(part)}=" + ",".join(_base36(counts.get(i, 0)) for i in range(max(counts) + 1))
+    text += "!" if warned else ""
+    if len(text) > CURSOR_CHARS:  # past REPLICAS_READ's bounds: months of chunks, gigabytes of a file
         raise CrossrailError(
-            f"the report cursor over {len(positions)} replicas ({text!r}) is longer than the {CURSOR_CHARS} characters"
-            " the store keeps: run fewer replicas of a part, or shorter part names"
+            f"the report cursor {text!r} is longer than the {CURSOR_CHARS} characters the store keeps: a replica "
+            "wrote more than its report channel can track; start the part again as a new attempt"
         )
     return text
 
 
-def _cursors(cursor: str | None) -> tuple[int, dict[tuple[str, int], int]]:
-    """(the position in the target's own channel, each replica's) of a cursor read_new returned."""
+def _cursors(cursor: str | None) -> tuple[int, dict[tuple[str, int], int], bool]:
+    """(the position in the target's own channel, each replica's by (part key, replica), whether replicas past
+    REPLICAS_READ were reported) of a cursor read_new returned."""
     if cursor is None or not cursor.startswith(f"{MERGED_CURSOR}:"):
-        return _cursor(cursor), {}
-    own, *parts = cursor.removeprefix(f"{MERGED_CURSOR}:").split(";")
+        return _cursor(cursor), {}, False
+    body = cursor.removeprefix(f"{MERGED_CURSOR}:")
+    warned = body.endswith("!")
+    own, *parts = body.removesuffix("!").split(";")
     replicas: dict[tuple[str, int], int] = {}
     try:
         for item in parts:
-            part, _, counts = item.partition("=")
-            if not _PART_NAME.match(part):
-                raise ValueError(part)
-            replicas |= {(part, i): int(c, 16) for i, c in enumerate(counts.split(","))}
-        return int(own, 16), replicas
+            key, _, counts = item.partition("=")
+            if not (_PART_NAME.match(key) or re.fullmatch(r"~[0-9a-z]{5}", key)):
+                raise ValueError(key)
+            replicas |= {(key, i): int(c, 36) for i, c in enumerate(counts.split(","))}
+        return int(own, 36), replicas, warned
     except ValueError:
         raise CrossrailError(
             f"report cursor {cursor!r} was not returned by read_new; pass None to read from the start"

@@ -14,7 +14,7 @@ from tests.conftest import wait_for
 
 from crossrail.errors import CrossrailError
 from crossrail.runtime import HeartbeatThread, Reporter, RuntimeContext, read_new
-from crossrail.runtime.report import MAX_BATCH_BYTES, replica_report
+from crossrail.runtime.report import CURSOR_CHARS, MAX_BATCH_BYTES, REPLICAS_READ, replica_report
 
 
 class Ticks:
@@ -422,3 +422,20 @@ def test_an_attempts_own_channel_is_read_as_before_and_a_bad_merged_cursor_is_re
     assert read_new("memory://own", None)[1] == "1"  # no replicas: the plain cursor
     with pytest.raises(CrossrailError, match="not returned by read_new"):
         read_new("memory://own", "m1:0;Sampler=zz")
+
+
+def test_a_part_with_more_replicas_than_a_cursor_holds_is_read_for_its_first_ones_and_says_so(memfs: Any) -> None:
+    target = "memory://reports/rl-2/attempt-1"
+    part = "a-sampler-with-a-long-name"  # keyed by a hash in the cursor
+    for replica in range(REPLICAS_READ["chunks"] + 1):
+        with Reporter(replica_report(target, part, replica), run="rl-2", attempt=1) as r:
+            r.metric("reward", replica, 1)
+    records, cursor = read_new(target, None)
+    assert sorted(r["replica"] for r in records if r["type"] == "metric") == list(range(REPLICAS_READ["chunks"]))
+    (invalid,) = [r for r in records if r["type"] == "invalid"]
+    assert f"parts/{part}/8" in invalid["line"]
+    assert "only the first 8 replicas" in invalid["reason"]
+    assert cursor.endswith("!")
+    assert len(cursor) <= CURSOR_CHARS
+    assert part not in cursor
+    assert read_new(target, cursor) == ([], cursor)  # said once
