@@ -310,18 +310,30 @@ class Checkpointer:
                 on_skip(info.uri, problem)
         return None
 
-    def restore(self, step: Step = None, *, on_skip: OnSkip | None = None) -> tuple[Tensors, dict[str, Any]]:
+    def restore(
+        self, step: Step = None, *, on_skip: OnSkip | None = None, mapped: bool = False
+    ) -> tuple[Tensors, dict[str, Any]]:
         """Tensors and manifest of checkpoint `step`, or of the newest valid one when `step` is None or "latest".
 
         Newer unusable checkpoints are passed over, each to `on_skip(uri, reason)`. A named step that is
         missing raises CheckpointNotFound; one that is damaged, TornCheckpoint; one of a newer format,
         NewerFormat. Nothing is changed on storage either way.
+
+        With `mapped`, a checkpoint on local disk gives its tensors as copy-on-write mappings of its files,
+        each still read whole and verified before this returns, but no memory is allocated and nothing is
+        copied for them: a cold restore runs at the disk's speed (on a 2-core VM, faulting in 1 GB of fresh
+        memory took 0.4-0.7 s, as long as reading it cold). What that trades: a write to a restored array
+        pays then for each page it changes; the files stay on disk until those arrays are freed (a checkpoint
+        pruned meanwhile frees its space only then); and pages the kernel drops under memory pressure are
+        read again from the file unverified, where an I/O error then stops the process with SIGBUS. For
+        arrays that are copied into a model or onto an accelerator and let go, it costs nothing. Tensors
+        whose bytes are not aligned to their dtype, and checkpoints on object storage, are read as without it.
         """
         if step is not None and step != "latest":
-            return self._restore_step(_whole("a checkpoint step", step))
+            return self._restore_step(_whole("a checkpoint step", step), mapped=mapped)
         for info in reversed(self._candidates()):
             try:
-                return read(self.store, step_dirname(info.step), load=True, readers=self.readers)
+                return read(self.store, step_dirname(info.step), load=True, readers=self.readers, mapped=mapped)
             except InvalidCheckpoint as exc:
                 if on_skip is not None:
                     on_skip(info.uri, str(exc))
@@ -335,11 +347,11 @@ class Checkpointer:
         """Bytes the checkpoint of `step` takes on storage."""
         return self.store.size(step_dirname(step))
 
-    def _restore_step(self, step: int, *, load: bool = True) -> tuple[Tensors, dict[str, Any]]:
+    def _restore_step(self, step: int, *, load: bool = True, mapped: bool = False) -> tuple[Tensors, dict[str, Any]]:
         name = step_dirname(step)
         if step in {c.step for c in self._candidates()}:
             try:
-                return read(self.store, name, load=load, readers=self.readers)
+                return read(self.store, name, load=load, readers=self.readers, mapped=mapped)
             except InvalidCheckpoint as exc:
                 problem = f"the checkpoint of step {step} in {self.uri} cannot be used: {exc}"
                 raise type(exc)(f"{problem}; {self._instead()}") from exc

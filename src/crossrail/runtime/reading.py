@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import mmap
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy.typing as npt
 
 from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, CheckpointNotFound, TornCheckpoint, parse_manifest
-from crossrail.runtime.shards import Entry, Tensors, check_file, read_tensor
+from crossrail.runtime.shards import Entry, Tensors, check_file, mapped_tensor, read_tensor
 from crossrail.runtime.stores import STEP_DIR, Store
 
 DEFAULT_READERS = 4
@@ -56,21 +57,35 @@ def _by_file(manifest: dict[str, Any]) -> dict[str, list[Entry]]:
     return by_file
 
 
-def read(store: Store, name: str, *, load: bool, readers: int = DEFAULT_READERS) -> Restored:
+def read(store: Store, name: str, *, load: bool, readers: int = DEFAULT_READERS, mapped: bool = False) -> Restored:
     """Verify the checkpoint `name` in `store`; its tensors (none unless `load`) and manifest.
 
-    TornCheckpoint when it is incomplete or damaged, NewerFormat when it is of a newer major format.
+    With `mapped` (and `load`), the tensors of a checkpoint on local disk are copy-on-write views of its
+    files (see Checkpointer.restore) rather than copies in memory of their own; elsewhere `mapped` changes
+    nothing. TornCheckpoint when it is incomplete or damaged, NewerFormat when it is of a newer major format.
     """
     manifest = manifest_in(store, name)
     by_file = _by_file(manifest)
+    regions: dict[str, mmap.mmap] = {}
 
     def check(file: str) -> int:
-        with _torn_on_os_error(file), store.open_read(name, file) as f:
-            return check_file(f, file, by_file[file], store.file_size(name, file))
+        with _torn_on_os_error(file):
+            with store.open_read(name, file) as f:
+                start = check_file(f, file, by_file[file], store.file_size(name, file))
+            region = store.map_file(name, file) if mapped and load else None
+        if region is not None:
+            regions[file] = region
+        return start
 
     starts = dict(zip(by_file, parallel(check, list(by_file), readers), strict=True))
 
     def tensor(entry: Entry) -> npt.NDArray[Any] | None:
+        region = regions.get(entry["file"])
+        if region is not None:
+            with _torn_on_os_error(entry["file"]):
+                array = mapped_tensor(region, entry, starts[entry["file"]])
+            if array is not None:
+                return array
         with _torn_on_os_error(entry["file"]), store.ranges(name, entry["file"]) as read_into:
             return read_tensor(read_into, entry, starts[entry["file"]], load=load)
 

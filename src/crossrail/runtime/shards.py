@@ -153,13 +153,7 @@ def read_tensor(read_into: ReadInto, e: Entry, start: int, *, load: bool) -> npt
     """
     file = e["file"]
     if load:
-        dtype = NUMPY_DTYPES.get(e["dtype"])
-        if dtype is None:
-            raise CheckpointError(
-                f"tensor {e['name']} in {file} is {e['dtype']}, which numpy cannot hold; "
-                "read this checkpoint with safetensors' torch or jax loader"
-            )
-        array = new_array(e["shape"], dtype)
+        array = new_array(e["shape"], numpy_dtype(e))
         view = _bytes_of(array)
     else:
         view = _scratch()
@@ -170,10 +164,47 @@ def read_tensor(read_into: ReadInto, e: Entry, start: int, *, load: bool) -> npt
         if read_into(start + e["offset"] + begin, chunk) != size:
             raise TornCheckpoint(f"{file} is truncated (tensor {e['name']} ends past the end of the file)")
         h.update(chunk)
+    _check_digest(e, h)
+    return array if load else None
+
+
+def mapped_tensor(region: mmap.mmap, e: Entry, start: int) -> npt.NDArray[Any] | None:
+    """One tensor of a checked file as a copy-on-write view of `region` (the whole file, mapped private),
+    verified against its checksum: every byte is read from the file once, by the checksum, and not copied.
+
+    None where the tensor cannot be viewed in place (its bytes not aligned to its dtype, or none at all):
+    read_tensor reads it instead.
+    """
+    dtype = numpy_dtype(e)
+    begin = start + e["offset"]
+    if e["length"] == 0 or begin % dtype.itemsize:
+        return None
+    if begin + e["length"] > len(region):
+        raise TornCheckpoint(f"{e['file']} is truncated (tensor {e['name']} ends past the end of the file)")
+    array = np.frombuffer(region, dtype, count=e["length"] // dtype.itemsize, offset=begin).reshape(e["shape"])
+    h = hasher(e["checksum"])
+    h.update(_bytes_of(array))  # both hashes let go of the GIL: other tensors are read meanwhile
+    _check_digest(e, h)
+    return array
+
+
+def numpy_dtype(e: Entry) -> np.dtype[Any]:
+    """The numpy dtype of a manifest entry; CheckpointError when numpy has none (bfloat16, float8, ...)."""
+    dtype = NUMPY_DTYPES.get(e["dtype"])
+    if dtype is None:
+        raise CheckpointError(
+            f"tensor {e['name']} in {e['file']} is {e['dtype']}, which numpy cannot hold; "
+            "read this checkpoint with safetensors' torch or jax loader"
+        )
+    return dtype
+
+
+def _check_digest(e: Entry, h: Any) -> None:
     got = digest(e["checksum"], h)
     if got != e["checksum"]:
-        raise TornCheckpoint(f"tensor {e['name']}: checksum mismatch in {file} (manifest {e['checksum']}, data {got})")
-    return array if load else None
+        raise TornCheckpoint(
+            f"tensor {e['name']}: checksum mismatch in {e['file']} (manifest {e['checksum']}, data {got})"
+        )
 
 
 def new_array(shape: list[int], dtype: np.dtype[Any]) -> npt.NDArray[Any]:

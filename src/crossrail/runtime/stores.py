@@ -8,6 +8,7 @@ is written last; a prefix without its marker does not exist for readers.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import re
 import shutil
@@ -109,6 +110,11 @@ class Store(ABC):
         `read_into(offset, view)` fills `view` from `offset` and returns the bytes read (fewer at the end).
         """
 
+    def map_file(self, name: str, file: str) -> mmap.mmap | None:
+        """A whole file of the entry `name` mapped copy-on-write, or None where this store cannot map files
+        (object storage): writes to the mapping stay in this process, the file is never changed."""
+        return None
+
     @abstractmethod
     def file_size(self, name: str, file: str) -> int:
         """The size of a file of the entry `name`."""
@@ -187,6 +193,16 @@ class LocalStore(Store):
 
         try:
             yield read_into
+        finally:
+            os.close(fd)
+
+    def map_file(self, name: str, file: str) -> mmap.mmap | None:
+        fd = os.open(os.path.join(self.root, name, file), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)  # the mapping shares this open file's readahead
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+        except ValueError:  # an empty file: nothing to map
+            return None
         finally:
             os.close(fd)
 

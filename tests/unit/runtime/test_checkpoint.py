@@ -122,6 +122,34 @@ def test_large_tensors_are_restored_into_their_own_mappings_and_still_verified(t
         ckpt.restore(1)
 
 
+def mapped_files() -> set[str]:
+    """The files this process has mapped, from /proc/self/maps."""
+    with open("/proc/self/maps", encoding="utf-8") as f:
+        return {line.split(maxsplit=5)[5].strip() for line in f if len(line.split(maxsplit=5)) == 6}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps (Linux)")
+def test_a_mapped_restore_views_the_files_copy_on_write_and_verifies_every_tensor(tmp_path: Path) -> None:
+    want = big_tensors_of(1, mib=2) | tensors_of(1)  # "half" lies at an odd offset, "empty" has no bytes: both read
+    ckpt = Checkpointer(str(tmp_path), shard_bytes=3 << 20)
+    ckpt.save(want, 1)
+    shards = {str(p) for p in step_dir(tmp_path, 1).glob("*.safetensors")}
+    got, manifest = ckpt.restore(1, mapped=True)
+    assert manifest["step"] == 1
+    assert_bit_identical(got, want)
+    assert [n for n, a in got.items() if a.flags.owndata] == ["half", "empty"]
+    assert shards <= mapped_files()
+    assert all(a.flags.writeable for a in got.values())
+    got["w"][...] = 0  # copy-on-write: the file keeps its bytes
+    got["v"][:3] = 1
+    assert_bit_identical(ckpt.restore(1)[0], want)
+    assert_bit_identical(ckpt.restore(1, mapped=True)[0], want)
+    del got
+    flip_a_data_byte(tmp_path, 1, "model-00001-of-00002.safetensors")
+    with pytest.raises(TornCheckpoint, match="tensor w: checksum mismatch"):
+        ckpt.restore(1, mapped=True)
+
+
 def test_the_files_do_not_depend_on_how_many_threads_wrote_them(tmp_path: Path) -> None:
     for writers in (1, 4):
         Checkpointer(str(tmp_path / str(writers)), shard_bytes=1 << 20, writers=writers, clock=lambda: 7.0).save(
@@ -212,6 +240,7 @@ def test_restoring_a_named_torn_step_names_the_problem_and_the_newest_valid_step
     damage(tmp_path, 20)
     for call in (
         lambda: ckpt.restore(20),
+        lambda: ckpt.restore(20, mapped=True),
         lambda: ckpt.verify(20),
         lambda: read_checkpoint(str(step_dir(tmp_path, 20))),
     ):

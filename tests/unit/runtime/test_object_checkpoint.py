@@ -25,6 +25,7 @@ def test_a_checkpoint_on_object_storage_restores_bit_identical(memfs: Any) -> No
     tensors, manifest = Checkpointer(ROOT).restore()
     assert_bit_identical(tensors, big_tensors_of(3))
     assert (manifest["step"], manifest["tokens"], manifest["state"]) == (3, 99, {"data": {"position": 3}})
+    assert_bit_identical(Checkpointer(ROOT).restore(3, mapped=True)[0], big_tensors_of(3))  # read as without it
     assert load(f"{ROOT}/step-0000000003")[1]["step"] == 3
     assert resolve(ROOT).step == 3
 
