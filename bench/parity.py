@@ -57,7 +57,7 @@ from crossrail.core import EventType, ManualClock
 from crossrail.core.attempts import AttemptStatus, Capabilities, LaunchRequest, StopReason
 from crossrail.scheduling import decisions
 from crossrail.scheduling.decisions import RetryPolicy
-from crossrail.scheduling.policies import POLICY_NAMES, get_policy
+from crossrail.scheduling.policies import POLICY_NAMES
 from crossrail.sim.checkpointing import CheckpointSpec
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob
@@ -71,8 +71,6 @@ ROUND_S = 120.0
 DAY_S = 86_400.0
 FAIL_AT, DRAIN_AT = 300.0, 600.0
 PIPELINE = "rl"
-SHARED = ("fifo", "priority")
-"""Policies whose admission both drivers already run through `Scheduler.cycle`."""
 POOLS = {
     "tpu-a": ("tpu", "tpu-v5p", 8, 4, 4.0),
     "tpu-b": ("tpu", "tpu-v5p", 8, 4, 4.2),
@@ -80,7 +78,8 @@ POOLS = {
 }
 RL_POOLS = {"rl-tpu": ("tpu", "tpu-v5p", 4, 4, 4.0), "rl-gpu": ("gpu", "h100", 4, 4, 3.0)}
 """The pipeline's own pools (only its queue has quota there), so its parts, which the simulator does not run,
-take no chips the jobs compete for; its team is its own, so it weighs on no job's fair share either."""
+take no chips the jobs compete for; its team is its own, so it weighs on no job's fair share either. They are
+not time-sliced, so no round weighs them either."""
 STAGES = ("pretraining", "post_training", "eval", "experiment")
 RETRIES = {"max": 2}
 IMAGE = "ghcr.io/crossrail/workloads@sha256:" + "3f1c5e0a9b7d2c4e" * 4
@@ -94,7 +93,8 @@ Entry = tuple[Any, ...]
 def fleet_text(policy: str, *, drained: bool = False) -> str:
     pools = "\n".join(
         f"    - {{name: {name}, accelerator: {acc}, chip_type: {chip}, chips: {chips}, chips_per_host: {per},"
-        f" cost_per_chip_hour: {cost}, time_sliced: true, drained: {str(drained and name == 'tpu-b').lower()}}}"
+        f" cost_per_chip_hour: {cost}, time_sliced: {str(name in POOLS).lower()},"
+        f" drained: {str(drained and name == 'tpu-b').lower()}}}"
         for name, (acc, chip, chips, per, cost) in (POOLS | RL_POOLS).items()
     )
     quota = "{" + ", ".join(f"{name}: {chips}" for name, (_, _, chips, _, _) in POOLS.items()) + "}"
@@ -404,8 +404,9 @@ class Live:
                 known.append(offer.not_before - self.start)
         if queued:
             known.append((now // DAY_S + 1) * DAY_S)
-        if get_policy(self.policy).round_based and queued and self.executor.live:  # a swap needs a run to stop
-            known.append((now // ROUND_S + 1) * ROUND_S)
+        rounds = self.agent.scheduler.rounds if self.agent.scheduler is not None else None
+        if rounds is not None and rounds.next_at is not None and queued and self.executor.live:  # a swap stops a run
+            known.append(rounds.next_at - self.start)
         at = min(known, default=now + TICK_S)
         return max(now + TICK_S, -(-at // TICK_S) * TICK_S)
 
@@ -450,6 +451,7 @@ def sim_trace(policy: str, fleet: Fleet, work: list[SimJob], placement: Placemen
         recheck_s=0.0,
         fallback_wait_s=0.0,
         placement=placement,
+        shared=True,
     )
     victim = sorted(work, key=lambda j: (j.submit_s, j.name))[2].name
     sim.engine.schedule(FAIL_AT, lambda: sim.executor.interrupt(victim))
@@ -534,10 +536,9 @@ def main(argv: list[str] | None = None) -> int:
             got = run_policy(name, work, Path(tmp))
             total_d += got.decisions
             total_m += got.mismatches
-            shared = " (shared)" if name in SHARED else ""
             print(
                 f"{name:<24} decisions={got.decisions:<4} mismatches={got.mismatches:<4} "
-                f"outside_pipeline={got.outside_pipeline:<4} pipeline={got.pipeline}{shared}"
+                f"outside_pipeline={got.outside_pipeline:<4} pipeline={got.pipeline}"
             )
             for side, entries in (("live only", got.only_live), ("sim only ", got.only_sim)):
                 for entry in [e for e in entries if not _is_pipeline(e)][: args.show]:

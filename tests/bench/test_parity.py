@@ -1,7 +1,8 @@
 """bench/parity.py in its reduced form: the live agent and the simulator decide the policies they share alike.
 
 Six jobs (seed 34: a lost attempt, a drain that preempts, a budget that holds a run to the next day) and the
-pipeline, for `fifo` and `priority`, whose admission both drivers run through `Scheduler.cycle`, with the
+pipeline, for `fifo`, `priority`, `max_min_fairness` (round-based) and `fifo_hetero` (an ordering that picks
+pools), whose admission both drivers run through `Scheduler.cycle` (its rounds included), with the
 end-of-attempt decisions of scheduling/decisions.py. Every decision outside the pipeline (which the simulator
 does not run) must be equal, with its time; the summary line must parse.
 """
@@ -50,14 +51,15 @@ def test_the_shared_policies_decide_alike_live_and_simulated(
     assert any(e[1] == "budget" for e in trace)
     assert any(e[1] == "admit" and e[0] >= bench.DAY_S for e in trace), "the budget holds a run to the next day"
 
-    assert bench.main(["--jobs", "6", "--seed", "34", "--policies", "fifo,priority"]) == 0
+    policies = ("fifo", "priority", "max_min_fairness", "fifo_hetero")
+    assert bench.main(["--jobs", "6", "--seed", "34", "--policies", ",".join(policies)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    for policy in ("fifo", "priority"):
+    for policy in policies:
         line = next(line for line in lines if line.startswith(policy + " "))
         assert "outside_pipeline=0 " in line, "\n".join(lines)
-        assert line.endswith("pipeline=4 (shared)"), line
+        assert line.endswith("pipeline=4"), line
     found = re.fullmatch(r"SUMMARY parity policies=(\d+) decisions=(\d+) mismatches=(\d+)", lines[-1])
     assert found is not None, lines[-1]
-    policies, decisions, mismatches = (int(g) for g in found.groups())
-    assert (policies, mismatches) == (2, 2 * 4), "only the pipeline's four decisions, which the simulator does not make"
-    assert decisions > 2 * 30
+    count, decisions, mismatches = (int(g) for g in found.groups())
+    assert (count, mismatches) == (4, 4 * 4), "only the pipeline's four decisions, which the simulator does not make"
+    assert decisions > 4 * 30

@@ -495,14 +495,16 @@ class Agent:
             for r in queued
             if (p := self._pending(r, now)) is not None
         ]
-        attained = self.store.attained_chip_s((p.run for p in pending), now)  # what `las`-style policies order by
+        # What `las`-style policies order by: every attempt's chip-seconds, a running one's up to now
+        attained = self.store.attained_chip_s([*(p.run for p in pending), *(a.run_id for a in active)], now)
         pending = [dataclasses.replace(p, attained_s=attained[p.run]) if p.run in attained else p for p in pending]
         running = []
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
-            req = Request(
-                r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r), workers=_workers(r)
-            )
+            held = a.chips * max(now - a.started_at, 0.0) if a.started_at is not None else 0.0
+            before = max(attained.get(r.id, 0.0) - held, 0.0)  # the running attempt's own is counted by the round
+            req = Request(r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
+            req = dataclasses.replace(req, workers=_workers(r), attained_s=before)
             if a.part is not None:  # a part holds chips under its own key, as the cycle admitted it
                 req = dataclasses.replace(
                     req, run=part_key(r.id, a.part), workers=_part_workers(r, a.part, a.chips), part=a.part

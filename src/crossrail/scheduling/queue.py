@@ -56,6 +56,13 @@ class StageQueue:
             heapq.heappop(heap)
         return None
 
+    def runs(self) -> list[str]:
+        """Every run waiting in this queue, parked ones too, in the policy's order."""
+        return [
+            run
+            for _, run in sorted([(k, r) for r, k in self._live.items()] + [(k, r) for r, k in self._parked.items()])
+        ]
+
     def pop_head(self) -> str | None:
         run = self.head()
         if run is not None:
@@ -118,6 +125,9 @@ class QueueSet:
         old = self.requests.get(req.run)
         if old == req:
             return False
+        if old is not None and old.queue == req.queue and self.order(old) == self.order(req):
+            self.requests[req.run] = req  # same place in its queue (e.g. another pool to try first): kept, as parked
+            return True
         if old is not None:
             self.queue(old.queue).remove(req.run)
         self.requests[req.run] = req

@@ -1,24 +1,29 @@
-"""Round-based policies in the agent: time slicing on the pools the fleet marks `time_sliced`.
+"""Round-based policies, live and simulated: time slicing on the pools the fleet marks `time_sliced`.
 
-At each round boundary (every `scheduling.round`), in numbered steps:
-  1. Jobs: the runs on time-sliced pools, and the queue heads that could run there (an accelerator they
-     allow, a pool their queue can get quota on). Each queue's head only: a queue's own order stands.
+At each round boundary (every `scheduling.round`, on whole multiples of it), in numbered steps:
+  1. Jobs: the runs on time-sliced pools, and the waiting runs that could run there (an accelerator they
+     allow, a pool their queue can get quota on): every waiting run, in every queue (the policy's order
+     stands in for the queues' own, strict FIFO included). Each carries its rates per chip type where
+     measured or traced (`Request.throughput`), so the heterogeneity-aware policies see them.
   2. Allocate: the policy says which of them run on which time-sliced pool for the next round.
-  3. Swap: on each pool the policy gives to waiting heads, the runs it leaves out are preempted so the
-     heads fit, unless that cannot make room (then nothing on the pool changes). Runs younger than half a
-     round, and runs inside a reservation, are never swapped out.
-The heads are nominated for their victims' chips, so they go first once those stop; admission still
-checks quotas and fair share as always. These preemptions are not counted against the preemption bound.
+  3. Swap: on each pool the policy gives to waiting runs, the runs it leaves out are preempted so the
+     waiting ones fit, unless that cannot make room (then nothing on the pool changes). Runs younger than
+     half a round, and runs inside a reservation, are never swapped out.
+  4. Plan: each waiting run the policy placed keeps that pool as its first choice (`Request.pool`) until it
+     starts or the next round plans again; those it made room for are nominated for their victims' chips,
+     so they go first once those stop. Admission still checks quotas, budgets and fair share as always.
+These preemptions are not counted against the preemption bound.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from crossrail.scheduling.cache import Cache
-from crossrail.scheduling.policies import JobView, Policy, PoolView, level_of
+from crossrail.scheduling.policies import JobView, Policy, PoolView
 from crossrail.scheduling.policies.admission import view_of
 from crossrail.scheduling.types import Allocation, Request
 from crossrail.spec import Pool
@@ -38,27 +43,57 @@ class Rounds:
     policy: Policy
     round_s: float
     next_at: float | None = None
+    plan: dict[str, str] = field(default_factory=dict)
+    """Waiting run -> the pool this round's allocation gave it (its first choice until it starts)."""
 
     def due(self, now: float) -> bool:
-        """Whether a round boundary has come (the first cycle opens the first round)."""
+        """Whether a round boundary has come (the first cycle opens the first round).
+
+        Boundaries fall on whole multiples of `round_s` of the clock, whoever drives it: the agent after a
+        restart or a failover, and the simulator from its own start, keep the same phase.
+        """
         if self.next_at is not None and now < self.next_at:
             return False
-        self.next_at = now + self.round_s
+        self.next_at = (math.floor(now / self.round_s) + 1) * self.round_s if self.round_s > 0 else now
         return True
 
-    def swap(self, cache: Cache, heads: Iterable[Request], specs: dict[str, Pool], now: float) -> Swap:
-        sliced = [name for name, spec in specs.items() if spec.time_sliced and name in cache.pools]  # 1
-        pools = [self._pool(cache, specs[name]) for name in sliced if not cache.pools[name].drained]
-        running = [a for name in sliced for a in cache.by_pool.get(name, {}).values() if not a.evicting]
-        waiting = [r for r in heads if self._could_run(cache, r, [specs[p.name] for p in pools])]
-        if not pools or not waiting:
+    def swap(self, cache: Cache, waiting: Iterable[Request], specs: dict[str, Pool], now: float) -> Swap:
+        sliced = sliced_pools(specs, cache)  # 1
+        pools = [pool_view(cache, specs[name]) for name in sliced if not cache.pools[name].drained]
+        running = sorted(
+            (a for name in sliced for a in cache.by_pool.get(name, {}).values() if not a.evicting), key=lambda a: a.run
+        )
+        waiting = sorted(
+            (r for r in waiting if self._could_run(cache, r, [specs[p.name] for p in pools])), key=lambda r: r.run
+        )  # in a canonical order: a policy's ties fall alike whichever driver listed them
+        self.plan = {}
+        if not pools or not (waiting or (self.policy.hetero and len(pools) > 1 and running)):
             return Swap()
         jobs = [self._running(a, specs, now) for a in running] + [self._waiting(r, specs) for r in waiting]
         wanted = self.policy.allocate(jobs, pools, now, self.round_s)  # 2
         swap = Swap()
         for pool in pools:  # 3
             self._swap_pool(cache, pool, running=running, waiting=waiting, wanted=wanted, now=now, swap=swap)
+        self.plan = {r.run: wanted[r.run] for r in waiting if r.run in wanted}  # 4
+        self._move(running, wanted, {p.name for p in pools}, now, swap)
         return swap
+
+    def _move(self, running: list[Allocation], wanted: dict[str, str], pools: set[str], now: float, swap: Swap) -> None:
+        """A heterogeneity-aware policy moves runs to the chip type that serves them better: each running run
+        it gives another time-sliced pool stops at the boundary and is planned there (a checkpoint, then a
+        restore on the new chips), under the same age and reservation rules as a swap."""
+        if not self.policy.hetero:
+            return
+        stopping = {a.run for a, _, _ in swap.stop}
+        for alloc in running:
+            to = wanted.get(alloc.run)
+            if to is None or to == alloc.pool or to not in pools or alloc.run in stopping:
+                continue
+            if alloc.reservation is not None or now - alloc.started_at < self.round_s / 2:
+                continue
+            why = f"round boundary: policy {self.policy.name} moves it from {alloc.pool} to {to}"
+            swap.stop.append((alloc, why, alloc.run))
+            self.plan[alloc.run] = to
 
     def _swap_pool(
         self,
@@ -97,37 +132,61 @@ class Rounds:
             swap.nominate[req.run] = {a.run for a in victims}
 
     @staticmethod
-    def _pool(cache: Cache, spec: Pool) -> PoolView:
-        state = cache.pools[spec.name]
-        return PoolView(spec.name, spec.chip_type, state.capacity, state.free_chips, time_sliced=True)
-
-    @staticmethod
     def _could_run(cache: Cache, req: Request, pools: list[Pool]) -> bool:
         reach = cache.quota.reachable(req.queue)
         return any(_allows(req, p) and (reach is None or p.name in reach) for p in pools)
 
-    @staticmethod
-    def _rates(req: Request, specs: dict[str, Pool]) -> dict[str, float]:
-        """1 on chip types the run allows, 0 on the others; empty when it allows them all (no rates known)."""
-        rates = {p.chip_type: 1.0 if _allows(req, p) else 0.0 for p in specs.values()}
-        return {} if all(rates.values()) else rates
-
     def _running(self, alloc: Allocation, specs: dict[str, Pool], now: float) -> JobView:
         req = alloc.request
-        got = req.attained_s + alloc.chips * max(now - alloc.started_at, 0.0)
-        return JobView(
-            run=req.run,
-            queue=req.queue,
-            priority=level_of(req.priority),
-            submitted_at=req.queued_at,
+        ran = alloc.chips * max(now - alloc.started_at, 0.0)
+        by_type = dict(req.attained_by_type)
+        chip_type = specs[alloc.pool].chip_type if alloc.pool in specs else None
+        if by_type and chip_type is not None:
+            by_type[chip_type] = by_type.get(chip_type, 0.0) + ran
+        remaining = req.remaining
+        if remaining is not None and self.policy.uses_remaining:
+            rate = dict(req.throughput).get(chip_type or "", 1.0) if req.throughput else 1.0
+            remaining = max(remaining - rate * max(now - alloc.started_at, 0.0), 0.0)
+        return dataclasses.replace(
+            self._waiting(req, specs),
             chips=alloc.chips,
-            attained_s=got,
-            throughput=self._rates(req, specs),
+            attained_s=req.attained_s + ran,
+            attained_by_type=by_type,
+            remaining=remaining,
             pool=alloc.pool,
         )
 
     def _waiting(self, req: Request, specs: dict[str, Pool]) -> JobView:
-        return dataclasses.replace(view_of(req), throughput=self._rates(req, specs))
+        return dataclasses.replace(
+            view_of(req),
+            throughput=rates(req, specs),
+            attained_by_type=dict(req.attained_by_type),
+            remaining=req.remaining if self.policy.uses_remaining else None,
+        )
+
+
+def pool_view(cache: Cache, spec: Pool) -> PoolView:
+    """What a policy sees of a pool: its chips and those free now."""
+    state = cache.pools[spec.name]
+    return PoolView(spec.name, spec.chip_type, state.capacity, state.free_chips, time_sliced=True)
+
+
+def rates(req: Request, specs: dict[str, Pool]) -> dict[str, float]:
+    """The run's rate per chip type: its own (`Request.throughput`) where known, else 1; 0 on chip types no
+    pool it may use has. Empty when it allows every chip type and its rates are unknown."""
+    known = dict(req.throughput)
+    out: dict[str, float] = {}
+    for p in specs.values():
+        if _allows(req, p):
+            out[p.chip_type] = known.get(p.chip_type, 0.0) if known else 1.0
+        else:
+            out.setdefault(p.chip_type, 0.0)
+    return {} if not known and all(out.values()) else out
+
+
+def sliced_pools(specs: dict[str, Pool], cache: Cache) -> list[str]:
+    """The pools a round may stop runs on: those the fleet marks `time_sliced`."""
+    return [name for name in specs if name in cache.pools and specs[name].time_sliced]
 
 
 def _allows(req: Request, pool: Pool) -> bool:

@@ -20,13 +20,13 @@ from crossrail.scheduling.budget import BudgetBook
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.cycle import Cycle, Memo
 from crossrail.scheduling.fleet_change import FleetChange, fleet_changes
-from crossrail.scheduling.policies import get_policy
-from crossrail.scheduling.policies.admission import admission_order
+from crossrail.scheduling.policies import Policy, get_policy
+from crossrail.scheduling.policies.admission import admission_order, view_of
 from crossrail.scheduling.pool import PoolState
 from crossrail.scheduling.queue import QueueSet
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.scheduling.reservation import Hold
-from crossrail.scheduling.rounds import Rounds
+from crossrail.scheduling.rounds import Rounds, pool_view, rates
 from crossrail.scheduling.types import Allocation, CycleResult, Preemption, Request, Running, SchedulerConfig
 from crossrail.spec import Fleet, Pool
 
@@ -75,6 +75,7 @@ class Scheduler:
         strict = {q.name: q.queueing == "strict_fifo" for q in fleet.spec.queues}
         self.queues = QueueSet(strict, admission_order(self.config.policy))
         self.rounds = _rounds(self.config)
+        self.ordering = _ordering(self.config)
         """Time slicing of time-sliced pools under a round-based policy (None: an ordering policy)."""
         self.nominated: dict[str, set[str]] = {}
         self.memo: dict[str, Memo] = {}
@@ -185,6 +186,7 @@ class Scheduler:
             if run not in self.queues.requests:
                 del self.nominated[run]
         swapped = self._round(now)
+        self._hint(now)
         result = Cycle(self.cache, self.queues, self.nominated, self.memo, now, budgets=self.budgets).run()
         result.preempted[:0] = swapped
         return result
@@ -193,15 +195,40 @@ class Scheduler:
         """At a round boundary, stop what the round-based policy swaps out of time-sliced pools (see rounds.py)."""
         if self.rounds is None or not self.rounds.due(now):
             return []
-        heads = [self.queues.requests[r] for q in self.queues.queues.values() if (r := q.head()) is not None]
-        heads = [req for req in heads if req.run not in self.nominated]
-        swap = self.rounds.swap(self.cache, heads, {p.name: p for p in self.fleet.spec.pools}, now)
+        waiting = [req for req in self._contenders() if req.run not in self.nominated]
+        swap = self.rounds.swap(self.cache, waiting, {p.name: p for p in self.fleet.spec.pools}, now)
         stopped = []
         for alloc, why, for_run in swap.stop:
             self.cache.preempting(alloc, now, counted=False)
             stopped.append(Preemption(alloc.run, alloc.pool, alloc.chips, self.config.grace_s, why, for_run))
         self.nominated.update(swap.nominate)
         return stopped
+
+    def _contenders(self) -> list[Request]:
+        """The waiting runs a policy picks from: every one, in every queue (a policy that reorders, by rounds
+        or by pool, stands in for the queues' own order, strict FIFO included)."""
+        return [self.queues.requests[r] for q in self.queues.queues.values() for r in q.runs()]
+
+    def _hint(self, now: float) -> None:
+        """The policy's pool for each waiting run it placed, tried first: the round's plan (round-based
+        policies), or where a heterogeneity-aware ordering policy sends it now (its fastest chip type with room)."""
+        if self.rounds is not None:
+            wanted = self.rounds.plan  # until the next round plans again (a moved run waits once it has stopped)
+            why = f"policy {self.rounds.policy.name} gave it this round on {{pool}}"
+        else:
+            policy = self.ordering
+            if policy is None or not self.queues.requests:
+                return
+            specs = {p.name: p for p in self.fleet.spec.pools}
+            pools = [pool_view(self.cache, specs[n]) for n in specs if n in self.cache.pools]
+            pools = [p for p in pools if not self.cache.pools[p.name].drained]
+            views = [dataclasses.replace(view_of(req), throughput=rates(req, specs)) for req in self._contenders()]
+            wanted = {job.run: pool for job, pool in policy.order(views, pools, now) if pool is not None}
+            why = f"policy {policy.name} sends it to its fastest chip type with room, {{pool}}"
+        for run, pool in wanted.items():
+            waiting = self.queues.requests.get(run)
+            if waiting is not None and pool not in (waiting.pool, waiting.avoid_pool):
+                self.submitted(dataclasses.replace(waiting, pool=pool, pool_reason=why.format(pool=pool)))
 
     # --- the fleet -----------------------------------------------------------------------------
 
@@ -332,6 +359,7 @@ class Scheduler:
             self.queues.reorder(admission_order(fresh.policy))
         if (fresh.policy, fresh.round_s) != (self.config.policy, self.config.round_s):
             self.rounds = _rounds(fresh)
+            self.ordering = _ordering(fresh)
         self.config = dataclasses.replace(fresh, best_effort_tries=self.config.best_effort_tries)
         self.cache.config = self.config
         self.cache.usage.set_half_life(self.config.half_life_s)
@@ -387,3 +415,9 @@ class Scheduler:
 def _rounds(config: SchedulerConfig) -> Rounds | None:
     policy = get_policy(config.policy)
     return Rounds(policy, config.round_s) if policy.round_based else None
+
+
+def _ordering(config: SchedulerConfig) -> Policy | None:
+    """The ordering policy that also picks pools (a heterogeneity-aware one), else None."""
+    policy = get_policy(config.policy)
+    return policy if policy.hetero and not policy.round_based else None

@@ -111,6 +111,13 @@ class Request:
     """The only pools whose chips can run it (a zero rate elsewhere); None: every pool `allow` admits."""
     attained_s: float = 0.0
     """Chip-seconds of service the run's earlier attempts received (`las` orders by it)."""
+    attained_by_type: tuple[tuple[str, float], ...] = ()
+    """`attained_s` split by chip type (hetero policies count service at its worth); empty: not split."""
+    throughput: tuple[tuple[str, float], ...] = ()
+    """The run's whole-gang rate on each chip type (work units per second, 0: cannot run there), as measured
+    or traced; empty: unknown, and heterogeneity-aware policies treat every chip type alike."""
+    remaining: float | None = None
+    """Work units left (the units of `throughput`; seconds at speed 1 without it); None: unknown."""
     workers: int = 1
     """Data-parallel workers (`spec.parallelism.data`): one gang, all admitted or none."""
     parts: tuple[PartRequest, ...] = ()

@@ -11,6 +11,7 @@ simulation measures comes from the events it records, folded by `crossrail.metri
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -24,7 +25,7 @@ from crossrail.core import Event, EventType
 from crossrail.metrics import MetricsAccumulator
 from crossrail.scheduling import Request, Scheduler, SchedulerConfig
 from crossrail.scheduling.decisions import RetryPolicy
-from crossrail.scheduling.policies import get_policy
+from crossrail.scheduling.policies import ROUND_S, get_policy
 from crossrail.sim.capacity import Capacity
 from crossrail.sim.checkpointing import CheckpointSpec
 from crossrail.sim.engine import LATE, Engine, Timer
@@ -64,10 +65,13 @@ class Simulation:
         fallback_wait_s: float = 60.0,
         retries: RetryPolicy = SIM_RETRIES,
         placement: PlacementPolicy | None = None,
+        shared: bool = False,
     ) -> None:
         self.fleet, self.policy_name, self.seed = fleet, policy, seed
         self.policy = get_policy(policy)  # an unknown name fails here, before anything runs
-        self.native = policy in NATIVE
+        self.native = policy in NATIVE or shared
+        """Whether admission goes through `Scheduler.cycle` as the agent's does (fifo and priority always; every
+        policy with `shared`, rounds included); else through `PolicyDriver`, Gavel's round loop."""
         self.stream = jobs if isinstance(jobs, JobStream) else None
         listed = [] if self.stream is not None else sorted(jobs, key=lambda j: (j.submit_s, j.name))
         self.jobs = {j.name: j for j in listed}
@@ -83,6 +87,7 @@ class Simulation:
         self.recheck_s = recheck_s if recheck_s is not None else fallback_wait_s
         self.engine = Engine()
         config = SchedulerConfig.from_fleet(fleet, fallback_wait_s=fallback_wait_s)
+        config = dataclasses.replace(config, policy=policy, round_s=round_s or fleet.spec.scheduling.round_s or ROUND_S)
         self.sched = Scheduler.from_fleet(scheduling_fleet(fleet, shapes), config)  # in allocation units
         model = FailureModel(failures, np.random.default_rng(seed)) if failures is not None else None
         self.failures = model if failures is not None and failures.enabled else None
@@ -102,6 +107,13 @@ class Simulation:
         """Jobs queued now -> when they were queued (insertion order is arrival order)."""
         self.attempts: dict[str, int] = {}
         self.useful_before: dict[str, float] = {}
+        self.attained: dict[str, dict[str, float]] = {}
+        """Chip-seconds each job's ended attempts held, by chip type (least-attained-service policies order by it)."""
+        speeds: dict[str, float] = {}
+        for p in fleet.pools:
+            speeds[p.chip_type] = max(speeds.get(p.chip_type, 0.0), p.relative_speed)
+        self.speeds = speeds if len(set(speeds.values())) > 1 else {}
+        """A job without a throughput row runs at each chip type's relative speed; uniform speeds say nothing."""
         self.committed: dict[str, float] = {}
         """Work each job has kept so far (its next attempt restores from here)."""
         self.cycles = 0
@@ -110,6 +122,7 @@ class Simulation:
         self._cycle: Timer | None = None
         self._recheck: Timer | None = None
         self._budget_wake: float | None = None
+        self._round_wake: float | None = None
         self._arrivals: Iterator[SimJob] = iter(self.stream if self.stream is not None else listed)
         self._arrivals_left = True
         self.blocked: dict[str, str] = {}
@@ -134,6 +147,8 @@ class Simulation:
             chips = 0 if pool.drained else pool.chips
             data = {"pool": pool.name, "chips_before": 0, "chips_after": chips, "reason": "simulation start"}
             self._emit(EventType.CAPACITY_CHANGED, None, None, data)
+        if self.native and self.sched.rounds is not None:  # the first round opens at the start, as the agent's does
+            self.demand_changed()
         self._next_arrival()
         limit = math.inf if until_s is None else until_s
         engine, total = self.engine, self._total()
@@ -255,6 +270,10 @@ class Simulation:
             team=job.team,
             min_chips=job.min_chips if job.elastic else None,
             duration_s=job.declared_s,
+            attained_s=sum(self.attained.get(job.name, {}).values()),
+            attained_by_type=tuple(self.attained.get(job.name, {}).items()),
+            throughput=tuple((job.throughput or self.speeds).items()),
+            remaining=max(job.work_s - self.committed.get(job.name, 0.0), 0.0),
             allow=allow,
             runs_on=self.allow[job.name][1] if job.name in self.allow else None,
             prefer=job.prefer,
@@ -293,6 +312,11 @@ class Simulation:
             self.launch(a.run, a.pool, a.chips)
         for crossing in result.budget_exceeded:
             self._emit(EventType.BUDGET_EXCEEDED, None, None, crossing.as_dict())
+        rounds = self.sched.rounds  # the next boundary while anything waits or runs, as the agent passes there
+        at = rounds.next_at if rounds is not None and (self.waiting or self.executor.live) else None
+        if at is not None and at != self._round_wake:
+            self._round_wake = at
+            self.engine.schedule(max(at, now), self.demand_changed, LATE)
         held = result.held_until
         if held is not None and held > now and held != self._budget_wake:  # a budget holds heads until then
             self._budget_wake = held
@@ -353,6 +377,9 @@ class Simulation:
     def _ended(self, att: Attempt, how: str, lost_s: float) -> None:
         now, run, rec = self.engine.now(), att.job.name, att.record
         self.sched.finished(run, now)
+        by_type = self.attained.setdefault(run, {})
+        chip_type = self.pools[att.pool].chip_type
+        by_type[chip_type] = by_type.get(chip_type, 0.0) + att.chips * (now - att.started_at)
         self.committed[run] = att.committed
         useful = rec.useful_chip_s - self.useful_before.pop(run, 0.0)
         data: dict[str, Any] = {"pool": att.pool, "useful_chip_s": useful}
