@@ -89,8 +89,10 @@ def read(store: Store, name: str, *, load: bool, readers: int = DEFAULT_READERS,
         with _torn_on_os_error(entry["file"]), store.ranges(name, entry["file"]) as read_into:
             return read_tensor(read_into, entry, starts[entry["file"]], load=load)
 
-    # One task per tensor, in file order: several streams at once keep the disk (or the network) busy.
-    arrays = parallel(tensor, manifest["tensors"], readers)
+    # One task per tensor, in file order: several streams at once keep the disk (or the network) busy. Mapped,
+    # the kernel's readahead does the reading and this side only checksums: one stream, in order, measured
+    # faster there (1 GB: 0.50 s against 0.61 s with four, median of nine, cold).
+    arrays = parallel(tensor, manifest["tensors"], 1 if regions else readers)
     if not load:
         return {}, manifest
     return {e["name"]: a for e, a in zip(manifest["tensors"], arrays, strict=True)}, manifest
