@@ -1,5 +1,5 @@
 """Each command loads only what it needs: `crossrail status` leaves every other command's module, the metrics it
-does not show and the HTTP transport unloaded (its start-up time is mostly imports)."""
+does not show, the HTTP transport, pydantic, numpy and YAML unloaded (its start-up time is mostly imports)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ UNNEEDED_BY_STATUS = (
     "crossrail.spec",
     "crossrail.scheduling",
     "httpx",
+    "pydantic",  # typer coerces an option through it only when one is given (cli/lazy.py)
+    "numpy",
+    "yaml",
 )
 
 

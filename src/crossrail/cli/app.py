@@ -16,7 +16,7 @@ import typer
 
 from crossrail.cli import output
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, local_client, refuse_json
-from crossrail.cli.lazy import Registry
+from crossrail.cli.lazy import Registry, defer_coercion
 from crossrail.cli.output import console, emit
 from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError
@@ -30,6 +30,7 @@ app = typer.Typer(
 )
 lazy = Registry(app)
 """Commands whose module loads only when they run: one module per group of commands (docs/cli.md)."""
+defer_coercion()  # options are coerced (through pydantic) only when given
 
 
 def _print_version(wanted: bool) -> None:
@@ -651,8 +652,8 @@ def _command_named(args: list[str]) -> str | None:
 
 def _only(name: str | None) -> None:
     """Keep only the command (or group) `name` in the app when it is one: typer builds every command's parameters
-    before it runs one (each annotation evaluated, each coerced through pydantic), half of `crossrail status`'s
-    time. Any other word (a typo, none, `--help`) keeps them all, for click's usage, suggestions and help."""
+    before it runs one (each annotation evaluated; coerced only when given, lazy.defer_coercion). Any other word
+    (a typo, none, `--help`) keeps them all, for click's usage, suggestions and help."""
     commands = [c for c in app.registered_commands if (c.name or _name_of(c.callback)) == name]
     groups = [g for g in app.registered_groups if g.name == name]
     if commands or groups or name in lazy.entries:  # a lazy one is found by name when it runs (cli/lazy.py)

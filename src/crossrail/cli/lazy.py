@@ -1,4 +1,5 @@
-"""Commands whose module loads only when they run (or when help lists them): `crossrail status` loads none of them."""
+"""Commands whose module loads only when they run (or when help lists them): `crossrail status` loads none of them.
+Options are coerced only when given (`defer_coercion`): a command that is given none imports no pydantic."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import typer
+from typer import core as typer_core
 from typer import main as typer_main
 from typer.core import TyperGroup
 from typer.models import CommandInfo, Default, TyperInfo
@@ -78,3 +80,54 @@ class Registry:
                 names.insert(min(at, len(names)), name)
             out += names
         return out
+
+
+_PLAIN = (int, float, str)
+
+
+class _DeferredCoercion:
+    """typer's coercion of one parameter (a pydantic TypeAdapter), built on the first value that needs it.
+
+    A parameter not given needs none: None stays None (an empty tuple for one taking many values), as typer's
+    own coercion gives, and its declared default stays itself when it is a plain int, float or str of exactly
+    the parameter's type (no parser): what coercion would return for it."""
+
+    def __init__(self) -> None:
+        self.built: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:
+            return () if param.multiple or param.nargs == -1 else None
+        descriptor = param.type_descriptor
+        if (
+            type(value) in _PLAIN
+            and type(value) is descriptor.annotation
+            and descriptor.parameter_info.parser is None
+            and value is param.default
+        ):
+            return value
+        if self.built is None:
+            self.built = _build_runtime_param(descriptor)
+        return self.built.coerce(value, param=param, ctx=ctx)
+
+
+def _build_runtime_param(descriptor: Any) -> Any:
+    from typer._coercion import build_runtime_param
+
+    return build_runtime_param(descriptor)
+
+
+def defer_coercion() -> None:
+    """Coerce a command's parameters only when they carry a value: typer (0.2x) builds a pydantic TypeAdapter for
+    each parameter when a command parses, given or not, so every command imported pydantic (a sixth of `crossrail
+    status`'s time). A typer without that machinery (`_TyperParameter.get_runtime_param`) is left as it is."""
+    param_class = getattr(typer_core, "_TyperParameter", None)
+    if param_class is None or not hasattr(param_class, "get_runtime_param"):
+        return
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            self._runtime_param = _DeferredCoercion()
+        return self._runtime_param
+
+    param_class.get_runtime_param = get_runtime_param

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Annotated
 
 import typer
 from typer.testing import CliRunner
@@ -59,3 +61,36 @@ def test_a_lazy_group_runs_its_subcommands() -> None:
 
     assert done.exit_code == 0, done.output
     assert "policy check [OPTIONS]" in done.output
+
+
+def _coercions() -> typer.Typer:
+    """An app with every kind of option a crossrail command has, printing what it was given."""
+    demo = typer.Typer(add_completion=False)
+
+    @demo.command()
+    def show(
+        interval: Annotated[float, typer.Option(min=0.05)] = 2.0,
+        count: Annotated[int | None, typer.Option(min=1)] = None,
+        home: Annotated[Path | None, typer.Option()] = None,
+        name: Annotated[str, typer.Option()] = "all",
+        sets: Annotated[list[str] | None, typer.Option("--set")] = None,
+        on: Annotated[bool, typer.Option("--on")] = False,
+    ) -> None:
+        print(repr((interval, count, home, name, sets, on)))
+
+    return demo
+
+
+def test_options_not_given_are_their_defaults_and_given_ones_are_coerced_and_checked() -> None:
+    demo = _coercions()  # crossrail.cli is imported above: its coercion (cli/lazy.py) is in force
+
+    assert runner.invoke(demo, []).output.strip() == repr((2.0, None, None, "all", None, False))
+    given = runner.invoke(
+        demo, ["--interval", "3", "--count", "2", "--home", "w", "--name", "x", "--set", "a=1", "--on"]
+    )
+    assert given.exit_code == 0, given.output
+    assert given.output.strip() == repr((3.0, 2, Path("w"), "x", ["a=1"], True))
+    for args, option in [(["--interval", "0.01"], "--interval"), (["--count", "0"], "--count")]:
+        refused = runner.invoke(demo, args)
+        assert refused.exit_code == 2, refused.output
+        assert option in refused.output
