@@ -201,7 +201,7 @@ class LocalStore(Store):
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)  # the mapping shares this open file's readahead
             return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
-        except ValueError:  # an empty file: nothing to map
+        except (ValueError, OSError):  # an empty file, or a file system that cannot map files: read instead
             return None
         finally:
             os.close(fd)

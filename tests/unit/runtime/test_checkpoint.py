@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import mmap
 import os
 import re
 import shutil
@@ -27,6 +29,7 @@ from crossrail.runtime import (
     read_checkpoint,
     resolve,
     step_dirname,
+    stores,
 )
 
 from .ckpt_builders import (
@@ -148,6 +151,26 @@ def test_a_mapped_restore_views_the_files_copy_on_write_and_verifies_every_tenso
     flip_a_data_byte(tmp_path, 1, "model-00001-of-00002.safetensors")
     with pytest.raises(TornCheckpoint, match="tensor w: checksum mismatch"):
         ckpt.restore(1, mapped=True)
+
+
+def test_a_mapped_restore_reads_the_tensors_where_the_file_system_cannot_map_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    want = big_tensors_of(1, mib=2)
+    ckpt = Checkpointer(str(tmp_path))
+    ckpt.save(want, 1)
+
+    class NoMapping:  # what mmap does on a file system without it (ENODEV)
+        ACCESS_COPY = mmap.ACCESS_COPY
+
+        @staticmethod
+        def mmap(*args: Any, **kwargs: Any) -> Any:
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
+
+    monkeypatch.setattr(stores, "mmap", NoMapping)
+    got = ckpt.restore(1, mapped=True)[0]
+    assert_bit_identical(got, want)
+    assert all(a.flags.owndata for a in got.values())  # each read into an array of its own (all under 4 MiB)
 
 
 def test_the_files_do_not_depend_on_how_many_threads_wrote_them(tmp_path: Path) -> None:
