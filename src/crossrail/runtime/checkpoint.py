@@ -324,10 +324,12 @@ class Checkpointer:
         copied for them: a cold restore runs at the disk's speed (on a 2-core VM, faulting in 1 GB of fresh
         memory took 0.4-0.7 s, as long as reading it cold). What that trades: a write to a restored array
         pays then for each page it changes; the files stay on disk until those arrays are freed (a checkpoint
-        pruned meanwhile frees its space only then); and pages the kernel drops under memory pressure are
-        read again from the file unverified, where an I/O error then stops the process with SIGBUS. For
-        arrays that are copied into a model or onto an accelerator and let go, it costs nothing. Tensors
-        whose bytes are not aligned to their dtype, and checkpoints on object storage, are read as without it.
+        pruned meanwhile frees its space only then); and the pages not yet written to come from the file, the
+        kernel reading again, unverified, those it drops under memory pressure: a file changed in place or cut
+        short (crossrail does neither to a committed checkpoint) changes those arrays or stops the process
+        with SIGBUS, as an I/O error then does. For arrays that are copied into a model or onto an accelerator
+        and let go, little of this matters. Tensors whose bytes are not aligned to their dtype, and checkpoints
+        on object storage, are read as without it.
         """
         if step is not None and step != "latest":
             return self._restore_step(_whole("a checkpoint step", step), mapped=mapped)
