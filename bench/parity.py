@@ -405,8 +405,8 @@ class Live:
         if queued:
             known.append((now // DAY_S + 1) * DAY_S)
         rounds = self.agent.scheduler.rounds if self.agent.scheduler is not None else None
-        if rounds is not None and rounds.next_at is not None and queued and self.executor.live:  # a swap stops a run
-            known.append(rounds.next_at - self.start)
+        if rounds is not None and rounds.next_at is not None and (queued or self.executor.live):
+            known.append(rounds.next_at - self.start)  # a round boundary, while anything waits or runs
         at = min(known, default=now + TICK_S)
         return max(now + TICK_S, -(-at // TICK_S) * TICK_S)
 
@@ -451,7 +451,6 @@ def sim_trace(policy: str, fleet: Fleet, work: list[SimJob], placement: Placemen
         recheck_s=0.0,
         fallback_wait_s=0.0,
         placement=placement,
-        shared=True,
     )
     victim = sorted(work, key=lambda j: (j.submit_s, j.name))[2].name
     sim.engine.schedule(FAIL_AT, lambda: sim.executor.interrupt(victim))

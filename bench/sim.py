@@ -127,8 +127,8 @@ def gavel_15(repeats: int) -> str:
     """The 15-job trace: average JCT beside Gavel's, wall time the median of `repeats`."""
     jobs = gavel_jobs(DATA / "artifact_evaluation.trace", DATA / "simulation_throughputs.json")
     cluster = build_fleet(
-        [{"name": "v100", "accelerator": "gpu", "chip_type": "v100", "chips": 2, "chips_per_host": 2},
-         {"name": "k80", "accelerator": "gpu", "chip_type": "k80", "chips": 4, "chips_per_host": 4}],
+        [{"name": t, "accelerator": "gpu", "chip_type": t, "chips": n, "chips_per_host": n, "time_sliced": True}
+         for t, n in (("v100", 2), ("k80", 4))],
         name="gavel",
     )  # fmt: skip
     parts = []
@@ -165,7 +165,7 @@ def fig8(rates: list[int], seeds: int, progress: Progress) -> str:
     importlib.import_module("scipy.optimize")  # a process's module loading, not a run's work (docstring)
 
     cluster = build_fleet(
-        [{"name": t, "accelerator": "gpu", "chip_type": t, "chips": 36, "chips_per_host": 1}
+        [{"name": t, "accelerator": "gpu", "chip_type": t, "chips": 36, "chips_per_host": 1, "time_sliced": True}
          for t in ("v100", "p100", "k80")],
         name="gavel-fig8",
     )  # fmt: skip

@@ -28,7 +28,7 @@ REDUCED: dict[str, list[str]] = {
     "ckpt": ["--gb", "0.02", "--tensors", "4", "--reps", "1"],
     "load": ["--seconds", "3", "--clients", "2", "--agents", "2"],
     "parallel": ["--steps", "4", "--repeats", "1", "--degrees", "2"],
-    "parity": ["--jobs", "3", "--policies", "las,max_min_fairness_hetero"],  # fifo, priority: test_parity.py
+    "parity": ["--jobs", "3", "--policies", "las,min_jct_hetero"],  # four others: test_parity.py
     "rl": ["--steps", "4", "--skip", "1", "--window", "1", "--sample-sleep", "0.05", "--warm-steps", "2"],
     "schedule": ["--sizes", "200", "--repeats", "1"],
     "sim": ["--cases", "gavel", "big-jobs", "--repeats", "1", "--big-scale", "64", "--days", "2"],

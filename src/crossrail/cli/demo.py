@@ -138,7 +138,8 @@ DEMO_POLICIES = ("fifo", "fifo_hetero", "las_hetero", "max_min_fairness_hetero",
 
 
 def _simulate_policies() -> dict[str, float] | None:
-    """Replay Gavel's 15-job trace on 2 V100 + 4 K80 with the scheduling core: average JCT per policy."""
+    """Replay Gavel's 15-job trace on 2 V100 + 4 K80 through the scheduling step the agent runs: average JCT
+    per policy."""
     from crossrail.sim.fleets import pools_fleet
     from crossrail.sim.report import comparison, summary_table
     from crossrail.sim.simulation import Simulation
@@ -148,9 +149,9 @@ def _simulate_policies() -> dict[str, float] | None:
     if not (trace.is_file() and matrix.is_file()):
         console.print(f"[dim]fleet simulation skipped: Gavel's trace is not at {GAVEL} (it ships in the repo)[/]")
         return None
-    console.rule("fleet simulation: Gavel's trace on 2 V100 + 4 K80, same scheduling core")
+    console.rule("fleet simulation: Gavel's trace on 2 V100 + 4 K80 (time-sliced), the agent's scheduling step")
     jobs = gavel_jobs(trace, matrix)
-    fleet = pools_fleet("v100:2:2,k80:4:4", jobs)
+    fleet = pools_fleet("v100:2:2,k80:4:4", jobs, time_sliced=True)
     results = [Simulation(fleet, jobs, policy=p, seed=0).run() for p in DEMO_POLICIES]
     console.print(summary_table(results))
     for other in results[1:]:

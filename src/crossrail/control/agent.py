@@ -497,14 +497,14 @@ class Agent:
         ]
         # What `las`-style policies order by: every attempt's chip-seconds, a running one's up to now
         attained = self.store.attained_chip_s([*(p.run for p in pending), *(a.run_id for a in active)], now)
-        pending = [dataclasses.replace(p, attained_s=attained[p.run]) if p.run in attained else p for p in pending]
+        pending = [_served(p, attained.get(p.run, 0.0)) for p in pending]
         running = []
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
             held = a.chips * max(now - a.started_at, 0.0) if a.started_at is not None else 0.0
             before = max(attained.get(r.id, 0.0) - held, 0.0)  # the running attempt's own is counted by the round
             req = Request(r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
-            req = dataclasses.replace(req, workers=_workers(r), attained_s=before)
+            req = _served(dataclasses.replace(req, workers=_workers(r)), before)
             if a.part is not None:  # a part holds chips under its own key, as the cycle admitted it
                 req = dataclasses.replace(
                     req, run=part_key(r.id, a.part), workers=_part_workers(r, a.part, a.chips), part=a.part
@@ -767,6 +767,13 @@ def _workers(run: RunRecord) -> int:
     """The run's data-parallel workers (`spec.parallelism.data`, default 1): one gang in the scheduling core."""
     data = ((run.spec.get("spec") or {}).get("parallelism") or {}).get("data")
     return data if isinstance(data, int) and data > 0 else 1
+
+
+def _served(req: Request, chip_s: float) -> Request:
+    """`req` with the service its run's attempts received (`las` orders by it) and the run time its declared
+    duration leaves after it (`min_jct` orders by that): what the agent knows, with no step counts."""
+    left = max(req.duration_s - chip_s / max(req.chips, 1), 0.0) if req.duration_s is not None else None
+    return dataclasses.replace(req, attained_s=chip_s, remaining=left)
 
 
 def _duration_s(run: RunRecord) -> float | None:

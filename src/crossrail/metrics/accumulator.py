@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from crossrail.core.events import Event, EventType
 from crossrail.metrics.distribution import Distribution, Distributions, Durations
@@ -28,31 +28,6 @@ class _Attempt:
     first_beat: Beat | None = None
     last_beat: Beat | None = None
     resume_step: int | None = None
-
-
-class Holder(Protocol):
-    """A bulk fold that holds some runs' state (`metrics/swaps.py`'s SwapBook): it gives a run back before any
-    event of it is folded, and all of them before a report."""
-
-    held: dict[str, int]
-
-    def release(self, run_id: str) -> None: ...
-
-    def release_all(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class HeldRun:
-    """A run's state while a bulk fold keeps it (`MetricsAccumulator.hold`, then `give_back`)."""
-
-    key: GroupKey
-    """The group it counts in: its stage and the pool of its last started attempt."""
-    chips: float
-    waiting_since: float | None
-    recovering_since: float | None
-    last_attempt: int
-    attempt: tuple[str, float, float, float] | None
-    """Its running attempt: (pool, chips, cost per chip-hour, started at); None when none runs."""
 
 
 @dataclass(slots=True)
@@ -102,8 +77,6 @@ class MetricsAccumulator:
         self._running: dict[str, _Run] = {}
         self._waiting: dict[str, _Run] = {}
         self._fleet = _FleetUsage()
-        self._holder: Holder | None = None
-        """A simulator's bulk swaps, holding some runs' state as columns (`lend_to`)."""
         self._handlers: dict[EventType, Callable[[_Run, Event], None]] = {
             EventType.SUBMITTED: self._on_submitted,
             EventType.QUEUED: self._on_queued,
@@ -128,89 +101,19 @@ class MetricsAccumulator:
         run = self._runs.get(event.run)
         if run is None:
             run = self._runs[event.run] = self._new_run(event.run)
-        if self._holder is not None and event.run in self._holder.held:  # its state comes back first
-            self._holder.release(event.run)
         if run.outcome is None:  # a terminal run accepts no further change
             handler(run, event)
 
-    def lend_to(self, holder: Holder) -> None:
-        """Let `holder` keep runs it takes with `hold` (one holder per accumulator)."""
-        if self._holder is not None and self._holder is not holder:
-            raise ValueError("this accumulator already lends its runs to another holder")
-        self._holder = holder
-
-    def hold(self, run_id: str) -> HeldRun:
-        """Hand a run still going to a bulk fold: until `give_back` the fold keeps its state, and neither its
-        running attempt nor its wait counts here. ValueError for a run that is over."""
-        run = self._runs[run_id]
-        if run.outcome is not None:
-            raise ValueError(f"run {run_id!r} is over ({run.outcome}): only a run still going can be held")
-        attempt = run.attempt
-        self._running.pop(run_id, None)
-        self._waiting.pop(run_id, None)
-        held = (attempt.key[1], attempt.chips, attempt.cost_per_chip_hour, attempt.started_ts) if attempt else None
-        return HeldRun(run.key, run.chips, run.waiting_since, run.recovering_since, run.last_attempt, held)
-
-    def give_back(self, run_id: str, state: HeldRun) -> None:
-        """Take a held run's state back, as the events the fold stood for would have left it."""
-        run = self._runs[run_id]
-        run.waiting_since, run.recovering_since = state.waiting_since, state.recovering_since
-        run.last_attempt = state.last_attempt
-        self._move(run, state.key)  # a run counts in the group of its last attempt
-        if run.waiting_since is not None:
-            self._waiting[run_id] = run
-        run.attempt = None
-        if state.attempt is not None:
-            _, chips, price, started = state.attempt
-            run.attempt = _Attempt(state.last_attempt, run.key, chips, price, started)
-            self._running[run_id] = run
-
-    def fold(
-        self,
-        key: GroupKey,
-        *,
-        chip_hours: float = 0.0,
-        cost: float = 0.0,
-        useful_chip_hours: float | None = None,
-        started: bool = False,
-        recoveries: int = 0,
-        durations: tuple[Any, Any, Any] | None = None,
-    ) -> None:
-        """Fold many attempts' figures into group `key` at once, as their events would have: ended attempts'
-        chip-hours, cost and useful chip-hours; whether attempts `started` there and how many were
-        `recoveries`; and `durations`, 1-d float64 arrays of run, queue and recovery seconds (kept as given)."""
-        tally = self._tally(key)
-        tally.chip_hours += chip_hours
-        tally.cost += cost
-        if useful_chip_hours is not None:
-            tally.useful_chip_hours += useful_chip_hours
-            tally.reports_useful = True
-        tally.has_attempts = tally.has_attempts or started
-        tally.recoveries += recoveries
-        if durations is None:
-            return
-        for kept, values in zip((tally.run_s, tally.queue_s, tally.recovery_s), durations, strict=True):
-            if len(values):
-                kept.add_array(values)
-
-    def settle(self) -> None:
-        """Take back the state of every run a swap book holds (a report does so first)."""
-        if self._holder is not None:
-            self._holder.release_all()
-
     def report(self, now: float) -> Report:
         """The metrics as of `now`: running attempts count up to it, queued runs have waited until it."""
-        self.settle()
         return self._report(now, self._running_usage(now), Distributions())
 
     def stage_totals(self, now: float) -> list[GroupMetrics]:
         """One record per stage over all its pools (pool `*`), sorted by stage; same definitions as groups."""
-        self.settle()
         return self._stage_totals(self._running_usage(now), Distributions())
 
     def snapshot(self, now: float) -> tuple[Report, list[GroupMetrics]]:
         """`report(now)` and `stage_totals(now)` in one pass: a distribution two groups share is computed once."""
-        self.settle()
         running, distributions = self._running_usage(now), Distributions()
         return self._report(now, running, distributions), self._stage_totals(running, distributions)
 

@@ -17,14 +17,12 @@ These preemptions are not counted against the preemption bound.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from crossrail.scheduling.cache import Cache
-from crossrail.scheduling.policies import JobView, Policy, PoolView
-from crossrail.scheduling.policies.admission import view_of
+from crossrail.scheduling.policies import JobView, Policy, PoolView, level_of
 from crossrail.scheduling.types import Allocation, Request
 from crossrail.spec import Pool
 
@@ -137,31 +135,49 @@ class Rounds:
         return any(_allows(req, p) and (reach is None or p.name in reach) for p in pools)
 
     def _running(self, alloc: Allocation, specs: dict[str, Pool], now: float) -> JobView:
+        """A running run as the policy sees it: its service and work left counted up to `now`."""
         req = alloc.request
-        ran = alloc.chips * max(now - alloc.started_at, 0.0)
+        held_s = max(now - alloc.started_at, 0.0)
         by_type = dict(req.attained_by_type)
         chip_type = specs[alloc.pool].chip_type if alloc.pool in specs else None
         if by_type and chip_type is not None:
-            by_type[chip_type] = by_type.get(chip_type, 0.0) + ran
-        remaining = req.remaining
-        if remaining is not None and self.policy.uses_remaining:
+            by_type[chip_type] = by_type.get(chip_type, 0.0) + alloc.chips * held_s
+        remaining = None
+        if req.remaining is not None and self.policy.uses_remaining:
             rate = dict(req.throughput).get(chip_type or "", 1.0) if req.throughput else 1.0
-            remaining = max(remaining - rate * max(now - alloc.started_at, 0.0), 0.0)
-        return dataclasses.replace(
-            self._waiting(req, specs),
-            chips=alloc.chips,
-            attained_s=req.attained_s + ran,
-            attained_by_type=by_type,
-            remaining=remaining,
-            pool=alloc.pool,
-        )
+            remaining = max(req.remaining - rate * held_s, 0.0)
+        got = req.attained_s + alloc.chips * held_s
+        return self._view(req, specs, chips=alloc.chips, got=got, by_type=by_type, remaining=remaining, pool=alloc.pool)
 
     def _waiting(self, req: Request, specs: dict[str, Pool]) -> JobView:
-        return dataclasses.replace(
-            view_of(req),
+        remaining = req.remaining if self.policy.uses_remaining else None
+        by_type = dict(req.attained_by_type)
+        return self._view(
+            req, specs, chips=req.chips, got=req.attained_s, by_type=by_type, remaining=remaining, pool=None
+        )
+
+    @staticmethod
+    def _view(
+        req: Request,
+        specs: dict[str, Pool],
+        *,
+        chips: int,
+        got: float,
+        by_type: dict[str, float],
+        remaining: float | None,
+        pool: str | None,
+    ) -> JobView:
+        return JobView(
+            run=req.run,
+            queue=req.queue,
+            priority=level_of(req.priority),
+            submitted_at=req.queued_at,
+            chips=chips,
+            attained_s=got,
             throughput=rates(req, specs),
-            attained_by_type=dict(req.attained_by_type),
-            remaining=req.remaining if self.policy.uses_remaining else None,
+            remaining=remaining,
+            pool=pool,
+            attained_by_type=by_type,
         )
 
 

@@ -37,14 +37,14 @@ Where = tuple[tuple[str, ...] | None, tuple[str, ...] | None]
 """(accelerators the scheduler may place a job on, the only pools that can run it); None: no limit."""
 
 
-def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[str, Where]:
+def check_jobs(fleet: Fleet, jobs: Iterable[SimJob]) -> dict[str, Where]:
     """Job -> where the scheduler may place it; PlacementError for jobs no pool can ever run.
 
     A job with a throughput row that is zero on some pool's chip type is kept off that pool (every
     policy, FIFO included), never refused for it: only a job no pool can run at all is an error.
     """
     states = {p.name: PoolState(p) for p in fleet.pools}
-    reach = quota_reach(fleet) if native else None
+    reach = quota_reach(fleet)
     kinds = sorted({str(p.accelerator) for p in fleet.pools})
     allow: dict[str, Where] = {}
     never = []
@@ -60,16 +60,15 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob], *, native: bool) -> dict[st
             for p in fleet.pools
             if p.chips >= job.chips and states[p.name].allows(job.chips) and job.runs_on(str(p.accelerator))
         ]
-        if reach is not None:
-            queue = fleet.queue_for(job.stage, job.team)
-            holds = [p for p in holds if queue is None or reach.get((queue.name, p.name), 0) >= job.chips]
+        queue = fleet.queue_for(job.stage, job.team)
+        holds = [p for p in holds if queue is None or reach.get((queue.name, p.name), 0) >= job.chips]
         runs = {p.name for p in holds if job.rate(p.chip_type, p.relative_speed) > 0}
         if not runs:
             never.append(job)
             continue
         ok = sorted({str(p.accelerator) for p in holds if p.name in runs})
-        kinds_ok = None if len(ok) == len(kinds) or not native else tuple(ok)
-        pools_ok = None if len(runs) == len(holds) or not native else tuple(sorted(runs))
+        kinds_ok = None if len(ok) == len(kinds) else tuple(ok)
+        pools_ok = None if len(runs) == len(holds) else tuple(sorted(runs))
         allow[job.name] = (kinds_ok, pools_ok)
         if key is not None:
             seen[key] = allow[job.name]

@@ -34,15 +34,11 @@ from crossrail.sim.failures import FailureModel, FailureSpec
 from crossrail.sim.fit import check_jobs, hosts_of, queue_names
 from crossrail.sim.generated import JobStream
 from crossrail.sim.placing import SimPlacing
-from crossrail.sim.policy_driver import PolicyDriver
 from crossrail.sim.records import RunRecord, SimResult, StageStats
 from crossrail.sim.retries import SIM_RETRIES, SimRetries
 from crossrail.sim.units import scheduling_fleet
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Fleet, PlacementPolicy
-
-NATIVE = ("fifo", "priority")
-"""Policies the scheduling core itself implements: admission order by (priority,) time queued."""
 
 Progress = Callable[[int, int, float], None]
 """(jobs finished, jobs in all, virtual now) -> None; called every few thousand events."""
@@ -65,13 +61,9 @@ class Simulation:
         fallback_wait_s: float = 60.0,
         retries: RetryPolicy = SIM_RETRIES,
         placement: PlacementPolicy | None = None,
-        shared: bool = False,
     ) -> None:
         self.fleet, self.policy_name, self.seed = fleet, policy, seed
         self.policy = get_policy(policy)  # an unknown name fails here, before anything runs
-        self.native = policy in NATIVE or shared
-        """Whether admission goes through `Scheduler.cycle` as the agent's does (fifo and priority always; every
-        policy with `shared`, rounds included); else through `PolicyDriver`, Gavel's round loop."""
         self.stream = jobs if isinstance(jobs, JobStream) else None
         listed = [] if self.stream is not None else sorted(jobs, key=lambda j: (j.submit_s, j.name))
         self.jobs = {j.name: j for j in listed}
@@ -81,7 +73,7 @@ class Simulation:
         self.queue_of = queue_names(fleet, shapes)
         self._queue_by = {(j.stage, j.team): self.queue_of[j.name] for j in shapes}
         """(stage, team) -> queue, for streamed jobs: each arrival's is one look-up, not a walk of the fleet."""
-        self.allow = check_jobs(fleet, shapes, native=self.native)
+        self.allow = check_jobs(fleet, shapes)
         self._shape_allow = {_shape(j): self.allow.get(j.name) for j in shapes}
         self.quantum_s = max(quantum_s, 0.0)
         self.recheck_s = recheck_s if recheck_s is not None else fallback_wait_s
@@ -95,7 +87,7 @@ class Simulation:
         self.executor = SimExecutor(self.engine, self.checkpoint, self.failures, ended=self._ended)
         self.retries = SimRetries(retries)
         """Ends and retries decided as the agent decides them (crossrail.scheduling.decisions)."""
-        ranked = self.native and any(j.priority != "normal" for j in shapes)  # fifo, too, preempts for priority
+        ranked = any(j.priority != "normal" for j in shapes)  # fifo, too, preempts for priority
         self.preempts = ranked or bool(fleet.spec.reservations) or any(p.drained for p in fleet.pools)
         """Whether the scheduler may choose victims, and so must know when each run last checkpointed."""
         self.metrics = MetricsAccumulator()
@@ -129,8 +121,7 @@ class Simulation:
         """Why the queue heads of the last cycle waited (named in the result when jobs never finish)."""
         self.children: dict[str, list[SimJob]] = {}
         """Parent -> the jobs that arrived and wait for it to end (`spec.parent`, from its `latest` checkpoint)."""
-        self.driver = None if self.native else PolicyDriver(self, self.policy, round_s)
-        self.placing = SimPlacing(self, placement) if placement is not None and self.native else None
+        self.placing = SimPlacing(self, placement) if placement is not None else None
         """With a placement policy, each cycle first places the waiting jobs as the agent does (sim/placing.py)."""
 
     @functools.cached_property
@@ -147,7 +138,7 @@ class Simulation:
             chips = 0 if pool.drained else pool.chips
             data = {"pool": pool.name, "chips_before": 0, "chips_after": chips, "reason": "simulation start"}
             self._emit(EventType.CAPACITY_CHANGED, None, None, data)
-        if self.native and self.sched.rounds is not None:  # the first round opens at the start, as the agent's does
+        if self.sched.rounds is not None:  # the first round opens at the start, as the agent's does
             self.demand_changed()
         self._next_arrival()
         limit = math.inf if until_s is None else until_s
@@ -175,8 +166,6 @@ class Simulation:
         return self.measured_done if self.measured is not None else self.done
 
     def _result(self, end: float, wall_s: float) -> SimResult:
-        if self.driver is not None:
-            self.driver.settle()
         report, totals = self.metrics.snapshot(end)
         stages = [StageStats.of(g) for g in totals]
         chips = sum(p.chips for p in self.fleet.pools)
@@ -185,9 +174,10 @@ class Simulation:
             stuck = self._total() - self._counted()
             why = "; ".join(f"{run}: {reason}" for run, reason in list(self.blocked.items())[:3])
             notes.append(f"{stuck} jobs can never start on this fleet" + (f" ({why})" if why else ""))
-        if self.fleet.spec.budgets and not self.native:
+        if self.policy.round_based and not any(p.time_sliced for p in self.fleet.pools):
             notes.append(
-                f"the fleet's budgets were not applied: only fifo and priority apply them, not {self.policy_name}"
+                f"{self.policy_name} is round-based but the fleet marks no pool time_sliced: its rounds stopped"
+                " nothing, as on the live fleet (mark pools `time_sliced: true`, or simulate with --time-sliced)"
             )
         return SimResult(
             self.policy_name, self.seed, report, stages, self.runs, wall_s, self.engine.steps, self.cycles, end,
@@ -196,7 +186,7 @@ class Simulation:
 
     def _holding(self) -> bool:
         """Whether any job holds chips now."""
-        return bool(self.executor.live) or (self.driver is not None and self.driver.running())
+        return bool(self.executor.live)
 
     def _emit(self, kind: EventType, run: str | None, attempt: int | None, data: dict[str, Any]) -> None:
         event = Event(kind, self.engine.now(), run, attempt, data, next(self._seq))
@@ -219,8 +209,6 @@ class Simulation:
         if job.target is not None:
             data["target"] = dict(job.target)
         self._emit(EventType.SUBMITTED, job.name, None, {**data, "priority": job.priority})
-        if self.driver is not None:
-            self.driver.joined(job.name)
         parent = self.runs.get(job.parent) if job.parent is not None else None
         if job.parent is not None and parent is not None and parent.end_s is None:  # in this workload, not ended
             self.children.setdefault(job.parent, []).append(job)
@@ -254,8 +242,7 @@ class Simulation:
         data = {"queue": queue, "stage": job.stage, "team": job.team, "priority": job.priority}
         self._emit(EventType.QUEUED, job.name, None, data)
         self.waiting[job.name] = now
-        if self.native:
-            self.sched.submitted(self.request(job, now))
+        self.sched.submitted(self.request(job, now))
         self.demand_changed()
 
     def request(self, job: SimJob, now: float) -> Request:
@@ -265,7 +252,7 @@ class Simulation:
             run=job.name,
             queue=self.queue_of[job.name],
             chips=job.chips,
-            priority=job.priority if self.native else "normal",  # the agent's requests carry it under fifo too
+            priority=job.priority,
             queued_at=now,
             team=job.team,
             min_chips=job.min_chips if job.elastic else None,
@@ -273,7 +260,7 @@ class Simulation:
             attained_s=sum(self.attained.get(job.name, {}).values()),
             attained_by_type=tuple(self.attained.get(job.name, {}).items()),
             throughput=tuple((job.throughput or self.speeds).items()),
-            remaining=max(job.work_s - self.committed.get(job.name, 0.0), 0.0),
+            remaining=max(self._known_work(job) - self.committed.get(job.name, 0.0), 0.0),
             allow=allow,
             runs_on=self.allow[job.name][1] if job.name in self.allow else None,
             prefer=job.prefer,
@@ -283,11 +270,14 @@ class Simulation:
             pool_reason=picked[1] if picked is not None else "",
         )
 
+    @staticmethod
+    def _known_work(job: SimJob) -> float:
+        """The job's size as a scheduler knows it: a traced job's declared steps (its throughput row's units),
+        else its declared run time (`estimate_s`, which may differ from the work it really takes)."""
+        return job.work_s if job.throughput else job.declared_s
+
     def demand_changed(self) -> None:
         """Capacity or demand changed: a scheduling cycle runs at the end of this quantum."""
-        if self.driver is not None and self.driver.round_based:
-            self.driver.wake()
-            return
         if self._cycle is None:
             now, q = self.engine.now(), self.quantum_s
             at = math.ceil(now / q) * q if q > 0 else now
@@ -296,9 +286,6 @@ class Simulation:
     def _run_cycle(self) -> None:
         self._cycle = None
         self.cycles += 1
-        if self.driver is not None:
-            self.driver.order_cycle()
-            return
         now = self.engine.now()
         if self.preempts:
             self._tell_checkpoints(now)
@@ -335,13 +322,10 @@ class Simulation:
     # --- attempts --------------------------------------------------------------------------------
 
     def launch(self, run: str, pool_name: str, chips: int) -> None:
-        """Start `run` on `chips` of `pool_name` now (admitted by the cycle, or chosen by the policy)."""
+        """Start `run` on `chips` of `pool_name` now (admitted by the cycle)."""
         now, job, rec = self.engine.now(), self.jobs[run], self.runs[run]
         pool = self.pools[pool_name]
-        if self.native:
-            self.sched.started(run, pool_name, chips, now)
-        else:
-            self.sched.started(self.request(job, self.waiting[run]), pool_name, chips, now)
+        self.sched.started(run, pool_name, chips, now)
         del self.waiting[run]
         number = self.attempts[run] = self.attempts.get(run, 0) + 1
         price = pool.cost_per_chip_hour
@@ -383,9 +367,6 @@ class Simulation:
         self.committed[run] = att.committed
         useful = rec.useful_chip_s - self.useful_before.pop(run, 0.0)
         data: dict[str, Any] = {"pool": att.pool, "useful_chip_s": useful}
-        if self.driver is not None:
-            chip_type = self.pools[att.pool].chip_type
-            self.driver.ended(run, chip_type, att.chips, att.started_at, now, finished=how == "succeeded")
         if how == "succeeded":
             self.succeeded(run, att.number, att.pool, useful)
             return

@@ -184,17 +184,18 @@ def test_a_budget_may_name_a_team_that_only_a_queues_teams_list_names() -> None:
     assert "unknown team" not in str(err.value)
 
 
-@pytest.mark.parametrize(
-    ("policy", "noted"),
-    [pytest.param("fifo", False, id="the-core-applies-them"), pytest.param("las", True, id="a-policy-that-does-not")],
-)
-def test_a_simulation_says_when_its_policy_does_not_apply_the_fleets_budgets(policy: str, noted: bool) -> None:
+@pytest.mark.parametrize("policy", ["fifo", "las", "max_min_fairness_hetero"])
+def test_a_simulation_applies_the_fleets_budgets_under_every_policy(policy: str) -> None:
+    """Every policy admits through the scheduling core, so a team's held budget holds its runs in simulation too."""
     from crossrail.sim.simulation import Simulation
     from crossrail.sim.workload import SimJob
 
     budgets = [{"team": "a", "amount": 1.0, "period": "day", "hold": True}]
     jobs = [SimJob(f"j{i}", "experiment", 8, work_s=600.0, team="a") for i in range(3)]
 
-    result = Simulation(fleet(POOLS, QUEUES, budgets=budgets), jobs, policy=policy).run()
+    result = Simulation(fleet(POOLS, QUEUES, budgets=budgets), jobs, policy=policy, record_events=True).run()
 
-    assert any("budgets were not applied" in note for note in result.notes) is noted
+    assert not any("budget" in note for note in result.notes)
+    assert result.finished == 3
+    starts = sorted(r.first_start_s for r in result.runs.values() if r.first_start_s is not None)
+    assert starts[-1] >= 86_400.0, f"{policy}: a run started at {starts[-1]} s, before the held budget's next day"

@@ -6,13 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from crossrail.scheduling.policies import JobView, PoolView, get_policy, level_of
 from crossrail.scheduling.policies.ledger import RESOLVE_S, RoundLedger, _take
-from crossrail.sim import Simulation
-from crossrail.sim.fleets import pools_fleet
-from crossrail.sim.traces import gavel_jobs
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "gavel"
 V100 = PoolView("v100", "v100", 1, 1)
@@ -106,24 +102,6 @@ def test_agnostic_rounds_shuffle_chip_types_and_hetero_rounds_take_the_fastest_f
             assert orders == {("v100", "k80")}
 
 
-def test_a_ledger_told_of_every_event_plans_as_one_rebuilt_from_views_every_round() -> None:
-    """The simulator feeds the ledger arrivals, ends and time run as they happen; the agent hands it views
-    of every candidate each round. On Gavel's 15-job trace both give every job the same completion time."""
-    jobs = gavel_jobs(DATA / "artifact_evaluation.trace", DATA / "simulation_throughputs.json")
-    fleet = pools_fleet("v100:2:2,k80:4:4", jobs)
-    for policy in ("max_min_fairness", "max_min_fairness_hetero"):
-        fed = Simulation(fleet, jobs, policy=policy).run()
-        rebuilt_sim = Simulation(fleet, jobs, policy=policy)
-        assert rebuilt_sim.driver is not None
-        assert rebuilt_sim.driver.ledger is not None
-        rebuilt_sim.driver.ledger = None  # every round: views of every job, synced into the policy's ledger
-        rebuilt = rebuilt_sim.run()
-        ends = {run: rec.end_s for run, rec in fed.runs.items()}
-        assert ends == {run: rec.end_s for run, rec in rebuilt.runs.items()}, policy
-        assert fed.avg_jct_s is not None
-        assert fed.avg_jct_s > 0
-
-
 def test_views_without_a_split_by_chip_type_credit_what_grew_where_the_job_runs() -> None:
     """The agent's views carry total service and the pool a run is on: only the growth counts, there."""
     policy = get_policy("max_min_fairness")
@@ -149,55 +127,6 @@ def test_a_chip_type_takes_the_gangs_that_fit_in_rank_order_passing_over_one_too
     assert _take(ranked, gangs, 1) == [1]
     assert _take(ranked, gangs, 0) == []
     assert _take(ranked[:0], gangs[:0], 4) == []
-
-
-def test_crediting_by_slot_equals_crediting_them_one_by_one_bit_for_bit() -> None:
-    """`ran_slots` (a simulator's round boundary: slots and columns it keeps) leaves the ledger exactly as `ran`
-    per job in turn, whole steps and the sums per chip type included; `ran` of a job unknown, idle or on an
-    unknown chip type changes nothing."""
-    pools = [PoolView("v100", "v100", 2, 2), PoolView("k80", "k80", 2, 2)]
-    rows = {"a": {"v100": 3.7, "k80": 1.1}, "b": {"v100": 0.9}, "c": {}, "d": {"v100": 2.3, "k80": 0.7}}
-    one, slotted = (RoundLedger(lambda _j, _p: {}, ROUND, shuffle=False) for _ in range(2))
-    for book in (one, slotted):
-        book.sync([job(r, throughput=rate) for r, rate in rows.items()], pools)
-    rounds = [
-        [("a", "v100", 359.99), ("b", "k80", 120.0), ("c", "v100", 0.3), ("d", "k80", 1e-7)],
-        [("d", "v100", 241.123), ("a", "k80", 0.0), ("b", "v100", 17.25), ("c", "k80", 359.9)],
-    ]
-    for credits in rounds:
-        for run, kind, sec in credits:
-            one.ran(run, kind, sec)
-        columns = [slotted.column(c[1]) for c in credits]
-        slotted.ran_slots(
-            np.array([slotted.slot[c[0]] for c in credits]), np.array(columns), np.array([c[2] for c in credits])
-        )
-
-    assert one.time.tolist() == slotted.time.tolist()
-    assert one.worker_time.tolist() == slotted.worker_time.tolist()
-    assert one.worker_time.tolist() != [0.0, 0.0]  # something was credited
-    assert slotted.column("tpu") is None
-    before = one.time.tolist(), one.worker_time.tolist()
-    for run, kind, sec in (("zz", "v100", 50.0), ("d", "tpu", 10.0), ("a", "k80", 0.0)):
-        one.ran(run, kind, sec)
-    assert (one.time.tolist(), one.worker_time.tolist()) == before
-
-
-def test_crediting_a_slot_no_job_holds_or_a_run_twice_is_refused_and_credits_nothing() -> None:
-    book = ledger("a", "b")
-    book.plan(0.0, [V100], {})
-    gone = book.slot["b"]
-    book.leave("b")
-    before = book.time.tolist(), book.worker_time.tolist()
-    a, v100 = book.slot["a"], book.column("v100")
-    for slots, columns, seconds, says in (
-        ([a, gone], [v100, v100], [1.0, 1.0], "no active job"),
-        ([a], [5], [1.0], "no chip type"),
-        ([a, a], [v100, v100], [1.0, 2.0], "more than once"),
-        ([a], [v100], [1.0, 2.0], "one length"),
-    ):
-        with pytest.raises(ValueError, match=says):
-            book.ran_slots(np.array(slots), np.array(columns), np.array(seconds))
-    assert (book.time.tolist(), book.worker_time.tolist()) == before
 
 
 def test_rankings_kept_across_joins_and_leaves_plan_as_rankings_rebuilt_every_round() -> None:

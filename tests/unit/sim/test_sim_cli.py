@@ -17,7 +17,8 @@ runner = CliRunner()
 
 
 def test_simulate_compares_policies_on_the_gavel_trace_in_json() -> None:
-    args = ["simulate", "--pools", "v100:2:2,k80:4:4", *GAVEL, "--policy", "fifo", "--compare", "min_jct_hetero"]
+    pools = ["--pools", "v100:2:2,k80:4:4", "--time-sliced"]
+    args = ["simulate", *pools, *GAVEL, "--policy", "fifo", "--compare", "min_jct_hetero"]
     out = runner.invoke(app, [*args, "--json"])
 
     assert out.exit_code == 0, out.output

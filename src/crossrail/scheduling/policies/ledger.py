@@ -182,51 +182,6 @@ class RoundLedger:
         self.time[s, t] += seconds
         self.worker_time[t] += seconds
 
-    def column(self, chip_type: str) -> int | None:
-        """The chip type's column in the ledger's arrays (for `ran_slots`); None for a type it has not seen
-        (time run there is not counted, as `ran` does not)."""
-        return self.types.index(chip_type) if chip_type in self.types else None
-
-    def ran_slots(self, slots: np.ndarray, columns: np.ndarray, seconds: np.ndarray) -> None:
-        """As `ran(runs[i], chip_types[i], seconds[i])` for each i in turn, for the runs in `slots` (their
-        `slot` entries, each at most once) on the chip types of `columns` (see `column`), in one numpy step:
-        what a simulator that keeps its runs' slots credits at each round boundary.
-
-        Stretches of no time (seconds <= 0) are skipped. Raises ValueError, crediting nothing, for arrays of
-        different lengths, a slot that is not an active job's or a column that is not a chip type's."""
-        at, on = np.asarray(slots, dtype=np.int64), np.asarray(columns, dtype=np.int64)
-        got = np.array(seconds, dtype=float)
-        if not (at.shape == on.shape == got.shape) or at.ndim != 1:
-            raise ValueError(
-                f"ran_slots: slots, columns and seconds must be flat arrays of one length, got shapes "
-                f"{at.shape}, {on.shape} and {got.shape}"
-            )
-        if not len(at):
-            return
-        if at.min() < 0 or at.max() >= len(self.views) or not self.active[at].all():
-            raise ValueError(f"ran_slots: slots {at.tolist()} name a slot no active job holds (use ledger.slot[run])")
-        if on.min() < 0 or on.max() >= len(self.types):
-            raise ValueError(f"ran_slots: columns {on.tolist()} name no chip type of {self.types} (use ledger.column)")
-        named = np.zeros(len(self.views), dtype=bool)
-        named[at] = True
-        if np.count_nonzero(named) != len(at):
-            raise ValueError(f"ran_slots: slots {at.tolist()} name a run more than once")
-        if not (got > 0).all():
-            keep = got > 0
-            at, on, got = at[keep], on[keep], got[keep]
-        self._credit(at, on, got)
-
-    def _credit(self, at: np.ndarray, on: np.ndarray, got: np.ndarray) -> None:
-        """Credit `got[i]` seconds (> 0) to active slot `at[i]` on column `on[i]`, in turn."""
-        rates = self.rates[at, on]
-        whole = self.stepped[at] & (rates > 0)  # as whole_steps_s, element by element
-        per = np.where(whole, rates, 1.0)
-        got = np.where(whole, np.floor(per * got + STEP_SLACK) / per, got)
-        self.time[at, on] += got
-        for t in np.flatnonzero(np.bincount(on)).tolist():  # in turn, as `ran` one job after another would
-            mine = got[on == t]  # np.add.accumulate adds one value after another (np.sum would pair them)
-            self.worker_time[t] = np.add.accumulate(np.concatenate(([self.worker_time[t]], mine)))[-1]
-
     def sync(self, jobs: Sequence[JobView], pools: Sequence[PoolView]) -> None:
         """Make the ledger's jobs those of `jobs` (in arrival order) and credit the service each gained since
         it was last seen (for callers that hand over views rather than report every stretch run)."""
