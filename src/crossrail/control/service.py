@@ -204,8 +204,9 @@ class Service:
         pre = self.preflight(doc, exp, cwd, actor=actor)
         if pre.problems:
             raise pre.error()
+        dumped = exp.model_dump(mode="json", by_alias=True)  # the experiment as written; _resolve records a copy
         try:
-            recorded, res = self._resolve(exp, doc.source, pre.code_commit)
+            recorded, res = self._resolve(exp, doc.source, pre.code_commit, dumped)
         except SpecError as exc:
             raise SpecError(locate(exc.problems, doc)) from None
         res.warnings[:] = dict.fromkeys([*pre.warnings, *res.warnings])  # a read both made warns once
@@ -217,7 +218,7 @@ class Service:
         new = NewRun(
             experiment=exp.metadata.name,
             experiment_digest=experiment_digest(exp),
-            experiment_spec=exp.model_dump(mode="json", by_alias=True),
+            experiment_spec=dumped,
             stage=str(exp.spec.stage),
             team=exp.metadata.team,
             owner=exp.metadata.owner,
@@ -455,10 +456,16 @@ class Service:
                 )
             )
 
-    def _resolve(self, exp: Experiment, source: str, commit: str | None) -> tuple[dict[str, Any], lineage.Resolution]:
+    def _resolve(
+        self, exp: Experiment, source: str, commit: str | None, dumped: dict[str, Any]
+    ) -> tuple[dict[str, Any], lineage.Resolution]:
+        """The spec a run records: `dumped` (the experiment's JSON, left as it is) with its commit and dataset
+        version resolved."""
         res = lineage.Resolution(image_digest=lineage.image_digest(exp.spec.image))
-        recorded = exp.model_dump(mode="json", by_alias=True)
-        spec = recorded["spec"]
+        spec = {**dumped["spec"], "dataset": dict(dumped["spec"]["dataset"])}
+        if spec.get("code") is not None:
+            spec["code"] = dict(spec["code"])
+        recorded = {**dumped, "spec": spec}
         res.code_commit = commit
         if exp.spec.dataset.version:
             res.dataset_version = exp.spec.dataset.version

@@ -24,8 +24,19 @@ NO_RUN = "(no run)"
 def canonical(ts: float, type_: str, run: str | None, attempt: int | None, data: Any) -> bytes:
     """The bytes an event's hash covers: everything but its seq, in one stable JSON form."""
     body = {"ts": float(ts), "type": str(type_), "run": run, "attempt": attempt, "data": data}
-    # Round-trip through JSON first, so what is hashed is what the database gives back (tuples become lists).
-    return json.dumps(json.loads(json.dumps(body)), sort_keys=True, separators=(",", ":")).encode()
+    if not _flat(data):
+        # Round-trip through JSON first, so what is hashed is what the database gives back (tuples become lists,
+        # keys strings). A flat mapping of strings to plain values reads back as it is: no round trip needed.
+        body = json.loads(json.dumps(body))
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat(data: Any) -> bool:
+    """Whether `data` is a dict of str keys to str, int, float, bool or None values (exactly those types)."""
+    return type(data) is dict and all(type(k) is str and type(v) in _PLAIN for k, v in data.items())
 
 
 def event_hash(previous: str | None, content: bytes) -> str:

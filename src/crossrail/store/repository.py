@@ -1059,6 +1059,7 @@ class _Batch:
         out: list[tuple[RunRecord, bool]] = []
         rows: list[dict[str, Any]] = []
         event_rows: list[dict[str, Any]] = []
+        record_fields = [f.name for f in fields(RunRecord)]
         for item, evs in zip(new, events, strict=True):
             key = item.idempotency_key
             if key is not None and key in existing:
@@ -1079,13 +1080,13 @@ class _Batch:
             }
             rows.append(row)
             event_rows.extend(_event_row(e, rid) for e in evs)
-            record = RunRecord(**{f.name: row[f.name] for f in fields(RunRecord)})
+            record = RunRecord(**{name: row[name] for name in record_fields})
             if key is not None:
                 existing[key] = record
             out.append((record, True))
         if rows:
             self.conn.execute(insert(t.runs), rows)
-        _insert_events(self.conn, event_rows)
+        _insert_events(self.conn, event_rows, returning=False)
         return out
 
     def _existing_keys(self, keys: list[str]) -> dict[str, RunRecord]:
@@ -1180,8 +1181,9 @@ def _append(conn: Connection, events: Sequence[Event]) -> list[int]:
     return _insert_events(conn, [_event_row(e) for e in events])
 
 
-def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
-    """The one way events enter the log: each row gets its chain's next hash, in the order given.
+def _insert_events(conn: Connection, rows: list[dict[str, Any]], *, returning: bool = True) -> list[int]:
+    """The one way events enter the log: each row gets its chain's next hash, in the order given. Returns their
+    seqs, in order; without `returning` (a caller that needs none, such as submit) none are read back: [].
 
     On PostgreSQL a transaction-scoped advisory lock per chain (taken in sorted order, so two writers never
     deadlock) orders concurrent appends to one run; appends to different runs do not wait for each other.
@@ -1196,6 +1198,9 @@ def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
     last = _chain_heads(conn, keys)
     for row in rows:
         row["hash"] = last[row["run_id"]] = row_hash(last.get(row["run_id"]), row)
+    if not returning:
+        conn.execute(insert(t.events), rows)
+        return []
     stmt = insert(t.events).returning(t.events.c.seq, sort_by_parameter_order=True)
     return [int(seq) for seq in conn.execute(stmt, rows).scalars()]
 
