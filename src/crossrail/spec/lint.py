@@ -138,7 +138,7 @@ class _Lint:
         elif isinstance(value, list):
             for i, item in enumerate(value):
                 self.placeholders(item, (*path, i))
-        elif isinstance(value, str) and (m := _PLACEHOLDER.fullmatch(value.strip())):
+        elif isinstance(value, str) and "<" in value and (m := _PLACEHOLDER.fullmatch(value.strip())):
             self.add(path, f"is a placeholder, not a value ({m.group(1)})", "replace it with the real value")
 
     # Hard-coded hardware is never portable, whatever the policy says.
@@ -196,6 +196,8 @@ class _Lint:
         return True
 
     def resource_name(self, text: str, path: Path, value: Any = None) -> bool:
+        if "/" not in text:  # every resource name has one: most keys and values are looked at no further
+            return False
         for name, kind in _RESOURCE_NAMES.items():
             if name in text:
                 chips = value if isinstance(value, int) and not isinstance(value, bool) else None
