@@ -123,7 +123,7 @@ class Trainer(TrainingLoop):
         """
         own = Checkpointer(self.ctx.checkpoint_dir).latest(on_skip=self._skipped)
         if own is not None:
-            tensors, manifest = Checkpointer(self.ctx.checkpoint_dir).restore(own.step)
+            tensors, manifest = Checkpointer(self.ctx.checkpoint_dir).restore(own.step, mapped=True)
             self.ctx.claim(manifest, own.uri)
             _check_kind(manifest, own.uri)
             self.reporter.event("resumed", step=own.step, **{"from": own.uri})

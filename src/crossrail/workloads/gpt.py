@@ -263,7 +263,8 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
 
     own = Checkpointer(ctx.checkpoint_dir).latest(on_skip=skipped)
     if own is not None:
-        tensors, manifest = Checkpointer(ctx.checkpoint_dir).restore(own.step)
+        # mapped: the weights and moments are copied into the model and its optimizer, then dropped
+        tensors, manifest = Checkpointer(ctx.checkpoint_dir).restore(own.step, mapped=True)
         ctx.claim(manifest, own.uri)
         model = model_of(manifest, own.uri, cfg)
         reporter.event("resumed", step=own.step, **{"from": own.uri})
