@@ -61,8 +61,9 @@ class Rounds:
         running = sorted(
             (a for name in sliced for a in cache.by_pool.get(name, {}).values() if not a.evicting), key=lambda a: a.run
         )
+        usable = [specs[p.name] for p in pools]
         waiting = sorted(
-            (r for r in waiting if self._could_run(cache, r, [specs[p.name] for p in pools])), key=lambda r: r.run
+            (r for r in waiting if self._could_run(cache, r, usable)), key=lambda r: r.run
         )  # in a canonical order: a policy's ties fall alike whichever driver listed them
         self.plan = {}
         if not pools or not (waiting or (self.policy.hetero and len(pools) > 1 and running)):

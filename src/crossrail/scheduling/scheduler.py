@@ -75,8 +75,9 @@ class Scheduler:
         strict = {q.name: q.queueing == "strict_fifo" for q in fleet.spec.queues}
         self.queues = QueueSet(strict, admission_order(self.config.policy))
         self.rounds = _rounds(self.config)
-        self.ordering = _ordering(self.config)
         """Time slicing of time-sliced pools under a round-based policy (None: an ordering policy)."""
+        self.ordering = _ordering(self.config)
+        """A heterogeneity-aware ordering policy, which names each waiting run's pool (None: any other)."""
         self.nominated: dict[str, set[str]] = {}
         self.memo: dict[str, Memo] = {}
         self.budgets = BudgetBook.from_fleet(fleet)
