@@ -48,6 +48,78 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# --- the heavy tests first, under pytest-xdist ----------------------------------------------------------
+
+HEAVY_S = {
+    "tests/integration/test_elastic.py": 82.0,
+    "tests/integration/test_failover.py": 68.0,
+    "tests/integration/test_agent_chaos.py": 58.0,
+    "tests/bench/test_benches.py": 114.0,
+    "tests/unit/workloads/test_gpt_parallel.py": 47.0,
+    "tests/integration/test_agent_backlog.py": 39.0,
+    "tests/integration/test_first_run.py": 37.0,
+    "tests/integration/test_chaos.py": 28.0,
+    "tests/integration/test_rl_learning.py": 27.0,
+    "tests/integration/test_load.py": 26.0,
+    "tests/integration/test_readiness_live.py": 25.0,
+}
+"""About how long the heaviest test files take on one worker (the slowest of `make test --durations=15`, quiet,
+summed per file); rough is enough: it only orders them."""
+DEMO_BUILD_S = 128.0
+"""About how long the session's demo workspace takes to build (`demo_workspace`, in tests/api/conftest.py)."""
+
+
+class HeavyFirst:
+    """Under pytest-xdist, start the heavy test files first, dealt between the workers, so that no worker is left
+    alone with a long test at the end.
+
+    With `--dist load` the controller hands out the collection in order: first a chunk of consecutive tests to each
+    worker (worker k gets tests [k*c, (k+1)*c), `c` below), then more from the front of what is left to whichever
+    worker runs low. So the heavy files, longest first, are dealt to the workers (each to the least loaded) and each
+    worker's share opens its first chunk. A file moves whole (its module fixtures are set up once), and every file
+    that uses the demo workspace moves as one, onto one worker: that worker builds it and the other never waits on
+    its lock. Every worker computes the same order from the same collection, as xdist requires."""
+
+    @pytest.hookimpl(trylast=True)  # after `-m`/`-k` have deselected: the chunks are counted over what runs
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        if workers < 2 or len(items) < 2 * workers:
+            return
+        chunk = max(2, min(len(items) // workers // 4, config.getoption("maxschedchunk", None) or len(items)))
+        demo = {_file(item) for item in items if "demo_workspace" in getattr(item, "fixturenames", ())}
+        units: dict[str, list[pytest.Item]] = {}
+        rest: list[pytest.Item] = []
+        for item in items:
+            unit = "demo_workspace" if _file(item) in demo else _file(item) if _file(item) in HEAVY_S else None
+            (rest if unit is None else units.setdefault(unit, [])).append(item)
+        if not units:
+            return
+        shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+        loads = [0.0] * workers
+        for unit in sorted(units, key=lambda u: (-_unit_s(u), u)):
+            k = loads.index(min(loads))
+            shares[k] += units[unit]
+            loads[k] += _unit_s(unit)
+        ordered: list[pytest.Item] = []
+        for share in shares:
+            filler = max(0, chunk - len(share))
+            ordered += share + rest[:filler]
+            rest = rest[filler:]
+        items[:] = ordered + rest
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _unit_s(unit: str) -> float:
+    return DEMO_BUILD_S if unit == "demo_workspace" else HEAVY_S[unit]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(HeavyFirst(), "crossrail-heavy-first")
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
