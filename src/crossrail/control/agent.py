@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,10 @@ from crossrail.scheduling.backlog import LEARNER, Resize
 from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
 from crossrail.scheduling.pipeline import parts_of, retry_part
 from crossrail.scheduling.plan import Plan
+from crossrail.scheduling.rounds import served_by_type
 from crossrail.scheduling.snapshot import Snapshot
 from crossrail.scheduling.types import PART_SEP, Admission, Decision, Pending, part_key
-from crossrail.spec import Part
+from crossrail.spec import Part, Pool
 from crossrail.store import AttemptRecord, RunRecord
 
 __all__ = ["Agent", "AgentConfig", "Tick", "agent_lock", "agent_running"]
@@ -495,23 +496,27 @@ class Agent:
             for r in queued
             if (p := self._pending(r, now)) is not None
         ]
-        # What `las`-style policies order by: every attempt's chip-seconds, a running one's up to now
-        attained = self.store.attained_chip_s([*(p.run for p in pending), *(a.run_id for a in active)], now)
-        pending = [_served(p, attained.get(p.run, 0.0)) for p in pending]
+        scheduler = self._scheduler()
+        specs = {p.name: p for p in scheduler.fleet.spec.pools}
+        # What `las`-style policies order by: every attempt's chip-seconds by pool, a running one's up to now
+        served = self.store.attained_by_pool([*(p.run for p in pending), *(a.run_id for a in active)], now)
+        # ... and heterogeneity-aware ones the run's rate on each chip type, from the placement estimates
+        speeds = self._speeds(scheduler, queued, by_id.values()) if scheduler.hetero else {}
+        pending = [_served(p, served.get(p.run, {}), specs, speeds.get(p.run, ())) for p in pending]
         running = []
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
             held = a.chips * max(now - a.started_at, 0.0) if a.started_at is not None else 0.0
-            before = max(attained.get(r.id, 0.0) - held, 0.0)  # the running attempt's own is counted by the round
+            before = dict(served.get(r.id, {}))  # the running attempt's own is counted by the round
+            before[a.pool] = max(before.get(a.pool, 0.0) - held, 0.0)
             req = Request(r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
-            req = _served(dataclasses.replace(req, workers=_workers(r)), before)
+            req = _served(dataclasses.replace(req, workers=_workers(r)), before, specs, speeds.get(r.id, ()))
             if a.part is not None:  # a part holds chips under its own key, as the cycle admitted it
                 req = dataclasses.replace(
                     req, run=part_key(r.id, a.part), workers=_part_workers(r, a.part, a.chips), part=a.part
                 )
             checkpointed = ckpts[-1].committed_at if ckpts else None
             running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
-        scheduler = self._scheduler()
         pending = self._placed(scheduler, pending, queued, active, now) + self._part_retries(active, now)
         scheduler.sync(pending, running, now)
         result = scheduler.cycle(now)
@@ -620,6 +625,12 @@ class Agent:
             return 0
         free = next((p.free for p in self.scheduler.pool_status() if p.name == pool), 0)
         return min(free, Snapshot(self.scheduler.cache, now).headroom(queue, pool))
+
+    def _speeds(
+        self, scheduler: Scheduler, queued: list[RunRecord], running: Iterable[RunRecord]
+    ) -> dict[str, tuple[tuple[str, float], ...]]:
+        """Each run's rate per chip type for a heterogeneity-aware policy (scheduling.rounds.estimated_rates)."""
+        return self.placing.rates(scheduler.fleet, self.service.policy, [*queued, *running])
 
     def _placed(
         self, scheduler: Scheduler, pending: list[Request], queued: list[RunRecord], active: Any, now: float
@@ -769,11 +780,21 @@ def _workers(run: RunRecord) -> int:
     return data if isinstance(data, int) and data > 0 else 1
 
 
-def _served(req: Request, chip_s: float) -> Request:
-    """`req` with the service its run's attempts received (`las` orders by it) and the run time its declared
-    duration leaves after it (`min_jct` orders by that): what the agent knows, with no step counts."""
-    left = max(req.duration_s - chip_s / max(req.chips, 1), 0.0) if req.duration_s is not None else None
-    return dataclasses.replace(req, attained_s=chip_s, remaining=left)
+def _served(
+    req: Request, by_pool: dict[str, float], specs: dict[str, Pool], speeds: tuple[tuple[str, float], ...] = ()
+) -> Request:
+    """`req` with the service its run's attempts received, in all and by chip type (`las` orders by it), its
+    rates per chip type where a heterogeneity-aware policy needs them, and the work its declared duration
+    leaves after that service (`min_jct` orders by it): seconds at speed 1, each chip type's service counted
+    at its rate, as the simulator counts it. What the agent knows, with no step counts."""
+    chip_s = sum(by_pool.values())
+    by_type = served_by_type(by_pool, specs)
+    left = None
+    if req.duration_s is not None:
+        rate = dict(speeds)
+        done = sum(s * rate.get(t, 0.0) for t, s in by_type) if speeds else chip_s
+        left = max(req.duration_s - done / max(req.chips, 1), 0.0)
+    return dataclasses.replace(req, attained_s=chip_s, attained_by_type=by_type, throughput=speeds, remaining=left)
 
 
 def _duration_s(run: RunRecord) -> float | None:

@@ -21,6 +21,7 @@ from crossrail.scheduling.decisions import avoided_pool
 from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, StartEstimate, Workload, run_time_s
 from crossrail.scheduling.plan import Plan, plan
 from crossrail.scheduling.quota import QuotaBook
+from crossrail.scheduling.rounds import estimated_rates
 from crossrail.spec import Fleet, PlacementPolicy, work_digest
 from crossrail.store import AttemptRecord, RunRecord, Store
 
@@ -294,6 +295,8 @@ class QueuePlacement:
         self.current: dict[str, str] | None = None
         self._last: tuple[Plan, object, float, float] | None = None
         """The last plan, what it depended on, when it was made (store clock) and what it cost (seconds)."""
+        self._rates: dict[str, tuple[tuple[str, float], ...]] = {}
+        self._rates_of: object = None  # the plan they were estimated with
 
     def place(
         self,
@@ -320,6 +323,24 @@ class QueuePlacement:
         planned = placer.plan(queued, active, placer.pools(drained=basis[2]), now, self.current)
         self._last = (planned, basis, now, time.perf_counter() - started)
         return planned
+
+    def rates(
+        self, fleet: Fleet, policy: PlacementPolicy, runs: Sequence[RunRecord]
+    ) -> dict[str, tuple[tuple[str, float], ...]]:
+        """Each of `runs`' rate per chip type (scheduling.rounds.estimated_rates) from the estimates placement
+        uses: measured runs of the same work, the throughputs its attempts reported, the pools' speeds. Kept
+        until the next plan, as placements are, so they change at the replanning cadence, not every pass."""
+        made = self._last[2] if self._last is not None else None
+        if made != self._rates_of:
+            self._rates, self._rates_of = {}, made
+        missing = [r for r in runs if r.id not in self._rates]
+        if missing:
+            placer = Placer(self.store, fleet, policy)
+            pools = placer.pools()
+            placer.measure(r.experiment for r in missing)
+            for r in missing:
+                self._rates[r.id] = estimated_rates(placer.workload(r), pools)
+        return {r.id: self._rates[r.id] for r in runs}
 
     def record(self, planned: Plan, admitted: Iterable[str], now: float) -> list[Event]:
         """Record `planned` and `replaced` events for runs still pending whose placement is new or moved.

@@ -18,10 +18,11 @@ These preemptions are not counted against the preemption bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from crossrail.scheduling.cache import Cache
+from crossrail.scheduling.estimate import PoolInfo, Workload, run_time_s
 from crossrail.scheduling.policies import JobView, Policy, PoolView, level_of
 from crossrail.scheduling.types import Allocation, Request
 from crossrail.spec import Pool
@@ -209,3 +210,38 @@ def sliced_pools(specs: dict[str, Pool], cache: Cache) -> list[str]:
 def _allows(req: Request, pool: Pool) -> bool:
     """The run may use `pool`: an accelerator it allows, chips that can run it."""
     return (req.allow is None or pool.accelerator in req.allow) and (req.runs_on is None or pool.name in req.runs_on)
+
+
+def estimated_rates(work: Workload, pools: Sequence[PoolInfo]) -> tuple[tuple[str, float], ...]:
+    """A run's rate per chip type as the live agent knows it, in the units the simulator's are in (seconds of
+    its declared work at speed 1, per second): the declared duration over the run-time estimate on that chip
+    type's fastest pool (`estimate.run_time_s`: measured runs of the same work first, then the throughputs
+    its attempts reported per chip type, then the pool's `relative_speed`).
+
+    Empty, so heterogeneity-aware policies treat every chip type alike, when the run declares no duration,
+    when a chip type it may use has no estimate, or when every chip type runs it at one speed (as the
+    simulator's uniform speeds say nothing).
+    """
+    if work.reference_s is None or work.reference_s <= 0:
+        return ()
+    best: dict[str, float] = {}
+    for pool in pools:
+        if work.allow is not None and pool.accelerator not in work.allow:
+            continue
+        run_s, _ = run_time_s(work, pool, pools)
+        if run_s is None or run_s <= 0:
+            return ()
+        best[pool.chip_type] = max(best.get(pool.chip_type, 0.0), work.reference_s / run_s)
+    if len(set(best.values())) < 2:
+        return ()
+    return tuple(sorted(best.items()))
+
+
+def served_by_type(chip_s_by_pool: dict[str, float], specs: dict[str, Pool]) -> tuple[tuple[str, float], ...]:
+    """Chip-seconds a run's attempts held, by pool, summed by the pools' chip types (pools no longer in the
+    fleet are left out)."""
+    out: dict[str, float] = {}
+    for pool, chip_s in chip_s_by_pool.items():
+        if pool in specs:
+            out[specs[pool].chip_type] = out.get(specs[pool].chip_type, 0.0) + chip_s
+    return tuple(sorted(out.items()))

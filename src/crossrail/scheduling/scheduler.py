@@ -210,6 +210,12 @@ class Scheduler:
         or by pool, stands in for the queues' own order, strict FIFO included)."""
         return [self.queues.requests[r] for q in self.queues.queues.values() for r in q.runs()]
 
+    @property
+    def hetero(self) -> bool:
+        """Whether its policy is heterogeneity-aware: it reads each run's rates per chip type (`Request.throughput`)."""
+        policy = self.rounds.policy if self.rounds is not None else self.ordering
+        return policy is not None and policy.hetero
+
     def _hint(self, now: float) -> None:
         """The policy's pool for each waiting run it placed, tried first: the round's plan (round-based
         policies), or where a heterogeneity-aware ordering policy sends it now (its fastest chip type with room)."""

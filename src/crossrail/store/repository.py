@@ -601,13 +601,23 @@ class Store(AccessRecords, SimulationRecords):
 
         Runs that never started are absent. This is the attained service least-attained-service policies order by.
         """
+        return {rid: sum(pools.values()) for rid, pools in self.attained_by_pool(ids, now).items()}
+
+    def attained_by_pool(self, ids: Iterable[str], now: float) -> dict[str, dict[str, float]]:
+        """`attained_chip_s` split by the pool each attempt ran on (heterogeneity-aware policies count service
+        by chip type)."""
         a = t.attempts.c
         held = func.sum(a.chips * (func.coalesce(a.ended_at, now) - a.started_at))
-        out: dict[str, float] = {}
+        out: dict[str, dict[str, float]] = {}
         with self._read() as conn:
             for chunk in _chunks(sorted(set(ids))):
-                q = select(a.run_id, held).where(a.run_id.in_(chunk), a.started_at.is_not(None)).group_by(a.run_id)
-                out.update({rid: max(0.0, float(total or 0.0)) for rid, total in conn.execute(q)})
+                q = (
+                    select(a.run_id, a.pool, held)
+                    .where(a.run_id.in_(chunk), a.started_at.is_not(None))
+                    .group_by(a.run_id, a.pool)
+                )
+                for rid, pool, total in conn.execute(q):
+                    out.setdefault(rid, {})[pool or ""] = max(0.0, float(total or 0.0))
         return out
 
     def active_attempts(self) -> list[AttemptRecord]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from crossrail.scheduling import Scheduler
+from crossrail.scheduling.estimate import PoolInfo, Workload
+from crossrail.scheduling.rounds import estimated_rates, served_by_type
 
 from .builders import T0, admitted, fleet, gpu, queue, req, scheduler
 
@@ -86,3 +88,41 @@ def test_marking_a_pool_time_sliced_in_the_fleet_file_starts_swapping_there() ->
     assert [(c.kind, c.detail) for c in changes] == [("pool_settings", "time_sliced changed")]
     (stop,) = sched.cycle(T0 + 1 + ROUND).preempted
     assert stop.run == "first"
+
+
+# --- the rates the live agent gives heterogeneity-aware policies -------------------------------------------
+
+
+def _pools(slow_speed: float = 0.5) -> list[PoolInfo]:
+    return [
+        PoolInfo("fast", "gpu", "h100", 8, relative_speed=1.0),
+        PoolInfo("slow", "gpu", "a100", 8, relative_speed=slow_speed),
+        PoolInfo("slow-2", "gpu", "a100", 8, relative_speed=slow_speed / 2),
+    ]
+
+
+def test_a_runs_rates_per_chip_type_are_its_declared_work_over_the_estimate_on_that_types_fastest_pool() -> None:
+    work = Workload(run="r", chips=1, reference_s=600.0)
+    assert estimated_rates(work, _pools()) == (("a100", 0.5), ("h100", 1.0))  # the pools' speeds, as simulated
+
+
+def test_measured_runs_of_the_same_work_replace_a_pools_declared_speed() -> None:
+    work = Workload(run="r", chips=1, reference_s=600.0, run_times={"slow": [2400.0, 2400.0]})
+    assert estimated_rates(work, _pools()) == (("a100", 0.25), ("h100", 1.0))  # 600 s of work in 2400 s there
+
+
+def test_no_rates_without_a_duration_an_estimate_on_every_chip_type_or_a_difference_between_them() -> None:
+    assert estimated_rates(Workload(run="r", chips=1), _pools()) == ()  # no declared work to count in
+    uniform = [
+        PoolInfo("x", "gpu", "h100", 8),
+        PoolInfo("y", "gpu", "a100", 8),
+        PoolInfo("z", "gpu", "a100", 8, relative_speed=0.5),
+    ]
+    assert estimated_rates(Workload(run="r", chips=1, reference_s=600.0), uniform) == ()  # fastest per type alike
+    only_tpu = Workload(run="r", chips=1, reference_s=600.0, allow=("tpu",))
+    assert estimated_rates(only_tpu, _pools()) == ()  # no pool it may use: nothing to rank by
+
+
+def test_service_by_pool_is_summed_by_the_pools_chip_types() -> None:
+    specs = {p.name: p for p in fleet([gpu("fast", chip_type="h100"), gpu("slow", chip_type="a100")]).spec.pools}
+    assert served_by_type({"fast": 10.0, "slow": 5.0, "gone": 7.0}, specs) == (("a100", 5.0), ("h100", 10.0))
