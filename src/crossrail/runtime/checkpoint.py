@@ -311,7 +311,12 @@ class Checkpointer:
         return None
 
     def restore(
-        self, step: Step = None, *, on_skip: OnSkip | None = None, mapped: bool = False
+        self,
+        step: Step = None,
+        *,
+        on_skip: OnSkip | None = None,
+        mapped: bool = False,
+        into: Mapping[str, npt.NDArray[Any]] | None = None,
     ) -> tuple[Tensors, dict[str, Any]]:
         """Tensors and manifest of checkpoint `step`, or of the newest valid one when `step` is None or "latest".
 
@@ -330,12 +335,29 @@ class Checkpointer:
         with SIGBUS, as an I/O error then does. For arrays that are copied into a model or onto an accelerator
         and let go, little of this matters. Tensors whose bytes are not aligned to their dtype, and checkpoints
         on object storage, are read as without it.
+
+        With `into` (names to the caller's numpy arrays: a model's parameters, its optimizer's moments, already
+        allocated), each tensor it names is read straight into its array and verified there, which is what a
+        resume into a built model costs least: no memory is allocated or faulted in, nothing copied after
+        (bench/ckpt.py measures it against a cold dd read). The arrays must be writable numpy arrays of the
+        tensor's shape and dtype (of a torch CPU tensor, its `.numpy()` view); one that is not C-contiguous,
+        such as a transposed view, is filled through a bounded buffer. Every name, shape and dtype is checked
+        before anything is written (CheckpointError naming each mismatch), and so is the layout of every
+        file: a checkpoint found incomplete leaves the arrays as they were. A checksum that fails (or an I/O
+        error) is found only as the tensor is read, so then some arrays hold the damaged checkpoint's bytes:
+        when an older checkpoint is restored instead (`step` None), all of them are filled again from it;
+        when the restore raises, the caller must treat every array as garbage (a trainer fails the attempt or
+        reinitialises). The tensors returned are those of the checkpoint: `into`'s arrays themselves for the
+        names it gives, new arrays for the rest. `into` and `mapped` exclude each other.
         """
+        if into is not None and mapped:
+            raise CheckpointError("restore takes `into` (read into your arrays) or `mapped` (views), not both")
         if step is not None and step != "latest":
-            return self._restore_step(_whole("a checkpoint step", step), mapped=mapped)
+            return self._restore_step(_whole("a checkpoint step", step), mapped=mapped, into=into)
         for info in reversed(self._candidates()):
             try:
-                return read(self.store, step_dirname(info.step), load=True, readers=self.readers, mapped=mapped)
+                name = step_dirname(info.step)
+                return read(self.store, name, load=True, readers=self.readers, mapped=mapped, into=into)
             except InvalidCheckpoint as exc:
                 if on_skip is not None:
                     on_skip(info.uri, str(exc))
@@ -349,11 +371,18 @@ class Checkpointer:
         """Bytes the checkpoint of `step` takes on storage."""
         return self.store.size(step_dirname(step))
 
-    def _restore_step(self, step: int, *, load: bool = True, mapped: bool = False) -> tuple[Tensors, dict[str, Any]]:
+    def _restore_step(
+        self,
+        step: int,
+        *,
+        load: bool = True,
+        mapped: bool = False,
+        into: Mapping[str, npt.NDArray[Any]] | None = None,
+    ) -> tuple[Tensors, dict[str, Any]]:
         name = step_dirname(step)
         if step in {c.step for c in self._candidates()}:
             try:
-                return read(self.store, name, load=load, readers=self.readers, mapped=mapped)
+                return read(self.store, name, load=load, readers=self.readers, mapped=mapped, into=into)
             except InvalidCheckpoint as exc:
                 problem = f"the checkpoint of step {step} in {self.uri} cannot be used: {exc}"
                 raise type(exc)(f"{problem}; {self._instead()}") from exc

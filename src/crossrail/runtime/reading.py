@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy.typing as npt
 
 from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, CheckpointNotFound, TornCheckpoint, parse_manifest
-from crossrail.runtime.shards import Entry, Tensors, check_file, mapped_tensor, read_tensor
+from crossrail.runtime.shards import (
+    Entry,
+    Tensors,
+    check_destinations,
+    check_file,
+    mapped_tensor,
+    read_tensor,
+)
 from crossrail.runtime.stores import STEP_DIR, Store
 
 DEFAULT_READERS = 4
@@ -57,14 +64,26 @@ def _by_file(manifest: dict[str, Any]) -> dict[str, list[Entry]]:
     return by_file
 
 
-def read(store: Store, name: str, *, load: bool, readers: int = DEFAULT_READERS, mapped: bool = False) -> Restored:
+def read(
+    store: Store,
+    name: str,
+    *,
+    load: bool,
+    readers: int = DEFAULT_READERS,
+    mapped: bool = False,
+    into: Mapping[str, npt.NDArray[Any]] | None = None,
+) -> Restored:
     """Verify the checkpoint `name` in `store`; its tensors (none unless `load`) and manifest.
 
     With `mapped` (and `load`), the tensors of a checkpoint on local disk are copy-on-write views of its
     files (see Checkpointer.restore) rather than copies in memory of their own; elsewhere `mapped` changes
-    nothing. TornCheckpoint when it is incomplete or damaged, NewerFormat when it is of a newer major format.
+    nothing. With `into` (and `load`), the tensors it names are read into its arrays, checked against the
+    manifest (CheckpointError) before the first byte is read. TornCheckpoint when it is incomplete or damaged,
+    NewerFormat when it is of a newer major format.
     """
     manifest = manifest_in(store, name)
+    destinations = check_destinations(manifest["tensors"], into) if into is not None and load else {}
+    mapped = mapped and not destinations  # the caller's arrays are filled, never replaced by views
     by_file = _by_file(manifest)
     regions: dict[str, mmap.mmap] = {}
 
@@ -87,7 +106,7 @@ def read(store: Store, name: str, *, load: bool, readers: int = DEFAULT_READERS,
             if array is not None:
                 return array
         with _torn_on_os_error(entry["file"]), store.ranges(name, entry["file"]) as read_into:
-            return read_tensor(read_into, entry, starts[entry["file"]], load=load)
+            return read_tensor(read_into, entry, starts[entry["file"]], load=load, into=destinations.get(entry["name"]))
 
     # One task per tensor, in file order: several streams at once keep the disk (or the network) busy. Mapped,
     # the kernel's readahead does the reading and this side only checksums: one stream, in order, measured

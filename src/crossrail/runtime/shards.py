@@ -146,26 +146,83 @@ def check_file(f: IO[bytes], file: str, entries: list[Entry], size: int) -> int:
     return start
 
 
-def read_tensor(read_into: ReadInto, e: Entry, start: int, *, load: bool) -> npt.NDArray[Any] | None:
+def read_tensor(
+    read_into: ReadInto, e: Entry, start: int, *, load: bool, into: npt.NDArray[Any] | None = None
+) -> npt.NDArray[Any] | None:
     """Read one tensor of a checked file and verify its checksum; the array when `load`.
 
     `read_into(offset, view)` fills `view` from that offset of the file and returns how many bytes it read.
+    With `into` (an array check_destinations passed), the bytes are read into it and it is returned: straight
+    into its memory when it is C-contiguous, else through this thread's scratch buffer, a stretch of rows at
+    a time.
     """
-    file = e["file"]
-    if load:
-        array = new_array(e["shape"], numpy_dtype(e))
-        view = _bytes_of(array)
+    if into is not None and not into.flags.c_contiguous:
+        _read_strided(read_into, e, start, into)
+        return into
+    if into is not None:
+        array: npt.NDArray[Any] | None = into
     else:
-        view = _scratch()
+        array = new_array(e["shape"], numpy_dtype(e)) if load else None
+    view = _scratch() if array is None else _bytes_of(array)
     h = hasher(e["checksum"])
     for begin in range(0, e["length"], READ_CHUNK_BYTES):
         size = min(READ_CHUNK_BYTES, e["length"] - begin)
-        chunk = view[begin : begin + size] if load else view[:size]
-        if read_into(start + e["offset"] + begin, chunk) != size:
-            raise TornCheckpoint(f"{file} is truncated (tensor {e['name']} ends past the end of the file)")
+        chunk = view[:size] if array is None else view[begin : begin + size]
+        _fill(read_into, e, start + e["offset"] + begin, chunk)
         h.update(chunk)
     _check_digest(e, h)
-    return array if load else None
+    return array
+
+
+def _read_strided(read_into: ReadInto, e: Entry, start: int, into: npt.NDArray[Any]) -> None:
+    """Read a tensor into an array that is not C-contiguous (a transposed view): whole rows of its first axis
+    into the scratch buffer (one row's own buffer when a row is larger), each copied out once verified."""
+    rows = into.shape[0]
+    row_bytes = e["length"] // rows
+    per = max(1, READ_CHUNK_BYTES // row_bytes)
+    buffer = _scratch() if row_bytes <= READ_CHUNK_BYTES else memoryview(bytearray(row_bytes))
+    h = hasher(e["checksum"])
+    for row in range(0, rows, per):
+        n = min(per, rows - row)
+        chunk = buffer[: n * row_bytes]
+        _fill(read_into, e, start + e["offset"] + row * row_bytes, chunk)
+        h.update(chunk)
+        into[row : row + n] = np.frombuffer(chunk, into.dtype).reshape(n, *into.shape[1:])
+    _check_digest(e, h)
+
+
+def _fill(read_into: ReadInto, e: Entry, offset: int, chunk: memoryview) -> None:
+    if read_into(offset, chunk) != len(chunk):
+        raise TornCheckpoint(f"{e['file']} is truncated (tensor {e['name']} ends past the end of the file)")
+
+
+def check_destinations(entries: list[Entry], into: Mapping[str, Any]) -> dict[str, npt.NDArray[Any]]:
+    """The arrays of `into` by tensor name, once each is found fit to restore its tensor in place.
+
+    CheckpointError listing every problem before anything is written: a name the checkpoint does not hold, an
+    array of another shape or dtype (byte order included), one that is not a writable numpy array.
+    """
+    by_name = {e["name"]: e for e in entries}
+    problems = []
+    for name, array in into.items():
+        e = by_name.get(name)
+        if e is None:
+            problems.append(f"{name}: the checkpoint holds no such tensor")
+        elif not isinstance(array, np.ndarray) or not array.flags.writeable:
+            bad = "is read-only" if isinstance(array, np.ndarray) else f"is a {type(array).__name__}, not numpy"
+            problems.append(f"{name}: the array {bad} (of a torch CPU tensor, pass its .numpy() view)")
+        elif list(array.shape) != e["shape"] or array.dtype != numpy_dtype(e):
+            problems.append(
+                f"{name}: the checkpoint holds {_described(numpy_dtype(e))} {e['shape']}, the array is "
+                f"{_described(array.dtype)} {list(array.shape)}"
+            )
+    if problems:
+        listed = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise CheckpointError(
+            f"cannot restore in place: {listed}. Give arrays of the checkpoint's names, shapes and dtypes "
+            "(read_manifest lists them), or restore without `into` and convert"
+        )
+    return dict(into)
 
 
 def mapped_tensor(region: mmap.mmap, e: Entry, start: int) -> npt.NDArray[Any] | None:
@@ -199,6 +256,10 @@ def numpy_dtype(e: Entry) -> np.dtype[Any]:
     return dtype
 
 
+def _described(dtype: np.dtype[Any]) -> str:
+    return dtype.name if dtype.isnative or dtype.byteorder == "|" else f"{dtype.name} of the other byte order"
+
+
 def _check_digest(e: Entry, h: Any) -> None:
     got = digest(e["checksum"], h)
     if got != e["checksum"]:
@@ -224,7 +285,7 @@ def new_array(shape: list[int], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
 def _scratch() -> memoryview:
     """This thread's buffer for data that is checked and not kept; reused, so a verify allocates nothing."""
     buffer = getattr(_local, "buffer", None)
-    if buffer is None:
+    if buffer is None or len(buffer) < READ_CHUNK_BYTES:
         buffer = _local.buffer = memoryview(bytearray(READ_CHUNK_BYTES))
     return buffer
 
