@@ -373,7 +373,8 @@ class Agent:
         if not self.store.record_launch(run.id, att.number):  # fenced: a deposed leader never gets past this
             return None
         try:
-            return dataclasses.replace(request, run_as=self._run_as(run, att))
+            slowdown = next((p.slowdown for p in self.service.fleet.spec.pools if p.name == att.pool), 1.0)
+            return dataclasses.replace(request, run_as=self._run_as(run, att), slowdown=slowdown)
         except (UsageError, OSError) as exc:  # a user this machine lacks, a team's uid taken, a parent's files
             self._not_launched(run, att, exc)
             return None

@@ -76,6 +76,8 @@ class LaunchRequest:
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
     run_as: RunAs | None = None
+    slowdown: float = 1.0
+    """Local pools: the pool's `slowdown` (its processes run 1/slowdown of the time); other executors ignore it."""
 
 
 @dataclass(frozen=True)

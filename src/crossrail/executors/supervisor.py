@@ -8,12 +8,14 @@ Standard library only, so it starts fast; the executor imports its file helpers 
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from types import FrameType
@@ -188,6 +190,37 @@ class CappedLog:
             self.file.close()
 
 
+class Throttle:
+    """Lets a process group run 1/`slowdown` of the time, a pool's `slowdown` on a local machine: in each
+    period of PERIOD_S it runs for PERIOD_S/slowdown and is stopped (SIGSTOP) for the rest. `release` lets it
+    run for good (a stop's SIGTERM must reach a running command)."""
+
+    PERIOD_S = 0.1
+
+    def __init__(self, slowdown: float, timer: Clock) -> None:
+        self.run_s = self.PERIOD_S / max(slowdown, 1.0)
+        self.timer = timer
+        self.active = slowdown > 1.0
+        self.paused = False
+        self.switch_at = timer.now() + self.run_s
+
+    def tick(self, signal_group: Callable[[int], None]) -> float:
+        """Pause or resume the group when its time has come; the seconds until the next switch (inf: none)."""
+        if not self.active:
+            return math.inf
+        now = self.timer.now()
+        if now >= self.switch_at:
+            self.paused = not self.paused
+            signal_group(signal.SIGSTOP if self.paused else signal.SIGCONT)
+            self.switch_at = now + (self.PERIOD_S - self.run_s if self.paused else self.run_s)
+        return max(self.switch_at - now, 0.0)
+
+    def release(self, signal_group: Callable[[int], None]) -> None:
+        if self.active and self.paused:
+            signal_group(signal.SIGCONT)
+        self.active = self.paused = False
+
+
 class Supervisor:
     """Runs one attempt's command. `clock` stamps its start and end (wall time the agent compares); `timer`
     measures the grace before a SIGKILL (monotonic, so a wall-clock step neither shortens nor stretches it)."""
@@ -202,6 +235,7 @@ class Supervisor:
         self.stop_delivered = False  # ... and reached the command (or kept it from starting)
         self.kill_at: float | None = None
         self.started_at: float | None = None
+        self.throttle = Throttle(1.0, self.timer)
 
     def run(self) -> int:
         """1. take SIGTERM as a stop, 2. claim the attempt, 3. run the command, 4. record how it ended."""
@@ -262,6 +296,7 @@ class Supervisor:
             return self._status(exit_code=START_FAILED, detail=why)
         self.started_at = self.clock.now()
         self.child = child
+        self.throttle = Throttle(float(request.get("slowdown") or 1.0), self.timer)
         write_json_atomic(self.dir / CHILD, {**process_record(child.pid), "started_at": self.started_at})
         if self.stopping:  # the stop arrived while the command was being started
             self._forward_stop()
@@ -281,6 +316,7 @@ class Supervisor:
         while not self._has_exited(child.pid):
             self._kill_if_due()
             wait_s = TICK_S if self.kill_at is None else min(TICK_S, max(0.0, self.kill_at - self.timer.now()))
+            wait_s = min(wait_s, self.throttle.tick(self._signal_group))
             if readable:
                 if poller.poll(wait_s * 1000):
                     readable = self._copy(fd, log)
@@ -323,6 +359,7 @@ class Supervisor:
         if self.kill_at is not None or self.reaped:  # already forwarded, or the command ended on its own
             return
         self.stop_delivered = True
+        self.throttle.release(self._signal_group)  # a stopped group would not see the SIGTERM until continued
         grace_s = (read_json(self.dir / STOP) or {}).get("grace_s", DEFAULT_GRACE_S)
         if not isinstance(grace_s, int | float) or grace_s < 0:
             grace_s = DEFAULT_GRACE_S

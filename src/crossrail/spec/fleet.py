@@ -107,6 +107,10 @@ class Pool(SpecModel):
     an admin accepts that commands of team tokens run as the agent's OS user here (docs/auth.md)."""
     time_sliced: bool = False
     """Round-based scheduling policies may preempt and move work here at each round's end."""
+    slowdown: float = Field(default=1.0, strict=False, ge=1, le=100, allow_inf_nan=False)
+    """Local pools only: how many times slower than this machine the pool runs its attempts (the local executor
+    lets each attempt's processes run 1/slowdown of the time), to try a heterogeneous fleet on one machine.
+    Declare the pool's `relative_speed` to match, as a measured fleet would."""
     kubernetes: KubernetesPool | None = None  # GKE selectors and Kueue flavor (spec/targets.py)
     slurm: SlurmPool | None = None
     skypilot: SkyPilotPool | None = None
@@ -153,6 +157,13 @@ class Pool(SpecModel):
         if self.backend != "ray" and self.ray is not None:
             fix = "set `backend: ray`, or remove the ray block"
             raise_items([(("ray",), f"ray settings on a pool whose backend is {self.backend}", fix)])
+        return self
+
+    @model_validator(mode="after")
+    def _local_slowdown(self) -> Pool:
+        if self.slowdown != 1.0 and self.backend != "local":
+            fix = "remove `slowdown` (only the local executor emulates a slower pool), or set `backend: local`"
+            raise_items([(("slowdown",), f"slowdown on a pool whose backend is {self.backend}", fix)])
         return self
 
     @model_validator(mode="after")

@@ -132,6 +132,23 @@ def test_queue_for_prefers_the_team_queue(stage: Stage | str, team: str | None, 
             ("spec.pools[0].relative_speed", 13, "must be > 0.0 (got 0)", None),
             id="zero-speed",
         ),
+        pytest.param(
+            "      backend: local\n",
+            "      backend: ray\n      ray: {address: 'head:6379'}\n      slowdown: 2\n",
+            (
+                "spec.pools[0].slowdown",
+                17,
+                "slowdown on a pool whose backend is ray",
+                "remove `slowdown` (only the local executor emulates a slower pool), or set `backend: local`",
+            ),
+            id="slowdown-off-local",
+        ),
+        pytest.param(
+            "      backend: local\n",
+            "      backend: local\n      slowdown: 0.5\n",
+            ("spec.pools[0].slowdown", 16, "must be >= 1.0 (got 0.5)", None),
+            id="slowdown-below-one",
+        ),
     ],
 )
 def test_fleet_mistakes_are_named(old: str, new: str, expected: tuple[str, int, str, str | None]) -> None:
