@@ -46,6 +46,8 @@ PolicyName = Literal[
     "min_jct_hetero",
 ]
 """Scheduling policies (crossrail.scheduling.policies.POLICY_NAMES; docs/policies.md)."""
+ROUND_BASED_POLICIES = frozenset({"las", "max_min_fairness", "las_hetero", "max_min_fairness_hetero", "min_jct_hetero"})
+"""The policies that time-slice the pools marked `time_sliced` (their `round_based`, held to it by a test)."""
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 Chips = Annotated[int, Field(strict=True, ge=0)]
 MAX_POOL_CHIPS = 16_777_216

@@ -5,7 +5,7 @@ from __future__ import annotations
 from crossrail.core import parse_topology
 from crossrail.errors import Problem
 from crossrail.spec.common import Accelerator, Items
-from crossrail.spec.fleet import Fleet
+from crossrail.spec.fleet import ROUND_BASED_POLICIES, Fleet
 from crossrail.spec.loader import Document
 from crossrail.spec.problems import problems_at
 from crossrail.spec.tpu import host_problem, shape_problem, tpu_version
@@ -17,8 +17,14 @@ where a `backend: kubernetes` pool is refused for it (fleet.gke_tpu_items)."""
 
 def fleet_warnings(fleet: Fleet, doc: Document) -> list[Problem]:
     """A TPU pool of a local or Ray backend whose slice shapes or hosts no TPU machine has: valid, as such pools
-    take any shape, but no real host is built that way (spec/tpu.py), so what runs there would not run on GKE."""
+    take any shape, but no real host is built that way (spec/tpu.py), so what runs there would not run on GKE.
+    A round-based scheduling policy with no pool marked `time_sliced`: valid, but nothing is time-sliced."""
     items: Items = []
+    policy = fleet.spec.scheduling.policy
+    if policy in ROUND_BASED_POLICIES and not any(p.time_sliced for p in fleet.spec.pools):
+        said = f"policy {policy} time-slices only pools marked time_sliced, and none is: it only orders admission"
+        fix = "mark the pools whose runs it may stop and move each round `time_sliced: true`, or use another policy"
+        items.append((("spec", "scheduling", "policy"), said, fix))
     for i, pool in enumerate(fleet.spec.pools):
         version = tpu_version(pool.chip_type) if pool.accelerator is Accelerator.TPU else None
         if version is None or str(pool.backend) not in CONTAINERLESS:

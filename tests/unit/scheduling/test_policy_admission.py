@@ -8,13 +8,14 @@ from crossrail.errors import UsageError
 from crossrail.scheduling import Request
 from crossrail.scheduling.policies import POLICY_NAMES, get_policy
 from crossrail.scheduling.policies.admission import admission_order, priority_order, view_of
-from crossrail.spec.fleet import PolicyName
+from crossrail.spec.fleet import ROUND_BASED_POLICIES, PolicyName
 
 from .builders import HOUR, T0, admitted, fleet, gpu, queue, req, scheduler
 
 
 def test_the_fleet_accepts_exactly_the_policies_crossrail_has() -> None:
     assert PolicyName.__args__ == POLICY_NAMES  # type: ignore[attr-defined]
+    assert {n for n in POLICY_NAMES if get_policy(n).round_based} == ROUND_BASED_POLICIES  # validate's warning
 
 
 def test_the_fleet_names_its_policy_and_round_and_marks_time_sliced_pools() -> None:

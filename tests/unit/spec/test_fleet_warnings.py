@@ -69,3 +69,37 @@ def test_validate_prints_warnings_apart_and_exits_0_on_warnings_alone(tmp_path: 
     assert both.exit_code == 1
     assert "1 problem in" in both.stderr  # the broken file's problem, printed apart from the warning
     assert both.stderr.count("warning:") == 1
+
+
+ROUND_FLEET = """\
+apiVersion: crossrail/v1
+kind: Fleet
+metadata: {name: f}
+spec:
+  scheduling: {policy: POLICY}
+  pools:
+    - {name: gpu, accelerator: gpu, chip_type: h100, chips: 8, chips_per_host: 8SLICED}
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "sliced", "warned"),
+    [
+        pytest.param("max_min_fairness_hetero", "", True, id="round-based-with-nothing-to-slice"),
+        pytest.param("las", ", time_sliced: true", False, id="round-based-with-a-sliced-pool"),
+        pytest.param("fifo_hetero", "", False, id="an-ordering-policy-slices-nothing-anyway"),
+    ],
+)
+def test_a_round_based_policy_with_no_time_sliced_pool_is_a_warning(
+    tmp_path: Path, policy: str, sliced: str, warned: bool
+) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(ROUND_FLEET.replace("POLICY", policy).replace("SLICED", sliced))
+
+    found = check_files([path], default_policy())
+
+    assert found.problems == []
+    assert [(w.path, w.line) for w in found.warnings] == ([("spec.scheduling.policy", 5)] if warned else [])
+    if warned:
+        assert found.warnings[0].fix is not None
+        assert "time_sliced: true" in found.warnings[0].fix
