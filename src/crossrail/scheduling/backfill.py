@@ -17,18 +17,18 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from crossrail.scheduling.estimate import StartEstimate, Waiting, _Timeline
+from crossrail.scheduling.timeline import StartEstimate, Timeline, Waiting
 
 
 def greedy_starts(
-    ordered: list[Waiting], lines: dict[str, _Timeline], now: float, unknown_s: float
+    ordered: list[Waiting], lines: dict[str, Timeline], now: float, unknown_s: float
 ) -> dict[str, StartEstimate]:
     """Starts of `ordered` (admission order) on `lines` (pools with their running work), with backfill."""
     return _Greedy(ordered, lines, unknown_s).run(now)
 
 
 class _Greedy:
-    def __init__(self, ordered: list[Waiting], lines: dict[str, _Timeline], unknown_s: float) -> None:
+    def __init__(self, ordered: list[Waiting], lines: dict[str, Timeline], unknown_s: float) -> None:
         self.ordered = ordered
         self.lines = lines
         self.unknown_s = unknown_s
