@@ -109,3 +109,33 @@ def adamw_from_neutral(
             moment[key] = (value.t() if name in flipped else value).contiguous().to(p.device, p.dtype)
         count = torch.tensor(float(step), dtype=torch.float32, device=p.device if on_device else "cpu")
         optimizer.state[p] = {"step": count, **moment}
+
+
+def neutral_views(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) -> Arrays | None:
+    """Writable numpy views, under neutral names and in neutral layout, of the model's parameters and of AdamW
+    moments made for them now (zeros, step count `step`): a checkpoint restored into them in place
+    (Checkpointer.restore(into=...)) is the model and optimizer adamw_from_neutral would have set, without a
+    copy of either. The weights of nn.Linear layers are transposed views. None unless every parameter is an
+    fp32 tensor in CPU memory: on an accelerator the tensors go through state_from_neutral instead.
+    """
+    import torch
+
+    params = dict(model.named_parameters())
+    if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in params.values()):
+        return None
+    if step < 0:
+        raise CheckpointError(f"an optimizer step count must be >= 0 (got {step})")
+    flipped = linear_weights(model)
+    groups = {id(p): group for group in optimizer.param_groups for p in group["params"]}
+    weights_: Arrays = {}
+    first: Arrays = {}
+    second: Arrays = {}
+    for name, p in params.items():
+        if id(p) not in groups:
+            raise CheckpointError(f"parameter {name} is not in the optimizer; build it over model.parameters()")
+        moment = {"exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+        optimizer.state[p] = {"step": torch.tensor(float(step), dtype=torch.float32), **moment}
+        for out, tensor in ((weights_, p.detach()), (first, moment["exp_avg"]), (second, moment["exp_avg_sq"])):
+            array = tensor.numpy()
+            out[name] = array.T if name in flipped else array
+    return with_moments(weights_, first, second)

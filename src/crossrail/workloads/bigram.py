@@ -24,6 +24,7 @@ from crossrail.runtime import (
     Reporter,
     RuntimeContext,
     read_bytes,
+    read_manifest,
     restore_from,
 )
 from crossrail.workloads.bigram_model import MODEL_KIND, Adam, Bigram, Bytes, batch, evaluate, train_step
@@ -123,12 +124,15 @@ class Trainer(TrainingLoop):
         """
         own = Checkpointer(self.ctx.checkpoint_dir).latest(on_skip=self._skipped)
         if own is not None:
-            tensors, manifest = Checkpointer(self.ctx.checkpoint_dir).restore(own.step, mapped=True)
+            manifest = read_manifest(own.uri)
             self.ctx.claim(manifest, own.uri)
             _check_kind(manifest, own.uri)
+            # Read straight into the model's own arrays, each verified there; a failed checksum fails the attempt.
+            model = Bigram(step=own.step)
+            Checkpointer(self.ctx.checkpoint_dir).restore(own.step, into=model.tensors())
             self.reporter.event("resumed", step=own.step, **{"from": own.uri})
             self.saved_step = own.step
-            return Bigram.from_tensors(tensors, own.step), own.uri
+            return model, own.uri
         parent = self.ctx.parent_checkpoint
         if parent is None or parent == "latest":
             return Bigram(), None

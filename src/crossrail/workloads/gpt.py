@@ -26,12 +26,14 @@ from typing import Any
 from crossrail.errors import CrossrailError
 from crossrail.runtime import (
     Checkpointer,
+    CheckpointError,
     CheckpointNotFound,
     HeartbeatThread,
     Reporter,
     RuntimeContext,
     data_position,
     read_bytes,
+    read_manifest,
     restore_from,
 )
 from crossrail.runtime.neutral import moments
@@ -263,12 +265,11 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
 
     own = Checkpointer(ctx.checkpoint_dir).latest(on_skip=skipped)
     if own is not None:
-        # mapped: the weights and moments are copied into the model and its optimizer, then dropped
-        tensors, manifest = Checkpointer(ctx.checkpoint_dir).restore(own.step, mapped=True)
+        # Only the manifest now: the model it names is built, then its tensors are read into it (resume_own).
+        manifest = read_manifest(own.uri)
         ctx.claim(manifest, own.uri)
         model = model_of(manifest, own.uri, cfg)
-        reporter.event("resumed", step=own.step, **{"from": own.uri})
-        return Start(model, tensors, own.step, own.uri, manifest, own=True)
+        return Start(model, None, own.step, own.uri, manifest, own=True)
     parent = ctx.parent_checkpoint
     if parent is None or parent == "latest":
         if cfg.task == "finetune":
@@ -295,6 +296,32 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
         return Start(model, tensors, step, info.uri, manifest, optimizer=not reset)
     reporter.event("initialised", step=step, **{"from": info.uri})
     return Start(model, tensors, None, info.uri)
+
+
+def resume_own(engine: Engine, directory: str, start: Start, reporter: Reporter) -> None:
+    """Read this run's checkpoint `start` names into the engine, then report the resume.
+
+    In place where the engine keeps its state in host memory (PyTorch on the CPU): the checkpoint is read
+    straight into the parameters and AdamW moments, nothing allocated for it or copied after (a failed
+    checksum fails the attempt: the model then holds part of it). Elsewhere its tensors are copy-on-write views
+    of the files that load() copies onto the device and lets go.
+    """
+    assert start.step is not None
+    assert start.manifest is not None
+    assert start.uri is not None
+    views = engine.host_state(start.step)
+    if views is None:
+        tensors, _ = Checkpointer(directory).restore(start.step, mapped=True)
+        engine.load(tensors, start.step)
+    else:
+        unexpected = [e["name"] for e in start.manifest["tensors"] if e["name"] not in views]
+        if unexpected:
+            raise CheckpointError(
+                f"{PROG}: {start.uri} holds tensors this model does not have: {', '.join(unexpected[:8])}; "
+                "point at a checkpoint of this model"
+            )
+        Checkpointer(directory).restore(start.step, into=views)
+    reporter.event("resumed", step=start.step, **{"from": start.uri})
 
 
 def _skipped(reporter: Reporter, uri: str, reason: str) -> None:
@@ -333,8 +360,11 @@ class Trainer(TrainingLoop):
             raise CrossrailError(f"{PROG}: the dataset has {len(corpus.text)} bytes; it needs more than model.context")
         self.text = corpus.text
         self.engine = build_engine(cfg, self.model)
-        tensors = start.tensors if start.tensors is not None else init_tensors(self.model, cfg.seed)
-        self.engine.load(tensors, start.step if start.optimizer else None)
+        if start.own:
+            resume_own(self.engine, ctx.checkpoint_dir, start, reporter)
+        else:
+            tensors = start.tensors if start.tensors is not None else init_tensors(self.model, cfg.seed)
+            self.engine.load(tensors, start.step if start.optimizer else None)
         self.engine.step = start.step or 0  # a continued run counts on from its checkpoint's step
         self.saved_step = start.step if start.own else None  # the step of the newest checkpoint this run holds
         self.peak, source = (cfg.peak_flops, "given") if cfg.peak_flops else (self.engine.peak_flops(), "measured")

@@ -187,6 +187,11 @@ class JaxEngine:
             _, replicated, _ = _compiled_parallel(self.cfg, self.adamw, self.dtype, tuple(jax.devices()))
             self.params, self.opt_state = (_global(tree, replicated) for tree in (self.params, self.opt_state))
 
+    def host_state(self, step: int) -> Arrays | None:
+        """None: jax arrays are immutable buffers on the device (on the CPU too), never host arrays a checkpoint
+        could be read into; load() puts copy-on-write views of the checkpoint's files on the device instead."""
+        return None
+
     def tensors(self) -> Arrays:
         moments, _ = adamw_to_neutral(_local(self.opt_state))
         return params_to_neutral(_local(self.params)) | moments

@@ -128,6 +128,10 @@ class Engine(Protocol):
     def load(self, tensors: Mapping[str, npt.NDArray[Any]], step: int | None) -> None:
         """Neutral weights; with `step`, the AdamW moments and step count too, else a fresh optimizer at 0."""
 
+    def host_state(self, step: int) -> Arrays | None:
+        """Writable neutral views of the weights and AdamW moments (those made now, at `step`) to restore a
+        checkpoint into in place; None where the state is not in host memory, and load() takes the tensors."""
+
     def tensors(self) -> Arrays:
         """Neutral weights and AdamW moments (`optim.m.*`, `optim.v.*`)."""
 

@@ -19,7 +19,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from crossrail.runtime.torch_adapter import adamw_from_neutral, adamw_to_neutral, state_from_neutral, state_to_neutral
+from crossrail.runtime.torch_adapter import (
+    adamw_from_neutral,
+    adamw_to_neutral,
+    neutral_views,
+    state_from_neutral,
+    state_to_neutral,
+)
 from crossrail.workloads.gpt_model import LN_EPS, AdamW, Arrays, GPTConfig, Logits, Tokens
 from crossrail.workloads.parallel import rows
 
@@ -141,6 +147,15 @@ class TorchEngine:
         self.step = step or 0
         if self.world > 1:
             self._forward = self._wrap(self.model)
+
+    def host_state(self, step: int) -> Arrays | None:
+        """Neutral views of the parameters and of AdamW moments made now (zeros, at `step`), for a checkpoint
+        read into them in place; None on an accelerator. Every worker reads the same checkpoint, so the
+        workers agree without the broadcast load() makes."""
+        views = neutral_views(self.model, self.optimizer, step)
+        if views is not None:
+            self.step = step
+        return views
 
     def tensors(self) -> Arrays:
         moments, _ = adamw_to_neutral(self.model, self.optimizer)
