@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from crossrail.api import apidocs, auth, bounds, dashboard, errors, ingest, prom, routes
+from crossrail.api import apidocs, auth, dashboard, errors, ingest, limits, prom, routes
 from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
 
@@ -85,7 +85,7 @@ def create_app(
     app.include_router(dashboard.router)
     app.include_router(apidocs.router)
     auth.check_routes(app)
-    app.add_middleware(bounds.BodyLimits)  # inside auth's: a body refused for its size or depth is audited
+    app.add_middleware(limits.BodyLimits)  # inside auth's: a body refused for its size or depth is audited
     app.add_middleware(auth.AuthMiddleware, fastapi_app=app)
     return app
 

@@ -416,7 +416,7 @@ def _query_token(scope: Scope) -> str | None:
 
 
 def _wants_page(scope: Scope) -> bool:
-    from crossrail.api.dashboard import wants_page
+    from crossrail.api.pages import wants_page
 
     return wants_page(scope)
 
@@ -540,7 +540,7 @@ async def _login_form(scope: Scope, receive: Receive, send: Send, exc: Unauthent
     that was sent and is dead is named."""
     from urllib.parse import parse_qsl, urlencode
 
-    from crossrail.api.dashboard import login_page
+    from crossrail.api.pages import login_page
 
     query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
     here = str(scope["path"]) + (f"?{urlencode(query)}" if query else "")

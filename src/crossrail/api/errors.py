@@ -170,12 +170,12 @@ def _integer_bounds(node: Any) -> None:
 
 
 def answer(scope: Any, refusal: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
-    """A refusal (`body()`) as JSON, or as a dashboard page for a browser on one (crossrail.api.dashboard)."""
-    from crossrail.api import dashboard
+    """A refusal (`body()`) as JSON, or as a dashboard page for a browser on one (crossrail.api.pages)."""
+    from crossrail.api import pages
 
     status = int(refusal["status"])
-    if dashboard.wants_page(scope):
-        page = dashboard.error_page(status, refusal["message"], str(scope["path"]), refusal["problems"])
+    if pages.wants_page(scope):
+        page = pages.error_page(status, refusal["message"], str(scope["path"]), refusal["problems"])
         page.headers.update(headers or {})
         return page
     return JSONResponse(refusal, status_code=status, headers=headers)
