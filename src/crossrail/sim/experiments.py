@@ -31,7 +31,7 @@ from typing import Any
 
 from crossrail.errors import Problem, SpecError
 from crossrail.scheduling.decisions import RetryPolicy
-from crossrail.sim.workload import SimJob
+from crossrail.sim.job import SimJob
 from crossrail.spec import Experiment
 from crossrail.spec.loader import Document, load_document
 from crossrail.spec.validate import parse_experiment

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from crossrail.errors import Problem, SpecError
 from crossrail.scheduling.gavel import Throughputs
-from crossrail.sim.workload import SimJob
+from crossrail.sim.job import SimJob
 
 WHERE = "--workload gavel-gen:"
 REFERENCE = "v100"

@@ -10,20 +10,45 @@ come from the declared ones, as on a fleet that has measured nothing yet.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from crossrail.core import priority_rank
+from crossrail.scheduling import Scheduler
 from crossrail.scheduling.estimate import Busy, PoolInfo, Workload, run_time_s
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.scheduling.reconcile import PlacementSettings, Placing
-from crossrail.spec import PlacementPolicy
+from crossrail.sim.engine import Engine
+from crossrail.sim.executor import SimExecutor
+from crossrail.sim.fit import Where
+from crossrail.sim.job import SimJob
+from crossrail.sim.retries import SimRetries
+from crossrail.spec import Fleet, PlacementPolicy
 
-if TYPE_CHECKING:
-    from crossrail.sim.simulation import Simulation
+
+class PlacedSimulation(Protocol):
+    """What placement reads of the simulation that hands itself in (crossrail.sim.simulation.Simulation)."""
+
+    @property
+    def fleet(self) -> Fleet: ...
+    @property
+    def sched(self) -> Scheduler: ...
+    @property
+    def executor(self) -> SimExecutor: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def retries(self) -> SimRetries: ...
+    @property
+    def jobs(self) -> Mapping[str, SimJob]: ...
+    @property
+    def allow(self) -> Mapping[str, Where]: ...
+    @property
+    def waiting(self) -> Mapping[str, float]: ...
 
 
 class SimPlacing:
-    def __init__(self, sim: Simulation, policy: PlacementPolicy) -> None:
+    def __init__(self, sim: PlacedSimulation, policy: PlacementPolicy) -> None:
         self.sim = sim
         self.policy = policy
         spec = sim.fleet.spec

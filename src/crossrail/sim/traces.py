@@ -14,7 +14,7 @@ from typing import Any
 
 from crossrail.errors import Problem, SpecError
 from crossrail.scheduling import gavel
-from crossrail.sim.workload import SimJob
+from crossrail.sim.job import SimJob
 
 
 def _read(path: str | Path) -> str:

@@ -1,8 +1,7 @@
-"""Simulated jobs: the `SimJob` record, a synthetic generator, job files, and the `--workload` dispatcher.
+"""Simulated workloads: a synthetic generator, job files, and the `--workload` dispatcher over every kind.
 
-A job's `work_s` is its run time on a reference chip at speed 1. On a pool it progresses at
-`throughput[pool.chip_type]` work units per second when `throughput` is given (a Gavel-style matrix row:
-a type absent or at 0 cannot run the job), else at the pool's `relative_speed`.
+The job record, `SimJob`, is crossrail.sim.job's (imported from here too); traces, generated streams and
+experiments build it without this module.
 """
 
 from __future__ import annotations
@@ -19,62 +18,13 @@ from crossrail.core.priority import PRIORITIES
 from crossrail.errors import Problem, SpecError
 from crossrail.metrics import Target
 from crossrail.scheduling.decisions import RetryPolicy
+from crossrail.sim.job import SimJob as SimJob  # noqa: PLC0414  # re-exported: callers import it here
 from crossrail.sim.quality import QualityCurve
 from crossrail.spec import Retries, Stage
 from crossrail.spec.loader import MAX_FILE_BYTES, parse_value, read_bounded
 
 if TYPE_CHECKING:
     from crossrail.sim.generated import GavelGen
-
-
-@dataclass(frozen=True)
-class SimJob:
-    """One job to simulate: what it asks for, how much work it is, and when it arrives (seconds from 0)."""
-
-    name: str
-    stage: str
-    chips: int
-    work_s: float
-    submit_s: float = 0.0
-    team: str | None = None
-    priority: str = "normal"
-    throughput: Mapping[str, float] = field(default_factory=dict)
-    elastic: bool = False
-    min_chips: int | None = None
-    prefer: str = "any"
-    estimate_s: float | None = None
-    """The run time a user would declare (`resources.duration`); None: `work_s` at speed 1."""
-    accelerators: tuple[str, ...] | None = None
-    """Accelerator kinds (`tpu`, `gpu`) it may run on; None: any."""
-    workers: int = 1
-    """Data-parallel workers: one gang the scheduling core admits whole, spread over hosts in whole workers."""
-    quality: QualityCurve | None = None
-    """The eval loss it reports as it trains (crossrail.sim.quality); None: it reports none."""
-    target: Mapping[str, Any] | None = None
-    """`spec.target` ({metric, op, value}): its `submitted` event carries it, and metrics find when it is met."""
-    retries: RetryPolicy | None = None
-    """`spec.retries` (how often an interrupted attempt retries, its back-off); None: the simulation's policy."""
-    checkpoint_every_s: float | None = None
-    """`spec.checkpoint.every`: its checkpoint interval; None: the simulation's interval chooser decides."""
-    parent: str | None = None
-    """`spec.parent.run` (from its `latest` checkpoint): queued only once that job of the workload has ended."""
-
-    def runs_on(self, accelerator: str) -> bool:
-        return self.accelerators is None or accelerator in self.accelerators
-
-    def rate(self, chip_type: str, relative_speed: float) -> float:
-        """Work units per second on a pool of `chip_type`; 0 when the job cannot run there."""
-        if self.throughput:
-            return max(float(self.throughput.get(chip_type, 0.0)), 0.0)
-        return relative_speed
-
-    def gang_rate(self, chip_type: str, relative_speed: float, chips: int) -> float:
-        """Work units per second of a gang of `chips` on a pool of `chip_type` (the job's rate scaled to it)."""
-        return self.rate(chip_type, relative_speed) * chips / self.chips
-
-    @property
-    def declared_s(self) -> float:
-        return self.estimate_s if self.estimate_s is not None else self.work_s
 
 
 # --- synthetic ---------------------------------------------------------------------------------
