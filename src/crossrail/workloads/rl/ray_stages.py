@@ -19,7 +19,7 @@ CPUS_PER_STAGE = 0.01  # stages share the CPUs they find; a pipeline fits any cl
 
 def _run_stage(argv: list[str], env: dict[str, str]) -> int:
     os.environ.update(env)
-    from crossrail.workloads.rl.__main__ import main
+    from crossrail.workloads.rl.launch import main
 
     return main(argv)
 
