@@ -77,8 +77,9 @@ class HeavyFirst:
     worker (worker k gets tests [k*c, (k+1)*c), `c` below), then more from the front of what is left to whichever
     worker runs low. So the heavy files, longest first, are dealt to the workers (each to the least loaded) and each
     worker's share opens its first chunk. A file moves whole (its module fixtures are set up once), and every file
-    that uses the demo workspace moves as one, onto one worker: that worker builds it and the other never waits on
-    its lock. Every worker computes the same order from the same collection, as xdist requires."""
+    that uses the demo workspace moves as one, onto one worker, last in its share: the workspace builds in the
+    background meanwhile, and the other worker never waits on its lock. Every worker computes the same order from
+    the same collection, as xdist requires."""
 
     @pytest.hookimpl(trylast=True)  # after `-m`/`-k` have deselected: the chunks are counted over what runs
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -94,14 +95,17 @@ class HeavyFirst:
             (rest if unit is None else units.setdefault(unit, [])).append(item)
         if not units:
             return
-        shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+        shares: list[list[str]] = [[] for _ in range(workers)]
         loads = [0.0] * workers
-        for unit in sorted(units, key=lambda u: (-_unit_s(u), u)):
+        for unit in sorted(units, key=lambda u: (-_unit_s(u), u)):  # longest first, to the least loaded worker
             k = loads.index(min(loads))
-            shares[k] += units[unit]
+            shares[k].append(unit)
             loads[k] += _unit_s(unit)
         ordered: list[pytest.Item] = []
-        for share in shares:
+        for names in shares:
+            # The demo workspace's users last in their share: the workspace is built in the background from the
+            # start (tests/api/conftest.py) while the others run.
+            share = [item for unit in sorted(names, key=lambda u: u == "demo_workspace") for item in units[unit]]
             filler = max(0, chunk - len(share))
             ordered += share + rest[:filler]
             rest = rest[filler:]
