@@ -2,9 +2,11 @@
 
     CrossrailError                  everything crossrail raises on purpose
     ├── UsageError                  the command line or a call was malformed (CLI exit 2)
+    │   └── MissingExtraError       an optional extra is not installed; names its `pip install` (also an ImportError)
     ├── SpecError                   a file or document is invalid; carries every Problem found (exit 1)
     ├── PlacementError              no pool of the fleet could ever hold a request (exit 1)
     │   └── InfeasibleError         ... said as the Problems of the document that asked (also a SpecError)
+    ├── InputRefused                an input submit will not read: not a regular file, a system path, past a budget
     ├── AccessError                 who asked may not do what was asked
     │   ├── UnauthenticatedError    no token, or one that is unknown, expired, revoked or rotated out (401)
     │   └── ForbiddenError          the token's role or team does not allow it (403)
@@ -16,15 +18,27 @@
     │   ├── StoreUnavailableError   the store cannot be reached now (server down); retrying may succeed
     │   ├── StoreDamagedError       the store is corrupt, deleted or replaced: stop writing, restore a backup
     │   └── FencedError             an agent's write carried a leader term that a newer one replaced: it steps down
-    └── ExecutionError              running work failed
-        ├── RetryableError          a failure that another attempt may not meet (preemption, lost host)
-        └── PermanentError          a failure that will recur (bad image, bad command)
+    ├── ExecutionError              running work failed
+    │   └── RetryableError          a failure that another attempt may not meet (preemption, lost host)
+    ├── CheckpointError             a checkpoint cannot be written, found or read (crossrail.runtime.manifest)
+    │   ├── CheckpointNotFound      no checkpoint, or no valid one, where one was asked for
+    │   ├── InvalidCheckpoint       a committed checkpoint this reader cannot use
+    │   │   ├── TornCheckpoint      ... incomplete or damaged: no manifest, a missing file, a checksum mismatch
+    │   │   └── NewerFormat         ... of a newer major format; a newer crossrail reads it
+    │   └── ForeignCheckpoint       another run's, not its declared parent's (crossrail.runtime.ownership)
+    ├── ContextError                the environment lacks or garbles the variables crossrail sets (exit 2;
+    │                               crossrail.runtime.context)
+    └── InternalError               the API server itself failed (500); its log has the traceback
+
+CheckpointError, ContextError and their children are defined in the runtime modules named; every other class
+here. tests/unit/test_errors.py checks that this drawing and the classes agree.
 
 Every error's message says what is wrong, where, and how to fix it.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 
@@ -151,5 +165,39 @@ class RetryableError(ExecutionError):
     pass
 
 
-class PermanentError(ExecutionError):
-    pass
+class InputRefused(CrossrailError):
+    """An input submit will not read: not a regular file, under a system path, or past its budget.
+
+    `message` says what is wrong with the input; `fix` how to get past it. The caller names the field.
+    """
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.message, self.fix = message, fix
+
+
+class MissingExtraError(UsageError, ImportError):
+    """An optional extra is not installed: the message says what needed it and which `pip install` adds it.
+
+    Also an ImportError, so code that falls back when an import fails goes on doing so.
+    """
+
+
+class InternalError(CrossrailError):
+    """A failure of the API server itself: its log has the traceback, the answer does not."""
+
+
+_DEPRECATED = {"PermanentError": ("ExecutionError", ExecutionError)}
+"""Old names kept importable: name -> (what to use instead, the class)."""
+
+
+def __getattr__(name: str) -> type[CrossrailError]:
+    if name in _DEPRECATED:
+        instead, cls = _DEPRECATED[name]
+        warnings.warn(
+            f"crossrail.errors.{name} is deprecated (nothing raised it); use {instead}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

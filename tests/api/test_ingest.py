@@ -142,6 +142,7 @@ def test_ingest_refuses_without_the_attempts_secret_and_changes_nothing(home: Pa
                 f"{url}/v1/ingest/{run_id}/1", json={"incarnation": 1, "records": [rec]}, headers=headers
             )
             assert answer.status_code == 401
+            assert answer.json()["error"] == "UnauthenticatedError"  # the one 401 error, as the client raises it
             assert "CROSSRAIL_REPORT_SECRET" in answer.json()["message"]
         good = {"Authorization": f"Bearer {attempt_secret(home, run_id, 1)}"}
         bad = httpx.post(

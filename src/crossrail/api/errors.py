@@ -23,6 +23,7 @@ from crossrail.errors import (
     ConflictError,
     CrossrailError,
     ForbiddenError,
+    InternalError,
     NotFoundError,
     PlacementError,
     Problem,
@@ -45,12 +46,8 @@ STATUS: tuple[tuple[type[CrossrailError], int], ...] = (
 )
 
 
-class Unauthorized(CrossrailError):
-    """An ingest request without the attempt's secret."""
-
-
 def status_of(exc: CrossrailError) -> int:
-    if isinstance(exc, Unauthorized | UnauthenticatedError):
+    if isinstance(exc, UnauthenticatedError):
         return 401
     if isinstance(exc, ForbiddenError):
         return 403
@@ -89,10 +86,6 @@ HTTP_ERRORS = {401: UnauthenticatedError, 403: ForbiddenError, 404: NotFoundErro
 
 def http_error(exc: HTTPException) -> CrossrailError:
     return HTTP_ERRORS.get(exc.status_code, UsageError)(str(exc.detail))
-
-
-class InternalError(CrossrailError):
-    """A failure of the server itself: its log has the traceback, the answer does not."""
 
 
 _TEXT = {"type": "string"}

@@ -23,11 +23,10 @@ from fastapi import APIRouter, Header, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from crossrail.api.bounds import Count, Name
-from crossrail.api.errors import Unauthorized
 from crossrail.control import reports
 from crossrail.control.secrets import secret_matches
 from crossrail.core.api import MAX_INT, api_object
-from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError
+from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError, UnauthenticatedError
 from crossrail.runtime.report import (
     INCARNATION_SKEW_S,
     MAX_BATCH_BYTES,
@@ -155,7 +154,7 @@ def ingest(
     client = request.app.state.client
     token = (authorization or "").removeprefix("Bearer ").strip()
     if not token or not secret_matches(client.workspace.root, run, attempt, token):
-        raise Unauthorized(
+        raise UnauthenticatedError(
             f"ingest for {run} attempt {attempt} needs that attempt's secret as `Authorization: Bearer ...`"
             " (the attempt has it in CROSSRAIL_REPORT_SECRET)"
         )

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crossrail.errors import CrossrailError, Problem
+from crossrail.errors import InputRefused as InputRefused  # noqa: PLC0414  # re-exported: callers import it here
+from crossrail.errors import Problem
 
 _DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
 
@@ -80,17 +81,6 @@ DEFAULT_LIMITS = InputLimits()
 CONFIG_MAX_BYTES = DEFAULT_LIMITS.config_max_bytes
 SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
 _HASH_CHUNK = 1024 * 1024
-
-
-class InputRefused(CrossrailError):
-    """An input submit will not read: not a regular file, under a system path, or past its budget.
-
-    `message` says what is wrong with the input; `fix` how to get past it. The caller names the field.
-    """
-
-    def __init__(self, message: str, fix: str) -> None:
-        super().__init__(message)
-        self.message, self.fix = message, fix
 
 
 class _Deadline:
