@@ -931,23 +931,28 @@ class Store(AccessRecords, SimulationRecords):
     def latest_samples(self, ids: Iterable[str], name: str | None = None) -> dict[str, dict[str, Any]]:
         """Each run's newest metric sample (of metric `name`, or of any), by run id; runs with none are absent.
 
-        With `name`, one lookup per run down ix_metric_samples_run_name, whatever the run's sample count;
-        without, one query that walks the runs' entries in that index.
+        One query per 500 runs. With `name`, one lookup per run down ix_metric_samples_run_name, whatever the
+        run's sample count (the newest by `ts`; of equal ones, the last written); without, a walk of the runs'
+        entries in that index.
         """
         ms = t.metric_samples
         out: dict[str, dict[str, Any]] = {}
         with self._read() as conn:
-            if name is None:
-                for chunk in _chunks(sorted(set(ids))):
+            for chunk in _chunks(sorted(set(ids))):
+                if name is None:
                     newest = select(func.max(ms.c.id)).where(ms.c.run_id.in_(chunk)).group_by(ms.c.run_id)
-                    rows = conn.execute(select(ms).where(ms.c.id.in_(newest.scalar_subquery())))
-                    out.update({r.run_id: dict(r._mapping) for r in rows})
-                return out
-            for rid in sorted(set(ids)):
-                q = select(ms).where(ms.c.run_id == rid, ms.c.name == name).order_by(ms.c.ts.desc()).limit(1)
-                row = conn.execute(q).first()
-                if row is not None:
-                    out[rid] = dict(row._mapping)
+                else:  # each run's newest sample of `name`, a subquery per run of `chunk` (samples need their run)
+                    first = (
+                        select(ms.c.id)
+                        .where(ms.c.run_id == t.runs.c.id, ms.c.name == name)
+                        .order_by(ms.c.ts.desc(), ms.c.id.desc())
+                        .limit(1)
+                        .correlate(t.runs)
+                        .scalar_subquery()
+                    )
+                    newest = select(first).where(t.runs.c.id.in_(chunk))
+                rows = conn.execute(select(ms).where(ms.c.id.in_(newest.scalar_subquery())))
+                out.update({r.run_id: dict(r._mapping) for r in rows})
         return out
 
     def latest_checkpoints(self, ids: Iterable[str]) -> dict[str, CheckpointRecord]:
