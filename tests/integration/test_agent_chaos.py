@@ -19,6 +19,7 @@ from crossrail.client import Client
 pytestmark = pytest.mark.slow
 
 ARGS = "spec.args=[--steps, '60', --checkpoint-every-steps, '10', --step-sleep, '{sleep}']"
+RETRIES = "spec.retries={max: 2, backoff: {initial: 1s}}"  # the killed attempt's retry waits 1 s, not the default 30
 
 
 def agent(home: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -38,6 +39,7 @@ def test_sigkilling_the_agent_many_times_loses_no_attempt_and_duplicates_none(ch
                 exps / "pretrain-small.yaml",
                 sets=[
                     ARGS.format(sleep=0.25 if i == 0 else 0.03),
+                    RETRIES,
                     "spec.resources.chips=2",
                     "spec.command=[python, -m, crossrail.workloads.bigram]",
                     f"metadata.name=chaos-{i}",
