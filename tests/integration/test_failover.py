@@ -25,7 +25,10 @@ from crossrail.store import Fence, Store
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 LEASE_S = 2.0
-ARGS = "spec.args=[--steps, '60', --checkpoint-every-steps, '10', --step-sleep, '0.3']"
+# Ten runs of 2 chips, about 15 s each: they train in waves (the fleet runs a few at once), so attempts are still
+# being launched while the leaders are killed and after the pause.
+STEPS = 40
+ARGS = f"spec.args=[--steps, '{STEPS}', --checkpoint-every-steps, '10', --step-sleep, '0.3']"
 
 
 class Agents:
@@ -190,7 +193,7 @@ def test_the_leader_killed_five_times_and_paused_once_loses_no_run_and_starts_no
             started = Counter(e.attempt for e in store.events(run=rid) if e.type == "started")
             assert set(started) == {a.number for a in attempts}, (rid, started)
             assert all(n == 1 for n in started.values()), (rid, started)
-            assert [ck.step for ck in store.checkpoints(rid)][-1] == 60
+            assert [ck.step for ck in store.checkpoints(rid)][-1] == STEPS
         with agents.engine.connect() as conn:
             launches = list(conn.exec_driver_sql("SELECT run_id, number, launch_term, created_at FROM attempts"))
         agents.engine.dispose()  # opened again by the read above
