@@ -13,6 +13,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from fastapi import APIRouter, FastAPI, Request, Response
 
 from crossrail.client import Client
+from crossrail.core.extras import require
 
 router = APIRouter()
 _lock = threading.Lock()
@@ -20,6 +21,7 @@ _lock = threading.Lock()
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
+    require("prometheus_client", extra="api", needed_for="/metrics")
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     return Response(generate_latest(_registry(request.app)), media_type=CONTENT_TYPE_LATEST)
@@ -54,6 +56,7 @@ def serve_metrics(client: Client, host: str, port: int, *, require_auth: bool = 
     `shutdown()` when done. The API's rule and check (api/auth.py): beyond loopback, or with `require_auth`,
     a scrape needs a bearer token of a role that may read; a refusal is answered 401/403 and audited.
     `AGENT_HEALTH` is open to probes."""
+    require("prometheus_client", extra="api", needed_for="the agent's metrics port")
     from prometheus_client import make_wsgi_app
 
     from crossrail.api import errors

@@ -3,7 +3,7 @@
 `FleetCounters` is the pure fold: feed it events in log order. `EventLogCollector` is a prometheus-client
 collector over a store: each scrape folds the events appended since the last one, so a scrape costs the
 new events, not the whole log. The API server (`/metrics`) and `crossrail agent --metrics-port` serve it.
-prometheus-client is imported here only; this module is imported lazily by the faces (extra `api`).
+prometheus-client (extra `api`) is imported here only, on first use; without it that use says which extra to install.
 
 Series a Kueue dashboard reads carry Kueue's name after the `crossrail_` prefix and Kueue's labels
 (`cluster_queue`, `status`, `priority_class`, `cohort`, `flavor`, `resource`); the older series keep their
@@ -16,17 +16,20 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from crossrail.core.events import TERMINAL_RUN_STATES, Event, EventType, RunState, state_after
+from crossrail.core.extras import require
 from crossrail.executors.render.hardware import accelerator_resource
 from crossrail.executors.render.kueue import flavor_name
 from crossrail.metrics.accumulator import number_field, text_field
 from crossrail.metrics.progress import Beat, step_of, step_work
 from crossrail.spec import Fleet
+
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, Metric
+    from prometheus_client.registry import CollectorRegistry
 
 # Kueue's wait-time buckets (pkg/metrics: generateExponentialBuckets(14)): 1 s, then 2.5 s doubling 12 times
 # (2.5, 5, 10, ... 10240 s, about 2.8 hours).
@@ -240,7 +243,7 @@ class FleetCounters:
             ("crossrail_pending_runs", "Runs waiting in their queue", PENDING_STATES),
             ("crossrail_active_runs", "Runs admitted or running", ACTIVE_STATES),
         ):
-            gauge = GaugeMetricFamily(name, doc, labels=["queue", "cluster_queue"])
+            gauge = _client().GaugeMetricFamily(name, doc, labels=["queue", "cluster_queue"])
             counts = dict.fromkeys(queues, 0) | self.runs_by_queue(states)
             for queue in sorted(counts):
                 gauge.add_metric([queue, queue], counts[queue])
@@ -274,7 +277,7 @@ class FleetCounters:
 
     def _waits(self) -> Iterator[Metric]:
         """The admission wait under its old labels (queue, stage) and Kueue's (cluster_queue, priority_class)."""
-        wait = HistogramMetricFamily(
+        wait = _client().HistogramMetricFamily(
             "crossrail_admission_wait_time_seconds",
             "Seconds a run waited in its queue before it was admitted, per admission",
             labels=["queue", "cluster_queue", "stage", "priority_class"],
@@ -287,7 +290,7 @@ class FleetCounters:
     def _kueue_named(self, now: float, queues: Sequence[str], shape: FleetShape) -> Iterator[Metric]:
         """kueue_pending_workloads, kueue_admitted_workloads_total, kueue_admitted_active_workloads,
         kueue_cluster_queue_nominal_quota and kueue_cluster_queue_resource_usage, under crossrail's prefix."""
-        pending = GaugeMetricFamily(
+        pending = _client().GaugeMetricFamily(
             "crossrail_pending_workloads", "Runs waiting in their queue, by status", labels=["cluster_queue", "status"]
         )
         counts = {(q, s): 0 for q in queues for s in ("active", "inadmissible")} | self.pending_by_status(now)
@@ -300,7 +303,7 @@ class FleetCounters:
             ["cluster_queue", "priority_class"],
             self.admitted,
         )
-        active = GaugeMetricFamily(
+        active = _client().GaugeMetricFamily(
             "crossrail_admitted_active_workloads", "Runs admitted or running now", labels=["cluster_queue"]
         )
         actives = dict.fromkeys(queues, 0) | self.runs_by_queue(ACTIVE_STATES)
@@ -308,7 +311,7 @@ class FleetCounters:
             active.add_metric([queue], actives[queue])
         yield active
         labels = ["cohort", "cluster_queue", "flavor", "resource"]
-        quota = GaugeMetricFamily(
+        quota = _client().GaugeMetricFamily(
             "crossrail_cluster_queue_nominal_quota",
             "Chips of a flavor a queue is guaranteed (its quota)",
             labels=labels,
@@ -320,7 +323,7 @@ class FleetCounters:
         for (queue, pool), chips in self.usage().items():
             flavor, resource = shape.flavors.get(pool, (pool, UNKNOWN))
             usage[(queue, flavor, resource)] = usage.get((queue, flavor, resource), 0.0) + chips
-        used = GaugeMetricFamily(
+        used = _client().GaugeMetricFamily(
             "crossrail_cluster_queue_resource_usage",
             "Chips of a flavor held now by a queue's admitted or running attempts",
             labels=labels,
@@ -330,7 +333,7 @@ class FleetCounters:
         yield used
 
 
-class EventLogCollector(Collector):
+class EventLogCollector:
     """A collector over a store's event log; thread-safe, so an HTTP server thread may scrape it."""
 
     def __init__(
@@ -354,7 +357,7 @@ class EventLogCollector(Collector):
             return iter(list(self._counters.families(self._now(), shape=self._shape)))
 
 
-class BacklogCollector(Collector):
+class BacklogCollector:
     """An RL pipeline's queues as its learner last reported them, for each run with an attempt running now:
     `crossrail_rl_backlog_length` and `crossrail_rl_backlog_age_seconds`, by run and queue (`samples`: made,
     not yet scored; `scored`: scored, not yet learnt from)."""
@@ -365,12 +368,12 @@ class BacklogCollector(Collector):
         self._store = store
 
     def collect(self) -> Iterator[Metric]:
-        length = GaugeMetricFamily(
+        length = _client().GaugeMetricFamily(
             "crossrail_rl_backlog_length",
             "Items waiting in an RL pipeline's queue, as last reported",
             labels=["run", "queue"],
         )
-        age = GaugeMetricFamily(
+        age = _client().GaugeMetricFamily(
             "crossrail_rl_backlog_age_seconds",
             "Age of the oldest item waiting in an RL pipeline's queue, as last reported",
             labels=["run", "queue"],
@@ -398,7 +401,9 @@ def fleet_shape(fleet: Fleet) -> FleetShape:
 
 def registry_for(store: Any, clock: Any, fleet: Fleet | None = None) -> CollectorRegistry:
     """A registry holding crossrail's collectors over `store` (a crossrail Store), `clock` and `fleet`."""
-    registry = CollectorRegistry(auto_describe=False)
+    registry: CollectorRegistry = require(
+        "prometheus_client.registry", extra="api", needed_for="Prometheus metrics"
+    ).CollectorRegistry(auto_describe=False)
     shape = fleet_shape(fleet) if fleet is not None else None
     registry.register(EventLogCollector(lambda seq: store.events(after_seq=seq), clock.now, shape=shape))
     registry.register(BacklogCollector(store))
@@ -406,10 +411,15 @@ def registry_for(store: Any, clock: Any, fleet: Fleet | None = None) -> Collecto
 
 
 def _counter(name: str, doc: str, labels: list[str], values: dict[Any, Any]) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, doc, labels=labels)
+    family: CounterMetricFamily = _client().CounterMetricFamily(name, doc, labels=labels)
     for key in sorted(values):
         family.add_metric(list(key), float(values[key]))
     return family
+
+
+def _client() -> ModuleType:
+    """prometheus_client's metric families (the api extra), imported on the first scrape."""
+    return require("prometheus_client.core", extra="api", needed_for="Prometheus metrics")
 
 
 def _le(bound: float) -> str:

@@ -20,7 +20,14 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 from crossrail.core.attempts import EndReason
 from crossrail.core.events import Event, EventType
 from crossrail.core.ids import is_uid, run_id
-from crossrail.errors import ConflictError, FencedError, NotFoundError, StoreDamagedError, StoreError
+from crossrail.errors import (
+    ConflictError,
+    FencedError,
+    MissingExtraError,
+    NotFoundError,
+    StoreDamagedError,
+    StoreError,
+)
 from crossrail.store import health
 from crossrail.store import schema as t
 from crossrail.store.access import AccessRecords, joined_row, joined_runs
@@ -1012,7 +1019,15 @@ def _engine_for(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ImportError as exc:  # SQLAlchemy imports the URL's driver here: psycopg for postgresql+psycopg://
+        scheme = url.split("://", 1)[0]
+        raise MissingExtraError(
+            f"a {scheme}:// store needs its driver {exc.name or 'psycopg'}, from crossrail's postgres extra: "
+            "pip install 'crossrail[postgres]' (and name it in the URL: postgresql+psycopg://...)",
+            name=exc.name,
+        ) from exc
 
 
 def _readonly_engine(path: Path) -> Engine:
