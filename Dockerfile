@@ -3,8 +3,9 @@
 #   docker build -t registry.example.com/crossrail:0.1.0 .
 # Every Python package is installed at the version constraints.txt pins (the set the test suite runs against),
 # with the extras the control plane uses: api (serve, /metrics), k8s (the Kubernetes executor), postgres (the
-# shared store), gcs and s3 (reports and checkpoints on object storage). No framework (torch, jax) is installed:
-# training runs in the experiments' own images.
+# shared store), gcs and s3 (reports and checkpoints on object storage), reports (the dashboard's figures, scaling
+# fits and the max-min fairness policies: matplotlib and scipy). No framework (torch, jax) is installed: training
+# runs in the experiments' own images, which need neither matplotlib nor scipy (crossrail.runtime imports neither).
 
 # python:3.11-slim-bookworm (the Python the pins were resolved for), pinned by digest; to move it on, read the
 # current digest with `docker buildx imagetools inspect python:3.11-slim-bookworm` and replace it here.
@@ -21,7 +22,7 @@ COPY src /build/src
 # hatchling is the build backend pyproject.toml names; it is pinned here since constraints.txt pins what runs
 RUN python -m venv /opt/crossrail \
  && pip install 'hatchling==1.27.0' \
- && pip install --no-build-isolation -c /build/constraints.txt '/build[api,k8s,postgres,gcs,s3]' \
+ && pip install --no-build-isolation -c /build/constraints.txt '/build[api,k8s,postgres,gcs,s3,reports]' \
  && rm -rf /build
 
 # UID and GID 10001: the numbers crossrail.control.deploy.UID gives runAsUser, so runAsNonRoot can verify them

@@ -15,7 +15,7 @@ help: ## list the targets
 # The stamp records the inputs of the environment, so an unchanged one is not reinstalled.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,postgres,torch,jax,ray,k8s,api,mlflow,browser]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,sim,reports,postgres,torch,jax,ray,k8s,api,mlflow,browser]'
 	touch $@
 
 install: $(STAMP) ## create .venv with crossrail and its dev tools

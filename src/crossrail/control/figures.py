@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from crossrail.core.extras import require
 from crossrail.metrics import METRICS, Change, RunFacts, Verdict, format_value
 
 if TYPE_CHECKING:
@@ -211,6 +212,7 @@ def _no_compare() -> Figure:
 
 def _panels(title: str, changes: Sequence[Change], draw: Callable[[Axes, Change], None]) -> bytes:
     """One small panel per change on one 800 x 450 canvas, four to a row."""
+    require("matplotlib", extra="reports", needed_for="the report's figures")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 
@@ -231,6 +233,7 @@ def _panels(title: str, changes: Sequence[Change], draw: Callable[[Axes, Change]
 
 def _png(title: str, draw: Callable[[Axes], None]) -> bytes:
     """Draw one figure on a fresh Agg canvas and return its PNG bytes (no global pyplot state)."""
+    require("matplotlib", extra="reports", needed_for="the report's figures")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.control.figures import DPI, HEIGHT_IN, WIDTH_IN
+from crossrail.core.extras import require
 from crossrail.errors import UsageError
 from crossrail.metrics.scaling_fit import MODELS
 
@@ -16,6 +17,8 @@ STYLES = {"amdahl": "-", "power_law": "--"}
 def fit_png(fitted: dict[str, Any]) -> bytes:
     """The PNG of a `ScalingFit` object (Operations.fit): throughput against chips, points and curves per pool."""
     import numpy as np
+
+    require("matplotlib", extra="reports", needed_for="a scaling fit's figure")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

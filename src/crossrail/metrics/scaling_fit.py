@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crossrail.core.extras import require
+
 AMDAHL, POWER = "amdahl", "power_law"
 
 
@@ -65,6 +67,8 @@ MODELS: dict[str, tuple[Callable[..., Any], tuple[str, str], str]] = {
 def fit(model: str, chips: Sequence[float], throughput: Sequence[float]) -> Fit:
     """`model` (amdahl or power_law) fitted to the points; ValueError when they cannot determine it."""
     import numpy as np
+
+    require("scipy.optimize", extra="reports", needed_for="scaling fits")
     from scipy.optimize import OptimizeWarning, curve_fit  # type: ignore[import-untyped]
 
     x, y = np.asarray(chips, dtype=float), np.asarray(throughput, dtype=float)

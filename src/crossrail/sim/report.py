@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from crossrail.core import format_duration, format_money
+from crossrail.core.extras import require
 from crossrail.sim.records import SimResult
 
 secs = format_duration
@@ -97,7 +98,7 @@ def print_results(results: Sequence[SimResult], console: Console, currency: str 
 
 def plot(results: Sequence[SimResult], path: Path) -> Path:
     """JCT distribution per policy and per-stage queue p50/p95, as one PNG."""
-    import matplotlib
+    matplotlib = require("matplotlib", extra="sim", needed_for="the simulation's plots")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -23,11 +23,11 @@ recomputed, priorities X / share of the time run since, deficits, chip types tak
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crossrail.core.extras import require
 from crossrail.scheduling.policies.assign import Room, fill
 from crossrail.scheduling.policies.base import JobView, PoolView, SortKey, rate, runnable, worth_s
 from crossrail.scheduling.policies.ledger import RoundLedger
@@ -137,7 +137,7 @@ class MaxMinFairness:
     def __post_init__(self) -> None:
         # The LP solver is loaded with the policy, not in its first round: a simulation's measured time and a
         # scheduling cycle's are their own work, not a module's loading (0.3-0.4 s of CPU for scipy.optimize).
-        importlib.import_module("scipy.optimize")
+        require("scipy.optimize", extra="sim", needed_for="the max-min fairness policies' linear programs")
 
     def key(self, job: JobView) -> SortKey:
         """Outside rounds: least service per chip first (hetero: service at its worth)."""
