@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import grimp
 import pytest
@@ -111,13 +112,22 @@ def test_every_known_cycle_is_still_there_as_listed(graph: grimp.ImportGraph) ->
     assert not gone, f"no longer cycles (remove them from KNOWN_CYCLES): {gone}"
 
 
-def test_function_local_and_type_checking_imports_count() -> None:
-    """The graph this test reads holds imports inside functions and under TYPE_CHECKING (grimp's default)."""
-    graph = grimp.build_graph("crossrail", cache_dir=None)
-    # crossrail.api.errors.answer imports crossrail.api.pages inside the function.
-    assert "crossrail.api.pages" in graph.find_modules_directly_imported_by("crossrail.api.errors")
-    lazily = graph.get_import_details(importer="crossrail.api.errors", imported="crossrail.api.pages")
-    assert any(d["line_contents"].startswith("from crossrail.api") for d in lazily)
+def test_function_local_and_type_checking_imports_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle made only of an import inside a function and one under TYPE_CHECKING is found (grimp's defaults)."""
+    package = tmp_path / "cyclepkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cyclepkg import b\n")
+    (package / "b.py").write_text("def f():\n    from cyclepkg.a import TYPE_CHECKING\n    return TYPE_CHECKING\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    graph = grimp.build_graph("cyclepkg", cache_dir=None)
+
+    imports = direct_imports(graph, "cyclepkg")
+    assert cycles(imports) == [["cyclepkg.a", "cyclepkg.b"]]
+    assert "cyclepkg.b -> cyclepkg.a  (line 2: from cyclepkg.a import TYPE_CHECKING)" in render(
+        graph, imports, ["cyclepkg.a", "cyclepkg.b"]
+    )
 
 
 @pytest.mark.parametrize(
