@@ -337,8 +337,8 @@ class Checkpointer:
         on object storage, are read as without it.
 
         With `into` (names to the caller's numpy arrays: a model's parameters, its optimizer's moments, already
-        allocated), each tensor it names is read straight into its array and verified there, which is what a
-        resume into a built model costs least: no memory is allocated or faulted in, nothing copied after
+        allocated), each tensor it names is read straight into its array and verified there: the cheapest
+        resume into a built model, since no memory is allocated or faulted in and nothing is copied after
         (bench/ckpt.py measures it against a cold dd read). The arrays must be writable numpy arrays of the
         tensor's shape and dtype (of a torch CPU tensor, its `.numpy()` view); one that is not C-contiguous,
         such as a transposed view, is filled through a bounded buffer. Every name, shape and dtype is checked
