@@ -38,6 +38,7 @@ from crossrail.runtime.shards import Entry, Tensors, as_stored, check_tensors, p
 from crossrail.runtime.stores import STEP_DIR, Draft, StorageOptions, Store, open_store, split, step_dirname
 
 OnSkip = Callable[[str, str], None]
+Prepare = Callable[["CheckpointInfo", dict[str, Any]], Mapping[str, npt.NDArray[Any]] | None]
 DEFAULT_SHARD_BYTES = 256 << 20
 DEFAULT_WRITERS = 4
 Step = int | Literal["latest"] | None
@@ -363,6 +364,37 @@ class Checkpointer:
                     on_skip(info.uri, str(exc))
         raise CheckpointNotFound(f"no valid checkpoint in {self.uri}; start from scratch or name another directory")
 
+    def restore_newest(
+        self, prepare: Prepare, *, on_skip: OnSkip | None = None
+    ) -> tuple[CheckpointInfo, Tensors, dict[str, Any]] | None:
+        """What `restore(latest().step, ...)` gives, read once: the newest checkpoint that verifies, with its tensors
+        and manifest; None when none does.
+
+        For each checkpoint, newest first, `prepare(info, manifest)` is given its manifest (its layout checked, no
+        checksum read yet: reading.check_layout) and returns the arrays to read it into (restore's `into`; the
+        caller builds its model from the manifest here), or None to restore it mapped. It is then read and
+        every checksum verified. One that fails either way is passed to `on_skip(uri, reason)`, as latest()
+        passes it, and the next older one is prepared afresh (the arrays given for the one that failed may hold
+        part of it: prepare gives them again and they are filled whole).
+        """
+        for info in reversed(self._candidates()):
+            name = step_dirname(info.step)
+            try:
+                head = check_layout(self.store, name)
+            except (InvalidCheckpoint, CheckpointNotFound) as exc:  # not found: removed since it was listed
+                _skip(on_skip, info, exc)
+                continue
+            into = prepare(info, head)
+            try:
+                tensors, manifest = read(
+                    self.store, name, load=True, readers=self.readers, mapped=into is None, into=into
+                )
+            except InvalidCheckpoint as exc:
+                _skip(on_skip, info, exc)
+                continue
+            return info, tensors, manifest
+        return None
+
     def verify(self, step: int) -> dict[str, Any]:
         """Check every checksum of checkpoint `step`; returns its manifest, or raises as restore(step) does."""
         return self._restore_step(_whole("a checkpoint step", step), load=False)[1]
@@ -583,6 +615,11 @@ def load(uri: str, *, storage_options: StorageOptions | None = None) -> tuple[Te
         return read_checkpoint(info.uri, storage_options=storage_options)
     except InvalidCheckpoint as exc:
         raise type(exc)(f"the checkpoint {info.uri} cannot be used: {exc}") from exc
+
+
+def _skip(on_skip: OnSkip | None, info: CheckpointInfo, exc: CheckpointError) -> None:
+    if on_skip is not None:
+        on_skip(info.uri, str(exc))
 
 
 def _check_retention(keep_last: int | None, keep_every: int | None) -> None:

@@ -135,3 +135,41 @@ def test_a_checkpoint_on_object_storage_is_read_into_the_arrays_too(memfs: Any) 
     into = filled_like(want)
     ckpt.restore(8, into=into)
     assert_bit_identical(into, want)
+
+
+def test_restore_newest_reads_the_newest_that_verifies_once_into_arrays_prepared_from_its_manifest(
+    tmp_path: Path,
+) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    for step in (1, 2, 3):
+        ckpt.save(tensors_of(step), step, {"data": {"position": step}})
+    flip_a_data_byte(tmp_path, 3)  # found only by its checksum
+    (step_dir(tmp_path, 2) / "manifest.json").unlink()  # found by the cheap check, before anything is prepared
+    prepared: list[tuple[int, int]] = []
+    given: list[Arrays] = []
+
+    def prepare(info: Any, manifest: dict[str, Any]) -> Arrays:
+        prepared.append((info.step, manifest["state"]["data"]["position"]))
+        given.append(filled_like(tensors_of(info.step)))
+        return given[-1]
+
+    skipped: list[str] = []
+    found = ckpt.restore_newest(prepare, on_skip=lambda uri, why: skipped.append(uri))
+    assert found is not None
+    info, tensors, manifest = found
+    assert (info.step, manifest["step"]) == (1, 1)
+    assert prepared == [(3, 3), (1, 1)]
+    assert skipped == [step_dir(tmp_path, 3).as_uri(), step_dir(tmp_path, 2).as_uri()]
+    assert all(tensors[name] is given[-1][name] for name in given[-1])
+    assert_bit_identical(given[-1], tensors_of(1))
+
+
+def test_restore_newest_maps_what_prepare_gives_no_arrays_for_and_says_when_none_verifies(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    ckpt.save(tensors_of(4), 4)
+    found = ckpt.restore_newest(lambda info, manifest: None)
+    assert found is not None
+    assert_bit_identical(found[1], tensors_of(4))
+    flip_a_data_byte(tmp_path, 4)
+    assert ckpt.restore_newest(lambda info, manifest: None) is None
+    assert Checkpointer(str(tmp_path / "none")).restore_newest(lambda info, manifest: None) is None
