@@ -20,11 +20,11 @@ import numpy as np
 from crossrail.errors import CrossrailError
 from crossrail.runtime import (
     Checkpointer,
+    CheckpointInfo,
     CheckpointNotFound,
     Reporter,
     RuntimeContext,
     read_bytes,
-    read_manifest,
     restore_from,
 )
 from crossrail.workloads.bigram_model import MODEL_KIND, Adam, Bigram, Bytes, batch, evaluate, train_step
@@ -122,17 +122,21 @@ class Trainer(TrainingLoop):
 
         1. this run's newest valid checkpoint (a retry resumes); 2. the parent's checkpoint; 3. zeros.
         """
-        own = Checkpointer(self.ctx.checkpoint_dir).latest(on_skip=self._skipped)
+        built: list[Bigram] = []
+
+        def prepare(info: CheckpointInfo, manifest: dict[str, Any]) -> dict[str, Any]:
+            self.ctx.claim(manifest, info.uri)
+            _check_kind(manifest, info.uri)
+            built.append(Bigram(step=info.step))  # a model of its own for each checkpoint tried
+            return built[-1].tensors()
+
+        # Read once, straight into the model's arrays and verified there; a damaged one gives way to the next older.
+        own = Checkpointer(self.ctx.checkpoint_dir).restore_newest(prepare, on_skip=self._skipped)
         if own is not None:
-            manifest = read_manifest(own.uri)
-            self.ctx.claim(manifest, own.uri)
-            _check_kind(manifest, own.uri)
-            # Read straight into the model's own arrays, each verified there; a failed checksum fails the attempt.
-            model = Bigram(step=own.step)
-            Checkpointer(self.ctx.checkpoint_dir).restore(own.step, into=model.tensors())
-            self.reporter.event("resumed", step=own.step, **{"from": own.uri})
-            self.saved_step = own.step
-            return model, own.uri
+            info = own[0]
+            self.reporter.event("resumed", step=info.step, **{"from": info.uri})
+            self.saved_step = info.step
+            return built[-1], info.uri
         parent = self.ctx.parent_checkpoint
         if parent is None or parent == "latest":
             return Bigram(), None
