@@ -196,10 +196,12 @@ def status(
     """The agent's liveness, runs per stage and state, and the active runs with pool, step, loss and checkpoint."""
 
     def go() -> None:
-        from crossrail.cli import follow, render
+        from crossrail.cli import render
 
         with client(home, server) as c:
             if watch:
+                from crossrail.cli import follow
+
                 refuse_json(as_json, "--watch")
                 follow.until_interrupted(lambda: follow.watch_status(c, interval_s=interval, count=count))
                 return

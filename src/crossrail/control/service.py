@@ -15,9 +15,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import isolation, lineage, parents, progress
+from crossrail.control import lineage, progress
 from crossrail.control.fallbacks import fallbacks
-from crossrail.control.loaded import environment_lineage, images_ran, loaded_lineage
 from crossrail.control.reach import DEFAULT_TIMEOUT_S, Reachability
 from crossrail.core import Clock, Event, EventType, RunState, new_uid, priority_rank
 from crossrail.core.access import EVERYONE, Actor, Sight, note_hidden
@@ -36,7 +35,9 @@ from crossrail.store import NewRun, RunRecord, Store
 from crossrail.store.access import note_audit_detail
 from crossrail.store.records import QueuedKey
 
-if TYPE_CHECKING:  # the spec, scheduling and metrics layers load only for the commands that use them
+# The spec, scheduling and metrics layers, and what only submit, resubmit and show use (control.parents,
+# isolation, loaded), load only for the commands that use them: `status` needs none of them.
+if TYPE_CHECKING:
     from crossrail.metrics import Report
     from crossrail.spec import Document, Experiment, Fleet, PlacementPolicy
 
@@ -191,6 +192,7 @@ class Service:
     def _prepare(
         self, doc: Document, sets: Sequence[str], key: str | None, cwd: Path, now: float, *, actor: Actor | None = None
     ) -> _Prepared:
+        from crossrail.control import isolation
         from crossrail.spec import apply_overrides, check_experiment, experiment_digest
         from crossrail.spec.problems import locate
 
@@ -559,6 +561,8 @@ class Service:
     ) -> tuple[str | None, str | None, str | None]:
         """(run id, checkpoint, team) of the parent `exp` names, as `sight` sees runs; a parent of another team is
         taken only where that team shares with the experiment's (`spec.sharing` of the fleet)."""
+        from crossrail.control import parents
+
         parent = exp.spec.parent
         if parent is None:
             return None, None, None
@@ -602,6 +606,8 @@ class Service:
     def _parent_latest(self, run: RunRecord, source: str) -> str:
         """`latest` of a parent that has ended: its newest checkpoint that verifies. Of one still queued or
         running: `latest`, resolved when the child's attempt launches (control/agent.py)."""
+        from crossrail.control import parents
+
         if not parents.ended(run):
             return "latest"
         verified = parents.newest_verified(self.store, run.id)
@@ -636,6 +642,8 @@ class Service:
 
         A recorded parent of another team that no longer shares with the run's (or never did: runs stored
         before sharing) is kept as it was stored, and refused here, naming the line the fleet needs."""
+        from crossrail.control import isolation, parents
+
         old = self.get(ref, self.sight(actor))
         isolation.check_submission(self.fleet, actor)
         if resume and from_weights:
@@ -894,6 +902,7 @@ class Service:
         }
 
     def show(self, ref: str) -> dict[str, Any]:
+        from crossrail.control.loaded import environment_lineage, images_ran, loaded_lineage
         from crossrail.control.placing import placement_history
 
         run = self.get(ref)
