@@ -29,6 +29,7 @@ them is a mismatch today.
 
     python bench/parity.py                          # every registered policy, 12 jobs
     python bench/parity.py --jobs 6 --policies fifo,priority
+    python bench/parity.py --gpu-speed 0.5          # GPU pools at half speed: rates for the hetero policies
 
 The last line: SUMMARY parity policies=N decisions=D mismatches=M (D: entries of both traces, all policies).
 """
@@ -77,6 +78,9 @@ POOLS = {
     "h100": ("gpu", "h100", 8, 8, 3.0),
 }
 RL_POOLS = {"rl-tpu": ("tpu", "tpu-v5p", 4, 4, 4.0), "rl-gpu": ("gpu", "h100", 4, 4, 3.0)}
+SPEED = {"tpu-v5p": 1.0, "h100": 1.0}
+"""Relative speed by chip type (`--gpu-speed` sets h100's): below 1 the heterogeneity-aware policies have rates
+to weigh (live: from the placement estimates; simulated: the pools' speeds)."""
 """The pipeline's own pools (only its queue has quota there), so its parts, which the simulator does not run,
 take no chips the jobs compete for; its team is its own, so it weighs on no job's fair share either. They are
 not time-sliced, so no round weighs them either."""
@@ -93,7 +97,7 @@ Entry = tuple[Any, ...]
 def fleet_text(policy: str, *, drained: bool = False) -> str:
     pools = "\n".join(
         f"    - {{name: {name}, accelerator: {acc}, chip_type: {chip}, chips: {chips}, chips_per_host: {per},"
-        f" cost_per_chip_hour: {cost}, time_sliced: {str(name in POOLS).lower()},"
+        f" cost_per_chip_hour: {cost}, relative_speed: {SPEED[chip]}, time_sliced: {str(name in POOLS).lower()},"
         f" drained: {str(drained and name == 'tpu-b').lower()}}}"
         for name, (acc, chip, chips, per, cost) in (POOLS | RL_POOLS).items()
     )
@@ -120,7 +124,7 @@ spec:
 
 
 def jobs(n: int, seed: int) -> list[SimJob]:
-    """`n` jobs: every time and run time a multiple of TICK_S at speed 1 (all pools run at 1)."""
+    """`n` jobs: every time and run time a multiple of TICK_S at speed 1 (and at 1/2: see `--gpu-speed`)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
@@ -319,7 +323,7 @@ class Live:
         self.start = self.clock.now()
         self.client = Client(cwd=root, clock=self.clock)
         self.store = self.client.service.store
-        speeds = dict.fromkeys(POOLS | RL_POOLS, 1.0)
+        speeds = {name: SPEED[chip] for name, (_, chip, *_) in (POOLS | RL_POOLS).items()}
         self.names: dict[str, str] = {}
         """Live run id -> job name."""
         self.executor = VirtualExecutor(self.clock, {}, speeds)
@@ -525,7 +529,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=34)
     parser.add_argument("--policies", default="all", help="comma-separated, or all (every registered policy)")
     parser.add_argument("--show", type=int, default=4, help="mismatching entries shown per policy and side")
+    parser.add_argument("--gpu-speed", type=float, default=1.0, help="the h100 pools' relative speed (e.g. 0.5)")
     args = parser.parse_args(argv)
+    if not 0 < args.gpu_speed <= 1:
+        parser.error(f"--gpu-speed must be in (0, 1] (got {args.gpu_speed})")
+    SPEED["h100"] = args.gpu_speed
     names = list(POLICY_NAMES) if args.policies == "all" else args.policies.split(",")
     work = jobs(args.jobs, args.seed)
     total_d = total_m = 0

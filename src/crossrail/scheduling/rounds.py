@@ -218,16 +218,15 @@ def estimated_rates(work: Workload, pools: Sequence[PoolInfo]) -> tuple[tuple[st
     type's fastest pool (`estimate.run_time_s`: measured runs of the same work first, then the throughputs
     its attempts reported per chip type, then the pool's `relative_speed`).
 
-    Empty, so heterogeneity-aware policies treat every chip type alike, when the run declares no duration,
-    when a chip type it may use has no estimate, or when every chip type runs it at one speed (as the
+    Every chip type of the fleet is rated, as the simulator rates them; `rates` gives the ones the run may not
+    use 0. Empty, so heterogeneity-aware policies treat every chip type alike, when the run declares no
+    duration, when a chip type has no estimate, or when every chip type runs it at one speed (as the
     simulator's uniform speeds say nothing).
     """
     if work.reference_s is None or work.reference_s <= 0:
         return ()
     best: dict[str, float] = {}
     for pool in pools:
-        if work.allow is not None and pool.accelerator not in work.allow:
-            continue
         run_s, _ = run_time_s(work, pool, pools)
         if run_s is None or run_s <= 0:
             return ()

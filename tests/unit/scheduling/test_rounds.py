@@ -119,8 +119,12 @@ def test_no_rates_without_a_duration_an_estimate_on_every_chip_type_or_a_differe
         PoolInfo("z", "gpu", "a100", 8, relative_speed=0.5),
     ]
     assert estimated_rates(Workload(run="r", chips=1, reference_s=600.0), uniform) == ()  # fastest per type alike
-    only_tpu = Workload(run="r", chips=1, reference_s=600.0, allow=("tpu",))
-    assert estimated_rates(only_tpu, _pools()) == ()  # no pool it may use: nothing to rank by
+    gpu_only = Workload(run="r", chips=1, reference_s=600.0, allow=("gpu",))
+    assert estimated_rates(gpu_only, [*_pools(), PoolInfo("v5p", "tpu", "tpu-v5p", 8, relative_speed=2.0)]) == (
+        ("a100", 0.5),  # every chip type is rated, as the simulator rates them; rates() zeroes those it may not use
+        ("h100", 1.0),
+        ("tpu-v5p", 2.0),
+    )
 
 
 def test_service_by_pool_is_summed_by_the_pools_chip_types() -> None:
