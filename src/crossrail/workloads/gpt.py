@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -27,13 +28,13 @@ from crossrail.errors import CrossrailError
 from crossrail.runtime import (
     Checkpointer,
     CheckpointError,
+    CheckpointInfo,
     CheckpointNotFound,
     HeartbeatThread,
     Reporter,
     RuntimeContext,
     data_position,
     read_bytes,
-    read_manifest,
     restore_from,
 )
 from crossrail.runtime.neutral import moments
@@ -252,24 +253,27 @@ class Start:
     manifest: dict[str, Any] | None = None  # of the checkpoint it resumes (its own, or the parent it continues)
     own: bool = False  # the checkpoint is in this run's own directory
     optimizer: bool = True  # the checkpoint's optimizer moments are restored (False: "optimizer reset")
+    engine: Engine | None = None  # built and loaded already (its own checkpoint, read into it): tensors is None
 
 
-def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> Start:
-    """1. this run's newest valid checkpoint (a retry resumes); 2. the parent's checkpoint: continued from its
-    step when this run resumes its parent (`resubmit --resume`), else its weights only; 3. a fresh model.
+EngineFor = Callable[[GPTConfig], Engine]
+Skipped = Callable[[str, str], None]
+
+
+def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter, engine_for: EngineFor) -> Start:
+    """1. this run's newest valid checkpoint (a retry resumes), loaded into `engine_for(its model)`; 2. the
+    parent's checkpoint: continued from its step when this run resumes its parent (`resubmit --resume`), else
+    its weights only; 3. a fresh model.
 
     A parent that was asked for and cannot be loaded fails the run, unless `spec.parent.optional` is true."""
 
     def skipped(uri: str, reason: str) -> None:
         _skipped(reporter, uri, reason)
 
-    own = Checkpointer(ctx.checkpoint_dir).latest(on_skip=skipped)
+    own = resume_own(ctx, cfg, engine_for, skipped)
     if own is not None:
-        # Only the manifest now: the model it names is built, then its tensors are read into it (resume_own).
-        manifest = read_manifest(own.uri)
-        ctx.claim(manifest, own.uri)
-        model = model_of(manifest, own.uri, cfg)
-        return Start(model, None, own.step, own.uri, manifest, own=True)
+        reporter.event("resumed", step=own.step, **{"from": own.uri})
+        return own
     parent = ctx.parent_checkpoint
     if parent is None or parent == "latest":
         if cfg.task == "finetune":
@@ -298,30 +302,40 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter) -> St
     return Start(model, tensors, None, info.uri)
 
 
-def resume_own(engine: Engine, directory: str, start: Start, reporter: Reporter) -> None:
-    """Read this run's checkpoint `start` names into the engine, then report the resume.
+def resume_own(ctx: RuntimeContext, cfg: Settings, engine_for: EngineFor, skipped: Skipped) -> Start | None:
+    """This run's newest checkpoint that verifies, read once into the engine built for the model its manifest
+    names; None when there is none (each damaged one passed to `skipped`).
 
     In place where the engine keeps its state in host memory (PyTorch on the CPU): the checkpoint is read
-    straight into the parameters and AdamW moments, nothing allocated for it or copied after (a failed
-    checksum fails the attempt: the model then holds part of it). Elsewhere its tensors are copy-on-write views
-    of the files that load() copies onto the device and lets go.
+    straight into the parameters and AdamW moments, nothing allocated for it or copied after; one whose
+    checksum fails gives way to the next older, read into them afresh. Elsewhere its tensors are copy-on-write
+    views of the files that load() copies onto the device and lets go.
     """
-    assert start.step is not None
-    assert start.manifest is not None
-    assert start.uri is not None
-    views = engine.host_state(start.step)
-    if views is None:
-        tensors, _ = Checkpointer(directory).restore(start.step, mapped=True)
-        engine.load(tensors, start.step)
-    else:
-        unexpected = [e["name"] for e in start.manifest["tensors"] if e["name"] not in views]
-        if unexpected:
-            raise CheckpointError(
-                f"{PROG}: {start.uri} holds tensors this model does not have: {', '.join(unexpected[:8])}; "
-                "point at a checkpoint of this model"
-            )
-        Checkpointer(directory).restore(start.step, into=views)
-    reporter.event("resumed", step=start.step, **{"from": start.uri})
+    tried: list[tuple[Engine, bool]] = []
+
+    def prepare(info: CheckpointInfo, manifest: dict[str, Any]) -> Arrays | None:
+        ctx.claim(manifest, info.uri)
+        engine = engine_for(model_of(manifest, info.uri, cfg))
+        views = engine.host_state(info.step)
+        if views is not None:
+            unexpected = [e["name"] for e in manifest["tensors"] if e["name"] not in views]
+            if unexpected:
+                raise CheckpointError(
+                    f"{PROG}: {info.uri} holds tensors this model does not have: {', '.join(unexpected[:8])}; "
+                    "point at a checkpoint of this model"
+                )
+        tried.append((engine, views is not None))
+        return views
+
+    found = Checkpointer(ctx.checkpoint_dir).restore_newest(prepare, on_skip=skipped)
+    if found is None:
+        return None
+    info, tensors, manifest = found
+    engine, in_place = tried[-1]
+    if not in_place:
+        engine.load(tensors, info.step)
+    model = model_of(manifest, info.uri, cfg)
+    return Start(model, None, info.step, info.uri, manifest, own=True, engine=engine)
 
 
 def _skipped(reporter: Reporter, uri: str, reason: str) -> None:
@@ -351,7 +365,14 @@ class Trainer(TrainingLoop):
     def __init__(self, ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: Reporter) -> None:
         self.ctx, self.cfg, self.reporter = ctx, cfg, reporter
         self.stop_signal: int | None = None
-        start = starting_point(ctx, cfg, reporter)
+        built: list[tuple[GPTConfig, Engine]] = []
+
+        def engine_for(model: GPTConfig) -> Engine:  # one engine, unless an older checkpoint names another model
+            if not built or built[-1][0] != model:
+                built.append((model, build_engine(cfg, model)))
+            return built[-1][1]
+
+        start = starting_point(ctx, cfg, reporter, engine_for)
         self.model = start.model
         self.heldout: Corpus | None = None
         if cfg.eval_every is not None:  # the last tenth is never trained on: eval_loss measures generalisation
@@ -359,10 +380,10 @@ class Trainer(TrainingLoop):
         if len(corpus.text) <= self.model.context:
             raise CrossrailError(f"{PROG}: the dataset has {len(corpus.text)} bytes; it needs more than model.context")
         self.text = corpus.text
-        self.engine = build_engine(cfg, self.model)
-        if start.own:
-            resume_own(self.engine, ctx.checkpoint_dir, start, reporter)
+        if start.engine is not None:
+            self.engine = start.engine
         else:
+            self.engine = build_engine(cfg, self.model)
             tensors = start.tensors if start.tensors is not None else init_tensors(self.model, cfg.seed)
             self.engine.load(tensors, start.step if start.optimizer else None)
         self.engine.step = start.step or 0  # a continued run counts on from its checkpoint's step

@@ -36,17 +36,22 @@ def test_a_checkpoint_read_into_the_engines_own_memory_continues_bit_for_bit(tex
     assert train(resumed, text, 5) == train(uninterrupted, text, 5)
 
 
-def test_a_retried_torch_run_resumes_its_own_checkpoint_with_the_losses_of_an_uninterrupted_one(
+def test_a_retried_torch_run_skips_its_damaged_newest_checkpoint_and_continues_the_losses_from_the_one_before(
     tmp_path: Path,
 ) -> None:
-    straight = gpt_launcher(tmp_path / "straight")
-    assert run_in_process(straight, "--steps", "8", "--checkpoint-every-steps", "4") == 0
-    retried = gpt_launcher(tmp_path / "retried")
-    assert run_in_process(retried, "--steps", "4", "--checkpoint-every-steps", "4") == 0
-    assert run_in_process(retried, "--steps", "8", "--checkpoint-every-steps", "4", attempt=2) == 0
-    resumed = retried.records(2)
-    uri = (retried.checkpoints / step_dirname(4)).as_uri()
-    assert of_type(resumed, "event", "resumed")[0]["data"] == {"step": 4, "from": uri}
-    after, want = losses(resumed), losses(straight.records(1))
+    launcher = gpt_launcher(tmp_path / "run")
+    assert run_in_process(launcher, "--steps", "8", "--checkpoint-every-steps", "4") == 0
+    shard = launcher.checkpoints / step_dirname(8) / "model.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF  # its layout still checks out: only reading it against its checksums finds the damage
+    shard.write_bytes(bytes(data))
+    assert run_in_process(launcher, "--steps", "8", "--checkpoint-every-steps", "4", attempt=2) == 0
+    records = launcher.records(2)
+    skipped = of_type(records, "event", "checkpoint_skipped")
+    assert [s["data"]["uri"] for s in skipped] == [(launcher.checkpoints / step_dirname(8)).as_uri()]
+    assert "checksum mismatch" in skipped[0]["data"]["reason"]
+    uri = (launcher.checkpoints / step_dirname(4)).as_uri()
+    assert of_type(records, "event", "resumed")[0]["data"] == {"step": 4, "from": uri}
+    after, first = losses(records), losses(launcher.records(1))
     assert sorted(after) == [5, 6, 7, 8]
-    np.testing.assert_allclose([after[s] for s in after], [want[s] for s in after], rtol=1e-6)
+    np.testing.assert_allclose([after[s] for s in after], [first[s] for s in after], rtol=1e-6)
