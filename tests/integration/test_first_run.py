@@ -64,19 +64,19 @@ def test_init_validate_submit_and_run_every_example_outside_a_git_checkout(tmp_p
     agent = crossrail(home, "agent", "--until-idle", "--poll", "0.1", timeout=80)
     assert agent.returncode == 0, agent.stdout + agent.stderr
 
-    for name, run in runs.items():
-        shown = as_json(crossrail(home, "show", run, "--json"))
-        assert shown["run"]["state"] == "succeeded", (name, shown["attempts"])
-        assert shown["lineage"]["code_commit"] is None
-    _assert_lineage(home, runs)
+    shown = {name: as_json(crossrail(home, "show", run, "--json")) for name, run in runs.items()}
+    for name, each in shown.items():
+        assert each["run"]["state"] == "succeeded", (name, each["attempts"])
+        assert each["lineage"]["code_commit"] is None
+    _assert_lineage(home, runs, shown)
 
 
-def _assert_lineage(home: Path, runs: dict[str, str]) -> None:
-    """What each run records of the run it started from."""
-    post = as_json(crossrail(home, "show", runs["posttrain-042"], "--json"))
+def _assert_lineage(home: Path, runs: dict[str, str], shown: dict[str, dict[str, Any]]) -> None:
+    """What each run records of the run it started from (`shown`: each run's `crossrail show`, after the agent)."""
+    post = shown["posttrain-042"]
     assert post["lineage"]["parent_run"] == runs["pretrain-small"]
     # Submitted while its parent was queued, post-training's `latest` was named when its attempt launched.
-    pre = as_json(crossrail(home, "show", runs["pretrain-small"], "--json"))
+    pre = shown["pretrain-small"]
     newest = pre["checkpoints"][-1]
     assert post["lineage"]["parent_checkpoint_requested"] == "latest"
     assert post["lineage"]["parent_checkpoint"] == newest["uri"]
@@ -93,5 +93,5 @@ def _assert_lineage(home: Path, runs: dict[str, str]) -> None:
     refused = crossrail(home, "submit", ".crossrail/experiments/posttrain-042.yaml", "--set", parent)
     assert refused.returncode != 0
     assert "was deleted by retention (usable steps: 20, 30, 40)" in refused.stderr
-    evaluated = as_json(crossrail(home, "show", runs["eval-smoke"], "--json"))
+    evaluated = shown["eval-smoke"]
     assert evaluated["lineage"]["parent_run"] == runs["posttrain-042"]
