@@ -86,30 +86,34 @@ class HeavyFirst:
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         if workers < 2 or len(items) < 2 * workers:
             return
-        chunk = max(2, min(len(items) // workers // 4, config.getoption("maxschedchunk", None) or len(items)))
+        # 1. the units that move: the demo workspace's files as one, each heavy file; the rest keeps its order
         demo = {_file(item) for item in items if "demo_workspace" in getattr(item, "fixturenames", ())}
         units: dict[str, list[pytest.Item]] = {}
         rest: list[pytest.Item] = []
         for item in items:
             unit = "demo_workspace" if _file(item) in demo else _file(item) if _file(item) in HEAVY_S else None
             (rest if unit is None else units.setdefault(unit, [])).append(item)
-        if not units:
-            return
-        shares: list[list[str]] = [[] for _ in range(workers)]
-        loads = [0.0] * workers
-        for unit in sorted(units, key=lambda u: (-_unit_s(u), u)):  # longest first, to the least loaded worker
-            k = loads.index(min(loads))
-            shares[k].append(unit)
-            loads[k] += _unit_s(unit)
+        # 2. each worker's share opens its first chunk, topped up from the rest to the chunk's size
+        chunk = max(2, min(len(items) // workers // 4, config.getoption("maxschedchunk", None) or len(items)))
         ordered: list[pytest.Item] = []
-        for names in shares:
-            # The demo workspace's users last in their share: the workspace is built in the background from the
-            # start (tests/api/conftest.py) while the others run.
-            share = [item for unit in sorted(names, key=lambda u: u == "demo_workspace") for item in units[unit]]
+        for names in _deal(list(units), workers):
+            share = [item for unit in names for item in units[unit]]
             filler = max(0, chunk - len(share))
             ordered += share + rest[:filler]
             rest = rest[filler:]
         items[:] = ordered + rest
+
+
+def _deal(units: list[str], workers: int) -> list[list[str]]:
+    """The units dealt to `workers` shares, longest first, each to the least loaded share; the demo workspace's
+    users last in theirs (the workspace builds in the background meanwhile: tests/api/conftest.py)."""
+    shares: list[list[str]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for unit in sorted(units, key=lambda u: (-_unit_s(u), u)):
+        k = loads.index(min(loads))
+        shares[k].append(unit)
+        loads[k] += _unit_s(unit)
+    return [sorted(share, key=lambda u: u == "demo_workspace") for share in shares]
 
 
 def _file(item: pytest.Item) -> str:
