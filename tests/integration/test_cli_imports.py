@@ -1,6 +1,6 @@
 """Each command loads only what it needs: `crossrail status` leaves every other command's module, the metrics it
-does not show, the HTTP transport, pydantic, numpy, YAML, Alembic and SQLAlchemy's ORM unloaded (its start-up time
-is mostly imports)."""
+does not show, the HTTP transport, pydantic, numpy, YAML, Alembic and SQLAlchemy's ORM unloaded, and with --json
+rich too (its start-up time is mostly imports)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ UNNEEDED_BY_STATUS = (
     "alembic",  # a store at the head revision is read as it is
     "sqlalchemy.orm",  # the store is SQLAlchemy Core
     "httpx",
+    "rich",  # --json draws no table (cli/output.py)
     "pydantic",  # typer coerces an option through it only when one is given (cli/lazy.py)
     "numpy",
     "yaml",

@@ -17,7 +17,7 @@ import typer
 from crossrail.cli import output
 from crossrail.cli.common import Home, Interval, Json, Policy, RunRef, Server, client, guard, local_client, refuse_json
 from crossrail.cli.lazy import Registry, defer_coercion
-from crossrail.cli.output import console, emit
+from crossrail.cli.output import emit
 from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError
 
@@ -196,8 +196,6 @@ def status(
     """The agent's liveness, runs per stage and state, and the active runs with pool, step, loss and checkpoint."""
 
     def go() -> None:
-        from crossrail.cli import render
-
         with client(home, server) as c:
             if watch:
                 from crossrail.cli import follow
@@ -205,9 +203,15 @@ def status(
                 refuse_json(as_json, "--watch")
                 follow.until_interrupted(lambda: follow.watch_status(c, interval_s=interval, count=count))
                 return
-            emit(c.status(), as_json, render.status)
+            emit(c.status(), as_json, _status_tables)
 
     guard(go)
+
+
+def _status_tables(obj: dict[str, Any]) -> None:
+    from crossrail.cli import render  # rich: not for --json
+
+    render.status(obj)
 
 
 @app.command()
@@ -398,14 +402,14 @@ def agent(
             lease_s=lease_seconds,
         )
         with local_client(home) as c, _one_agent(c):
-            console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
+            output.console.print(f"crossrail agent on {c.workspace.root} (Ctrl-C stops it; attempts keep running)")
             if metrics_port is not None:
                 _serve_metrics(c, metrics_host, metrics_port)
             with _stop_between_passes() as stopping, contextlib.suppress(KeyboardInterrupt):
                 ticks = render.AgentTicks(c.service.store)
                 c.agent(cfg).run(until_idle=until_idle, should_stop=stopping.is_set, on_tick=ticks)
             if stopping.is_set():
-                console.print("agent stopped; running attempts continue and are re-adopted on restart")
+                output.console.print("agent stopped; running attempts continue and are re-adopted on restart")
 
     guard(go)
 
@@ -456,7 +460,7 @@ def _serve_metrics(c: Any, host: str, port: int) -> None:
     except OSError as exc:
         raise WorkspaceError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror})") from None
     needs = "" if is_loopback(host) else ", a bearer token required (crossrail token create)"
-    console.print(f"Prometheus metrics on http://{host}:{port}/metrics{needs}")
+    output.console.print(f"Prometheus metrics on http://{host}:{port}/metrics{needs}")
 
 
 @app.command()

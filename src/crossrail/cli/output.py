@@ -6,46 +6,42 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
-
-from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from crossrail.core import format_duration
 from crossrail.core.api import api_object
 
+if TYPE_CHECKING:
+    from crossrail.cli.terminal import Console
 
-class _Console(Console):
-    """A rich console whose tables are never cut: printed to anything but a terminal, or with `--wide`, a
-    table is as wide as its widest row needs (full ids a script can read back), whatever the width."""
-
-    wide = False
-
-    def print(self, *objects: Any, **kwargs: Any) -> None:
-        tables = [o for o in objects if isinstance(o, Table)]
-        if not tables or not (self.wide or not self.is_terminal):
-            super().print(*objects, **kwargs)
-            return
-        roomy = self.options.update(width=1_000_000)
-        needed = max(Measurement.get(self, roomy, t).maximum for t in tables)
-        before = self.width
-        self.width = max(before, needed)
-        try:
-            super().print(*objects, **kwargs)
-        finally:
-            self.width = before
+    console: Console
+    """Where tables and lines go (stdout)."""
+    err: Console
+    """Where warnings and problems go (stderr)."""
 
 
-console = _Console(highlight=False)
-err = _Console(stderr=True, highlight=False)
+def __getattr__(name: str) -> Any:
+    """`console`, `err` and their class (`_Console`), made on first use: `--json` output never loads rich."""
+    if name not in ("console", "err", "_Console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from crossrail.cli.terminal import Console
+
+    if name == "_Console":
+        return Console
+    made = globals()[name] = Console(stderr=name == "err", highlight=False)  # later lookups find it here
+    return made
+
+
+def _console(name: str = "console") -> Console:
+    made = globals().get(name)
+    return __getattr__(name) if made is None else made  # type: ignore[no-any-return]
 
 
 def take_wide(args: list[str]) -> list[str]:
     """`args` without `--wide` (before a `--`), which makes every table full width, wherever it was given."""
     end = args.index("--") if "--" in args else len(args)
     if "--wide" in args[:end]:
-        console.wide = err.wide = True
+        _console().wide = _console("err").wide = True
     return [a for a in args[:end] if a != "--wide"] + args[end:]
 
 
@@ -109,12 +105,14 @@ def when(ts: float | None) -> str:
 
 def table(title: str, rows: list[dict[str, Any]]) -> None:
     """Rows of one shape as a table with their keys as columns; '<title>: none' for no rows."""
+    from rich.table import Table
+
     if not rows:
-        console.print(f"{title}: none")
+        _console().print(f"{title}: none")
         return
     t = Table(title=title)
     for col in rows[0]:
         t.add_column(col)
     for row in rows:
         t.add_row(*("-" if v is None else str(v) for v in row.values()))
-    console.print(t)
+    _console().print(t)
