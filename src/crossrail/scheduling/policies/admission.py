@@ -2,8 +2,8 @@
 
 The agent's scheduler orders heads across queues by (class, fair share, primary, secondary): a policy
 reorders pending work within what priority classes of its own choosing, fair share and quotas allow,
-and never admits beyond a quota. Requests carry no rates, so hetero policies order like their agnostic
-forms here; picking the chip type is the placement estimates' part.
+and never admits beyond a quota. Hetero policies read each request's rates per chip type where the driver
+gives them (`Request.throughput`; docs/policies.md).
 """
 
 from __future__ import annotations
