@@ -14,8 +14,8 @@ from typing import Any
 from crossrail.cli import render
 from crossrail.cli.output import console, print_json_line
 from crossrail.core import TERMINAL_RUN_STATES
+from crossrail.core.attempts import ACTIVE_ATTEMPT_STATES
 
-ACTIVE_ATTEMPT_STATES = ("starting", "running")  # an attempt in neither state has ended (crossrail.store)
 EVENT_BATCH = 500
 
 

@@ -28,8 +28,8 @@ from crossrail.control.placing import Placer, QueuePlacement, explanation, prefe
 from crossrail.control.secrets import attempt_secret
 from crossrail.control.service import Service
 from crossrail.control.storewatch import StoreWatch, WatchConfig
-from crossrail.core import EndReason, Event, EventType, format_duration, parse_duration
-from crossrail.core.attempts import RunAs
+from crossrail.core import EndReason, Event, EventType, RunState, format_duration, parse_duration
+from crossrail.core.attempts import AttemptState, RunAs
 from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError, UsageError
 from crossrail.executors import sandbox
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions, reconcile
@@ -210,7 +210,7 @@ class Agent:
     def _reconcile_attempt(self, att: AttemptRecord, status: AttemptStatus | None) -> int:
         run = self.store.get_run(att.run_id)
         att = self._ingest(att)
-        if status is None and att.state == "starting":
+        if status is None and att.state == AttemptState.STARTING:
             if _halted(run, att):
                 status = AttemptStatus(
                     att.run_id,
@@ -235,7 +235,7 @@ class Agent:
             return 0
         if status.phase == "running":
             return self._watch(run, att, status)
-        if att.state == "starting" and status.started_at is not None:
+        if att.state == AttemptState.STARTING and status.started_at is not None:
             # It started and ended while no agent watched: record the start first, so no attempt ends unstarted.
             self._started(run, att, status.started_at, status.image_digest)
         att = self._ingest(att)  # whatever the process wrote before it ended
@@ -276,7 +276,7 @@ class Agent:
 
     def _watch(self, run: RunRecord, att: AttemptRecord, status: AttemptStatus) -> int:
         now = self.clock.now()
-        if att.state == "starting":
+        if att.state == AttemptState.STARTING:
             self._started(run, att, status.started_at or now, status.image_digest)
         if _halted(run, att):  # cancelled or suspended; or a part of a pipeline that ended: stopped with grace
             self.executor.stop(run.id, att.number, self.config.stop_grace_s, _stop_reason(run.state))
@@ -415,7 +415,8 @@ class Agent:
         reason, detail = why or decisions.end_reason(status, run.state, retries.exit_codes)
         if reason is EndReason.EXIT:  # a failure of the training code: its own words say why
             detail = self._with_cause(run, att, detail)
-        if att.part is not None and run.state in ("succeeded", "failed") and reason is not EndReason.SUCCEEDED:
+        ended = run.state in (RunState.SUCCEEDED, RunState.FAILED)
+        if att.part is not None and ended and reason is not EndReason.SUCCEEDED:
             reason, detail = EndReason.CANCELLED, f"stopped by crossrail: its pipeline run {run.state}"
         now = status.ended_at or self.clock.now()
         # A part's retries and back-off count that part's attempts only (a part is retried alone).
@@ -543,7 +544,7 @@ class Agent:
         busy = {(a.run_id, a.part) for a in active if a.part is not None}
         out = []
         self._parts_waiting = 0
-        for run in self.store.list_runs(states=["admitted", "running"], newest_first=False):
+        for run in self.store.list_runs(states=[RunState.ADMITTED, RunState.RUNNING], newest_first=False):
             declared = (run.spec.get("spec") or {}).get("parts") or {}
             if not declared:
                 continue
@@ -556,7 +557,7 @@ class Agent:
             pipeline = dataclasses.replace(pipeline, prefer=prefer, prefer_source=source)
             for name in declared:
                 mine = [a for a in attempts if a.part == name]
-                if (run.id, name) in busy or not mine or mine[-1].state == "succeeded":
+                if (run.id, name) in busy or not mine or mine[-1].state == AttemptState.SUCCEEDED:
                     continue
                 self._parts_waiting += 1
                 offer = decisions.next_offer(history(mine), retries)
@@ -572,12 +573,12 @@ class Agent:
         now = self.clock.now()
         running: dict[str, dict[str, AttemptRecord]] = {}
         for a in self.store.active_attempts():
-            if a.part is not None and a.state == "running":
+            if a.part is not None and a.state == AttemptState.RUNNING:
                 running.setdefault(a.run_id, {})[a.part] = a
         for rid, atts in running.items():
             run = self.store.get_run(rid)
             parts, rdv = _parts(run), pipesize.rendezvous(run)
-            if run.state != "running" or rdv is None or not (rdv / "control.json").exists():
+            if run.state != RunState.RUNNING or rdv is None or not (rdv / "control.json").exists():
                 continue
             plan = pipesize.current_sizes(self.store, run, parts, atts)
             self._apply_sizes(run, plan, rdv)  # a resize recorded before an agent died is made real here

@@ -10,11 +10,11 @@ from typing import Any
 
 from crossrail.control.executor import LaunchRequest
 from crossrail.core import EndReason
+from crossrail.core.attempts import ACTIVE_ATTEMPT_STATES
 from crossrail.executors.render.pipeline import PART_ENV
 from crossrail.scheduling.decisions import Ended
 from crossrail.spec import Pool
 from crossrail.store import AttemptRecord, RunRecord
-from crossrail.store.repository import ACTIVE_ATTEMPT_STATES
 
 
 def launch_request(

@@ -1,6 +1,6 @@
 """Pure base of crossrail: ids, quantities, the Clock protocol and event types. Imports nothing of ours."""
 
-from crossrail.core.attempts import EndReason
+from crossrail.core.attempts import ACTIVE_ATTEMPT_STATES, AttemptState, EndReason
 from crossrail.core.clock import Clock, ManualClock, MonotonicClock, SystemClock
 from crossrail.core.events import RUN_STATES, TERMINAL_RUN_STATES, Event, EventType, RunState
 from crossrail.core.ids import (
@@ -17,10 +17,12 @@ from crossrail.core.priority import PRIORITIES, PRIORITY_RANK, priority_level, p
 from crossrail.core.quantities import format_duration, format_money, parse_duration, parse_topology
 
 __all__ = [
+    "ACTIVE_ATTEMPT_STATES",
     "PRIORITIES",
     "PRIORITY_RANK",
     "RUN_STATES",
     "TERMINAL_RUN_STATES",
+    "AttemptState",
     "Clock",
     "EndReason",
     "Event",

@@ -33,6 +33,25 @@ class EndReason(StrEnum):
     SUSPENDED = "suspended"  # stopped because the run was suspended
 
 
+class AttemptState(StrEnum):
+    """The state an attempt is recorded in (the store's `attempts.state`): active while `starting` or
+    `running`, then one end state, which `scheduling.decisions.ATTEMPT_STATE` gives each EndReason."""
+
+    STARTING = "starting"  # admitted and launched; its process or pods are not seen running yet
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"
+    PREEMPTED = "preempted"
+    UNPLACED = "unplaced"
+    CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
+
+
+ACTIVE_ATTEMPT_STATES = frozenset({AttemptState.STARTING, AttemptState.RUNNING})
+"""An attempt in neither state has ended."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What an executor can do, as data the agent reads (never probed for).

@@ -20,28 +20,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossrail.core.attempts import AttemptStatus, EndReason
-from crossrail.core.events import EventType
+from crossrail.core.attempts import AttemptState, AttemptStatus, EndReason
+from crossrail.core.events import EventType, RunState
 
 EX_TEMPFAIL = 75
 """The exit code a trainer uses to ask for a retry (docs/runtime.md)."""
 
-ATTEMPT_STATE: dict[EndReason, str] = {
-    EndReason.SUCCEEDED: "succeeded",
-    EndReason.EXIT_TEMPFAIL: "failed",
-    EndReason.EXIT_LISTED: "failed",
-    EndReason.EXIT: "failed",
-    EndReason.SIGNAL: "failed",
-    EndReason.LOST: "lost",
-    EndReason.HEARTBEAT_TIMEOUT: "lost",
-    EndReason.LAUNCH_FAILED: "lost",
-    EndReason.PREEMPTED: "preempted",
-    EndReason.DRAINED: "preempted",
-    EndReason.UNPLACED: "unplaced",
-    EndReason.REPLACED: "unplaced",
-    EndReason.STALE_NUMBER: "unplaced",
-    EndReason.CANCELLED: "cancelled",
-    EndReason.SUSPENDED: "suspended",
+ATTEMPT_STATE: dict[EndReason, AttemptState] = {
+    EndReason.SUCCEEDED: AttemptState.SUCCEEDED,
+    EndReason.EXIT_TEMPFAIL: AttemptState.FAILED,
+    EndReason.EXIT_LISTED: AttemptState.FAILED,
+    EndReason.EXIT: AttemptState.FAILED,
+    EndReason.SIGNAL: AttemptState.FAILED,
+    EndReason.LOST: AttemptState.LOST,
+    EndReason.HEARTBEAT_TIMEOUT: AttemptState.LOST,
+    EndReason.LAUNCH_FAILED: AttemptState.LOST,
+    EndReason.PREEMPTED: AttemptState.PREEMPTED,
+    EndReason.DRAINED: AttemptState.PREEMPTED,
+    EndReason.UNPLACED: AttemptState.UNPLACED,
+    EndReason.REPLACED: AttemptState.UNPLACED,
+    EndReason.STALE_NUMBER: AttemptState.UNPLACED,
+    EndReason.CANCELLED: AttemptState.CANCELLED,
+    EndReason.SUSPENDED: AttemptState.SUSPENDED,
 }
 """The attempt state each reason is recorded with."""
 
@@ -138,9 +138,9 @@ class EndDecision:
 
     reason: EndReason
     detail: str
-    attempt_state: str
+    attempt_state: AttemptState
     event: EventType | None
-    run_state: str | None
+    run_state: RunState | None
     retryable: bool
     retry: bool
     offer: NextOffer = NextOffer()
@@ -201,7 +201,7 @@ def decide_end(
     earlier ended attempts (not this one)."""
     state = ATTEMPT_STATE[reason]
     if reason is EndReason.SUCCEEDED:
-        return EndDecision(reason, detail, state, EventType.SUCCEEDED, "succeeded", False, False, ended_at=now)
+        return EndDecision(reason, detail, state, EventType.SUCCEEDED, RunState.SUCCEEDED, False, False, ended_at=now)
     if reason in BY_USER:
         return EndDecision(reason, detail, state, None, None, False, False, ended_at=now)
     retryable = reason in SPENDS_RETRY or reason in REQUEUES_FREE
@@ -210,7 +210,9 @@ def decide_end(
     )
     if reason in SPENDS_RETRY and not retry:
         detail = f"{detail}; no retries left (spec.retries.max = {retries.max})"
-    event = {"preempted": EventType.PREEMPTED, "unplaced": EventType.UNPLACED}.get(state, EventType.FAILED)
+    event = {AttemptState.PREEMPTED: EventType.PREEMPTED, AttemptState.UNPLACED: EventType.UNPLACED}.get(
+        state, EventType.FAILED
+    )
     this = Ended(0, pool, reason, now)
     if not retry:
         offer = NextOffer()
@@ -218,7 +220,8 @@ def decide_end(
         offer = next_offer([*history, this], retries)
     else:  # no back-off: only this end matters (a run preempted every round need not copy its history)
         offer = NextOffer(None, avoided_pool(this))
-    return EndDecision(reason, detail, state, event, "queued" if retry else "failed", retryable, retry, offer, now)
+    next_state = RunState.QUEUED if retry else RunState.FAILED
+    return EndDecision(reason, detail, state, event, next_state, retryable, retry, offer, now)
 
 
 def _spent(history: Sequence[Ended]) -> int:

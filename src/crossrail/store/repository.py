@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, true, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
-from crossrail.core.attempts import EndReason
+from crossrail.core.attempts import ACTIVE_ATTEMPT_STATES, EndReason
 from crossrail.core.events import Event, EventType
 from crossrail.core.ids import is_uid, run_id
 from crossrail.errors import (
@@ -49,7 +49,6 @@ LEADER_WRITE_IDLE_MS = 1000
 """How long (ms) a leader's write transaction may sit idle between statements on PostgreSQL before the server
 ends it: well under the leases agents run with (15 s by default, 2 s in the failover test), so a stopped
 leader's lock on the leader row does not hold back a takeover."""
-ACTIVE_ATTEMPT_STATES = ("starting", "running")
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
 
