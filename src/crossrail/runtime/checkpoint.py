@@ -338,9 +338,10 @@ class Checkpointer:
         on object storage, are read as without it.
 
         With `into` (names to the caller's numpy arrays: a model's parameters, its optimizer's moments, already
-        allocated), each tensor it names is read straight into its array and verified there: the cheapest
-        resume into a built model, since no memory is allocated or faulted in and nothing is copied after
-        (bench/ckpt.py measures it against a cold dd read). The arrays must be writable numpy arrays of the
+        allocated), each tensor it names is filled into its array, verified: on local disk checksummed in the
+        file's mapping and then copied once into the array, elsewhere read straight into it and verified there.
+        The cheapest resume into a built model: no memory is allocated or faulted in (bench/ckpt.py measures it
+        against a cold dd read). The arrays must be writable numpy arrays of the
         tensor's shape and dtype (of a torch CPU tensor, its `.numpy()` view); one that is not C-contiguous,
         such as a transposed view, is filled through a bounded buffer. Every name, shape and dtype is checked
         before anything is written (CheckpointError naming each mismatch), and so is the layout of every

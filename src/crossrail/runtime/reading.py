@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from crossrail.runtime.manifest import MANIFEST_FILE, MARKER_FILE, CheckpointNotFound, TornCheckpoint, parse_manifest
@@ -84,6 +85,9 @@ def read(
     manifest = manifest_in(store, name)
     destinations = check_destinations(manifest["tensors"], into) if into is not None and load else {}
     mapped = mapped and not destinations  # the caller's arrays are filled, never replaced by views
+    # Into the caller's arrays, a file on local disk is mapped too: each tensor is checksummed where the kernel
+    # reads it into the page cache and then copied once into its array (the copy a read() makes anyway), which
+    # measured faster than reading into the arrays (1 GB cold, bench/ckpt.py: 0.81x dd against 0.57x).
     by_file = _by_file(manifest)
     regions: dict[str, mmap.mmap] = {}
 
@@ -91,7 +95,7 @@ def read(
         with _torn_on_os_error(file):
             with store.open_read(name, file) as f:
                 start = check_file(f, file, by_file[file], store.file_size(name, file))
-            region = store.map_file(name, file) if mapped and load else None
+            region = store.map_file(name, file) if load and (mapped or destinations) else None
         if region is not None:
             regions[file] = region
         return start
@@ -104,7 +108,13 @@ def read(
             with _torn_on_os_error(entry["file"]):
                 array = mapped_tensor(region, entry, starts[entry["file"]])
             if array is not None:
-                return array
+                if mapped:
+                    return array
+                into = destinations.get(entry["name"])
+                if into is None:  # a tensor the caller did not name: a new array of its own, as without `into`
+                    return array.copy()
+                np.copyto(into, array)  # verified first: a tensor that fails its checksum leaves its array as it was
+                return into
         with _torn_on_os_error(entry["file"]), store.ranges(name, entry["file"]) as read_into:
             return read_tensor(read_into, entry, starts[entry["file"]], load=load, into=destinations.get(entry["name"]))
 
