@@ -6,8 +6,7 @@ checkpoint and the retry resumed on the GPU-like pool; post-training started fro
 eval from post-training's, and two small sweep runs ran beside them. Afterwards, with no agent running, one
 more experiment was submitted, so the queue has a pending run. It is built once per test session (once in all,
 under pytest-xdist: the first worker builds it, the others wait for it) and is read-only: a test that writes
-takes `demo_copy`. The build starts in the background as soon as a collection holds a test that needs it, so
-the tests that run first (tests/conftest.py starts the heavy ones first) overlap its waits.
+takes `demo_copy`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,60 +53,18 @@ def _build(root: Path) -> None:
     (root / ".built").write_text("ok\n")
 
 
-def _built(shared: Path) -> Path:
-    """The demo workspace under `shared`, built unless it is (by this process or another, under one lock)."""
+@pytest.fixture(scope="session")
+def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkout of the demo workspace (its store is `<root>/.crossrail`); do not write to it."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the directory every worker's base temp sits in
     root = shared / "demo-workspace"
     with FileLock(str(shared / "demo-workspace.lock")):
         if not (root / ".built").is_file():
             shutil.rmtree(root, ignore_errors=True)
             _build(root)
     return root
-
-
-def _shared(factory: pytest.TempPathFactory) -> Path:
-    shared = factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the directory every worker's base temp sits in
-    return shared
-
-
-class _Background:
-    """The build started when collection ends, in a thread (the work is the `crossrail demo` subprocess)."""
-
-    thread: threading.Thread | None = None
-    failure: BaseException | None = None
-
-    @classmethod
-    def start(cls, shared: Path) -> None:
-        def build() -> None:
-            try:
-                _built(shared)
-            except BaseException as e:  # raised again by the fixture, in the test that needs the workspace
-                cls.failure = e
-
-        cls.thread = threading.Thread(target=build, name="crossrail-demo-workspace", daemon=True)
-        cls.thread.start()
-
-    @classmethod
-    def wait(cls) -> None:
-        if cls.thread is not None:
-            cls.thread.join()
-        if cls.failure is not None:
-            raise cls.failure
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly:
-        return
-    if any("demo_workspace" in getattr(item, "fixturenames", ()) for item in session.items):
-        _Background.start(_shared(session.config._tmp_path_factory))  # type: ignore[attr-defined]
-
-
-@pytest.fixture(scope="session")
-def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The checkout of the demo workspace (its store is `<root>/.crossrail`); do not write to it."""
-    _Background.wait()
-    return _built(_shared(tmp_path_factory))
 
 
 @pytest.fixture
