@@ -336,7 +336,8 @@ class QueuePlacement:
         missing = [r for r in runs if r.id not in self._rates]
         if missing:
             placer = Placer(self.store, fleet, policy)
-            pools = placer.pools()
+            # Only speeds matter here: the pools as declared, without pools()'s scan of preemption events.
+            pools = [PoolInfo.from_spec(p, fleet.spec.currency) for p in fleet.spec.pools]
             placer.measure(r.experiment for r in missing)
             for r in missing:
                 self._rates[r.id] = estimated_rates(placer.workload(r), pools)
