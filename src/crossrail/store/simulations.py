@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import insert, select
 
 from crossrail.errors import NotFoundError, UsageError
 from crossrail.store import schema as t
+from crossrail.store.engine import StoreBase
 
 SIM_ID = re.compile(r"[0-9a-f]{12}")
 """A stored result's id: the first 12 hex digits of the sha256 of its records."""
@@ -22,13 +22,8 @@ def simulation_id(records: list[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-class SimulationRecords:
+class SimulationRecords(StoreBase):
     """Mixed into Store: add a result's records once, read them back by id."""
-
-    if TYPE_CHECKING:
-
-        def _write(self, *, join_audit: bool = True) -> AbstractContextManager[Connection]: ...
-        def _read(self) -> AbstractContextManager[Connection]: ...
 
     def add_simulation(self, records: list[dict[str, Any]], *, policy: str, by: str, now: float) -> str:
         """Keep `records` (RunFacts.as_dict of each run) and return their id; the same records keep one row."""

@@ -6,7 +6,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine
 
-from crossrail.store.repository import _MIGRATIONS
+from crossrail.store.engine import MIGRATIONS
 
 
 def engine_at(url: str, revision: str) -> Engine:
@@ -14,7 +14,7 @@ def engine_at(url: str, revision: str) -> Engine:
     engine = create_engine(url)
     with engine.begin() as conn:
         cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        cfg.set_main_option("script_location", str(MIGRATIONS))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
     return engine

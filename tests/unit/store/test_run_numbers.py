@@ -9,7 +9,7 @@ import pytest
 
 from crossrail.core import Event, EventType
 from crossrail.errors import StoreError
-from crossrail.store import NewRun, Store, repository
+from crossrail.store import NewRun, Store, runs
 
 
 def new_run(key: str | None = None) -> NewRun:
@@ -48,13 +48,13 @@ def test_a_submission_that_lost_the_race_for_a_run_number_takes_the_next_one(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create_runs([new_run()], 1.0, [opening(1.0)])
-    real = repository._Batch._next_numbers
+    real = runs._Batch._next_numbers
     stale = iter([{"exp": 1}])  # read before the other submission committed exp-1
 
-    def next_numbers(self: repository._Batch, names: set[str]) -> dict[str, int]:
+    def next_numbers(self: runs._Batch, names: set[str]) -> dict[str, int]:
         return next(stale, None) or real(self, names)
 
-    monkeypatch.setattr(repository._Batch, "_next_numbers", next_numbers)
+    monkeypatch.setattr(runs._Batch, "_next_numbers", next_numbers)
     ((run, created),) = store.create_runs([new_run()], 2.0, [opening(2.0)])
     assert (run.id, created) == ("exp-2", True)
 
@@ -63,7 +63,7 @@ def test_a_refusal_that_is_no_race_for_numbers_is_reported_and_writes_nothing(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create_runs([new_run(key="k")], 1.0, [opening(1.0)])
-    monkeypatch.setattr(repository._Batch, "_existing_keys", lambda self, keys: {})  # blind to the used key
+    monkeypatch.setattr(runs._Batch, "_existing_keys", lambda self, keys: {})  # blind to the used key
     with pytest.raises(StoreError, match="cannot create the run"):
         store.create_runs([new_run(key="k")], 2.0, [opening(2.0)])
     assert [r.id for r in store.list_runs()] == ["exp-1"]

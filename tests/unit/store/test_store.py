@@ -73,10 +73,10 @@ def test_head_revision_matches_the_alembic_scripts() -> None:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from crossrail.store.repository import _MIGRATIONS
+    from crossrail.store.engine import MIGRATIONS
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    cfg.set_main_option("script_location", str(MIGRATIONS))
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
 
 
