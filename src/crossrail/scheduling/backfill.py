@@ -2,7 +2,7 @@
 start, so a small run passes a gang that is still waiting for its chips.
 
 This is how heads of different queues, and the runs of a `best_effort_fifo` queue, meet free capacity in
-the scheduling cycle: nothing is held back for a waiting gang. The default estimate (estimate.py) instead
+the scheduling cycle: nothing is held back for a waiting gang. The default estimate (starts.py) instead
 never lets a run start before one ahead of it on the same pool; the truth for a fleet of many queues lies
 between the two.
 

@@ -14,18 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from crossrail.scheduling.estimate import (
-    Busy,
-    Choice,
-    PoolInfo,
-    StartEstimate,
-    Waiting,
-    Workload,
-    estimate_placements,
-    estimate_starts,
-    run_time_s,
-)
+from crossrail.scheduling.choice import Choice, estimate_placements
 from crossrail.scheduling.feasibility import gang_problem, held_chips
+from crossrail.scheduling.scoring import PoolInfo, Workload, run_time_s
+from crossrail.scheduling.starts import estimate_starts
+from crossrail.scheduling.timeline import Busy, StartEstimate, Waiting
 
 
 @dataclass(frozen=True)

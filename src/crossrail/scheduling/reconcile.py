@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 
 from crossrail.core.attempts import StopReason
 from crossrail.scheduling.backlog import LEARNER
-from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, Workload
+from crossrail.scheduling.choice import Choice
 from crossrail.scheduling.plan import Plan, plan
+from crossrail.scheduling.scoring import PoolInfo, Workload
+from crossrail.scheduling.timeline import Busy
 from crossrail.scheduling.types import Request
 
 # --- 1. place ------------------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from crossrail.scheduling.cache import Cache
-from crossrail.scheduling.estimate import PoolInfo, Workload, run_time_s
 from crossrail.scheduling.policies import JobView, Policy, PoolView, level_of
+from crossrail.scheduling.scoring import PoolInfo, Workload, run_time_s
 from crossrail.scheduling.types import Allocation, Request
 from crossrail.spec import Pool
 

@@ -1,6 +1,6 @@
 """Start times' plain data: pending and running work, a start estimate, and each pool's free chips over time.
 
-The two forward simulations of the queues share these: the default one in estimate.py (no run starts before
+The two forward simulations of the queues share these: the default one in starts.py (no run starts before
 one ahead of it on the same pool) and the greedy one with backfill in backfill.py.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 
-class _Pool(Protocol):
-    """What a timeline needs of a pool (estimate.PoolInfo)."""
+class TimelinePool(Protocol):
+    """What a timeline needs of a pool (scoring.PoolInfo has it)."""
 
     @property
     def name(self) -> str: ...
@@ -106,7 +106,9 @@ class Timeline:
         self._memo.clear()
 
 
-def timelines(running: Iterable[Busy], pools: Iterable[_Pool], now: float, unknown_s: float) -> dict[str, Timeline]:
+def timelines(
+    running: Iterable[Busy], pools: Iterable[TimelinePool], now: float, unknown_s: float
+) -> dict[str, Timeline]:
     """Each pool that takes work, holding its running work until the work's expected end."""
     lines = {p.name: Timeline(p.capacity, now) for p in pools if not p.drained}
     for busy in running:
