@@ -39,7 +39,31 @@ Every error's message says what is wrong, where, and how to fix it.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class ProblemCode(StrEnum):
+    """What kind of finding a Problem is, for programs to act on (its message is for people); stable."""
+
+    YAML_SYNTAX = "yaml_syntax"
+    """The text is not valid YAML."""
+    BAD_YAML = "bad_yaml"
+    """YAML crossrail does not read: a tag, an alias, a repeated or non-text key, past a size or depth limit."""
+    UNKNOWN_FIELD = "unknown_field"
+    MISSING_FIELD = "missing_field"
+    WRONG_TYPE = "wrong_type"
+    """A value of the wrong type: text where a number belongs, a mapping where a list does."""
+    BAD_VALUE = "bad_value"
+    """A value of the right type that the schema or a check across fields refuses."""
+    HARD_CODED = "hard_coded"
+    """Hardware written into a portable experiment (node labels, device visibility, a backend)."""
+    PORTABILITY = "portability"
+    """Anything else the portability and reproducibility lint finds (an unpinned image, a local path, ...)."""
+    INVALID = "invalid"
+    """Any other problem."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +77,8 @@ class Problem:
     fix: str | None = None
     # The `--set path=value` argument the problem's value came from, cited instead of a line.
     argument: str | None = None
+    code: ProblemCode = ProblemCode.INVALID
+    """What kind of problem it is, set where it is found: classify problems by it, never by their message."""
 
     def render(self) -> str:
         where = self.path or "(document)"
@@ -73,7 +99,26 @@ class Problem:
             "message": self.message,
             "fix": self.fix,
             "set": self.argument,
+            "code": str(self.code),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Problem:
+        """A problem as `as_dict` wrote it; one without a code, or with a code this crossrail does not know (a
+        newer server's), is `invalid`."""
+        try:
+            code = ProblemCode(d.get("code") or ProblemCode.INVALID)
+        except ValueError:
+            code = ProblemCode.INVALID
+        return cls(
+            source=d.get("file") or "",
+            path=d.get("path") or "",
+            message=d.get("message") or "",
+            line=d.get("line"),
+            fix=d.get("fix"),
+            argument=d.get("set"),
+            code=code,
+        )
 
 
 class CrossrailError(Exception):

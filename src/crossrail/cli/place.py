@@ -45,7 +45,7 @@ def place_command(  # noqa: PLR0917 (a typer command takes each option as a para
 
 def problem_of(obj: dict[str, Any]) -> Problem:
     """A problem as `as_dict` wrote it (in a placement's `problems`)."""
-    return Problem(obj["file"], obj["path"], obj["message"], obj["line"], obj["fix"], obj["set"])
+    return Problem.from_dict(obj)
 
 
 def hypothesis(c: Any, stage: str) -> dict[str, Any] | None:

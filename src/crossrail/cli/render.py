@@ -78,7 +78,7 @@ def validation(obj: dict[str, Any]) -> None:
         noun = "problem" if len(problems) == 1 else "problems"
         err.print(f"crossrail: {len(problems)} {noun} in {file}", markup=False, soft_wrap=True)
         for p in problems:
-            problem = Problem(p["file"], p["path"], p["message"], p["line"], p.get("fix"), p.get("set"))
+            problem = Problem.from_dict(p)
             err.print(f"  {problem.render()}", markup=False, soft_wrap=True)
 
 

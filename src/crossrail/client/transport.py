@@ -175,16 +175,5 @@ def error_from(body: Any, status: int, url: str) -> CrossrailError:
     if not (isinstance(cls, type) and issubclass(cls, CrossrailError)):
         cls = CrossrailError
     if issubclass(cls, SpecError):
-        return cls([Problem(**_problem_fields(p)) for p in body.get("problems") or []])
+        return cls([Problem.from_dict(p) for p in body.get("problems") or []])
     return cls(str(body.get("message", "")))
-
-
-def _problem_fields(p: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "source": p.get("file") or "",
-        "path": p.get("path") or "",
-        "message": p.get("message") or "",
-        "line": p.get("line"),
-        "fix": p.get("fix"),
-        "argument": p.get("set"),
-    }

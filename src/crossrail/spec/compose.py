@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from crossrail.errors import Problem
+from crossrail.errors import Problem, ProblemCode
 from crossrail.spec.paths import Path, format_path
 
 try:
@@ -58,9 +58,16 @@ class _Builder:
     open_anchors: list[str] = field(default_factory=list)
     line_log: list[tuple[Path, int]] = field(default_factory=list)
 
-    def problem(self, line: int | None, message: str, fix: str | None = None, path: Path | None = None) -> None:
+    def problem(
+        self,
+        line: int | None,
+        message: str,
+        fix: str | None = None,
+        path: Path | None = None,
+        code: ProblemCode = ProblemCode.BAD_YAML,
+    ) -> None:
         where = format_path(path) if path is not None else ""
-        self.problems.append(Problem(self.source, where, message, line=line, fix=fix))
+        self.problems.append(Problem(self.source, where, message, line=line, fix=fix, code=code))
 
     def abort(self, line: int | None, message: str, fix: str | None = None) -> _Abort:
         self.problem(line, message, fix)
@@ -274,12 +281,13 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path, int], list[Problem]
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         what = ", ".join(part for part in (exc.context, exc.problem) if part)
-        builder.problem(line, f"not valid YAML: {what}")
+        builder.problem(line, f"not valid YAML: {what}", code=ProblemCode.YAML_SYNTAX)
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
-        builder.problem(line, f"not valid YAML: character #x{exc.character:04x} ({exc.reason})")
+        message = f"not valid YAML: character #x{exc.character:04x} ({exc.reason})"
+        builder.problem(line, message, code=ProblemCode.YAML_SYNTAX)
     except yaml.YAMLError as exc:
-        builder.problem(None, f"not valid YAML: {str(exc).splitlines()[0]}")
+        builder.problem(None, f"not valid YAML: {str(exc).splitlines()[0]}", code=ProblemCode.YAML_SYNTAX)
     except RecursionError:
         builder.problem(None, f"nested more than {MAX_DEPTH} levels deep", "flatten the document")
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from crossrail.errors import Problem
+from crossrail.errors import Problem, ProblemCode
 from crossrail.spec.loader import Document
 from crossrail.spec.paths import Path, format_path
 from crossrail.spec.policy import PlacementPolicy
@@ -71,9 +71,12 @@ class _Lint:
         self.doc = doc
         self.findings: list[Problem] = []
 
-    def add(self, path: Path, message: str, fix: str) -> None:
+    def add(self, path: Path, message: str, fix: str, code: ProblemCode = ProblemCode.PORTABILITY) -> None:
         line = self.doc.line_of(path)
-        self.findings.append(Problem(self.doc.source, format_path(path), message, line, fix))
+        self.findings.append(Problem(self.doc.source, format_path(path), message, line, fix, code=code))
+
+    def hard_coded(self, path: Path, what: str, fix: str) -> None:
+        self.add(path, f"{HARD_CODED} {what}", fix, ProblemCode.HARD_CODED)
 
     def image(self) -> None:
         image = _get(self.doc.data, "spec", "image")
@@ -157,18 +160,18 @@ class _Lint:
         if self.resource_name(key, path, value):
             return True
         if key in _PLACEMENT_KEYS:
-            self.add(
+            self.hard_coded(
                 path,
-                f"{HARD_CODED} node placement ({key})",
+                f"node placement ({key})",
                 "describe the need with spec.resources and spec.accelerators; crossrail writes node "
                 "selectors, tolerations and affinity from the pool it places on",
             )
         elif _NODE_LABEL.fullmatch(key) or (
             key == "accelerator" and isinstance(value, str) and _ACCELERATOR_VALUE.search(value)
         ):
-            self.add(
+            self.hard_coded(
                 path,
-                f"{HARD_CODED} node label {key}: {value}",
+                f"node label {key}: {value}",
                 "state a preference with spec.accelerators.prefer; crossrail selects nodes from the pool it places on",
             )
         elif path[:2] == ("spec", "env") and len(path) == 3:
@@ -179,20 +182,20 @@ class _Lint:
 
     def env(self, key: str, path: Path) -> bool:
         if key in _DEVICE_ENV:
-            message = f"{HARD_CODED} device visibility ({key})"
+            what = f"device visibility ({key})"
             fix = "remove it; crossrail sets the visible devices for the chips it assigns"
         elif key.startswith("TPU_"):
-            message = f"{HARD_CODED} TPU runtime setting ({key})"
+            what = f"TPU runtime setting ({key})"
             fix = "remove it; crossrail sets TPU runtime variables for the slice it places on"
         elif key == "TRAINING_BACKEND":
-            message = f"{HARD_CODED} TRAINING_BACKEND"
+            what = "TRAINING_BACKEND"
             fix = (
                 "remove it and state a preference with spec.accelerators.prefer; crossrail sets "
                 "TRAINING_BACKEND from the placement"
             )
         else:
             return False
-        self.add(path, message, fix)
+        self.hard_coded(path, what, fix)
         return True
 
     def resource_name(self, text: str, path: Path, value: Any = None) -> bool:
@@ -204,9 +207,9 @@ class _Lint:
                 if chips is None:
                     chips = _get(self.doc.data, "spec", "resources", "chips")
                 shown = chips if isinstance(chips, int) and not isinstance(chips, bool) and chips > 0 else "<n>"
-                self.add(
+                self.hard_coded(
                     path,
-                    f"{HARD_CODED} {name}",
+                    f"{name}",
                     f"request chips with spec.resources.chips: {shown} and a preference with "
                     f"spec.accelerators.prefer: {kind}; crossrail sets the resource name from the pool "
                     "it places on",

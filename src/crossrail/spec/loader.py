@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.spec.compose import compose
 from crossrail.spec.paths import Path
 
@@ -77,7 +77,7 @@ def parse_value(text: str | bytes, source: str, *, what: str = "value") -> tuple
 
 def _tab_problem(text: str, problem: Problem) -> Problem | None:
     """PyYAML's message for a tab where YAML wants spaces, said plainly with the tab's line and column."""
-    if not problem.message.startswith("not valid YAML") or problem.line is None:
+    if problem.code != ProblemCode.YAML_SYNTAX or problem.line is None:
         return None
     lines = text.splitlines()
     # The parser reports the tab's line, or the line after it when the tab ends a line.
@@ -90,6 +90,7 @@ def _tab_problem(text: str, problem: Problem) -> Problem | None:
                 f"a tab character at line {number}, column {column}; YAML indents with spaces only",
                 number,
                 "replace the tab with spaces (e.g. two per level)",
+                code=ProblemCode.YAML_SYNTAX,
             )
     return None
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from crossrail.errors import Problem
+from crossrail.errors import Problem, ProblemCode
 from crossrail.spec.common import FieldErrors, Items, nested
 from crossrail.spec.loader import Document
 from crossrail.spec.paths import Path, format_path
@@ -83,7 +83,10 @@ def _located(problem: Problem, doc: Document) -> Problem:
 
 def problems_at(doc: Document, items: Items) -> list[Problem]:
     """Problems for findings whose paths are absolute in `doc`."""
-    return [Problem(doc.source, format_path(path), message, doc.line_of(path), fix) for path, message, fix in items]
+    return [
+        Problem(doc.source, format_path(path), message, doc.line_of(path), fix, code=ProblemCode.BAD_VALUE)
+        for path, message, fix in items
+    ]
 
 
 def problems_from(exc: ValidationError, doc: Document, model: type[BaseModel]) -> list[Problem]:
@@ -107,19 +110,22 @@ def _problem(err: Any, loc: Path, doc: Document, model: type[BaseModel]) -> Prob
     if is_key:
         loc = loc[:-1]
     message, fix = _describe(kind, value, ctx, err["msg"])
+    code = ProblemCode.WRONG_TYPE if kind in _EXPECTED else ProblemCode.BAD_VALUE
     if kind == "missing":
+        code = ProblemCode.MISSING_FIELD
         key, loc = loc[-1], loc[:-1]
         message, fix = (
             f"missing required key {key!r}",
             f"add `{key}:` to {format_path(loc) or 'the document'}",
         )
     elif kind == "extra_forbidden":
+        code = ProblemCode.UNKNOWN_FIELD
         allowed = _keys_at(model, loc[:-1])
         message = f"unknown key {loc[-1]!r}"
         fix = did_you_mean(str(loc[-1]), allowed) or (f"allowed keys: {', '.join(allowed)}" if allowed else None)
     elif is_key:
         message = f"key {message}"
-    return Problem(doc.source, format_path(loc), message, doc.line_of(loc), fix)
+    return Problem(doc.source, format_path(loc), message, doc.line_of(loc), fix, code=code)
 
 
 def _describe(kind: str, value: Any, ctx: dict[str, Any], msg: str) -> tuple[str, str | None]:

@@ -9,12 +9,12 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.spec import experiment, fleet
 from crossrail.spec.common import Items
 from crossrail.spec.experiment import Experiment
 from crossrail.spec.fleet import Fleet
-from crossrail.spec.lint import HARD_CODED, lint_experiment
+from crossrail.spec.lint import lint_experiment
 from crossrail.spec.loader import Document, load_document, parse_document
 from crossrail.spec.policy import ARTICLE_POLICY_YAML, PlacementPolicy
 from crossrail.spec.problems import did_you_mean, locate, problems_at, problems_from, show, sort_problems
@@ -39,10 +39,13 @@ def kind_of(doc: Document) -> Kind:
     choices = ", ".join(KINDS)
     if kind is None:
         fix = f"add `kind:` with one of {choices}"
-        problem = Problem(doc.source, "kind", "missing key 'kind'", doc.line_of(()), fix)
+        problem = Problem(
+            doc.source, "kind", "missing key 'kind'", doc.line_of(()), fix, code=ProblemCode.MISSING_FIELD
+        )
     else:
         fix = (did_you_mean(kind, KINDS) if isinstance(kind, str) else None) or f"use one of {choices}"
-        problem = Problem(doc.source, "kind", f"unknown kind {show(kind)}", doc.line_of(("kind",)), fix)
+        line = doc.line_of(("kind",))
+        problem = Problem(doc.source, "kind", f"unknown kind {show(kind)}", line, fix, code=ProblemCode.BAD_VALUE)
     raise SpecError([problem])
 
 
@@ -97,9 +100,9 @@ def check_experiment(doc: Document, policy: PlacementPolicy) -> Experiment:
         schema: list[Problem] = []
     except SpecError as exc:
         parsed, schema = None, exc.problems
-    hardware = [f.path for f in findings if f.message.startswith(HARD_CODED)]
+    hardware = [f.path for f in findings if f.code == ProblemCode.HARD_CODED]
     # An unknown key that is hard-coded hardware gets the portability finding, which says what to write.
-    schema = [p for p in schema if not (p.message.startswith("unknown key") and _under(p.path, hardware))]
+    schema = [p for p in schema if not (p.code == ProblemCode.UNKNOWN_FIELD and _under(p.path, hardware))]
     problems = locate([*schema, *findings], doc) if doc.overrides else sort_problems([*schema, *findings])
     if problems or parsed is None:
         raise SpecError(problems)
