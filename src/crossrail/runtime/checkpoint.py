@@ -487,14 +487,15 @@ class Checkpointer:
 
 
 def read_checkpoint(
-    uri: str, *, load: bool = True, storage_options: StorageOptions | None = None
+    uri: str, *, load: bool = True, storage_options: StorageOptions | None = None, mapped: bool = False
 ) -> tuple[Tensors, dict[str, Any]]:
     """Verify the checkpoint directory `uri` and return its tensors (none when `load` is False) and manifest.
 
-    Raises TornCheckpoint when it is incomplete or damaged, NewerFormat when it is from a newer major format.
+    `mapped` as in Checkpointer.restore. Raises TornCheckpoint when it is incomplete or damaged, NewerFormat
+    when it is from a newer major format.
     """
     store, name = split(uri, storage_options)
-    return read(store, name, load=load)
+    return read(store, name, load=load, mapped=mapped)
 
 
 def read_manifest(uri: str, *, storage_options: StorageOptions | None = None) -> dict[str, Any]:
@@ -567,9 +568,17 @@ def verification(store: Store, name: str) -> dict[str, Any]:
 
 
 def restore_from(
-    uri: str, *, on_skip: OnSkip | None = None, storage_options: StorageOptions | None = None
+    uri: str,
+    *,
+    on_skip: OnSkip | None = None,
+    storage_options: StorageOptions | None = None,
+    mapped: bool = False,
 ) -> tuple[CheckpointInfo, Tensors, dict[str, Any]]:
     """The checkpoint `uri` names (see resolve), every checksum verified: its info, tensors and manifest.
+
+    With `mapped`, tensors on local disk are copy-on-write views of the files, as Checkpointer.restore gives
+    them: for a caller that copies them into its model and lets them go (the reference trainers do), a cold
+    read at the disk's speed with no fresh memory faulted in.
 
     When a named `step-*` checkpoint is damaged, it is passed to `on_skip(uri, reason)` and the newest older
     checkpoint of the same directory that verifies is restored instead, each damaged one passed over in turn.
@@ -589,7 +598,7 @@ def restore_from(
         first = exc
     else:
         try:
-            tensors, manifest = read_checkpoint(info.uri, storage_options=storage_options)
+            tensors, manifest = read_checkpoint(info.uri, storage_options=storage_options, mapped=mapped)
             return info, tensors, manifest
         except InvalidCheckpoint as bad:
             if on_skip is None:
@@ -600,7 +609,9 @@ def restore_from(
     older = Checkpointer(store.uri, storage_options=storage_options)
     for candidate in reversed([c for c in older.list(damaged=True) if c.step < info.step]):
         try:
-            tensors, manifest = read(store, step_dirname(candidate.step), load=True, readers=older.readers)
+            tensors, manifest = read(
+                store, step_dirname(candidate.step), load=True, readers=older.readers, mapped=mapped
+            )
         except InvalidCheckpoint as exc:
             on_skip(candidate.uri, str(exc))
             continue

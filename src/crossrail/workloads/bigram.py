@@ -36,7 +36,7 @@ PROG = "crossrail.workloads.bigram"
 
 
 @dataclass(frozen=True)
-class Settings:
+class BigramSettings:
     """Arguments over the config file over defaults, validated once."""
 
     steps: int
@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
+def settings(args: argparse.Namespace, ctx: RuntimeContext) -> BigramSettings:
     config = read_config(ctx.config) if ctx.config else {}
     optim, model = section(config, "optim"), section(config, "model")
     problems: list[str] = []
@@ -84,7 +84,7 @@ def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
         problems.append(f"checkpoint-every-steps must be >= 1 (got {every_steps})")
     if problems:
         raise CrossrailError(f"{PROG}: " + "; ".join(problems))
-    return Settings(
+    return BigramSettings(
         steps=args.steps,
         every_steps=every_steps,
         every_s=every_s,
@@ -104,10 +104,10 @@ def read_dataset(ctx: RuntimeContext) -> Bytes:
     return data
 
 
-class Trainer(TrainingLoop):
+class BigramTrainer(TrainingLoop):
     """One attempt: pick the starting point, train with reports and checkpoints, stop cleanly on SIGTERM."""
 
-    def __init__(self, ctx: RuntimeContext, cfg: Settings, data: Bytes, reporter: Reporter) -> None:
+    def __init__(self, ctx: RuntimeContext, cfg: BigramSettings, data: Bytes, reporter: Reporter) -> None:
         self.ctx, self.cfg, self.data, self.reporter = ctx, cfg, data, reporter
         self.block = min(cfg.block, len(data) - 1)
         self.adam = Adam(cfg.lr)
@@ -141,7 +141,7 @@ class Trainer(TrainingLoop):
         if parent is None or parent == "latest":
             return Bigram(), None
         try:  # a damaged parent step falls back to the newest older one that verifies
-            info, tensors, manifest = restore_from(parent, on_skip=self._skipped)
+            info, tensors, manifest = restore_from(parent, on_skip=self._skipped, mapped=True)
         except CheckpointNotFound as exc:
             self.reporter.event("parent_not_found", uri=parent, reason=str(exc))
             if not self.ctx.parent_optional:
@@ -211,7 +211,7 @@ def run_eval(ctx: RuntimeContext, data: Bytes, reporter: Reporter) -> int:
     source = own.uri if own else ctx.parent_checkpoint
     if source is None or source == "latest":
         raise CheckpointNotFound(f"{PROG}: nothing to evaluate: no checkpoint in {ctx.checkpoint_dir} and no parent")
-    info, tensors, manifest = restore_from(source, on_skip=lambda uri, why: _skipped(reporter, uri, why))
+    info, tensors, manifest = restore_from(source, on_skip=lambda uri, why: _skipped(reporter, uri, why), mapped=True)
     source = info.uri  # a damaged parent step falls back to the newest older one that verifies
     ctx.claim(manifest, source, as_parent=own is None)
     _check_kind(manifest, source)
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             reporter.environment()
             if cfg.eval:
                 return run_eval(ctx, data, reporter)
-            return Trainer(ctx, cfg, data, reporter).run()
+            return BigramTrainer(ctx, cfg, data, reporter).run()
     except CrossrailError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -45,8 +45,8 @@ from crossrail.workloads.gpt_model import (
     VOCAB,
     AdamW,
     Arrays,
-    Engine,
     GPTConfig,
+    ModelEngine,
     init_tensors,
     param_count,
     train_flops_per_token,
@@ -62,7 +62,7 @@ MODEL_KEYS = tuple(f.name for f in fields(GPTConfig))
 
 
 @dataclass(frozen=True)
-class Settings:
+class GptSettings:
     """Arguments over the config file over defaults, validated once."""
 
     task: str
@@ -122,7 +122,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
+def settings(args: argparse.Namespace, ctx: RuntimeContext) -> GptSettings:
     config = read_config(ctx.config) if ctx.config else {}
     optim, model, gen = section(config, "optim"), section(config, "model"), section(config, "generate")
     problems = [_unknown(key) for key in model if key not in MODEL_KEYS]
@@ -176,7 +176,7 @@ def settings(args: argparse.Namespace, ctx: RuntimeContext) -> Settings:
             problems.append(f"model.vocab must be {VOCAB}: the tokenizer is byte-level (got {arch.vocab})")
     if problems:
         raise CrossrailError(f"{PROG}: " + "; ".join(problems))
-    return Settings(
+    return GptSettings(
         task=args.task,
         framework=args.framework or FRAMEWORKS[ctx.backend],
         model=arch,
@@ -210,7 +210,7 @@ def read_corpus(ctx: RuntimeContext) -> Corpus:
     return gpt_data.parse(raw, ctx.dataset)
 
 
-def build_engine(cfg: Settings, model: GPTConfig) -> Engine:
+def build_engine(cfg: GptSettings, model: GPTConfig) -> ModelEngine:
     """The framework's engine, imported only now so that only the chosen framework is loaded."""
     try:
         if cfg.framework == "jax":
@@ -230,7 +230,7 @@ def build_engine(cfg: Settings, model: GPTConfig) -> Engine:
         raise CrossrailError(f"{PROG}: the {extra} engine needs {exc.name}; install crossrail[{extra}]") from exc
 
 
-def model_of(manifest: dict[str, Any], uri: str, cfg: Settings) -> GPTConfig:
+def model_of(manifest: dict[str, Any], uri: str, cfg: GptSettings) -> GPTConfig:
     """The checkpoint's architecture; the model keys the config names must agree with it."""
     model = GPTConfig.from_state(manifest["state"].get("model"), uri)
     clash = {k: (v, getattr(model, k)) for k, v in cfg.model_set.items() if getattr(model, k) != v}
@@ -253,14 +253,14 @@ class Start:
     manifest: dict[str, Any] | None = None  # of the checkpoint it resumes (its own, or the parent it continues)
     own: bool = False  # the checkpoint is in this run's own directory
     optimizer: bool = True  # the checkpoint's optimizer moments are restored (False: "optimizer reset")
-    engine: Engine | None = None  # built and loaded already (its own checkpoint, read into it): tensors is None
+    engine: ModelEngine | None = None  # built and loaded already (its own checkpoint, read into it): tensors is None
 
 
-EngineFor = Callable[[GPTConfig], Engine]
+EngineFor = Callable[[GPTConfig], ModelEngine]
 Skipped = Callable[[str, str], None]
 
 
-def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter, engine_for: EngineFor) -> Start:
+def starting_point(ctx: RuntimeContext, cfg: GptSettings, reporter: Reporter, engine_for: EngineFor) -> Start:
     """1. this run's newest valid checkpoint (a retry resumes), loaded into `engine_for(its model)`; 2. the
     parent's checkpoint: continued from its step when this run resumes its parent (`resubmit --resume`), else
     its weights only; 3. a fresh model.
@@ -280,7 +280,7 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter, engin
             raise CheckpointNotFound(f"{PROG}: finetune starts from spec.parent_checkpoint, and this run has none")
         return Start(cfg.model)
     try:  # a damaged parent step falls back to the newest older one that verifies
-        info, tensors, manifest = restore_from(parent, on_skip=skipped)
+        info, tensors, manifest = restore_from(parent, on_skip=skipped, mapped=True)
     except CheckpointNotFound as exc:
         reporter.event("parent_not_found", uri=parent, reason=str(exc))
         if cfg.task == "finetune" or not ctx.parent_optional:
@@ -302,7 +302,7 @@ def starting_point(ctx: RuntimeContext, cfg: Settings, reporter: Reporter, engin
     return Start(model, tensors, None, info.uri)
 
 
-def resume_own(ctx: RuntimeContext, cfg: Settings, engine_for: EngineFor, skipped: Skipped) -> Start | None:
+def resume_own(ctx: RuntimeContext, cfg: GptSettings, engine_for: EngineFor, skipped: Skipped) -> Start | None:
     """This run's newest checkpoint that verifies, read once into the engine built for the model its manifest
     names; None when there is none (each damaged one passed to `skipped`).
 
@@ -311,7 +311,7 @@ def resume_own(ctx: RuntimeContext, cfg: Settings, engine_for: EngineFor, skippe
     checksum fails gives way to the next older, read into them afresh. Elsewhere its tensors are copy-on-write
     views of the files that load() copies onto the device and lets go.
     """
-    tried: list[tuple[Engine, bool]] = []
+    tried: list[tuple[ModelEngine, bool]] = []
 
     def prepare(info: CheckpointInfo, manifest: dict[str, Any]) -> Arrays | None:
         ctx.claim(manifest, info.uri)
@@ -343,7 +343,9 @@ def _skipped(reporter: Reporter, uri: str, reason: str) -> None:
     reporter.event("checkpoint_skipped", uri=uri, reason=reason)
 
 
-def describe(engine: Engine, cfg: Settings, model: GPTConfig, peak: float | None, source: str | None) -> dict[str, Any]:
+def describe(
+    engine: ModelEngine, cfg: GptSettings, model: GPTConfig, peak: float | None, source: str | None
+) -> dict[str, Any]:
     """The `started` event: which framework runs what, and the peak MFU is measured against."""
     return {
         "framework": engine.framework,
@@ -359,15 +361,15 @@ def describe(engine: Engine, cfg: Settings, model: GPTConfig, peak: float | None
     }
 
 
-class Trainer(TrainingLoop):
+class GptTrainer(TrainingLoop):
     """One training attempt (pretrain or finetune): start, train with reports and checkpoints, stop on SIGTERM."""
 
-    def __init__(self, ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: Reporter) -> None:
+    def __init__(self, ctx: RuntimeContext, cfg: GptSettings, corpus: Corpus, reporter: Reporter) -> None:
         self.ctx, self.cfg, self.reporter = ctx, cfg, reporter
         self.stop_signal: int | None = None
-        built: list[tuple[GPTConfig, Engine]] = []
+        built: list[tuple[GPTConfig, ModelEngine]] = []
 
-        def engine_for(model: GPTConfig) -> Engine:  # one engine, unless an older checkpoint names another model
+        def engine_for(model: GPTConfig) -> ModelEngine:  # one engine, unless an older checkpoint names another model
             if not built or built[-1][0] != model:
                 built.append((model, build_engine(cfg, model)))
             return built[-1][1]
@@ -495,13 +497,13 @@ class Trainer(TrainingLoop):
         }
 
 
-def run_inference(ctx: RuntimeContext, cfg: Settings, corpus: Corpus, reporter: Reporter) -> int:
+def run_inference(ctx: RuntimeContext, cfg: GptSettings, corpus: Corpus, reporter: Reporter) -> int:
     """generate or eval on the newest valid checkpoint of this run, else on the parent's."""
     own = Checkpointer(ctx.checkpoint_dir).latest()
     source = own.uri if own else ctx.parent_checkpoint
     if source is None or source == "latest":
         raise CheckpointNotFound(f"{PROG}: nothing to {cfg.task}: no checkpoint in {ctx.checkpoint_dir} and no parent")
-    info, tensors, manifest = restore_from(source, on_skip=lambda uri, why: _skipped(reporter, uri, why))
+    info, tensors, manifest = restore_from(source, on_skip=lambda uri, why: _skipped(reporter, uri, why), mapped=True)
     source = info.uri  # a damaged parent step falls back to the newest older one that verifies
     ctx.claim(manifest, source, as_parent=own is None)
     model, step = model_of(manifest, source, cfg), manifest["step"]
@@ -549,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                 return run_inference(ctx, cfg, corpus, reporter)
             parallel.join(cfg.framework, ctx)
             try:
-                return Trainer(ctx, cfg, corpus, reporter).run()
+                return GptTrainer(ctx, cfg, corpus, reporter).run()
             finally:
                 parallel.leave(cfg.framework)
     except CrossrailError as exc:
