@@ -52,14 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.client import Client
-from crossrail.control.agent.loop import Agent, AgentConfig
+from crossrail.control.agent import Agent, AgentConfig
 from crossrail.control.attempts import history
 from crossrail.core import EventType, ManualClock
 from crossrail.core.attempts import AttemptStatus, Capabilities, LaunchRequest, StopReason
 from crossrail.scheduling import decisions
 from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.scheduling.policies import POLICY_NAMES
-from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Fleet, PlacementPolicy, load_fleet
@@ -448,7 +448,7 @@ def sim_trace(policy: str, fleet: Fleet, work: list[SimJob], placement: Placemen
         fleet,
         work,
         policy=policy,
-        checkpoint=CheckpointSpec(),
+        checkpoint=CheckpointModel(),
         retries=RetryPolicy.from_spec(RETRIES),
         record_events=True,
         quantum_s=0.0,

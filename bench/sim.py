@@ -41,7 +41,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from crossrail.sim import CheckpointSpec, FailureSpec, SimJob, Simulation, SyntheticSpec, synthetic
+from crossrail.sim import CheckpointModel, FailureSpec, SimJob, Simulation, SyntheticSpec, synthetic
 from crossrail.sim.fleets import build_fleet
 from crossrail.sim.records import SimResult
 from crossrail.sim.traces import gavel_jobs
@@ -51,7 +51,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"
 SLICE = 256
 HOUR = 3600.0
 FAILURES = FailureSpec(chip_mtbf_s=50_000 * HOUR)
-CHECKPOINT = CheckpointSpec(cost_s=30.0, restore_s=300.0, detect_s=60.0, interval="daly")
+CHECKPOINT = CheckpointModel(cost_s=30.0, restore_s=300.0, detect_s=60.0, interval="daly")
 MIX = {"pretraining": 0.1, "post_training": 0.25, "reinforcement_learning": 0.1, "eval": 0.2, "experiment": 0.35}
 SIZES = (8, 64, 256, 1024, 4096, 16384)
 WEIGHTS = (0.1, 0.15, 0.25, 0.25, 0.17, 0.08)

@@ -73,7 +73,7 @@ def under_runtime(ctx: RuntimeContext, args: list[str], steps: int) -> float:
     cfg = gpt.settings(gpt.parse_args(args), ctx)
     corpus = gpt.read_corpus(ctx)
     with Reporter(ctx) as reporter:
-        assert gpt.Trainer(ctx, cfg, corpus, reporter).run() == 0
+        assert gpt.GptTrainer(ctx, cfg, corpus, reporter).run() == 0
     records = read_new(ctx.report, None)[0]
     ends = {r["step"]: r["ts"] for r in records if r["type"] == "metric" and r["name"] == "loss"}
     return (steps - WARMUP) * cfg.batch * cfg.model.context / (ends[steps] - ends[WARMUP])

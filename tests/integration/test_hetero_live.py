@@ -25,7 +25,7 @@ from tests.integration.test_agent import FAST, ended, state
 from crossrail.client import Client
 from crossrail.core import EventType
 from crossrail.scheduling.decisions import RetryPolicy
-from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.job import SimJob
 from crossrail.sim.simulation import Simulation
 from crossrail.spec import load_fleet
@@ -144,7 +144,7 @@ def test_a_hetero_policy_runs_live_on_two_pools_and_the_simulator_fed_its_durati
         load_fleet(fleet_path),
         jobs,
         policy="max_min_fairness_hetero",
-        checkpoint=CheckpointSpec(),
+        checkpoint=CheckpointModel(),
         retries=RetryPolicy.from_spec({"max": 10}),
         record_events=True,
         quantum_s=0.0,

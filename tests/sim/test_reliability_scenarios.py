@@ -18,9 +18,9 @@ from crossrail.sim.analytic import (
     first_order_goodput,
     renewal_goodput,
 )
-from crossrail.sim.checkpointing import CheckpointSpec, daly_interval
+from crossrail.sim.checkpointing import CheckpointModel, daly_interval
 from crossrail.sim.failures import CorrelatedFailure, FailureModel, FailureSpec
-from crossrail.sim.records import RunRecord, SimResult
+from crossrail.sim.records import SimResult, SimRunRecord
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Fleet
@@ -47,8 +47,8 @@ def gpu_fleet(chips: int, per_host: int = PER_HOST) -> Fleet:
 
 
 def one_run(
-    chips: int, work_s: float, failures: FailureSpec, checkpoint: CheckpointSpec, seed: int = 0, **job: Any
-) -> tuple[RunRecord, SimResult]:
+    chips: int, work_s: float, failures: FailureSpec, checkpoint: CheckpointModel, seed: int = 0, **job: Any
+) -> tuple[SimRunRecord, SimResult]:
     """Simulate one job alone on a pool just its size, to completion."""
     sim = Simulation(
         gpu_fleet(chips),
@@ -63,11 +63,11 @@ def one_run(
     return record, result
 
 
-def fixed(tau_s: float, **extra: Any) -> CheckpointSpec:
-    return CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, interval="fixed", interval_s=tau_s, **extra)
+def fixed(tau_s: float, **extra: Any) -> CheckpointModel:
+    return CheckpointModel(cost_s=DELTA, restore_s=RESTORE, interval="fixed", interval_s=tau_s, **extra)
 
 
-def ettr(record: RunRecord) -> float:
+def ettr(record: SimRunRecord) -> float:
     assert record.ettr is not None
     return record.ettr
 
@@ -101,8 +101,8 @@ def _published_rows() -> list[dict[str, float | str]]:
     run = LLAMA3_405B
     mtbf, hosts = run.mtbf_s, run.chips // 8
     failures = FailureSpec(chip_mtbf_s=run.chip_mtbf_s, repair_s=4 * HOUR)
-    rigid = CheckpointSpec(cost_s=20, restore_s=300, interval="daly")
-    elastic = CheckpointSpec(cost_s=10, shrink_s=60, interval="daly")
+    rigid = CheckpointModel(cost_s=20, restore_s=300, interval="daly")
+    elastic = CheckpointModel(cost_s=10, shrink_s=60, interval="daly")
     rows: list[dict[str, float | str]] = []
     cases = [
         (
@@ -167,7 +167,7 @@ def test_adaptive_interval_recovers_from_an_optimistic_mtbf_belief() -> None:
                 N,
                 500 * RUN_MTBF,
                 failures,
-                CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, interval=kind, assumed_mtbf_s=believed),
+                CheckpointModel(cost_s=DELTA, restore_s=RESTORE, interval=kind, assumed_mtbf_s=believed),
                 seed=4,
             )[0]
         )
@@ -193,7 +193,7 @@ def test_rack_failures_add_to_the_interruptions_of_a_run_spanning_racks() -> Non
 
 def test_an_elastic_run_shrinks_keeps_its_work_and_pauses_only_briefly() -> None:
     failures = FailureSpec(host_mtbf_s=RUN_MTBF * N // PER_HOST, repair_s=HOUR)
-    spec = CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, interval="daly")
+    spec = CheckpointModel(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, interval="daly")
     record, _ = one_run(N, 100 * RUN_MTBF, failures, spec, seed=5, elastic=True, min_chips=N // 2)
     assert record.lost_s == 0.0
     assert record.attempts == 1
@@ -209,7 +209,7 @@ def test_an_elastic_run_shrinks_keeps_its_work_and_pauses_only_briefly() -> None
 def test_a_rack_failure_beyond_an_elastic_runs_slack_forces_a_restart(min_chips: int, restarts: bool) -> None:
     rack = CorrelatedFailure("rack", mtbf_s=8 * RUN_MTBF, hosts=8)  # 64 hosts in 8 racks: one rack fails every M
     failures = FailureSpec(correlated=(rack,), repair_s=HOUR)
-    spec = CheckpointSpec(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, interval="daly")
+    spec = CheckpointModel(cost_s=DELTA, restore_s=RESTORE, shrink_s=30, interval="daly")
     record, _ = one_run(N, 30 * RUN_MTBF, failures, spec, seed=9, elastic=True, min_chips=min_chips)
     assert record.interruptions > 10
     if restarts:  # losing 8 hosts leaves 56 < 60: every rack failure rolls back to the last checkpoint
@@ -231,7 +231,7 @@ def test_weibull_failures_give_the_useful_fraction_of_their_renewal_model(shape:
     failures = FailureSpec(chip_mtbf_s=CHIP_MTBF, distribution="weibull", weibull_shape=shape)
     mtbf = FailureModel(failures, np.random.default_rng()).run_mtbf_s(N, N // PER_HOST)
     tau = daly_interval(DELTA, mtbf)
-    spec = CheckpointSpec(cost_s=DELTA, interval="fixed", interval_s=tau, restore_s=restore_s)
+    spec = CheckpointModel(cost_s=DELTA, interval="fixed", interval_s=tau, restore_s=restore_s)
     record, _ = one_run(N, 400 * mtbf, failures, spec, seed=6)
     model = FailureModel(failures, np.random.default_rng(60))  # an independent stream
     # a restart waits for the next 1 s scheduling quantum: 0.5 s on average

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from crossrail.spec import Fleet
 
 
-class Target(StrEnum):
+class RenderTarget(StrEnum):
     KUBERNETES = "kubernetes"
     SLURM = "slurm"
     SKYPILOT = "skypilot"
@@ -70,7 +70,7 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
             "--pool", help="The pool of the fleet to render for; for a run with parts, PART=POOL,... (or one for all)."
         ),
     ],
-    target: Annotated[Target, typer.Option("--target", help="What to render.")] = Target.KUBERNETES,
+    target: Annotated[RenderTarget, typer.Option("--target", help="What to render.")] = RenderTarget.KUBERNETES,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write into this directory.")] = None,
     run: Annotated[str | None, typer.Option("--run", help="Run id (default: <experiment>-1).")] = None,
     attempt: Annotated[int, typer.Option("--attempt", min=1, help="Attempt number.")] = 1,
@@ -130,14 +130,14 @@ def render_command(  # noqa: PLR0917 (a typer command takes each option as a par
     guard(go)
 
 
-def _render_parts(exp: Any, file: Path, fleet: Fleet, pools: str, target: Target, **options: Any) -> None:
+def _render_parts(exp: Any, file: Path, fleet: Fleet, pools: str, target: RenderTarget, **options: Any) -> None:
     """A run with parts: one JobSet with a replicated job per part, each part on its pool of `--pool`."""
     from crossrail.executors.render.kubernetes import header
     from crossrail.executors.render.pipeline import render_pipeline
     from crossrail.executors.render.workload import from_experiment
 
     output: Path | None = options.pop("output")
-    if target is not Target.KUBERNETES:
+    if target is not RenderTarget.KUBERNETES:
         message = f"a run with parts renders only for kubernetes (one JobSet), not {target.value}"
         raise SpecError([_problem(str(file), "spec.parts", message)])
     given = (
@@ -178,14 +178,14 @@ def _problem(source: str, path: str, message: str) -> Any:
     return Problem(source, path, message)
 
 
-def _render(target: Target, work: Any, fleet: Fleet, pool: Any, *, force_backend: bool) -> tuple[str, str, str]:
+def _render(target: RenderTarget, work: Any, fleet: Fleet, pool: Any, *, force_backend: bool) -> tuple[str, str, str]:
     """(text, file suffix, kind) of the rendered workload."""
-    if target is Target.KUBERNETES:
+    if target is RenderTarget.KUBERNETES:
         from crossrail.executors.render.kubernetes import header, render_kubernetes
 
         obj = render_kubernetes(work, fleet, pool, force_backend=force_backend)
         return header() + _yaml([obj]), ".yaml", str(obj["kind"])
-    if target is Target.SLURM:
+    if target is RenderTarget.SLURM:
         from crossrail.executors.render.slurm import render_sbatch
 
         return render_sbatch(work, fleet, pool), ".sbatch", "sbatch"

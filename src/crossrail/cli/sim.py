@@ -72,13 +72,13 @@ def _jobs_and_fleet(  # noqa: PLR0917 (the parsed command line, passed on)
 def _reliability(
     chip_mtbf: str | None, host_mtbf: str | None, cost: str | None, interval: str, restore: str | None
 ) -> Any:
-    from crossrail.sim.checkpointing import CheckpointSpec
+    from crossrail.sim.checkpointing import CheckpointModel
     from crossrail.sim.failures import FailureSpec
     from crossrail.sim.plan import with_interval
 
     chip, host = _duration(chip_mtbf, "--chip-mtbf"), _duration(host_mtbf, "--host-mtbf")
     failures = FailureSpec(chip_mtbf_s=chip, host_mtbf_s=host) if chip or host else None
-    spec = CheckpointSpec(cost_s=_duration(cost, "--ckpt-cost"), restore_s=_duration(restore, "--restore") or 0.0)
+    spec = CheckpointModel(cost_s=_duration(cost, "--ckpt-cost"), restore_s=_duration(restore, "--restore") or 0.0)
     return failures, with_interval(spec, interval)
 
 

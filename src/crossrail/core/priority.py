@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-PRIORITIES: tuple[str, ...] = ("critical", "high", "normal", "low")
-"""Priority classes, most important first (spec.priority takes one of them)."""
+from typing import Literal, get_args
+
+Priority = Literal["low", "normal", "high", "critical"]
+"""The priority classes, least important first: `spec.priority` takes one of them (its errors list them so)."""
+
+PRIORITIES: tuple[str, ...] = tuple(reversed(get_args(Priority)))
+"""Priority classes, most important first."""
 
 PRIORITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(PRIORITIES)}
 """Class -> rank: 0 is the most important; sorted ascending, the most important come first."""

@@ -31,7 +31,7 @@ class _Attempt:
 
 
 @dataclass(slots=True)
-class _Run:
+class _RunTally:
     id: str
     key: GroupKey  # the group the run counts in: its stage and the pool of its last started attempt
     stage_known: bool
@@ -72,12 +72,12 @@ class MetricsAccumulator:
     """
 
     def __init__(self) -> None:
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, _RunTally] = {}
         self._tallies: dict[GroupKey, _Tally] = {}
-        self._running: dict[str, _Run] = {}
-        self._waiting: dict[str, _Run] = {}
+        self._running: dict[str, _RunTally] = {}
+        self._waiting: dict[str, _RunTally] = {}
         self._fleet = _FleetUsage()
-        self._handlers: dict[EventType, Callable[[_Run, Event], None]] = {
+        self._handlers: dict[EventType, Callable[[_RunTally, Event], None]] = {
             EventType.SUBMITTED: self._on_submitted,
             EventType.QUEUED: self._on_queued,
             EventType.PLACED: self._on_placed,
@@ -163,26 +163,26 @@ class MetricsAccumulator:
 
     # -- event handlers ------------------------------------------------------------------------------
 
-    def _on_submitted(self, run: _Run, event: Event) -> None:
+    def _on_submitted(self, run: _RunTally, event: Event) -> None:
         self._learn_stage(run, event)
         run.chips = number_field(event.data, "chips", run.chips)
         self._arrived(run, event.ts)
 
-    def _on_queued(self, run: _Run, event: Event) -> None:
+    def _on_queued(self, run: _RunTally, event: Event) -> None:
         self._learn_stage(run, event)
         self._queue(run, event.ts)
 
-    def _on_placed(self, run: _Run, event: Event) -> None:
+    def _on_placed(self, run: _RunTally, event: Event) -> None:
         run.placement = event.data
 
-    def _on_started(self, run: _Run, event: Event) -> None:
+    def _on_started(self, run: _RunTally, event: Event) -> None:
         number = event.attempt if event.attempt is not None else run.last_attempt + 1
         pool = text_field(event.data, "pool", text_field(run.placement, "pool", NO_POOL))
         chips = number_field(event.data, "chips", number_field(run.placement, "chips", run.chips))
         price = number_field(event.data, "cost_per_chip_hour", number_field(run.placement, "cost_per_chip_hour", 0.0))
         self._start(run, event.ts, number, pool=pool, chips=chips, price=price)
 
-    def _start(self, run: _Run, ts: float, number: int, *, pool: str, chips: float, price: float) -> None:
+    def _start(self, run: _RunTally, ts: float, number: int, *, pool: str, chips: float, price: float) -> None:
         if number <= run.last_attempt:  # a repeated or stale start
             return
         if run.attempt is not None:  # its end never reached the log; bill it up to this start
@@ -202,24 +202,24 @@ class MetricsAccumulator:
         run.last_attempt = number
         self._running[run.id] = run
 
-    def _on_succeeded(self, run: _Run, event: Event) -> None:
+    def _on_succeeded(self, run: _RunTally, event: Event) -> None:
         self._end_attempt(run, event)
         self._finish(run, SUCCEEDED, event.ts)
         if run.submitted_ts is not None:
             self._tallies[run.key].jct_s.append(max(0.0, event.ts - run.submitted_ts))
 
-    def _on_failed(self, run: _Run, event: Event) -> None:
+    def _on_failed(self, run: _RunTally, event: Event) -> None:
         self._end_attempt(run, event)
         if event.data.get("final") is False:
             self._await_recovery(run, event.ts, event.attempt)
         else:  # `final` true or missing: the run failed
             self._finish(run, FAILED, event.ts)
 
-    def _on_preempted(self, run: _Run, event: Event) -> None:
+    def _on_preempted(self, run: _RunTally, event: Event) -> None:
         self._end_attempt(run, event)
         self._await_recovery(run, event.ts, event.attempt)
 
-    def _on_beat(self, run: _Run, event: Event) -> None:
+    def _on_beat(self, run: _RunTally, event: Event) -> None:
         attempt, step = run.attempt, step_of(event.data)
         if attempt is None or step is None or event.attempt != attempt.number:
             return
@@ -227,28 +227,28 @@ class MetricsAccumulator:
             attempt.first_beat = (event.ts, step)
         attempt.last_beat = (event.ts, step)
 
-    def _on_reported(self, run: _Run, event: Event) -> None:
+    def _on_reported(self, run: _RunTally, event: Event) -> None:
         attempt = run.attempt
         if attempt is not None and event.data.get("name") == "resumed" and event.attempt == attempt.number:
             attempt.resume_step = step_of(event.data.get("data"))
 
-    def _on_cancelled(self, run: _Run, event: Event) -> None:
+    def _on_cancelled(self, run: _RunTally, event: Event) -> None:
         self._end_attempt(run, event)
         self._finish(run, CANCELLED, event.ts)
 
-    def _on_suspended(self, run: _Run, event: Event) -> None:
+    def _on_suspended(self, run: _RunTally, event: Event) -> None:
         # A suspended run leaves its queue, or its attempt stops; `resumed` and `queued` bring it back.
         self._end_attempt(run, event)
         self._stop_waiting(run)
 
     # -- state changes -------------------------------------------------------------------------------
 
-    def _new_run(self, run_id: str) -> _Run:
-        run = _Run(id=run_id, key=(UNKNOWN_STAGE, NO_POOL), stage_known=False)
+    def _new_run(self, run_id: str) -> _RunTally:
+        run = _RunTally(id=run_id, key=(UNKNOWN_STAGE, NO_POOL), stage_known=False)
         self._tally(run.key).runs[ACTIVE] += 1
         return run
 
-    def _learn_stage(self, run: _Run, event: Event) -> None:
+    def _learn_stage(self, run: _RunTally, event: Event) -> None:
         stage = text_field(event.data, "stage", "")
         # A run that started before its stage was named stays under the unknown stage with its attempts.
         if run.stage_known or not stage or run.last_attempt > 0:
@@ -256,22 +256,22 @@ class MetricsAccumulator:
         run.stage_known = True
         self._move(run, (stage, NO_POOL))
 
-    def _arrived(self, run: _Run, ts: float) -> None:
+    def _arrived(self, run: _RunTally, ts: float) -> None:
         if run.submitted_ts is None:
             run.submitted_ts = ts
             self._fleet.arrived(ts)
 
-    def _queue(self, run: _Run, ts: float) -> None:
+    def _queue(self, run: _RunTally, ts: float) -> None:
         self._arrived(run, ts)
         if run.waiting_since is None:  # a repeated `queued` does not restart the wait
             run.waiting_since = ts
             self._waiting[run.id] = run
 
-    def _end_attempt(self, run: _Run, event: Event) -> None:
+    def _end_attempt(self, run: _RunTally, event: Event) -> None:
         useful = number_field(event.data, "useful_chip_s", math.nan)
         self._end(run, event.ts, event.attempt, useful if math.isfinite(useful) else None)
 
-    def _end(self, run: _Run, ts: float, number: int | None, useful_chip_s: float | None) -> None:
+    def _end(self, run: _RunTally, ts: float, number: int | None, useful_chip_s: float | None) -> None:
         attempt = run.attempt
         if attempt is not None and number in (None, attempt.number):
             work = step_work(attempt.chips, attempt.first_beat, attempt.last_beat, attempt.resume_step, run.high_step)
@@ -285,7 +285,7 @@ class MetricsAccumulator:
                 tally.reports_useful = True
             self._close(run, ts, ended=True)
 
-    def _close(self, run: _Run, ts: float, *, ended: bool) -> None:
+    def _close(self, run: _RunTally, ts: float, *, ended: bool) -> None:
         attempt = run.attempt
         assert attempt is not None
         duration_s = max(0.0, ts - attempt.started_ts)
@@ -299,11 +299,11 @@ class MetricsAccumulator:
         run.attempt = None
         del self._running[run.id]
 
-    def _await_recovery(self, run: _Run, ts: float, attempt: int | None) -> None:
+    def _await_recovery(self, run: _RunTally, ts: float, attempt: int | None) -> None:
         if attempt is None or attempt >= run.last_attempt:  # not a stale report
             run.recovering_since = ts
 
-    def _finish(self, run: _Run, outcome: str, ts: float) -> None:
+    def _finish(self, run: _RunTally, outcome: str, ts: float) -> None:
         if run.attempt is not None:  # ended by a run-level event that named another attempt
             self._close(run, ts, ended=False)
         self._stop_waiting(run)
@@ -313,11 +313,11 @@ class MetricsAccumulator:
         run.outcome = outcome
         self._fleet.ended(ts)
 
-    def _stop_waiting(self, run: _Run) -> None:
+    def _stop_waiting(self, run: _RunTally) -> None:
         run.waiting_since = None
         self._waiting.pop(run.id, None)
 
-    def _move(self, run: _Run, key: GroupKey) -> None:
+    def _move(self, run: _RunTally, key: GroupKey) -> None:
         if key != run.key:
             status = run.outcome or ACTIVE
             self._tallies[run.key].runs[status] -= 1

@@ -12,7 +12,7 @@ from crossrail.scheduling.types import Hosts, Request
 _GENERAL: list[tuple[Pins, str | None]] = [(NO_PINS, None)]
 
 
-class Fit(NamedTuple):
+class GangFit(NamedTuple):
     """Where a gang fits (a tuple: a cycle and its trial preemptions make thousands)."""
 
     pool: str
@@ -23,7 +23,7 @@ class Fit(NamedTuple):
     """Free chips the pool had before this gang took its share."""
 
 
-def fit(snap: Snapshot, req: Request, pool: PoolState, grace_s: float) -> Fit | None:
+def fit(snap: Snapshot, req: Request, pool: PoolState, grace_s: float) -> GangFit | None:
     """The largest gang of `req` the pool can hold now, or None (`why_not` says why)."""
     low, free = req.low, pool.free_chips
     if pool.drained or free < low:
@@ -38,7 +38,7 @@ def fit(snap: Snapshot, req: Request, pool: PoolState, grace_s: float) -> Fit | 
         for n in pool.sizes(low, limit, req.unit):
             hosts = pool.find(n, pins, req.unit)
             if hosts is not None:
-                return Fit(pool.name, n, hosts, inside, free)
+                return GangFit(pool.name, n, hosts, inside, free)
     return None
 
 

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, replace
 
 from crossrail.core.attempts import StopReason
-from crossrail.scheduling.admission import Fit, fit, why_not
+from crossrail.scheduling.admission import GangFit, fit, why_not
 from crossrail.scheduling.budget import BudgetBook
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.pipeline import fit_parts
@@ -285,7 +285,7 @@ class Cycle:
         shown = "; ".join(reasons)
         return shown if len(ranked) <= 3 else f"{shown}; and {len(ranked) - 3} more pools"
 
-    def take(self, req: Request, got: Fit, why: str, snap: Snapshot) -> None:
+    def take(self, req: Request, got: GangFit, why: str, snap: Snapshot) -> None:
         alloc = Allocation(req, got.pool, got.chips, got.hosts, self.now, reservation=got.reservation)
         snap.take(alloc)
         self._admitted.append(alloc)

@@ -22,6 +22,7 @@ from typing import Any
 
 from crossrail.core.attempts import AttemptState, AttemptStatus, EndReason
 from crossrail.core.events import EventType, RunState
+from crossrail.spec import experiment
 
 EX_TEMPFAIL = 75
 """The exit code a trainer uses to ask for a retry (docs/runtime.md)."""
@@ -71,13 +72,18 @@ AVOIDS_POOL = SPENDS_RETRY | {EndReason.EXIT, EndReason.PREEMPTED, EndReason.DRA
 BY_USER = frozenset({EndReason.CANCELLED, EndReason.SUSPENDED})
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """The wait before the next attempt after the n-th backing-off end: initial * factor**(n-1), at most max."""
+_SPEC_BACKOFF = experiment.Backoff()
+"""`spec.retries.backoff` as written when a run says nothing: the one place its defaults are set."""
 
-    initial_s: float = 30.0
-    factor: float = 2.0
-    max_s: float = 600.0
+
+@dataclass(frozen=True)
+class RetryBackoff:
+    """The wait before the next attempt after the n-th backing-off end: initial * factor**(n-1), at most max
+    (a run's `spec.retries.backoff`, in seconds)."""
+
+    initial_s: float = _SPEC_BACKOFF.initial
+    factor: float = _SPEC_BACKOFF.factor
+    max_s: float = _SPEC_BACKOFF.max
 
     def delay_s(self, ends: int) -> float:
         if ends <= 0:
@@ -93,18 +99,17 @@ class RetryPolicy:
 
     max: int | None = 0
     exit_codes: tuple[int, ...] = ()
-    backoff: Backoff = field(default_factory=Backoff)
+    backoff: RetryBackoff = field(default_factory=RetryBackoff)
 
     @classmethod
     def from_spec(cls, retries: Mapping[str, Any] | None) -> RetryPolicy:
         """From a recorded experiment's `spec.retries` (validated at submit; older records lack `backoff`)."""
         retries = retries or {}
         back = retries.get("backoff") or {}
-        default = Backoff()
-        backoff = Backoff(
-            initial_s=float(back.get("initial", default.initial_s)),
-            factor=float(back.get("factor", default.factor)),
-            max_s=float(back.get("max", default.max_s)),
+        backoff = RetryBackoff(
+            initial_s=float(back.get("initial", _SPEC_BACKOFF.initial)),
+            factor=float(back.get("factor", _SPEC_BACKOFF.factor)),
+            max_s=float(back.get("max", _SPEC_BACKOFF.max)),
         )
         codes = tuple(int(c) for c in retries.get("exit_codes") or ())
         return cls(max=int(retries.get("max") or 0), exit_codes=codes, backoff=backoff)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from crossrail.scheduling.admission import Fit, fit, why_not
+from crossrail.scheduling.admission import GangFit, fit, why_not
 from crossrail.scheduling.placement import Ranked
 from crossrail.scheduling.snapshot import Snapshot
 from crossrail.scheduling.types import Allocation, PartRequest, Request, part_key
@@ -28,7 +28,7 @@ class PartFit:
 
     request: Request
     part: str
-    fit: Fit
+    fit: GangFit
     kind: str
 
 
@@ -88,7 +88,7 @@ def _spread(pools: Ranked, taken: set[str]) -> Ranked:
     return [p for p in pools if p[0].name not in taken] + [p for p in pools if p[0].name in taken]
 
 
-def _first_fit(snap: Snapshot, req: Request, pools: Ranked, grace_s: float) -> tuple[Fit, str] | None:
+def _first_fit(snap: Snapshot, req: Request, pools: Ranked, grace_s: float) -> tuple[GangFit, str] | None:
     for pool_state, kind in pools:
         got = fit(snap, req, snap.pool(pool_state.name), grace_s)
         if got is not None and got.chips == req.chips:

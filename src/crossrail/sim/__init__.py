@@ -1,23 +1,30 @@
 """The fleet simulator: the scheduling core and metrics of the agent, on a virtual clock (docs/simulator.md)."""
 
-from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.core.renamed import renamed
+from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.engine import Engine
 from crossrail.sim.failures import CorrelatedFailure, FailureSpec
-from crossrail.sim.records import RunRecord, SimResult, StageStats
+from crossrail.sim.records import SimResult, SimRunRecord, SimStageStats
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob, SyntheticSpec, parse_workload, synthetic
 
 __all__ = [
-    "CheckpointSpec",
+    "CheckpointModel",
     "CorrelatedFailure",
     "Engine",
     "FailureSpec",
-    "RunRecord",
     "SimJob",
     "SimResult",
+    "SimRunRecord",
+    "SimStageStats",
     "Simulation",
-    "StageStats",
     "SyntheticSpec",
     "parse_workload",
     "synthetic",
 ]
+
+__getattr__ = renamed(
+    __name__,
+    {"CheckpointSpec": "CheckpointModel", "RunRecord": "SimRunRecord", "StageStats": "SimStageStats"},
+    globals(),
+)

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from crossrail.core.renamed import renamed
 from crossrail.errors import Problem, SpecError
 
 IntervalKind = Literal["fixed", "young", "daly", "adaptive"]
@@ -28,7 +29,7 @@ _SOURCE = "checkpoint"
 
 
 @dataclass(frozen=True)
-class CheckpointSpec:
+class CheckpointModel:
     """How a run checkpoints and recovers.
 
     `cost_s` is the blocking checkpoint cost delta; or give `size_bytes` and `bandwidth_bps` (delta = size /
@@ -87,7 +88,7 @@ def _nonneg(path: str, value: float | None) -> list[Problem]:
     return [Problem(_SOURCE, path, f"must be a finite number >= 0 (got {value!r})")]
 
 
-def _problems(spec: CheckpointSpec) -> list[Problem]:
+def _problems(spec: CheckpointModel) -> list[Problem]:
     found: list[Problem] = []
     for name in ("cost_s", "size_bytes", "restore_s", "detect_s", "reschedule_s", "shrink_s"):
         found += _nonneg(name, getattr(spec, name))
@@ -160,7 +161,7 @@ class MtbfEstimator:
 class IntervalChooser:
     """Chooses the compute interval between checkpoints for a run of a given MTBF."""
 
-    def __init__(self, spec: CheckpointSpec) -> None:
+    def __init__(self, spec: CheckpointModel) -> None:
         self.spec = spec
 
     def delta_s(self) -> float:
@@ -199,7 +200,7 @@ class Recovery:
     hosts_after: int
 
 
-def plan_recovery(spec: CheckpointSpec, hosts: int, hosts_lost: int, min_hosts: int = 1, *, elastic: bool) -> Recovery:
+def plan_recovery(spec: CheckpointModel, hosts: int, hosts_lost: int, min_hosts: int = 1, *, elastic: bool) -> Recovery:
     """Shrink and continue when the run is `elastic` and keeps at least `min_hosts`; else restart."""
     left = hosts - hosts_lost
     if elastic and left >= max(min_hosts, 1):
@@ -300,3 +301,6 @@ class Stretch:
             checkpoint_s=elapsed_s - computed,
             phase_s=p1 - c.checkpoints_by(p1) * c.period_s if math.isfinite(c.tau_s) and c.tau_s > 0 else 0.0,
         )
+
+
+__getattr__ = renamed(__name__, {"CheckpointSpec": "CheckpointModel"}, globals())

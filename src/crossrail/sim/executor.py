@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from crossrail.metrics import Sample
-from crossrail.sim.checkpointing import Cadence, CheckpointSpec, IntervalChooser, Stretch, StretchState, plan_recovery
+from crossrail.sim.checkpointing import Cadence, CheckpointModel, IntervalChooser, Stretch, StretchState, plan_recovery
 from crossrail.sim.engine import URGENT, Engine, Timer
 from crossrail.sim.failures import FailureModel
 from crossrail.sim.quality import QualityCurve
-from crossrail.sim.records import RunRecord
+from crossrail.sim.records import SimRunRecord
 from crossrail.sim.workload import SimJob
 
 RESTORE, RUN, STOPPING = "restore", "run", "stopping"
@@ -33,7 +33,7 @@ class Attempt:
     """One attempt of a job on `chips` chips (`hosts` hosts) of `pool`, at `full_rate` work/s when whole."""
 
     job: SimJob
-    record: RunRecord
+    record: SimRunRecord
     pool: str
     chips: int
     hosts: int
@@ -72,7 +72,7 @@ class SimExecutor:
     """Runs attempts on the engine's clock and calls back when they end."""
 
     def __init__(
-        self, engine: Engine, checkpoint: CheckpointSpec, failures: FailureModel | None, *, ended: Ended
+        self, engine: Engine, checkpoint: CheckpointModel, failures: FailureModel | None, *, ended: Ended
     ) -> None:
         self.engine = engine
         self.spec = checkpoint

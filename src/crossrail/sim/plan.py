@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from crossrail.core import format_duration
 from crossrail.errors import CrossrailError, Problem, SpecError
-from crossrail.sim.checkpointing import CheckpointSpec, IntervalKind
+from crossrail.sim.checkpointing import CheckpointModel, IntervalKind
 from crossrail.sim.failures import FailureSpec
 from crossrail.sim.fleets import build_fleet, parse_pools
 from crossrail.sim.records import SimResult
@@ -27,7 +27,7 @@ WHERE = "crossrail plan"
 
 
 @dataclass(frozen=True)
-class Candidate:
+class PlanCandidate:
     label: str
     pools: tuple[tuple[str, int], ...]
     """(pool, chips) of the mix; pools at 0 chips are left out of the fleet."""
@@ -39,7 +39,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Outcome:
-    candidate: Candidate
+    candidate: PlanCandidate
     result: SimResult | None
     cost_per_hour: float
     queue_s: dict[str, float | None]
@@ -90,7 +90,7 @@ def moved(jobs: Sequence[SimJob], stage: str, accelerator: str) -> list[SimJob]:
     return [dataclasses.replace(j, accelerators=(accelerator,)) if j.stage == stage else j for j in jobs]
 
 
-def with_interval(spec: CheckpointSpec, interval: str) -> CheckpointSpec:
+def with_interval(spec: CheckpointModel, interval: str) -> CheckpointModel:
     from crossrail.core import parse_duration
 
     kinds: dict[str, IntervalKind] = {"daly": "daly", "young": "young", "adaptive": "adaptive"}
@@ -100,7 +100,7 @@ def with_interval(spec: CheckpointSpec, interval: str) -> CheckpointSpec:
 
 
 def sweep(
-    candidates: Sequence[Candidate],
+    candidates: Sequence[PlanCandidate],
     template: Sequence[Mapping[str, object]],
     jobs: Sequence[SimJob],
     goals: Mapping[str, float],
@@ -109,7 +109,7 @@ def sweep(
     seed: int = 0,
     percentile: int = 95,
     failures: FailureSpec | None = None,
-    checkpoint: CheckpointSpec | None = None,
+    checkpoint: CheckpointModel | None = None,
     done: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
     """Simulate every candidate; outcomes sorted cheapest first (those meeting the targets before the rest)."""
@@ -120,7 +120,7 @@ def sweep(
         fleet = build_fleet(pools, name=f"candidate-{i}")
         price = sum(float(str(p.get("cost_per_chip_hour", 0.0))) * int(str(p["chips"])) for p in pools)
         cand_jobs = moved(jobs, *cand.move) if cand.move else list(jobs)
-        spec = with_interval(checkpoint or CheckpointSpec(), cand.interval) if cand.interval else checkpoint
+        spec = with_interval(checkpoint or CheckpointModel(), cand.interval) if cand.interval else checkpoint
         try:
             sim = Simulation(fleet, cand_jobs, policy=policy, failures=failures, checkpoint=spec, seed=seed)
         except CrossrailError as exc:  # a candidate that cannot run some job fails its own row only
@@ -133,7 +133,7 @@ def sweep(
     return sorted(outcomes, key=lambda o: (not o.meets, o.cost_per_hour, o.candidate.label))
 
 
-def judge(cand: Candidate, result: SimResult, price: float, goals: Mapping[str, float], percentile: int) -> Outcome:
+def judge(cand: PlanCandidate, result: SimResult, price: float, goals: Mapping[str, float], percentile: int) -> Outcome:
     by = result.per_stage
     queue: dict[str, float | None] = {}
     misses = []
@@ -150,7 +150,7 @@ def judge(cand: Candidate, result: SimResult, price: float, goals: Mapping[str, 
 
 def candidates(
     text: str, template: Sequence[Mapping[str, object]], *, moves: Sequence[str] = (), intervals: Sequence[str] = ()
-) -> list[Candidate]:
+) -> list[PlanCandidate]:
     """Grid mixes, each alone and under each what-if."""
     names = {str(p["name"]) for p in template}
     mixes = grid(text)
@@ -166,9 +166,9 @@ def candidates(
     out = []
     for mix in mixes:
         label = "+".join(f"{n}:{c}" for n, c in mix if c)
-        out.append(Candidate(label, mix))
-        out += [Candidate(f"{label} ({s}->{k})", mix, move=(s, k)) for s, k in parsed_moves]
-        out += [Candidate(f"{label} (ckpt {i})", mix, interval=i) for i in intervals]
+        out.append(PlanCandidate(label, mix))
+        out += [PlanCandidate(f"{label} ({s}->{k})", mix, move=(s, k)) for s, k in parsed_moves]
+        out += [PlanCandidate(f"{label} (ckpt {i})", mix, interval=i) for i in intervals]
     return out
 
 

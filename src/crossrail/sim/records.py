@@ -1,4 +1,4 @@
-"""What a simulation returns: one `RunRecord` per job and the `SimResult` around them, built from metrics."""
+"""What a simulation returns: one `SimRunRecord` per job and the `SimResult` around them, built from metrics."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from crossrail.core.renamed import renamed
 from crossrail.metrics import GroupMetrics, Report
 
 
 @dataclass
-class RunRecord:
+class SimRunRecord:
     """What happened to one job over all its attempts (seconds; chip-seconds where named)."""
 
     name: str
@@ -54,7 +55,7 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
-class StageStats:
+class SimStageStats:
     """One stage's numbers, over all pools (from `MetricsAccumulator.stage_totals`)."""
 
     stage: str
@@ -74,7 +75,7 @@ class StageStats:
     recovery_p50_s: float | None
 
     @classmethod
-    def of(cls, g: GroupMetrics) -> StageStats:
+    def of(cls, g: GroupMetrics) -> SimStageStats:
         return cls(
             stage=g.stage,
             jobs=g.runs,
@@ -101,8 +102,8 @@ class SimResult:
     policy: str
     seed: int
     report: Report
-    stages: list[StageStats]
-    runs: dict[str, RunRecord]
+    stages: list[SimStageStats]
+    runs: dict[str, SimRunRecord]
     wall_s: float
     events: int
     cycles: int
@@ -149,14 +150,14 @@ class SimResult:
         return self.report.utilization
 
     @property
-    def per_stage(self) -> dict[str, StageStats]:
+    def per_stage(self) -> dict[str, SimStageStats]:
         return {s.stage: s for s in self.stages}
 
     @property
     def interruptions(self) -> int:
         return sum(r.interruptions for r in self.runs.values())
 
-    def record(self, name: str) -> RunRecord:
+    def record(self, name: str) -> SimRunRecord:
         return self.runs[name]
 
     def to_json(self, *, runs: bool = False) -> dict[str, Any]:
@@ -195,3 +196,6 @@ class SimResult:
         if runs:
             out["runs"] = [r.as_dict() for r in self.runs.values()]
         return out
+
+
+__getattr__ = renamed(__name__, {"RunRecord": "SimRunRecord", "StageStats": "SimStageStats"}, globals())

@@ -11,22 +11,22 @@ from __future__ import annotations
 from crossrail.core.attempts import EndReason, StopReason
 from crossrail.scheduling.decisions import (
     SPENDS_RETRY,
-    Backoff,
     EndDecision,
     Ended,
+    RetryBackoff,
     RetryPolicy,
     avoided_pool,
     decide_end,
 )
 
-SIM_RETRIES = RetryPolicy(max=None, backoff=Backoff(initial_s=0.0, factor=1.0, max_s=0.0))
+SIM_RETRIES = RetryPolicy(max=None, backoff=RetryBackoff(initial_s=0.0, factor=1.0, max_s=0.0))
 """Simulated jobs retry every failure (they carry no spec.retries) and wait only the failure model's own
-detection and rescheduling time (CheckpointSpec.detect_s + reschedule_s); a simulation given a run's
+detection and rescheduling time (CheckpointModel.detect_s + reschedule_s); a simulation given a run's
 `RetryPolicy` backs off exactly as the agent would."""
 
 _STOPPED = {"preempted": EndReason.PREEMPTED, "drained": EndReason.DRAINED}
 KEPT_SPENDS = 66
-"""Failures past this many no longer change a decision: the back-off's exponent stops at 64 (`Backoff.delay_s`)."""
+"""Failures past this many no longer change a decision: the back-off's exponent stops at 64 (`RetryBackoff.delay_s`)."""
 
 
 class SimRetries:

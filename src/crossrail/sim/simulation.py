@@ -1,6 +1,6 @@
 """A fleet simulation: jobs arrive, the scheduling core admits them, the simulated executor runs them.
 
-    result = Simulation(fleet, jobs, policy="fifo", failures=FailureSpec(...), checkpoint=CheckpointSpec(...),
+    result = Simulation(fleet, jobs, policy="fifo", failures=FailureSpec(...), checkpoint=CheckpointModel(...),
                         seed=1, quantum_s=1.0).run()
 
 `fifo` and `priority` go through `Scheduler.cycle` exactly as the agent's do (quotas, fair share, gangs,
@@ -27,14 +27,14 @@ from crossrail.scheduling import Request, Scheduler, SchedulerConfig
 from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.scheduling.policies import ROUND_S, get_policy
 from crossrail.sim.capacity import Capacity
-from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.engine import LATE, Engine, Timer
 from crossrail.sim.executor import Attempt, SimExecutor
 from crossrail.sim.failures import FailureModel, FailureSpec
 from crossrail.sim.fit import check_jobs, hosts_of, queue_names
 from crossrail.sim.generated import JobStream
 from crossrail.sim.placing import SimPlacing
-from crossrail.sim.records import RunRecord, SimResult, StageStats
+from crossrail.sim.records import SimResult, SimRunRecord, SimStageStats
 from crossrail.sim.retries import SIM_RETRIES, SimRetries
 from crossrail.sim.units import scheduling_fleet
 from crossrail.sim.workload import SimJob
@@ -52,7 +52,7 @@ class Simulation:
         *,
         policy: str = "fifo",
         failures: FailureSpec | None = None,
-        checkpoint: CheckpointSpec | None = None,
+        checkpoint: CheckpointModel | None = None,
         seed: int = 0,
         quantum_s: float = 1.0,
         round_s: float | None = None,
@@ -83,7 +83,7 @@ class Simulation:
         self.sched = Scheduler.from_fleet(scheduling_fleet(fleet, shapes), config)  # in allocation units
         model = FailureModel(failures, np.random.default_rng(seed)) if failures is not None else None
         self.failures = model if failures is not None and failures.enabled else None
-        self.checkpoint = checkpoint or CheckpointSpec()
+        self.checkpoint = checkpoint or CheckpointModel()
         self.executor = SimExecutor(self.engine, self.checkpoint, self.failures, ended=self._ended)
         self.retries = SimRetries(retries)
         """Ends and retries decided as the agent decides them (crossrail.scheduling.decisions)."""
@@ -94,7 +94,7 @@ class Simulation:
         self.events: list[Event] | None = [] if record_events else None
         self._seq = itertools.count(1)
         self.pools = {p.name: p for p in fleet.pools}
-        self.runs = {j.name: RunRecord(j.name, j.stage, j.chips, j.submit_s) for j in self.jobs.values()}
+        self.runs = {j.name: SimRunRecord(j.name, j.stage, j.chips, j.submit_s) for j in self.jobs.values()}
         self.waiting: dict[str, float] = {}
         """Jobs queued now -> when they were queued (insertion order is arrival order)."""
         self.attempts: dict[str, int] = {}
@@ -167,7 +167,7 @@ class Simulation:
 
     def _result(self, end: float, wall_s: float) -> SimResult:
         report, totals = self.metrics.snapshot(end)
-        stages = [StageStats.of(g) for g in totals]
+        stages = [SimStageStats.of(g) for g in totals]
         chips = sum(p.chips for p in self.fleet.pools)
         notes = []
         if self._counted() < self._total() and not self._holding() and self.engine.peek() == math.inf:
@@ -234,7 +234,7 @@ class Simulation:
         where = self._shape_allow.get(_shape(job))
         if where is not None:
             self.allow[job.name] = where
-        self.runs[job.name] = RunRecord(job.name, job.stage, job.chips, job.submit_s)
+        self.runs[job.name] = SimRunRecord(job.name, job.stage, job.chips, job.submit_s)
 
     def _enqueue(self, job: SimJob) -> None:
         now = self.engine.now()

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from crossrail.core.priority import Priority
 from crossrail.core.quantities import parse_duration
 from crossrail.spec.common import (
     Accelerator,
@@ -28,7 +29,6 @@ from crossrail.spec.common import (
     raise_items,
 )
 
-Priority = Literal["low", "normal", "high", "critical"]
 Preference = Literal["tpu", "gpu", "cpu", "mixed", "any"]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 

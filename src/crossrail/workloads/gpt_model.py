@@ -118,7 +118,7 @@ def train_flops_per_token(cfg: GPTConfig) -> int:
     return 6 * matmul_params(cfg) + 12 * cfg.n_layer * cfg.d_model * cfg.context
 
 
-class Engine(Protocol):
+class ModelEngine(Protocol):
     """One framework's implementation of the model and its AdamW training step, spoken to in numpy."""
 
     framework: str

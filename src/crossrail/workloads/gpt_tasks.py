@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from crossrail.errors import CrossrailError
 from crossrail.workloads.gpt_data import Corpus, Record, encode
-from crossrail.workloads.gpt_model import Engine, Logits
+from crossrail.workloads.gpt_model import Logits, ModelEngine
 
 MAX_EVAL_WINDOWS = 512
 ENDINGS = (ord(" "), ord("\n"))
@@ -42,13 +42,13 @@ def log_softmax(logits: Logits) -> npt.NDArray[np.float64]:
     return z
 
 
-def evaluate(engine: Engine, corpus: Corpus, *, context: int, batch: int) -> Scores:
+def evaluate(engine: ModelEngine, corpus: Corpus, *, context: int, batch: int) -> Scores:
     if corpus.records:
         return _exact_match(engine, corpus.records, context=context, batch=batch)
     return _next_byte(engine, corpus.text, context=context, batch=batch)
 
 
-def _exact_match(engine: Engine, records: list[Record], *, context: int, batch: int) -> Scores:
+def _exact_match(engine: ModelEngine, records: list[Record], *, context: int, batch: int) -> Scores:
     too_long = [i for i, r in enumerate(records, 1) if len(r.target.encode()) + 1 > context]
     if too_long:
         raise CrossrailError(
@@ -75,7 +75,7 @@ def _exact_match(engine: Engine, records: list[Record], *, context: int, batch: 
     return Scores(total_loss / answer_bytes, passed / len(records), len(records), "exact_match")
 
 
-def _next_byte(engine: Engine, text: npt.NDArray[np.uint8], *, context: int, batch: int) -> Scores:
+def _next_byte(engine: ModelEngine, text: npt.NDArray[np.uint8], *, context: int, batch: int) -> Scores:
     count = min(len(text) // (context + 1), MAX_EVAL_WINDOWS)
     if count == 0:
         raise CrossrailError(f"the eval text has {len(text)} bytes; it needs at least context + 1 = {context + 1}")
@@ -91,7 +91,7 @@ def _next_byte(engine: Engine, text: npt.NDArray[np.uint8], *, context: int, bat
 
 
 def generate(
-    engine: Engine, prompts: list[bytes], *, context: int, batch: int, max_new_tokens: int
+    engine: ModelEngine, prompts: list[bytes], *, context: int, batch: int, max_new_tokens: int
 ) -> tuple[list[bytes], int]:
     """Greedy continuations of each prompt, cut at the first newline, and the number of tokens generated.
 

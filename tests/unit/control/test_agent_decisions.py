@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from crossrail.client import Client
-from crossrail.control.agent.loop import Agent, AgentConfig
+from crossrail.control.agent import Agent, AgentConfig
 from crossrail.core import Event, EventType, ManualClock
 from crossrail.scheduling.decisions import RetryPolicy
-from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob
 from crossrail.spec import load_fleet
@@ -137,7 +137,7 @@ def test_the_agent_and_the_simulator_decide_a_tpu_failure_a_retry_a_back_off_and
     path.write_text(fleet_text())
     fleet = load_fleet(path)
     job = SimJob("job", "pretraining", 4, work_s=1000.0, accelerators=("tpu",), prefer="tpu")
-    no_downtime = CheckpointSpec(detect_s=0.0, reschedule_s=0.0)
+    no_downtime = CheckpointModel(detect_s=0.0, reschedule_s=0.0)
     retries = RetryPolicy.from_spec({"max": 2})
     sim = Simulation(fleet, [job], checkpoint=no_downtime, retries=retries, record_events=True, quantum_s=0.0)
     sim.engine.schedule(100.0, lambda: sim.executor.interrupt("job"))

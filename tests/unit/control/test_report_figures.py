@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.reports.figures import SIZE_PX, Figure, figures
+from crossrail.control.figures import SIZE_PX, Figure, figures
 from crossrail.core import Event, ManualClock
 from crossrail.metrics import RunFacts, compare, fold_runs
-from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.failures import FailureSpec
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob
@@ -54,7 +54,7 @@ def simulated_events(tmp: Path) -> list[Event]:
         for i in range(30)
     ]
     failures = FailureSpec(host_mtbf_s=4 * 3600.0)
-    checkpoint = CheckpointSpec(cost_s=60.0)  # checkpoints cost time, so a failure loses the work since the last
+    checkpoint = CheckpointModel(cost_s=60.0)  # checkpoints cost time, so a failure loses the work since the last
     sim = Simulation(load_fleet(path), jobs, failures=failures, checkpoint=checkpoint, seed=3, record_events=True)
     sim.run()
     assert sim.events is not None
@@ -153,7 +153,7 @@ def test_report_out_writes_markdown_html_and_the_figures_from_the_workspace_log(
 def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend(
     checkout: Path, clock: ManualClock, events: list[Event]
 ) -> None:
-    from crossrail.control.reports import report_doc
+    from crossrail.control import report_doc
     from crossrail.metrics.usage import by_team
 
     fleet_path = checkout / ".crossrail" / "fleet.yaml"

@@ -7,9 +7,9 @@ import pytest
 from crossrail.core import EndReason, EventType
 from crossrail.core.attempts import AttemptStatus
 from crossrail.scheduling.decisions import (
-    Backoff,
     Ended,
     Move,
+    RetryBackoff,
     RetryPolicy,
     Waiting,
     decide_end,
@@ -50,7 +50,7 @@ def failure(number: int, pool: str = "tpu-a", at: float = 0.0) -> Ended:
 
 
 def test_a_retryable_failure_spends_a_retry_avoids_its_pool_and_backs_off() -> None:
-    policy = RetryPolicy(max=2, backoff=Backoff(10.0, 2.0, 100.0))
+    policy = RetryPolicy(max=2, backoff=RetryBackoff(10.0, 2.0, 100.0))
     first = decide_end(EndReason.LOST, "lost", pool="tpu-a", retries=policy, history=[], now=50.0)
     assert (first.event, first.run_state, first.retry, first.attempt_state) == (
         EventType.FAILED,
@@ -83,7 +83,7 @@ def test_a_non_retryable_exit_fails_the_run_and_user_stops_leave_its_state_alone
 
 
 def test_an_engines_refusals_back_off_by_how_many_came_in_a_row() -> None:
-    policy = RetryPolicy(backoff=Backoff(30.0, 2.0, 600.0))
+    policy = RetryPolicy(backoff=RetryBackoff(30.0, 2.0, 600.0))
     refused = [Ended(n, "ray", EndReason.UNPLACED, 100.0 * n) for n in (1, 2, 3)]
     assert next_offer(refused, policy).not_before == 300.0 + 120.0
     broken_by_a_run = [refused[0], Ended(2, "ray", EndReason.PREEMPTED, 200.0), refused[2]]
@@ -92,7 +92,7 @@ def test_an_engines_refusals_back_off_by_how_many_came_in_a_row() -> None:
 
 
 def test_an_unbounded_policy_keeps_retrying_and_a_huge_count_stays_at_the_cap() -> None:
-    policy = RetryPolicy(max=None, backoff=Backoff(1.0, 10.0, 60.0))
+    policy = RetryPolicy(max=None, backoff=RetryBackoff(1.0, 10.0, 60.0))
     many = [failure(n) for n in range(1, 500)]
     decision = decide_end(EndReason.LOST, "", pool="tpu-a", retries=policy, history=many, now=0.0)
     assert (decision.retry, decision.backoff_s) == (True, 60.0)

@@ -13,7 +13,7 @@ import pytest
 from crossrail.scheduling.policies import AGNOSTIC_FORM, JobView, PoolView, assign
 from crossrail.scheduling.policies.assign import Room
 from crossrail.scheduling.policies.ledger import RoundLedger
-from crossrail.sim import CheckpointSpec, SimResult, Simulation
+from crossrail.sim import CheckpointModel, SimResult, Simulation
 from crossrail.sim.fleets import pools_fleet
 from crossrail.sim.traces import gavel_jobs
 
@@ -26,7 +26,7 @@ CLUSTER = "v100:2:2,k80:4:4"
 def replay(policy: str, *, restore_s: float = 0.0) -> SimResult:
     jobs = gavel_jobs(DATA / "artifact_evaluation.trace", DATA / "simulation_throughputs.json")
     fleet = pools_fleet(CLUSTER, jobs, time_sliced=True)  # Gavel's rounds slice every pool
-    return Simulation(fleet, jobs, policy=policy, checkpoint=CheckpointSpec(restore_s=restore_s), seed=0).run()
+    return Simulation(fleet, jobs, policy=policy, checkpoint=CheckpointModel(restore_s=restore_s), seed=0).run()
 
 
 def jcts(result: SimResult) -> dict[str, float]:

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from crossrail.sim import CheckpointSpec, SimJob, Simulation
+from crossrail.sim import CheckpointModel, SimJob, Simulation
 from crossrail.sim.fleets import build_fleet
 from crossrail.spec import Fleet
 
 HOUR = 3600.0
-CKPT = CheckpointSpec(cost_s=10.0, restore_s=60.0, interval="fixed", interval_s=1800.0)
+CKPT = CheckpointModel(cost_s=10.0, restore_s=60.0, interval="fixed", interval_s=1800.0)
 
 
 def spot_fleet(rate: float, **on_demand: Any) -> Fleet:
@@ -45,7 +45,7 @@ def test_the_spot_pools_preemption_rate_decides_where_the_job_runs(rate: float, 
 def test_a_spot_pool_reclaims_running_work_at_its_rate_and_the_job_retries_from_its_checkpoint() -> None:
     fleet = spot_fleet(0.25, drained=True)  # nowhere else to go: the job stays on spot however often it is hit
     jobs = [job(f"sft-{i}", hours=4.0) for i in range(2)]
-    every = CheckpointSpec(cost_s=10.0, restore_s=60.0, interval="fixed", interval_s=600.0)
+    every = CheckpointModel(cost_s=10.0, restore_s=60.0, interval="fixed", interval_s=600.0)
 
     result = Simulation(fleet, jobs, checkpoint=every, seed=11).run()
 
@@ -66,7 +66,7 @@ def test_a_flex_start_pool_holds_the_job_for_its_provisioning_wait() -> None:
             "cost_per_chip_hour": 1.0, "provisioning": "flex-start", "provisioning_wait": "20m"}  # fmt: skip
     fleet = build_fleet([flex])
 
-    rec = Simulation(fleet, [job(hours=1.0)], checkpoint=CheckpointSpec(), seed=1).run().runs["sft"]
+    rec = Simulation(fleet, [job(hours=1.0)], checkpoint=CheckpointModel(), seed=1).run().runs["sft"]
 
     assert rec.pool == "h100-flex"
     assert rec.end_s == pytest.approx(HOUR + 20 * 60)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from crossrail.errors import SpecError
 from crossrail.sim.checkpointing import (
     Cadence,
-    CheckpointSpec,
+    CheckpointModel,
     IntervalChooser,
     MtbfEstimator,
     Stretch,
@@ -50,13 +50,13 @@ def test_interval_functions_refuse_nonsense() -> None:
 
 
 def test_checkpoint_cost_is_size_over_bandwidth() -> None:
-    spec = CheckpointSpec(size_bytes=2.4e12, bandwidth_bps=1.2e11)  # 2.4 TB at 120 GB/s
+    spec = CheckpointModel(size_bytes=2.4e12, bandwidth_bps=1.2e11)  # 2.4 TB at 120 GB/s
     assert spec.delta_s == pytest.approx(20.0)
     assert IntervalChooser(spec).delta_s() == pytest.approx(20.0)
 
 
 def test_restart_costs_detection_rescheduling_and_restore_and_shrink_costs_less() -> None:
-    spec = CheckpointSpec(cost_s=20, detect_s=30, reschedule_s=90, restore_s=180, shrink_s=30)
+    spec = CheckpointModel(cost_s=20, detect_s=30, reschedule_s=90, restore_s=180, shrink_s=30)
     assert spec.restart_s == 300
     assert spec.shrink_pause_s == 60
 
@@ -64,24 +64,24 @@ def test_restart_costs_detection_rescheduling_and_restore_and_shrink_costs_less(
 @pytest.mark.parametrize(
     ("spec", "expected_s"),
     [
-        (CheckpointSpec(cost_s=300, interval="fixed", interval_s=1800), 1800),
-        (CheckpointSpec(cost_s=300, interval="young"), 7200),
-        (CheckpointSpec(cost_s=300, interval="daly"), daly_interval(300, 24 * HOUR)),
-        (CheckpointSpec(cost_s=300, interval="daly", assumed_mtbf_s=6 * HOUR), daly_interval(300, 6 * HOUR)),
-        (CheckpointSpec(cost_s=0, interval="daly"), 0.0),
+        (CheckpointModel(cost_s=300, interval="fixed", interval_s=1800), 1800),
+        (CheckpointModel(cost_s=300, interval="young"), 7200),
+        (CheckpointModel(cost_s=300, interval="daly"), daly_interval(300, 24 * HOUR)),
+        (CheckpointModel(cost_s=300, interval="daly", assumed_mtbf_s=6 * HOUR), daly_interval(300, 6 * HOUR)),
+        (CheckpointModel(cost_s=0, interval="daly"), 0.0),
     ],
     ids=["fixed-ignores-mtbf", "young", "daly", "daly-with-a-believed-mtbf", "free-checkpoints-are-continuous"],
 )
-def test_interval_chooser_picks_by_kind(spec: CheckpointSpec, expected_s: float) -> None:
+def test_interval_chooser_picks_by_kind(spec: CheckpointModel, expected_s: float) -> None:
     assert IntervalChooser(spec).interval_s(24 * HOUR) == pytest.approx(expected_s)
 
 
 def test_adaptive_interval_follows_the_observed_mtbf_once_there_is_one() -> None:
-    chooser = IntervalChooser(CheckpointSpec(cost_s=300, interval="adaptive", assumed_mtbf_s=24 * HOUR))
+    chooser = IntervalChooser(CheckpointModel(cost_s=300, interval="adaptive", assumed_mtbf_s=24 * HOUR))
     assert chooser.interval_s(3 * HOUR) == pytest.approx(daly_interval(300, 24 * HOUR))
     assert chooser.interval_s(3 * HOUR, observed_mtbf_s=2 * HOUR) == pytest.approx(daly_interval(300, 2 * HOUR))
     # daly ignores observations: only adaptive moves
-    daly = IntervalChooser(CheckpointSpec(cost_s=300, interval="daly"))
+    daly = IntervalChooser(CheckpointModel(cost_s=300, interval="daly"))
     assert daly.interval_s(3 * HOUR, observed_mtbf_s=2 * HOUR) == pytest.approx(daly_interval(300, 3 * HOUR))
 
 
@@ -97,12 +97,12 @@ def test_mtbf_estimate_moves_from_a_wrong_prior_to_what_it_sees() -> None:
 
 def test_bad_checkpoint_specs_list_every_problem_with_its_field() -> None:
     with pytest.raises(SpecError) as err:
-        CheckpointSpec(cost_s=-1, size_bytes=1e9, interval="often", restore_s=math.nan)  # type: ignore[arg-type]
+        CheckpointModel(cost_s=-1, size_bytes=1e9, interval="often", restore_s=math.nan)  # type: ignore[arg-type]
     assert [p.path for p in err.value.problems] == ["cost_s", "restore_s", "cost_s", "bandwidth_bps", "interval"]
     with pytest.raises(SpecError, match=r"bandwidth_bps: must be a finite number > 0 \(got '10GB/s'\)"):
-        CheckpointSpec(size_bytes=1e9, bandwidth_bps="10GB/s")  # type: ignore[arg-type]
+        CheckpointModel(size_bytes=1e9, bandwidth_bps="10GB/s")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="interval_s: missing for interval 'fixed'"):
-        CheckpointSpec(cost_s=10, interval="fixed")
+        CheckpointModel(cost_s=10, interval="fixed")
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_bad_checkpoint_specs_list_every_problem_with_its_field() -> None:
 )
 def test_recovery_plan(elastic: bool, hosts_lost: int, min_hosts: int, kind: str, downtime_s: float,
                        hosts_after: int) -> None:  # fmt: skip
-    spec = CheckpointSpec(cost_s=10, detect_s=20, restore_s=280, shrink_s=40)
+    spec = CheckpointModel(cost_s=10, detect_s=20, restore_s=280, shrink_s=40)
     plan = plan_recovery(spec, hosts=64, hosts_lost=hosts_lost, min_hosts=min_hosts, elastic=elastic)
     assert (plan.kind, plan.downtime_s, plan.hosts_after) == (kind, downtime_s, hosts_after)
     assert plan.keeps_uncommitted is (kind == "shrink")

@@ -10,7 +10,7 @@ import yaml
 
 from crossrail.core import EventType
 from crossrail.errors import SpecError
-from crossrail.sim import CheckpointSpec, FailureSpec, SimResult, Simulation
+from crossrail.sim import CheckpointModel, FailureSpec, SimResult, Simulation
 from crossrail.sim.fleets import build_fleet
 from crossrail.sim.workload import jobs_from_rows, parse_workload
 from crossrail.spec import Fleet
@@ -45,7 +45,7 @@ def gpu_fleet(chips: int = 256) -> Fleet:
 
 def run(rows: list[dict[str, Any]], *, seed: int = 2, record: bool = False) -> tuple[Simulation, SimResult]:
     failures = FailureSpec(host_mtbf_s=100 * HOUR, repair_s=4 * HOUR)
-    ckpt = CheckpointSpec(cost_s=30.0, restore_s=300.0, shrink_s=60.0)
+    ckpt = CheckpointModel(cost_s=30.0, restore_s=300.0, shrink_s=60.0)
     sim = Simulation(gpu_fleet(), jobs_from_rows(rows, "test"), failures=failures, checkpoint=ckpt, seed=seed,
                      record_events=record)  # fmt: skip
     return sim, sim.run()

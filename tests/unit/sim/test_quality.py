@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from crossrail.cli import app
 from crossrail.errors import SpecError
 from crossrail.sim import Simulation
-from crossrail.sim.checkpointing import CheckpointSpec
+from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.facts import run_facts
 from crossrail.sim.quality import QualityCurve
 from crossrail.sim.workload import SimJob, jobs_from_rows
@@ -80,7 +80,7 @@ def test_pools_reach_the_target_at_the_time_chip_hours_and_cost_their_speed_and_
 def test_evaluations_fall_when_the_work_reaches_them_checkpoint_pauses_included() -> None:
     fleet = fleet_of(FLEET.replace("16, chips_per_host: 8", "4, chips_per_host: 4"))
     jobs = jobs_from_rows([job("gpu-0", "gpu")], "jobs")
-    checkpoint = CheckpointSpec(cost_s=60.0, interval="fixed", interval_s=500.0)
+    checkpoint = CheckpointModel(cost_s=60.0, interval="fixed", interval_s=500.0)
     sim = Simulation(fleet, jobs, checkpoint=checkpoint, record_events=True)
     result = sim.run()
     assert sim.events is not None
@@ -123,7 +123,7 @@ def test_a_job_without_a_curve_reports_nothing() -> None:
 
 def test_work_rolled_back_by_an_interruption_is_evaluated_again_and_the_target_met_on_the_retry() -> None:
     fleet = fleet_of(FLEET.replace("16, chips_per_host: 8", "4, chips_per_host: 4"))
-    checkpoint = CheckpointSpec(cost_s=60.0, interval="fixed", interval_s=500.0)
+    checkpoint = CheckpointModel(cost_s=60.0, interval="fixed", interval_s=500.0)
     sim = Simulation(fleet, jobs_from_rows([job("gpu-0", "gpu")], "jobs"), checkpoint=checkpoint, record_events=True)
     sim.engine.schedule(1000.0, lambda: sim.executor.interrupt("gpu-0"))  # 940 work-seconds done, 500 committed
     result = sim.run()

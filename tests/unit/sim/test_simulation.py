@@ -12,7 +12,7 @@ import pytest
 from crossrail.core import EventType
 from crossrail.errors import PlacementError, SpecError
 from crossrail.metrics import compute
-from crossrail.sim import CheckpointSpec, FailureSpec, SimJob, Simulation, SyntheticSpec, synthetic
+from crossrail.sim import CheckpointModel, FailureSpec, SimJob, Simulation, SyntheticSpec, synthetic
 from crossrail.sim.estimates import check_starts
 from crossrail.sim.fleets import build_fleet, pools_fleet
 from crossrail.sim.report import comparison
@@ -39,7 +39,7 @@ def mixed_jobs(seed: int, n: int = 60) -> list[SimJob]:
 
 
 FAILURES = FailureSpec(chip_mtbf_s=2_000 * HOUR)
-CKPT = CheckpointSpec(cost_s=30.0, restore_s=120.0, detect_s=30.0)
+CKPT = CheckpointModel(cost_s=30.0, restore_s=120.0, detect_s=30.0)
 
 
 def summary(result: Any) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def test_cycles_are_batched_within_the_quantum() -> None:
 
 def test_an_interrupted_run_loses_only_the_work_since_its_last_checkpoint() -> None:
     fleet = build_fleet([pool("h100-b", 1024)])
-    ckpt = CheckpointSpec(cost_s=60.0, interval="fixed", interval_s=1800.0, restore_s=300.0, detect_s=60.0)
+    ckpt = CheckpointModel(cost_s=60.0, interval="fixed", interval_s=1800.0, restore_s=300.0, detect_s=60.0)
     job = SimJob("big", "pretraining", 1024, work_s=48 * HOUR)
     failures = FailureSpec(chip_mtbf_s=20_000 * HOUR)
     result = Simulation(fleet, [job], failures=failures, checkpoint=ckpt, seed=3, quantum_s=0.0).run()
@@ -118,7 +118,7 @@ def test_an_interrupted_run_loses_only_the_work_since_its_last_checkpoint() -> N
 def test_an_elastic_run_keeps_its_work_and_runs_slower_while_hosts_are_repaired() -> None:
     fleet = build_fleet([pool("h100-b", 256)])
     failures = FailureSpec(host_mtbf_s=100 * HOUR, repair_s=4 * HOUR)
-    elastic = CheckpointSpec(cost_s=30.0, restore_s=300.0, shrink_s=60.0)
+    elastic = CheckpointModel(cost_s=30.0, restore_s=300.0, shrink_s=60.0)
     job = SimJob("grow", "pretraining", 256, work_s=72 * HOUR, elastic=True, min_chips=128)
     result = Simulation(fleet, [job], failures=failures, checkpoint=elastic, seed=2).run()
 
@@ -136,7 +136,7 @@ def test_a_high_priority_run_preempts_a_low_one_which_resumes_from_its_checkpoin
         SimJob("low", "experiment", 16, work_s=4 * HOUR, priority="low"),
         SimJob("urgent", "experiment", 16, work_s=HOUR, submit_s=HOUR, priority="critical"),
     ]
-    ckpt = CheckpointSpec(cost_s=20.0, restore_s=60.0)
+    ckpt = CheckpointModel(cost_s=20.0, restore_s=60.0)
     sim = Simulation(fleet, jobs, policy="priority", checkpoint=ckpt, record_events=True)
     result = sim.run()
 
@@ -220,7 +220,7 @@ def test_on_gavels_trace_hetero_max_min_fairness_beats_gavel_las_and_the_agnosti
 
 
 def test_a_round_based_move_costs_one_restore() -> None:
-    result = gavel_trace_run("las_hetero", checkpoint=CheckpointSpec(restore_s=30.0))
+    result = gavel_trace_run("las_hetero", checkpoint=CheckpointModel(restore_s=30.0))
     moved = [r for r in result.runs.values() if r.attempts > 1]
 
     assert moved

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from crossrail.sim import CheckpointSpec, FailureSpec, SimJob, Simulation, SyntheticSpec, synthetic
+from crossrail.sim import CheckpointModel, FailureSpec, SimJob, Simulation, SyntheticSpec, synthetic
 from crossrail.sim import simulation as simulation_module
 from crossrail.sim.fleets import build_fleet
 from crossrail.sim.units import scheduling_fleet, unit_hosts
@@ -54,7 +54,7 @@ def test_one_job_that_could_take_any_host_count_keeps_the_pool_in_hosts(odd: Sim
 
 def test_scheduling_in_units_admits_the_same_runs_at_the_same_times(monkeypatch: pytest.MonkeyPatch) -> None:
     failures = FailureSpec(chip_mtbf_s=5_000 * HOUR)
-    ckpt = CheckpointSpec(cost_s=30.0, restore_s=300.0, detect_s=60.0)
+    ckpt = CheckpointModel(cost_s=30.0, restore_s=300.0, detect_s=60.0)
 
     def simulate() -> Simulation:
         sim = Simulation(fleet(), big_jobs(), failures=failures, checkpoint=ckpt, seed=5, quantum_s=60.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crossrail.errors import SpecError
-from crossrail.scheduling.decisions import Backoff, RetryPolicy
+from crossrail.scheduling.decisions import RetryBackoff, RetryPolicy
 from crossrail.spec import parse_experiment
 
 from .builders import EXPERIMENT_YAML, doc, edited
@@ -24,7 +24,7 @@ def problems(text: str) -> list[tuple[str, str, str | None]]:
 def test_the_default_back_off_is_30s_doubling_up_to_10m() -> None:
     exp = parse_experiment(doc(EXPERIMENT_YAML))
     policy = RetryPolicy.from_spec(exp.spec.retries.model_dump())
-    assert policy.backoff == Backoff(initial_s=30.0, factor=2.0, max_s=600.0)
+    assert policy.backoff == RetryBackoff(initial_s=30.0, factor=2.0, max_s=600.0)
     assert [policy.backoff.delay_s(n) for n in range(1, 7)] == [30.0, 60.0, 120.0, 240.0, 480.0, 600.0]
 
 

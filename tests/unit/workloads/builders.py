@@ -16,7 +16,7 @@ import pytest
 
 from crossrail.runtime import read_new
 from crossrail.workloads import gpt_data
-from crossrail.workloads.gpt_model import AdamW, Engine, GPTConfig
+from crossrail.workloads.gpt_model import AdamW, GPTConfig, ModelEngine
 
 WORDS = ["chip", "slice", "pool", "queue", "stage", "tensor", "shard", "step", "token", "batch", "loss", "rate"]
 MODULE = "crossrail.workloads.bigram"
@@ -27,7 +27,7 @@ TINY = GPTConfig(n_layer=2, n_head=2, d_model=32, context=16)
 ADAMW = AdamW(lr=1e-2)
 
 
-def train(e: Engine, text: np.ndarray, steps: int) -> list[float]:
+def train(e: ModelEngine, text: np.ndarray, steps: int) -> list[float]:
     """`steps` training steps of `e` on `text` (batch 4, the batch drawn from the engine's next step)."""
     return [e.train_step(*gpt_data.batch(text, e.step + 1, 0, 4, TINY.context)) for _ in range(steps)]
 

@@ -13,7 +13,7 @@ import pytest
 
 from crossrail.runtime import Checkpointer, CheckpointError
 from crossrail.workloads import gpt_data
-from crossrail.workloads.gpt_model import Engine, init_tensors
+from crossrail.workloads.gpt_model import ModelEngine, init_tensors
 
 from .builders import ADAMW, TINY, train
 
@@ -32,12 +32,12 @@ MOVES = pytest.mark.parametrize(
 )
 
 
-def make(framework: str) -> Engine:
-    engine: Engine = ENGINES[framework](TINY, ADAMW)
+def make(framework: str) -> ModelEngine:
+    engine: ModelEngine = ENGINES[framework](TINY, ADAMW)
     return engine
 
 
-def heldout_loss(e: Engine, text: np.ndarray) -> float:
+def heldout_loss(e: ModelEngine, text: np.ndarray) -> float:
     """Mean loss on eight fixed batches that training never draws (seed 99)."""
     return float(np.mean([e.loss(*gpt_data.batch(text, s, 99, 4, TINY.context)) for s in range(8)]))
 
@@ -46,7 +46,7 @@ def relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / np.abs(b).max())
 
 
-def moved(source: Engine, tmp_path: Path, target: str) -> Engine:
+def moved(source: ModelEngine, tmp_path: Path, target: str) -> ModelEngine:
     """Save `source` as crossrail-ckpt/v1, restore it, and load it into a `target` engine, optimizer included."""
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     checkpointer.save(source.tensors(), source.step, {"model": TINY.state()})

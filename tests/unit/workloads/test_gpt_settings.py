@@ -11,7 +11,7 @@ from crossrail.runtime import RuntimeContext
 from crossrail.workloads import gpt
 
 
-def settings(tmp_path: Path, config: str, *args: str) -> gpt.Settings:
+def settings(tmp_path: Path, config: str, *args: str) -> gpt.GptSettings:
     path = tmp_path / "train.yaml"
     path.write_text(config)
     ctx = RuntimeContext("cpu", "gpt", "gpt-1", 1, "file:///c", "file:///d", str(tmp_path / "r"), path.as_uri())

@@ -65,7 +65,7 @@ class PodSet:
 
 
 @dataclass
-class Admission:
+class KueueAdmission:
     """Kueue's answer: the ClusterQueue, the flavor each pod set's each resource got (None: it found none),
     and why each flavor considered was passed over."""
 
@@ -157,16 +157,16 @@ class Kueue:
         """
         return all(self.tas_flavor(f["name"]) for group in cq.get("resourceGroups") or [] for f in group["flavors"])
 
-    def admit(self, workload: dict[str, Any]) -> Admission:
+    def admit(self, workload: dict[str, Any]) -> KueueAdmission:
         """Where Kueue would put `workload` (a suspended Job, JobSet or TrainJob) in an empty cluster."""
         meta = workload.get("metadata") or {}
         local = (meta.get("labels") or {}).get(QUEUE_LABEL)
         cq_name = self.local_queues.get((meta.get("namespace", "default"), str(local)))
         if cq_name is None or cq_name not in self.cluster_queues:
             where = f"{meta.get('namespace', 'default')}/{local}"
-            return Admission(None, reasons=[f"LocalQueue {where} does not exist"])
+            return KueueAdmission(None, reasons=[f"LocalQueue {where} does not exist"])
         cq = self.cluster_queues[cq_name]
-        answer = Admission(cq_name)
+        answer = KueueAdmission(cq_name)
         for podset in pod_sets(workload):
             answer.flavors[podset.name] = self._assign(cq_name, cq, podset, answer.reasons)
         return answer

@@ -2,7 +2,7 @@
 
 Image, command, args, config and checkpoint directory are kept as written. What tied the Job to one kind
 of hardware (node selectors, tolerations, affinity, accelerator limits, the backend variable) is removed,
-and every change is a Finding that says why, so the re-rendered workload's differences are all explained.
+and every change is an ImportFinding that says why, so the re-rendered workload's differences are all explained.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ _STAGE_WORDS = {
 
 
 @dataclass(frozen=True)
-class Finding:
+class ImportFinding:
     """One change the import made: the Job field, what became of it (`removed`, `moved`, `kept`) and why."""
 
     path: str
@@ -64,18 +64,30 @@ class Finding:
 
 # What `crossrail render` adds or changes when the imported experiment is rendered again, on any pool.
 RENDERED = [
-    Finding("kind", "rendered", "batch/v1 Job for single-host work, a JobSet (one Job per slice) for TPU slices"),
-    Finding("metadata.name", "rendered", "<run>-a<attempt>, in the team's namespace from the fleet"),
-    Finding("metadata.labels", "rendered", "kueue.x-k8s.io/queue-name (the stage's LocalQueue) and priority-class"),
-    Finding("metadata.labels", "rendered", "crossrail.dev/ experiment, run, attempt, stage, team and pool labels"),
-    Finding("spec.suspend", "rendered", "submitted suspended: Kueue admits it and unsuspends it"),
-    Finding("spec.backoffLimit", "rendered", "0 (JobSet failurePolicy.maxRestarts 0): crossrail owns retries"),
-    Finding("spec.template.spec.nodeSelector", "rendered", "the pool's labels, its GKE accelerator and TPU topology"),
-    Finding("spec.template.spec.tolerations", "rendered", "the accelerator's taint (nvidia.com/gpu or google.com/tpu)"),
-    Finding("spec.template.spec.containers[0].resources", "rendered", "the pool's resource, chips per host"),
-    Finding("spec.template.spec.containers[0].env", "rendered", "TRAINING_BACKEND from the pool, CROSSRAIL_* per run"),
-    Finding("spec.template.spec.serviceAccountName", "rendered", "the fleet's service account (Workload Identity)"),
-    Finding("spec.template.spec.terminationGracePeriodSeconds", "rendered", "the fleet's preemption grace"),
+    ImportFinding("kind", "rendered", "batch/v1 Job for single-host work, a JobSet (one Job per slice) for TPU slices"),
+    ImportFinding("metadata.name", "rendered", "<run>-a<attempt>, in the team's namespace from the fleet"),
+    ImportFinding(
+        "metadata.labels", "rendered", "kueue.x-k8s.io/queue-name (the stage's LocalQueue) and priority-class"
+    ),
+    ImportFinding(
+        "metadata.labels", "rendered", "crossrail.dev/ experiment, run, attempt, stage, team and pool labels"
+    ),
+    ImportFinding("spec.suspend", "rendered", "submitted suspended: Kueue admits it and unsuspends it"),
+    ImportFinding("spec.backoffLimit", "rendered", "0 (JobSet failurePolicy.maxRestarts 0): crossrail owns retries"),
+    ImportFinding(
+        "spec.template.spec.nodeSelector", "rendered", "the pool's labels, its GKE accelerator and TPU topology"
+    ),
+    ImportFinding(
+        "spec.template.spec.tolerations", "rendered", "the accelerator's taint (nvidia.com/gpu or google.com/tpu)"
+    ),
+    ImportFinding("spec.template.spec.containers[0].resources", "rendered", "the pool's resource, chips per host"),
+    ImportFinding(
+        "spec.template.spec.containers[0].env", "rendered", "TRAINING_BACKEND from the pool, CROSSRAIL_* per run"
+    ),
+    ImportFinding(
+        "spec.template.spec.serviceAccountName", "rendered", "the fleet's service account (Workload Identity)"
+    ),
+    ImportFinding("spec.template.spec.terminationGracePeriodSeconds", "rendered", "the fleet's preemption grace"),
 ]
 
 
@@ -83,7 +95,7 @@ RENDERED = [
 class Imported:
     experiment: Experiment
     document: dict[str, Any]
-    findings: list[Finding]
+    findings: list[ImportFinding]
 
     def yaml(self) -> str:
         return yaml.safe_dump(self.document, sort_keys=False, allow_unicode=True)
@@ -100,28 +112,30 @@ def _flag(args: list[str], flags: tuple[str, ...]) -> tuple[str, int] | None:
     return None
 
 
-def _stage(labels: dict[str, str], given: str | None, findings: list[Finding]) -> str:
+def _stage(labels: dict[str, str], given: str | None, findings: list[ImportFinding]) -> str:
     if given is not None:
-        findings.append(Finding("metadata.labels", "kept", f"stage {given} given on the command line"))
+        findings.append(ImportFinding("metadata.labels", "kept", f"stage {given} given on the command line"))
         return given
     for key, value in labels.items():
         if "stage" in key.lower():
             for word, stage in _STAGE_WORDS.items():
                 if word in value.lower():
-                    findings.append(Finding(f"metadata.labels[{key!r}]", "kept", f"{value!r} read as stage {stage}"))
+                    findings.append(
+                        ImportFinding(f"metadata.labels[{key!r}]", "kept", f"{value!r} read as stage {stage}")
+                    )
                     return str(stage)
-    findings.append(Finding("metadata.labels", "kept", "no stage label; the experiment stage is `experiment`"))
+    findings.append(ImportFinding("metadata.labels", "kept", "no stage label; the experiment stage is `experiment`"))
     return str(Stage.EXPERIMENT)
 
 
 class _Import:
     def __init__(self, job: dict[str, Any], source: str) -> None:
         self.job, self.source = job, source
-        self.findings: list[Finding] = []
+        self.findings: list[ImportFinding] = []
         self.problems: list[Problem] = []
 
     def note(self, path: str, action: str, message: str) -> None:
-        self.findings.append(Finding(path, action, message))
+        self.findings.append(ImportFinding(path, action, message))
 
     def fail(self, path: str, message: str, fix: str | None) -> None:
         self.problems.append(Problem(self.source, path, message, None, fix))

@@ -36,7 +36,7 @@ ANNOTATIONS = {**VERSION_ANNOTATIONS, "crossrail.dev/trainer-version": TRAINER_S
 
 
 @dataclass(frozen=True)
-class Gang:
+class GangLayout:
     """How a multi-worker GPU run lays out: `nodes` pods of `chips_per_node` GPUs, `procs_per_node` workers each."""
 
     nodes: int
@@ -53,7 +53,7 @@ def needs_trainjob(pool: Pool, work: Workload) -> bool:
     return pool.accelerator == "gpu" and (work.workers > 1 or work.chips > pool.chips_per_host)
 
 
-def gang(fleet: Fleet, pool: Pool, work: Workload) -> Gang:
+def gang(fleet: Fleet, pool: Pool, work: Workload) -> GangLayout:
     """The run's pods and workers on `pool`; SpecError with the field and a fix when they do not divide.
 
     One process per GPU (`numProcPerNode` = GPUs per node); `spec.parallelism.data` must split the chips
@@ -80,7 +80,7 @@ def gang(fleet: Fleet, pool: Pool, work: Workload) -> Gang:
         raise SpecError([Problem(f"run {work.run}", "spec.parallelism.data", message, None, fix)])
     # One process per GPU, whatever the data-parallel degree: the reference trainer binds its local rank's
     # device, so a node of 8 GPUs with fewer processes would leave GPUs idle.
-    return Gang(nodes, chips_per_node, chips_per_node)
+    return GangLayout(nodes, chips_per_node, chips_per_node)
 
 
 def torchrun_command(command: list[str]) -> list[str]:
@@ -94,7 +94,7 @@ def torchrun_command(command: list[str]) -> list[str]:
     return list(command)
 
 
-def render_trainjob(meta: dict[str, Any], pod: dict[str, Any], lay: Gang) -> dict[str, Any]:
+def render_trainjob(meta: dict[str, Any], pod: dict[str, Any], lay: GangLayout) -> dict[str, Any]:
     """The TrainJob for a run whose single-pod template is `pod` (kubernetes._pod), laid out as `lay`."""
     spec = pod["spec"]
     container = spec["containers"][0]

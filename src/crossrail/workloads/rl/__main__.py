@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pipeline(args: argparse.Namespace, settings: Settings, rdv: Rendezvous, reporter: Reporter) -> int:
-    from crossrail.workloads.rl.supervisor import Supervisor, processes
+    from crossrail.workloads.rl.supervisor import StageSupervisor, processes
 
     if args.stages == "ray":
         from crossrail.workloads.rl.ray_stages import actors
@@ -36,7 +36,7 @@ def _pipeline(args: argparse.Namespace, settings: Settings, rdv: Rendezvous, rep
         start = actors(settings, rdv)
     else:
         start = processes(settings, rdv)
-    return Supervisor(settings, rdv, reporter, start).run()
+    return StageSupervisor(settings, rdv, reporter, start).run()
 
 
 if __name__ == "__main__":

@@ -69,10 +69,10 @@ def main(argv: list[str] | None = None, pipeline: Pipeline | None = None) -> int
             if args.part is None:
                 assert pipeline is not None  # refused above
                 return pipeline(args, settings, rdv, reporter)
-            from crossrail.workloads.rl.stages import Stage, run_stage
+            from crossrail.workloads.rl.stages import StageProcess, run_stage
 
             given = os.environ.get("CROSSRAIL_PART_REPLICA", "")
             replica = args.replica if args.replica is not None else int(given) if given.isdigit() else ctx.rank
-            return run_stage(Stage(settings, ctx, rdv, reporter, args.part, replica))
+            return run_stage(StageProcess(settings, ctx, rdv, reporter, args.part, replica))
         finally:
             beats.stop()

@@ -24,7 +24,7 @@ def _run_stage(argv: list[str], env: dict[str, str]) -> int:
     return main(argv)
 
 
-class Actor:
+class RayActor:
     def __init__(self, ray: Any, remote_cls: Any, argv: list[str], env: dict[str, str]) -> None:
         self.ray = ray
         self.actor = remote_cls.remote()
@@ -61,6 +61,6 @@ def actors(settings: Settings, rdv: Rendezvous) -> Start:
     }
 
     def start(part: str, replica: int) -> Handle:
-        return Actor(ray, StageActor, stage_argv(settings, rdv, part, replica)[3:], env)
+        return RayActor(ray, StageActor, stage_argv(settings, rdv, part, replica)[3:], env)
 
     return start

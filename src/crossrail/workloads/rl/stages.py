@@ -47,7 +47,7 @@ class Stopped(Exception):
 
 
 @dataclass
-class Stage:
+class StageProcess:
     """What every stage process holds: its settings, context, queues and reporter."""
 
     settings: Settings
@@ -119,7 +119,7 @@ class SamplerPolicy:
     once per added process.
     """
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: StageProcess) -> None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
         self.model = GPT(stage.settings.model).to(device or torch.device("cpu"))
 
@@ -127,7 +127,7 @@ class SamplerPolicy:
         state_from_neutral(self.model, tensors)
 
 
-def run_sampler(stage: Stage) -> None:
+def run_sampler(stage: StageProcess) -> None:
     """Generate groups from the newest policy while the learner can still use them (lag within the bound)."""
     s, ckpt, snapshot = stage.settings, stage.checkpointer(), SamplerPolicy(stage)
     version, made = -1, 0
@@ -181,12 +181,12 @@ def _newest_policy(ckpt: Checkpointer, snapshot: SamplerPolicy, have: int) -> in
     return int(manifest["step"])
 
 
-def _enough_ahead(stage: Stage, version: int, bound: int) -> bool:
+def _enough_ahead(stage: StageProcess, version: int, bound: int) -> bool:
     """Whether the queues already hold all the groups the learner can use before `version` goes stale."""
     return len(_usable(stage.samples.versions() + stage.scored.versions(), version, bound)) >= _room(stage, bound)
 
 
-def _reserve(stage: Stage, version: int, bound: int, ids: list[str]) -> bool:
+def _reserve(stage: StageProcess, version: int, bound: int, ids: list[str]) -> bool:
     """Reserve the batch `ids` unless the queues, with the batches other samplers reserved first, already hold
     all the groups the learner can use before `version` goes stale; whether this sampler may make it."""
     if _enough_ahead(stage, version, bound):
@@ -218,7 +218,7 @@ def _usable(versions: list[int], version: int, bound: int) -> list[int]:
     return [v for v in versions if v >= version - bound]
 
 
-def _room(stage: Stage, bound: int) -> int:
+def _room(stage: StageProcess, bound: int) -> int:
     """The groups the learner takes before a group of the newest policy goes stale."""
     return stage.settings.prompts_per_step * (bound + 1)
 
@@ -226,7 +226,7 @@ def _room(stage: Stage, bound: int) -> int:
 # --- reward -------------------------------------------------------------------------------------------------
 
 
-def run_reward(stage: Stage) -> None:
+def run_reward(stage: StageProcess) -> None:
     """Score queued groups with the verifier; what a crashed predecessor had claimed is scored again."""
     verify = verifier_named(stage.settings.verifier)
     stage.samples.requeue(stage.owner)
@@ -262,7 +262,7 @@ KEEP_POLICIES = 3  # published versions kept: a sampler loading one while the ne
 
 
 @dataclass
-class Batch:
+class LearnerBatch:
     claimed: list[str] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)
     lags: list[int] = field(default_factory=list)
@@ -272,7 +272,7 @@ class Batch:
 
 
 class Learner:
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: StageProcess) -> None:
         self.stage, self.s = stage, stage.settings
         self.ckpt = stage.checkpointer(keep_last=KEEP_POLICIES)
         self.engine = stage.engine()
@@ -331,9 +331,9 @@ class Learner:
         self._save()
         self.stage.reporter.metric("eval_pass_rate", self._evaluate(), 0)
 
-    def _collect(self, bound: int) -> Batch:
+    def _collect(self, bound: int) -> LearnerBatch:
         """Claim scored groups until a step's worth is usable; time spent waiting is the learner's idle time."""
-        batch, began, seen = Batch(), time.perf_counter(), set[str]()
+        batch, began, seen = LearnerBatch(), time.perf_counter(), set[str]()
         while len(batch.items) < self.s.prompts_per_step:
             if self.stage.stop_signal is not None:
                 raise Stopped
@@ -357,7 +357,7 @@ class Learner:
         _check(batch, self.used, bound)
         return batch
 
-    def _update(self, batch: Batch) -> tuple[float, np.ndarray]:
+    def _update(self, batch: LearnerBatch) -> tuple[float, np.ndarray]:
         rows = [
             policy.Completions(np.array(i["tokens"]), np.array(i["logp"], np.float32), np.array(i["mask"]))
             for i in batch.items
@@ -373,7 +373,7 @@ class Learner:
         loss = policy.grpo_step(self.engine.model, self.engine.optimizer, prompts, done, adv, clip=self.s.clip)
         return loss, rewards
 
-    def _publish(self, batch: Batch) -> None:
+    def _publish(self, batch: LearnerBatch) -> None:
         """Count the batch's ids, commit the new version (the samplers' policy and the resume point), then let go."""
         self.version += 1
         self.used.update(i["id"] for i in batch.items)
@@ -396,7 +396,7 @@ class Learner:
         corpus = Corpus(np.zeros(0, np.uint8), self.heldout)
         return evaluate(self.engine, corpus, context=self.s.model.context, batch=EVAL_ITEMS).pass_rate
 
-    def _report(self, batch: Batch, loss: float, rewards: np.ndarray, step_s: float) -> None:
+    def _report(self, batch: LearnerBatch, loss: float, rewards: np.ndarray, step_s: float) -> None:
         r, step = self.stage.reporter, self.version
         if step == 1 or step % progress_every(self.s.steps) == 0 or step == self.s.steps:
             line = progress_line(step, self.s.steps, {"loss": loss})
@@ -424,7 +424,7 @@ class Learner:
             r.metric("eval_pass_rate", self._evaluate(), step)
 
 
-def _check(batch: Batch, used: set[str], bound: int) -> None:
+def _check(batch: LearnerBatch, used: set[str], bound: int) -> None:
     """The learner's invariants, checked on every batch: lag within [0, bound], no id counted before."""
     ids = [i["id"] for i in batch.items]
     bad_lag = [lag for lag in batch.lags if not 0 <= lag <= bound]
@@ -432,7 +432,7 @@ def _check(batch: Batch, used: set[str], bound: int) -> None:
         raise CrossrailError(f"internal: a batch broke the pipeline's invariants (lags {batch.lags}, bound {bound})")
 
 
-def run_stage(stage: Stage) -> int:
+def run_stage(stage: StageProcess) -> int:
     """Run this process's stage until it is done, stopped or scaled down; the exit code."""
     print(f"part {stage.part} (replica {stage.replica}): started", flush=True)  # which part this log is
     if stage.part == "learner":

@@ -58,7 +58,7 @@ def stage_argv(settings: Settings, rdv: Rendezvous, part: str, replica: int) -> 
     return [sys.executable, "-m", MODULE, *to_argv(settings), *where]
 
 
-class Supervisor:
+class StageSupervisor:
     def __init__(self, settings: Settings, rdv: Rendezvous, reporter: Reporter, start: Start) -> None:
         self.settings, self.rdv, self.reporter, self.start = settings, rdv, reporter, start
         self.stages: dict[tuple[str, int], Handle] = {}
@@ -119,4 +119,4 @@ def processes(settings: Settings, rdv: Rendezvous) -> Start:
     return lambda part, replica: Process(stage_argv(settings, rdv, part, replica))
 
 
-__all__ = ["EXIT_TEMPFAIL", "Handle", "Supervisor", "processes", "stage_argv"]
+__all__ = ["EXIT_TEMPFAIL", "Handle", "StageSupervisor", "processes", "stage_argv"]

@@ -10,7 +10,7 @@ from crossrail.core.clock import ManualClock
 from crossrail.errors import CrossrailError
 from crossrail.workloads.rl.queues import FileQueue
 from crossrail.workloads.rl.settings import Rendezvous
-from crossrail.workloads.rl.stages import Batch, _check, reserve_batch
+from crossrail.workloads.rl.stages import LearnerBatch, _check, reserve_batch
 from crossrail.workloads.rl.stats import FLUSH_S, StageStats, read_totals, running
 
 
@@ -43,10 +43,10 @@ def test_totals_sum_every_incarnation_of_a_part(tmp_path: Path) -> None:
 def test_the_learner_refuses_a_batch_that_breaks_its_invariants(
     lags: list[int], ids: list[str], used: set[str]
 ) -> None:
-    batch = Batch(items=[{"id": i} for i in ids], lags=lags)
+    batch = LearnerBatch(items=[{"id": i} for i in ids], lags=lags)
     with pytest.raises(CrossrailError, match="invariants"):
         _check(batch, used, bound=2)
-    _check(Batch(items=[{"id": "b"}], lags=[2]), used, bound=2)  # at the bound, fresh: fine
+    _check(LearnerBatch(items=[{"id": "b"}], lags=[2]), used, bound=2)  # at the bound, fresh: fine
 
 
 def test_replicas_run_once_the_newest_process_of_each_wrote_its_stats(tmp_path: Path) -> None:
