@@ -25,7 +25,7 @@ RUN python -m venv /opt/crossrail \
  && pip install --no-build-isolation -c /build/constraints.txt '/build[api,k8s,postgres,gcs,s3,reports]' \
  && rm -rf /build
 
-# UID and GID 10001: the numbers crossrail.control.deploy.UID gives runAsUser, so runAsNonRoot can verify them
+# UID and GID 10001: the numbers crossrail.control.ops.deploy.UID gives runAsUser, so runAsNonRoot can verify them
 RUN groupadd --gid 10001 crossrail \
  && useradd --uid 10001 --gid 10001 --home-dir /var/lib/crossrail --create-home --shell /usr/sbin/nologin crossrail
 USER 10001:10001

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.client import Client
-from crossrail.control.agent import Agent, AgentConfig
+from crossrail.control.agent.loop import Agent, AgentConfig
 from crossrail.control.attempts import history
 from crossrail.core import EventType, ManualClock
 from crossrail.core.attempts import AttemptStatus, Capabilities, LaunchRequest, StopReason

@@ -89,7 +89,7 @@ class Controller(threading.Thread):
     A window counts only once every replica control.json asks for runs (its stats file is written: it has
     imported torch and started its loop) and the learner made at least two steps in it; after a resize the
     next window starts when the new replicas run. So no decision reads the metrics of a size being left or
-    of processes still starting (the agent's rule, crossrail.control.pipesize).
+    of processes still starting (the agent's rule, crossrail.control.agent.pipesize).
     """
 
     def __init__(self, rendezvous: Path, window_s: float, fleet: Fleet) -> None:

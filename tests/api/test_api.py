@@ -178,8 +178,8 @@ def test_openapi_document_lists_the_endpoints(http: httpx.Client) -> None:
 @pytest.mark.slow
 def test_serve_with_an_agent_runs_one_in_process_and_stops_it_with_the_app(tmp_path: Path) -> None:
     from crossrail.api import create_app
-    from crossrail.control.agent import AgentConfig
-    from crossrail.control.agentlock import agent_running
+    from crossrail.control.agent.lock import agent_running
+    from crossrail.control.agent.loop import AgentConfig
 
     Client.init(tmp_path)
     home = tmp_path / ".crossrail"

@@ -155,7 +155,7 @@ def test_the_page_of_a_run_still_queued_says_it_has_no_attempt_loss_or_checkpoin
 
 
 def test_the_metrics_page_shows_the_reports_figures_drawn_by_the_same_code_as_report_out(demo_server: str) -> None:
-    from crossrail.control.figures import SIZE_PX
+    from crossrail.control.reports.figures import SIZE_PX
 
     html = get(f"{demo_server}/ui/report")
     with urllib.request.urlopen(f"{demo_server}/ui/report/figures/queue-wait-cdf.png", timeout=30) as answer:

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from crossrail.control.leader import Leadership, LeaseConfig
+from crossrail.control.agent.leader import Leadership, LeaseConfig
 from crossrail.core import SystemClock
 from crossrail.store import Store
 

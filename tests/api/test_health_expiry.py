@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from crossrail.api import create_app
 from crossrail.api.app import HEARTBEAT_EXPIRY_S
 from crossrail.client import Client
-from crossrail.control.leader import Leadership, LeaseConfig
+from crossrail.control.agent.leader import Leadership, LeaseConfig
 from crossrail.core import ManualClock
 
 

@@ -12,9 +12,9 @@ import pytest
 from tests.conftest import serving
 
 from crossrail.client import Client
-from crossrail.control import reports
+from crossrail.control.agent import channel
+from crossrail.control.agent.secrets import attempt_secret
 from crossrail.control.attempts import new_attempt
-from crossrail.control.secrets import attempt_secret
 from crossrail.core import Event, EventType, ManualClock
 from crossrail.runtime.report import Reporter, post_batch
 
@@ -86,14 +86,14 @@ def test_http_reports_store_what_the_file_channel_stores(home: Path, url: str) -
         att = next(a for a in c.service.store.attempts(by_file))
         with Reporter(att.report_uri or "", run=by_file, attempt=1, clock=clock) as reporter:
             _write(reporter, c.service.store.get_run(by_file).run_checkpoint_dir)
-        reports.ingest(c.service.store, att, CLOCK.now())
+        channel.ingest(c.service.store, att, CLOCK.now())
 
         secret = attempt_secret(home, by_http, 1)
         target = f"{url}/v1/ingest/{by_http}/1"
         with Reporter(target, run=by_http, attempt=1, clock=clock, secret=secret, flush_records=4) as reporter:
             _write(reporter, c.service.store.get_run(by_http).run_checkpoint_dir)
         http_att = next(a for a in c.service.store.attempts(by_http))
-        assert reports.ingest(c.service.store, http_att, CLOCK.now()) == http_att  # the agent leaves it alone
+        assert channel.ingest(c.service.store, http_att, CLOCK.now()) == http_att  # the agent leaves it alone
 
         file_side, http_side = _stored(c, by_file), _stored(c, by_http)
         assert len(file_side["samples"]) == 11
@@ -177,7 +177,7 @@ def test_a_nan_metric_is_an_event_and_infinities_are_samples_on_both_channels(ho
         att = c.service.store.attempts(by_file)[0]
         with Reporter(att.report_uri or "", run=by_file, attempt=1) as reporter:
             reporter.metrics({"loss": float("nan"), "grad_norm": float("inf")}, step=3)
-        reports.ingest(c.service.store, att, CLOCK.now())  # stored once, not refused by the database
+        channel.ingest(c.service.store, att, CLOCK.now())  # stored once, not refused by the database
         secret = attempt_secret(home, by_http, 1)
         with Reporter(
             f"{url}/v1/ingest/{by_http}/1", run=by_http, attempt=1, secret=secret, clock=CLOCK.now

@@ -28,7 +28,7 @@ from crossrail.core.events import Event, EventType
 from .conftest import CROSSRAIL, serving_home
 
 pytest.importorskip("prometheus_client", reason="the api extra is not installed: pip install -e '.[api]'")
-from crossrail.control.prometheus import FleetCounters
+from crossrail.control.reports.prometheus import FleetCounters
 
 
 def ev(kind: EventType, ts: float, run: str, attempt: int | None = None, **data: Any) -> Event:
@@ -103,7 +103,7 @@ def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 def test_the_fold_of_a_known_log_counts_failures_retries_preemptions_usage_waits_and_queues() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from crossrail.control.prometheus import EventLogCollector
+    from crossrail.control.reports.prometheus import EventLogCollector
 
     log = [dataclasses.replace(e, seq=i + 1) for i, e in enumerate(known_log())]
     registry = CollectorRegistry(auto_describe=False)
@@ -294,7 +294,7 @@ def _scrape(url: str, token: str | None = None) -> tuple[int, str]:
 
 def test_agent_metrics_beyond_loopback_need_a_readers_token_as_serve_does(checkout: Path) -> None:
     from crossrail.api.prom import serve_metrics
-    from crossrail.control.deploy import AGENT_HEALTH
+    from crossrail.control.ops.deploy import AGENT_HEALTH
 
     with Client(cwd=checkout) as c:
         c.submit(checkout / ".crossrail" / "experiments" / "eval-smoke.yaml")

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import drive as drive_agent
 
 from crossrail.client import Client
-from crossrail.control.agent import AgentConfig
+from crossrail.control.agent.loop import AgentConfig
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ UNNEEDED_BY_STATUS = (
     "crossrail.cli.follow",  # only with --watch
     "crossrail.control.parents",  # submit's and resubmit's checks
     "crossrail.control.isolation",
-    "crossrail.control.loaded",  # what `show` says a run loaded
+    "crossrail.control.service.loaded",  # what `show` says a run loaded
     "crossrail.spec",
     "crossrail.scheduling",
     "alembic",  # a store at the head revision is read as it is

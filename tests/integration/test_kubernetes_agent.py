@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from crossrail.client import Client
-from crossrail.control.agent import Agent, AgentConfig
+from crossrail.control.agent.loop import Agent, AgentConfig
 from crossrail.executors.kubernetes import KubernetesExecutor
 
 from ..unit.render.apiserver import ApiServer  # noqa: TID252 (tests are not a package on sys.path)

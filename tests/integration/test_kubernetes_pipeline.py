@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from crossrail.client import Client
-from crossrail.control.agent import Agent, AgentConfig
+from crossrail.control.agent.loop import Agent, AgentConfig
 from crossrail.executors.kubernetes import KubernetesExecutor
 from crossrail.runtime.report import Reporter, replica_report
 

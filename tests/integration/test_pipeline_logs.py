@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.agent import AgentConfig
+from crossrail.control.agent.loop import AgentConfig
 from crossrail.errors import NotFoundError, UsageError
 
 # The reward part says hello and leaves a mark; the learner says hello once the mark is there, then ends the run.

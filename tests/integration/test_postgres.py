@@ -33,8 +33,8 @@ def test_store_check_uses_amcheck_where_it_is_installed_and_backup_points_at_pg_
 ) -> None:
     import sqlalchemy
 
-    from crossrail.control import storeops
-    from crossrail.control.workspace import find
+    from crossrail.control.ops import storeops
+    from crossrail.control.ops.workspace import find
     from crossrail.errors import StoreError
 
     monkeypatch.setenv("CROSSRAIL_STORE_URL", postgres_url)

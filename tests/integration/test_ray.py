@@ -24,7 +24,7 @@ import yaml
 from tests.conftest import drive as drive_agent
 
 from crossrail.client import Client
-from crossrail.control.agent import AgentConfig
+from crossrail.control.agent.loop import AgentConfig
 
 # Each test uses a real Ray cluster. Ray's client drops sockets and child-process handles to the garbage collector;
 # under the suite's "error" filter their ResourceWarnings surface as unraisable exceptions in whichever test the

@@ -17,7 +17,8 @@ from tests.conftest import drive as drive_agent
 from tests.conftest import wait_for
 
 from crossrail.client import Client
-from crossrail.control.agent import AgentConfig, agent_lock
+from crossrail.control.agent.lock import agent_lock
+from crossrail.control.agent.loop import AgentConfig
 from crossrail.errors import WorkspaceError
 
 pytestmark = pytest.mark.slow  # each test runs a real agent over a store it damages

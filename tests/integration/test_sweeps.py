@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.agent import AgentConfig
+from crossrail.control.agent.loop import AgentConfig
 from crossrail.errors import ForbiddenError, NotFoundError, SpecError
 
 FAST = AgentConfig(poll_s=0.1, fallback_wait_s=0.0, stop_grace_s=5.0, heartbeat_s=1.0)

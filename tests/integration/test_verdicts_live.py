@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.facts import workspace_runs
+from crossrail.control.reports.facts import workspace_runs
 from crossrail.metrics import table
 from crossrail.metrics.hypotheses import CANNOT_TELL, CONTRADICTED, SUPPORTED, check_stage
 

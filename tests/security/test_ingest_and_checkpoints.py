@@ -20,8 +20,8 @@ from tests.security.ingesting import admitted, call
 
 from crossrail.api import create_app
 from crossrail.client import Client
-from crossrail.control import reports
-from crossrail.control.secrets import attempt_secret
+from crossrail.control.agent import channel
+from crossrail.control.agent.secrets import attempt_secret
 from crossrail.core import ManualClock
 from crossrail.errors import CrossrailError
 from crossrail.runtime import Checkpointer, Reporter
@@ -145,7 +145,7 @@ def test_the_local_report_file_is_held_to_the_same_bounds_and_prefix(home: Path)
         f.write(huge + "\n")
     with Client(home, clock=CLOCK) as c:
         att = c.service.store.attempts(run)[0]
-        reports.ingest(c.service.store, att, CLOCK.now())
+        channel.ingest(c.service.store, att, CLOCK.now())
         events = [e for e in c.service.store.events(run=run) if e.type == "reported"]
     steps, ckpts, invalid = stored(home, run)
     assert (steps, ckpts) == ([1], [f"{mine}/step-0000000020"])
@@ -185,7 +185,7 @@ def test_a_report_file_replaced_by_a_fifo_or_device_does_not_hold_the_agent(home
     def poll() -> None:
         with Client(home, clock=CLOCK) as c:
             att = c.service.store.attempts(run)[0]
-            done.append(str(reports.ingest(c.service.store, att, CLOCK.now()).report_cursor))
+            done.append(str(channel.ingest(c.service.store, att, CLOCK.now()).report_cursor))
 
     thread = threading.Thread(target=poll, daemon=True)  # a daemon: a stuck read cannot hold the suite
     thread.start()

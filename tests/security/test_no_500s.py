@@ -17,8 +17,8 @@ from tests.security.ingesting import admitted, call
 
 from crossrail.api import create_app
 from crossrail.client import Client
-from crossrail.control import reports
-from crossrail.control.secrets import attempt_secret
+from crossrail.control.agent import channel
+from crossrail.control.agent.secrets import attempt_secret
 from crossrail.core import ManualClock
 
 CLOCK = ManualClock()
@@ -114,7 +114,7 @@ def test_file_reports_with_a_step_of_ten_to_the_thirty_do_not_stop_the_agent(hom
             for step in (HUGE, 4)
         ]
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        reports.ingest(c.service.store, att, CLOCK.now())  # the agent's pass: it raised OverflowError
+        channel.ingest(c.service.store, att, CLOCK.now())  # the agent's pass: it raised OverflowError
         assert [s["step"] for s in c.service.store.metric_samples(run, "loss")] == [4]
 
 

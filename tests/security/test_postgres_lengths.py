@@ -16,7 +16,7 @@ from tests.security.test_no_500s import CLOCK, admitted, call, is_error_shape
 
 from crossrail.api import create_app
 from crossrail.client import Client
-from crossrail.control.secrets import attempt_secret
+from crossrail.control.agent.secrets import attempt_secret
 
 pytestmark = pytest.mark.postgres
 

@@ -19,7 +19,7 @@ from tests.unit.executors.helpers import kill_everything
 
 from crossrail.client import Client
 from crossrail.control import access, isolation
-from crossrail.control.agent import AgentConfig
+from crossrail.control.agent.loop import AgentConfig
 from crossrail.core.access import Actor
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="running a command under its team's uid takes root")

@@ -215,7 +215,7 @@ def test_a_request_names_a_stored_simulation_by_id_never_a_server_path(site: Sit
 
 @pytest.mark.slow
 def test_a_simulation_stored_by_the_cli_is_compared_by_id_over_the_server(site: Site) -> None:
-    from crossrail.control.facts import sim_file_runs
+    from crossrail.control.reports.facts import sim_file_runs
 
     records = [
         {"id": f"job-{i}", "now": 100.0, "stage": "eval", "team": "evals", "outcome": "succeeded"} for i in range(3)

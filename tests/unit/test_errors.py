@@ -132,7 +132,7 @@ def test_the_errors_moved_onto_the_tree_keep_their_exit_codes_and_statuses(
 
 def test_old_import_paths_still_name_the_same_classes() -> None:
     from crossrail.api.errors import InternalError
-    from crossrail.control.lineage import InputRefused
+    from crossrail.control.service.lineage import InputRefused
 
     assert InputRefused is errors.InputRefused
     assert InternalError is errors.InternalError

@@ -50,13 +50,13 @@ def _max_min_policy() -> object:
 
 
 def _report_figure() -> object:
-    from crossrail.control.figures import _png
+    from crossrail.control.reports.figures import _png
 
     return _png("t", lambda ax: None)
 
 
 def _sweep_figure() -> object:
-    from crossrail.control.sweep_figure import fit_png
+    from crossrail.control.reports.sweep_figure import fit_png
 
     return fit_png({"pools": []})
 
@@ -68,13 +68,13 @@ def _simulation_plot(tmp_path: Path) -> object:
 
 
 def _prometheus_registry() -> object:
-    from crossrail.control.prometheus import registry_for
+    from crossrail.control.reports.prometheus import registry_for
 
     return registry_for(object(), object())
 
 
 def _prometheus_families() -> object:
-    from crossrail.control.prometheus import FleetCounters
+    from crossrail.control.reports.prometheus import FleetCounters
 
     return list(FleetCounters().families(0.0, queues=["q"]))
 
@@ -130,7 +130,7 @@ def test_a_simulations_plot_without_matplotlib_names_the_sim_extra(
 
 def test_the_pure_fold_of_the_prometheus_metrics_needs_no_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
     uninstalled(monkeypatch, "prometheus_client", "prometheus_client.core", "prometheus_client.registry")
-    from crossrail.control.prometheus import FleetCounters
+    from crossrail.control.reports.prometheus import FleetCounters
 
     counters = FleetCounters()
     counters.add(Event(EventType.SUBMITTED, 1.0, run="r1", data={"queue": "q"}, seq=1))

@@ -16,7 +16,13 @@ from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
 
 # What the client's methods import lazily (spec parsing, scheduling, lineage's storage): loaded at start.
-WARM = ("crossrail.spec", "crossrail.scheduling", "crossrail.control.lineage", "crossrail.control.placing", "fsspec")
+WARM = (
+    "crossrail.spec",
+    "crossrail.scheduling",
+    "crossrail.control.service.lineage",
+    "crossrail.control.placing",
+    "fsspec",
+)
 
 
 def create_app(
@@ -100,7 +106,7 @@ def _agents(c: Any) -> dict[str, Any]:
     standby whose heartbeat expired (HEARTBEAT_EXPIRY_S) is not one: a killed agent never says it stopped. A store
     that cannot be read now is said, not raised: the server itself is up (a liveness probe must not restart it for
     its database's outage)."""
-    from crossrail.control.progress import agent_liveness
+    from crossrail.control.service.progress import agent_liveness
     from crossrail.errors import StoreError
 
     now = c.clock.now()
@@ -121,7 +127,7 @@ def _agents(c: Any) -> dict[str, Any]:
 def _start_agent(app: FastAPI, home: Path | None, config: Any) -> threading.Thread:
     """One agent over the workspace, in a thread, holding the workspace's agent lock until the app stops."""
     from crossrail.client import Client
-    from crossrail.control.agent import agent_lock
+    from crossrail.control.agent.lock import agent_lock
 
     ready = threading.Event()
     failure: list[BaseException] = []

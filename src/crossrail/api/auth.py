@@ -6,7 +6,7 @@ cookie), refuses a role that lacks the route's action (403) or a missing or dead
 requires auth, refuses a write a page of another origin may have made a browser send (`check_forgery`: the
 cookie's writes need this server's Origin and the session's CSRF token), and writes the audit row of every
 write and every refusal. What a role may do to another team's runs, and what it may see of them, is the
-workspace's operations' as that actor (crossrail.control.operations), which the endpoints call. docs/auth.md.
+workspace's operations' as that actor (crossrail.control.ops.operations), which the endpoints call. docs/auth.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from starlette.routing import Match
 
 from crossrail.api import errors
 from crossrail.client import Client
-from crossrail.control.operations import Operations
+from crossrail.control.ops.operations import Operations
 from crossrail.core.access import DOING, WRITES, Action, Actor, Role, allows, noting_hidden
 from crossrail.errors import CrossrailError, ForbiddenError, UnauthenticatedError
 from crossrail.store.access import JoinedAudit, joined_audit
@@ -560,7 +560,7 @@ def actor_of(request: Request) -> Actor:
 
 
 def scoped(request: Request) -> Operations:
-    """The workspace's operations as the request's actor may use them (crossrail.control.operations: other
+    """The workspace's operations as the request's actor may use them (crossrail.control.ops.operations: other
     teams' runs hidden, shared runs read-only, queue entries of others redacted; admins see every run)."""
     operations: Operations = request.app.state.operations
     return operations.as_actor(actor_of(request))

@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from crossrail.api.auth import CSRF_META, login_cookie, request_actor, scoped, session_csrf
 from crossrail.api.pages import ENV, PAGES, STATIC, WEB, login_page, page_after_login
-from crossrail.control.operations import Operations
+from crossrail.control.ops.operations import Operations
 from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
 
 HIDDEN_EVENTS = frozenset({"heartbeat", "reported"})
@@ -179,7 +179,7 @@ def _age(ts: float | None, c: Operations) -> float | None:
 
 @router.get("/ui/report", response_class=HTMLResponse)
 def report_page(request: Request, before: str | None = None, after: str | None = None) -> HTMLResponse:
-    from crossrail.control.report_doc import figures_html
+    from crossrail.control.reports.report_doc import figures_html
 
     doc = _report_doc(request, before, after)
     query = f"?{request.url.query}" if request.url.query else ""
@@ -189,7 +189,7 @@ def report_page(request: Request, before: str | None = None, after: str | None =
 
 @router.get("/ui/report/figures/{name}.png")
 def report_figure(request: Request, name: str, before: str | None = None, after: str | None = None) -> Response:
-    """A figure of the report page, drawn by the same code as `crossrail report --out` (control/figures.py)."""
+    """A figure of the report page, drawn by the same code as `crossrail report --out` (control/reports/figures.py)."""
     doc = _report_doc(request, before, after)
     fig = next((f for f in doc.figures if f.name == name), None)
     if fig is None or fig.png is None:
@@ -202,8 +202,8 @@ REPORT_CACHE_S = 30.0
 
 
 def _report_doc(request: Request, before: str | None, after: str | None) -> Any:
-    from crossrail.control import report_doc
-    from crossrail.control.facts import stored_sim_runs
+    from crossrail.control.reports import report_doc
+    from crossrail.control.reports.facts import stored_sim_runs
 
     c = _client(request)
     now = c.clock.now()
@@ -295,7 +295,7 @@ def filter_options(c: Operations) -> dict[str, list[str]]:
 
 def sweep_of(run: Any) -> str | None:
     """The sweep a run is a member of (its label, as `sweep submit` writes it), or None."""
-    from crossrail.control.sweeps import SWEEP_LABEL
+    from crossrail.control.ops.sweeps import SWEEP_LABEL
 
     labels = ((run.spec or {}).get("metadata") or {}).get("labels") or {}
     found = labels.get(SWEEP_LABEL)
@@ -310,8 +310,8 @@ def runs_view(
     so far and last committed checkpoint; and how many runs the filters looked through when the store could
     not apply them all (0 when it could). The store picks the newest of the actor's teams, so other teams' runs
     never crowd them out; a sweep's members are those `sweep show` lists."""
-    from crossrail.control.progress import run_costs, run_finish
     from crossrail.control.service import summary
+    from crossrail.control.service.progress import run_costs, run_finish
 
     chosen = chosen or RunFilter()
     store, now = c.service.store, c.clock.now()
@@ -442,8 +442,8 @@ def run_view(c: Operations, ref: str) -> dict[str, Any]:
     for entry in logs:
         entry["tail"] = "\n".join((entry["log"] or "").splitlines()[-LOG_TAIL_LINES:])
     derived = [r for r in c.service.store.list_runs() if r.parent_run == run_id and c.sight.sees(r.team)]
-    from crossrail.control.fallbacks import fallbacks
-    from crossrail.control.progress import run_costs, run_finish
+    from crossrail.control.service.fallbacks import fallbacks
+    from crossrail.control.service.progress import run_costs, run_finish
 
     store, record, now = c.service.store, c.service.get(run_id), c.clock.now()
     finish = run_finish(store, [record], now).get(run_id, {"steps_total": None, "eta_s": None})

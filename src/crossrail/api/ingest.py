@@ -10,7 +10,7 @@ transaction as the records (Store.ingest), so a replayed or reordered batch stor
 A batch is refused whole (422, nothing stored) when it is larger than the channel's bounds or its
 incarnation is not a time its writer could have started: from the attempt's creation to now, in ms, each end
 widened by INCARNATION_SKEW_S (docs/runtime.md#limits). A checkpoint record outside the run's own
-checkpoint directory is not indexed; the batch's other records are (control/reports.translate).
+checkpoint directory is not indexed; the batch's other records are (control/agent/channel.translate).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from fastapi import APIRouter, Header, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from crossrail.api.bounds import Count, Name
-from crossrail.control import reports
-from crossrail.control.secrets import secret_matches
+from crossrail.control.agent import channel
+from crossrail.control.agent.secrets import secret_matches
 from crossrail.core.api import MAX_INT, api_object
 from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError, UnauthenticatedError
 from crossrail.runtime.report import (
@@ -188,7 +188,7 @@ def ingest(
                 f" send the batches from seq {seen.upto + 1} first"
             )
         ordered = [r for r, _ in sorted(fresh, key=lambda pair: pair[1])]
-        if reports.commit(store, att, ordered, cursor, client.clock.now())[0]:
+        if channel.commit(store, att, ordered, cursor, client.clock.now())[0]:
             return _result(run, attempt, len(fresh), len(records) - len(fresh))
     raise ConflictError(f"attempt {attempt} of {run} kept changing under this batch; send it again")
 

@@ -32,7 +32,7 @@ def _registry(app: FastAPI) -> Any:
     with _lock:
         registry = getattr(app.state, "prometheus_registry", None)
         if registry is None:
-            from crossrail.control.prometheus import registry_for
+            from crossrail.control.reports.prometheus import registry_for
 
             client = app.state.client
             registry = app.state.prometheus_registry = registry_for(client.service.store, client.clock, client.fleet)
@@ -61,8 +61,8 @@ def serve_metrics(client: Client, host: str, port: int, *, require_auth: bool = 
 
     from crossrail.api import errors
     from crossrail.api.auth import check_action, is_loopback, request_actor, request_row
-    from crossrail.control.deploy import AGENT_HEALTH
-    from crossrail.control.prometheus import registry_for
+    from crossrail.control.ops.deploy import AGENT_HEALTH
+    from crossrail.control.reports.prometheus import registry_for
     from crossrail.core.access import Action
     from crossrail.errors import ForbiddenError, UnauthenticatedError
 

@@ -1,4 +1,4 @@
-"""The `/v1` endpoints: each one is an operation of `crossrail.control.operations.Operations` as the request's actor
+"""The `/v1` endpoints: each one is an operation of `crossrail.control.ops.operations.Operations` as the request's actor
 does it, answering the object `--json` prints (and the request `crossrail.client.Client` sends for it)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crossrail.api.auth import note_run, scoped, submitted_status
 from crossrail.api.bounds import MAX_ITEMS, Count, Document, Name, Positive, Text
-from crossrail.control.operations import Operations
+from crossrail.control.ops.operations import Operations
 from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError
 
@@ -71,7 +71,7 @@ class ReserveBody(Body):
 
 
 def client(request: Request) -> Operations:
-    """The workspace's operations as the request's actor may use them (crossrail.control.operations)."""
+    """The workspace's operations as the request's actor may use them (crossrail.control.ops.operations)."""
     return scoped(request)
 
 

@@ -390,7 +390,7 @@ def agent(
 
     def go() -> None:
         from crossrail.cli import render
-        from crossrail.control.agent import AgentConfig
+        from crossrail.control.agent.loop import AgentConfig
 
         if report_url is not None and not report_url.startswith(("http://", "https://")):
             raise UsageError(f"--report-url {report_url!r} is not an http:// or https:// URL of a crossrail serve")
@@ -416,7 +416,7 @@ def agent(
 
 def _one_agent(c: Any) -> contextlib.AbstractContextManager[None]:
     """SQLite: the workspace's lock keeps one agent; a server store elects a leader among any number of them."""
-    from crossrail.control.agent import agent_lock
+    from crossrail.control.agent.lock import agent_lock
 
     if c.service.store.path is None:
         return contextlib.nullcontext()

@@ -81,7 +81,7 @@ def _verdicts(root: Path) -> list[str]:
     """The research-cycle verdicts: this workspace's runs pooled by accelerator (refused: different experiments),
     one experiment run AB_RUNS times on each pool (live, honest about how little a few runs can say), and a
     simulated fleet before and after one pool grew."""
-    from crossrail.control.facts import local_pools, pool_peaks, workspace_fleet, workspace_runs
+    from crossrail.control.reports.facts import local_pools, pool_peaks, workspace_fleet, workspace_runs
     from crossrail.metrics import Selection, compare
     from crossrail.metrics.hypotheses import check_stage
     from crossrail.sim import Simulation, SyntheticSpec, synthetic
@@ -206,7 +206,8 @@ def _submit_all(client: Client, exps: Path, quick: bool) -> list[str]:
 
 def _drive(client: Client, runs: list[str], timeout_s: float) -> dict[str, Any]:
     """Run the agent here until every run ended; kill the pretraining attempt after its first checkpoint."""
-    from crossrail.control.agent import AgentConfig, agent_lock
+    from crossrail.control.agent.lock import agent_lock
+    from crossrail.control.agent.loop import AgentConfig
 
     store = client.service.store
     target, killed = runs[0], dict[str, Any]()

@@ -52,7 +52,7 @@ def render_command(
     PodDisruptionBudget. systemd: crossrail-serve.service and crossrail-agent@.service."""
 
     def go() -> None:
-        from crossrail.control import deploy, workspace
+        from crossrail.control.ops import deploy, workspace
         from crossrail.spec import load_fleet
 
         cfg = deploy.DeployConfig(

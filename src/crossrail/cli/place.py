@@ -53,7 +53,7 @@ def hypothesis(c: Any, stage: str) -> dict[str, Any] | None:
     a server, whose store is not read here."""
     if not c.is_local:
         return None
-    from crossrail.control.facts import workspace_runs
+    from crossrail.control.reports.facts import workspace_runs
     from crossrail.metrics.hypotheses import check_stage
 
     wanted = c.policy.for_stage(stage)

@@ -23,7 +23,7 @@ def readiness_command(
 
     def go() -> None:
         nonlocal below
-        from crossrail.control.readiness import audit
+        from crossrail.control.reports.readiness import audit
         from crossrail.spec import load_policy
 
         with client(home, server) as c:

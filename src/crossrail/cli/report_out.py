@@ -1,4 +1,5 @@
-"""`crossrail report --out DIR`: build the report beside the workspace's store and write it (control/report_doc.py)."""
+"""`crossrail report --out DIR`: build the report beside the workspace's store and write it
+(control/reports/report_doc.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def write_report(
     after: str | None,
     as_json: bool,
 ) -> None:
-    from crossrail.control import report_doc
+    from crossrail.control.reports import report_doc
     from crossrail.metrics import parse_selection
 
     try:

@@ -14,7 +14,7 @@ store_app = typer.Typer(help="Check, back up and restore the workspace's state s
 
 
 def _workspace(home: Path | None) -> Any:
-    from crossrail.control import workspace
+    from crossrail.control.ops import workspace
 
     return workspace.find(home).check()
 
@@ -31,7 +31,7 @@ def check_command(home: Home = None, as_json: Json = False) -> None:
     """The database's integrity check (SQLite integrity_check, PostgreSQL amcheck) and the event log's hash chains."""
 
     def go() -> None:
-        from crossrail.control import storeops
+        from crossrail.control.ops import storeops
 
         result = storeops.check(_workspace(home))
         _out("StoreCheck", result, as_json, check_lines(result))
@@ -85,7 +85,7 @@ def backup_command(
     """Copy the SQLite store to DEST while agents keep running (SQLite's online backup API)."""
 
     def go() -> None:
-        from crossrail.control import storeops
+        from crossrail.control.ops import storeops
 
         r = storeops.backup(_workspace(home), dest, force=force)
         line = f"backed up {r['store']} to {r['backup']}: {r['runs']} runs, {r['events']} events ({r['bytes']} bytes)"
@@ -106,7 +106,7 @@ def restore_command(
     """Put a backup in place of the SQLite store (no agent may run); the replaced file is kept aside."""
 
     def go() -> None:
-        from crossrail.control import storeops
+        from crossrail.control.ops import storeops
         from crossrail.core import SystemClock
 
         r = storeops.restore(_workspace(home), src, SystemClock(), other_store=other_store)

@@ -107,7 +107,7 @@ def fit_command(  # noqa: PLR0917 - typer commands take each option as a paramet
         with client(home, server) as c:
             result = c.fit(sweep, x=x, y=y, target_tokens=target_tokens, at=at)
         if out is not None:
-            from crossrail.control.sweep_figure import draw_fit
+            from crossrail.control.reports.sweep_figure import draw_fit
 
             draw_fit(result, out)
             result = {**result, "figure": str(out)}

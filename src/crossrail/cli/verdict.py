@@ -107,7 +107,7 @@ def policy_check_command(  # noqa: PLR0917 (a typer command takes each option as
     comparable", each difference named) unless --allow-confounds."""
 
     def go() -> None:
-        from crossrail.control.facts import SIM
+        from crossrail.control.reports.facts import SIM
         from crossrail.metrics.hypotheses import check, describe_method
         from crossrail.spec import default_policy, load_policy
 
@@ -201,13 +201,13 @@ class _Loader:
         self._fleet: FleetTimeline | None = None
 
     def runs(self, text: str, flag: str) -> list[RunFacts]:
-        from crossrail.control.facts import select_runs
+        from crossrail.control.reports.facts import select_runs
 
         return select_runs(text, flag, self._read_workspace, self._simulation)
 
     def _simulation(self, name: str, flag: str) -> list[RunFacts]:
         """`sim:NAME`: a result file read here, or the id of one `simulate --store` kept in the workspace."""
-        from crossrail.control.facts import sim_file_runs, stored_sim_runs
+        from crossrail.control.reports.facts import sim_file_runs, stored_sim_runs
         from crossrail.store.simulations import SIM_ID
 
         if Path(name).exists() or not SIM_ID.fullmatch(name):
@@ -227,7 +227,7 @@ class _Loader:
         return self._policy
 
     def _read_workspace(self) -> list[RunFacts]:
-        from crossrail.control.facts import local_pools, pool_peaks, workspace_fleet, workspace_runs
+        from crossrail.control.reports.facts import local_pools, pool_peaks, workspace_fleet, workspace_runs
 
         if self._workspace is None:
             with client(self.home, self.server) as c:

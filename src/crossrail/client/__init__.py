@@ -2,7 +2,7 @@
 
 Every method returns a JSON-able object carrying `"apiVersion": "crossrail/v1"` and a `kind`; the CLI's
 `--json` output is exactly this object (docs/cli.md). Each operation is written once, in
-`crossrail.control.operations.Operations`; a method here names it and the `/v1` request that asks a server
+`crossrail.control.ops.operations.Operations`; a method here names it and the `/v1` request that asks a server
 for it, and the client's transport (crossrail.client.transport) answers it in this process or over HTTP.
 """
 
@@ -19,7 +19,7 @@ from crossrail.core.api import API_VERSION, QUEUE_PAGE, api_object
 from crossrail.errors import SpecError, UsageError
 
 if TYPE_CHECKING:
-    from crossrail.control.local import Local
+    from crossrail.control.ops.local import Local
     from crossrail.core import Clock
 
 __all__ = ["API_VERSION", "ASGITransport", "Call", "Client", "HTTPTransport", "LocalTransport", "Transport"]
@@ -142,7 +142,7 @@ class Client:
         return self.require_local("the executors").executor
 
     def agent(self, config: Any = None) -> Any:
-        """The reconcile agent over this workspace (crossrail.control.agent.Agent); run it under `agent_lock`."""
+        """The reconcile agent over this workspace (crossrail.control.agent.loop.Agent); run it under `agent_lock`."""
         return self.require_local("an agent").agent(config)
 
     @property
@@ -181,7 +181,7 @@ class Client:
 
     @staticmethod
     def init(directory: str | os.PathLike[str] = ".", *, force: bool = False) -> dict[str, Any]:
-        from crossrail.control import workspace as ws_mod
+        from crossrail.control.ops import workspace as ws_mod
         from crossrail.spec import ARTICLE_POLICY_YAML
 
         ws, files = ws_mod.init(directory, ARTICLE_POLICY_YAML, force=force)
@@ -389,7 +389,7 @@ class Client:
             return state() in TERMINAL
 
         if local is not None:
-            from crossrail.control.agent import agent_lock
+            from crossrail.control.agent.lock import agent_lock
             from crossrail.errors import AgentRunningError
 
             try:

@@ -1,6 +1,6 @@
 """How a Client's calls reach a workspace (the httpx model): in this process, over HTTP, or through an ASGI app.
 
-A `Call` is one operation: the method of `crossrail.control.operations.Operations` the local transport calls,
+A `Call` is one operation: the method of `crossrail.control.ops.operations.Operations` the local transport calls,
 with its arguments, and the `/v1` request an HTTP transport sends for it. Errors come back from a server as
 the API's one error shape and are raised again as the same crossrail exception (a SpecError with the same
 problems), so the CLI prints the same lines over every transport.
@@ -17,8 +17,8 @@ from crossrail import errors
 from crossrail.errors import CrossrailError, Problem, SpecError, StoreUnavailableError, UsageError
 
 if TYPE_CHECKING:
-    from crossrail.control.local import Local
-    from crossrail.control.operations import Operations
+    from crossrail.control.ops.local import Local
+    from crossrail.control.ops.operations import Operations
     from crossrail.core import Clock
 
 TIMEOUT_S = 60.0
@@ -63,7 +63,7 @@ class LocalTransport:
     ) -> None:
         """`audit_writes`: record writes in the audit log under the OS user (the local CLI); the API server
         passes False and audits each request under its token instead."""
-        from crossrail.control.local import Local
+        from crossrail.control.ops.local import Local
 
         self.local: Local | None = Local(home, clock=clock, cwd=cwd, policy=policy)
         self._audit_writes = audit_writes
@@ -72,7 +72,7 @@ class LocalTransport:
     @property
     def operations(self) -> Operations:
         if self._operations is None:
-            from crossrail.control.operations import Operations
+            from crossrail.control.ops.operations import Operations
 
             assert self.local is not None
             self._operations = Operations(self.local, audit_writes=self._audit_writes)

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app, follow, render
 from crossrail.client import Client
-from crossrail.control import reports
-from crossrail.control.agent import AgentConfig
+from crossrail.control.agent import channel
+from crossrail.control.agent.loop import AgentConfig
 from crossrail.control.attempts import new_attempt
 from crossrail.core import Event, EventType, ManualClock
 from crossrail.runtime import Reporter
@@ -61,7 +61,7 @@ def test_status_and_show_give_pool_step_loss_last_checkpoint_and_agent_liveness(
         reporter.checkpoint(2, f"{client.service.store.get_run(run_id).run_checkpoint_dir}/step-00000002", tokens=64)
         reporter.metric("steps_per_hour", 10.0, step=3)
     store = client.service.store
-    reports.ingest(store, store.attempts(run_id)[0], clock.now())
+    channel.ingest(store, store.attempts(run_id)[0], clock.now())
     store.register_agent(host="h1", pid=42, workspace=None, now=clock.now())
 
     pool = client.service.fleet.pools[0].name
@@ -100,7 +100,7 @@ def test_a_run_that_reports_no_loss_shows_the_step_of_its_newest_metric(
     run_id, reporter = _attempt_reporting(client, experiments)
     with reporter:
         reporter.metrics({"eval_loss": 2.0, "eval_pass_rate": 0.5}, step=7)
-    reports.ingest(client.service.store, client.service.store.attempts(run_id)[0], clock.now())
+    channel.ingest(client.service.store, client.service.store.attempts(run_id)[0], clock.now())
     (row,) = client.status()["active"]
     assert (row["step"], row["loss"], row["last_checkpoint"]) == (7, None, None)
 

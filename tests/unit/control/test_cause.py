@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossrail.control.cause import MAX_CHARS, cause_line
+from crossrail.control.agent.cause import MAX_CHARS, cause_line
 
 TRACEBACK = """step 1/200  loss 5.5  tokens/s 80
 Traceback (most recent call last):

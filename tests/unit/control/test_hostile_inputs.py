@@ -23,8 +23,8 @@ import fsspec
 import pytest
 
 from crossrail.client import Client
-from crossrail.control import lineage
-from crossrail.control.lineage import InputLimits, InputRefused
+from crossrail.control.service import lineage
+from crossrail.control.service.lineage import InputLimits, InputRefused
 from crossrail.errors import SpecError
 
 BACKSTOP_S = 30.0

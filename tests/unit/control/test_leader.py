@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from crossrail.control.leader import Leadership, LeaseConfig
-from crossrail.control.progress import agent_liveness
+from crossrail.control.agent.leader import Leadership, LeaseConfig
+from crossrail.control.service.progress import agent_liveness
 from crossrail.core import Event, EventType, ManualClock, SystemClock
 from crossrail.errors import FencedError, StoreUnavailableError, UsageError
 from crossrail.store import Store

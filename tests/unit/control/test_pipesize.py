@@ -1,4 +1,4 @@
-"""The live backlog controller's reading of the learner's reports (control/pipesize.py): a window of step
+"""The live backlog controller's reading of the learner's reports (control/agent/pipesize.py): a window of step
 samples -> stage metrics -> the same backlog.control decision the simulator takes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crossrail.control.pipesize import MOST_REPLICAS, Plan, decide, window_metrics
+from crossrail.control.agent.pipesize import MOST_REPLICAS, Plan, decide, window_metrics
 from crossrail.spec import Part
 
 

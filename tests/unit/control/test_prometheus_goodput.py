@@ -9,7 +9,7 @@ import pytest
 from crossrail.core.events import Event, EventType
 
 pytest.importorskip("prometheus_client", reason="the api extra is not installed: pip install -e '.[api]'")
-from crossrail.control.prometheus import FleetCounters
+from crossrail.control.reports.prometheus import FleetCounters
 
 
 def ev(kind: EventType, ts: float, attempt: int | None = None, **data: Any) -> Event:

@@ -11,7 +11,7 @@ import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from crossrail.control.reach import reach
+from crossrail.control.service.reach import reach
 
 
 class _StuckFileSystem(MemoryFileSystem):

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.readiness import MIN_RUNS, audit, metrics_check, queues_check
+from crossrail.control.reports.readiness import MIN_RUNS, audit, metrics_check, queues_check
 from crossrail.core import ManualClock
 from crossrail.metrics import RunFacts, fold_runs
 from crossrail.spec import Fleet, default_policy, load_fleet

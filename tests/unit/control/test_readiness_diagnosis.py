@@ -7,12 +7,12 @@ from typing import Any
 
 from tests.unit.metrics.stories import Story, tell
 
-from crossrail.control.readiness import configs_check, metrics_check
+from crossrail.control.reports.readiness import configs_check, metrics_check
 from crossrail.metrics import fold_runs
 from crossrail.spec import load_fleet
 from crossrail.store import RunRecord
 
-FLEET = load_fleet(Path(__file__).parents[3] / "src/crossrail/control/templates/fleet.yaml")
+FLEET = load_fleet(Path(__file__).parents[3] / "src/crossrail/control/ops/templates/fleet.yaml")
 SPEC = {"spec": {"checkpoint": {"format": "crossrail-ckpt/v1"}}}
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.figures import SIZE_PX, Figure, figures
+from crossrail.control.reports.figures import SIZE_PX, Figure, figures
 from crossrail.core import Event, ManualClock
 from crossrail.metrics import RunFacts, compare, fold_runs
 from crossrail.sim.checkpointing import CheckpointModel
@@ -153,7 +153,7 @@ def test_report_out_writes_markdown_html_and_the_figures_from_the_workspace_log(
 def test_the_report_prices_each_team_stage_and_pool_and_shows_each_budgets_spend(
     checkout: Path, clock: ManualClock, events: list[Event]
 ) -> None:
-    from crossrail.control import report_doc
+    from crossrail.control.reports import report_doc
     from crossrail.metrics.usage import by_team
 
     fleet_path = checkout / ".crossrail" / "fleet.yaml"

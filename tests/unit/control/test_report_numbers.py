@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from crossrail.control.figures import compare_view
-from crossrail.control.report_doc import ReportDoc, markdown
+from crossrail.control.reports.figures import compare_view
+from crossrail.control.reports.report_doc import ReportDoc, markdown
 from crossrail.metrics import AttemptFacts, RunFacts, compare
 
 
@@ -66,7 +66,7 @@ def test_the_compare_figure_draws_one_panel_per_metric() -> None:
 def test_the_rl_backlog_panel_draws_each_pipelines_queues() -> None:
     from matplotlib.image import imread
 
-    from crossrail.control.figures import rl_backlog
+    from crossrail.control.reports.figures import rl_backlog
     from crossrail.metrics import Sample
 
     rl = run(0, 600)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crossrail.control.reports import translate
+from crossrail.control.agent.channel import translate
 from crossrail.core import EventType
 from crossrail.runtime import Reporter
 from crossrail.runtime.report import read_new

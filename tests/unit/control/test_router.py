@@ -20,7 +20,7 @@ from crossrail.executors.ray import RayExecutor, RayPool
 from crossrail.scheduling.decisions import RetryPolicy, decide_end, end_reason
 from crossrail.spec import load_fleet
 
-TEMPLATE = Path(__file__).parents[3] / "src/crossrail/control/templates/fleet.yaml"
+TEMPLATE = Path(__file__).parents[3] / "src/crossrail/control/ops/templates/fleet.yaml"
 
 
 def fleet_file(tmp_path: Path, **pool_changes: dict[str, Any]) -> Path:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from crossrail.control.agent.storewatch import StoreWatch, WatchConfig
 from crossrail.control.executor import AttemptStatus
-from crossrail.control.storewatch import StoreWatch, WatchConfig
-from crossrail.control.workspace import Workspace, open_store
+from crossrail.control.ops.workspace import Workspace, open_store
 from crossrail.core import ManualClock
 from crossrail.errors import StoreDamagedError, StoreUnavailableError
 from crossrail.store import Store

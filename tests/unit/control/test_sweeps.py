@@ -1,4 +1,4 @@
-"""A sweep's grid, its points, its random draw, its id and its ranking (crossrail.control.sweeps)."""
+"""A sweep's grid, its points, its random draw, its id and its ranking (crossrail.control.ops.sweeps)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from crossrail.control import sweeps
-from crossrail.control.sweeps import Point, parse_grid, points, ranked, sweep_id
+from crossrail.control.ops import sweeps
+from crossrail.control.ops.sweeps import Point, parse_grid, points, ranked, sweep_id
 from crossrail.errors import UsageError
 
 GRID = ["spec.args.7=0.003,0.01,0.03", "spec.resources.chips=1,2"]

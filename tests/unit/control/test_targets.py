@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from crossrail.client import Client
-from crossrail.control.facts import workspace_runs
+from crossrail.control.reports.facts import workspace_runs
 from crossrail.errors import SpecError
 from crossrail.metrics import Target, table
 
@@ -41,7 +41,7 @@ def test_a_target_with_an_unknown_comparison_is_refused(client: Client, experime
 
 
 def test_the_framework_and_precision_the_runtime_reports_reach_the_attempts_facts(tmp_path: Path) -> None:
-    from crossrail.control.reports import translate
+    from crossrail.control.agent.channel import translate
     from crossrail.core import Event, EventType
     from crossrail.metrics import fold_runs
     from crossrail.runtime import Reporter

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crossrail.control import workspace
+from crossrail.control.ops import workspace
 from crossrail.errors import WorkspaceError
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crossrail.control.facts import pool_peaks, workspace_runs
+from crossrail.control.reports.facts import pool_peaks, workspace_runs
 from crossrail.core import EventType
 from crossrail.core.peaks import peak_flops
 from crossrail.errors import SpecError

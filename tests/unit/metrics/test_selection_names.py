@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossrail.control.facts import select_runs
+from crossrail.control.reports.facts import select_runs
 from crossrail.errors import UsageError
 from crossrail.metrics import fold_runs, parse_selection
 

@@ -36,12 +36,12 @@ def test_utilization_over_a_fleet_change_matches_a_hand_count() -> None:
 
 
 def test_the_agent_records_the_initial_fleet_once_and_a_hand_edit_as_it_now_is(tmp_path: Path) -> None:
-    from crossrail.control.fleetops import record_capacity
+    from crossrail.control.agent.capacity import record_capacity
     from crossrail.spec import load_fleet
     from crossrail.store import Store
 
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
-    path = Path(__file__).parents[3] / "src/crossrail/control/templates/fleet.yaml"
+    path = Path(__file__).parents[3] / "src/crossrail/control/ops/templates/fleet.yaml"
     fleet = load_fleet(path)
 
     first = record_capacity(store, fleet, now=T0)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from crossrail.cli import app
 from crossrail.client import Client
-from crossrail.control.deploy import AGENT_HEALTH, DeployConfig, kubernetes, systemd
+from crossrail.control.ops.deploy import AGENT_HEALTH, DeployConfig, kubernetes, systemd
 from crossrail.errors import UsageError
 from crossrail.spec import Fleet
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from crossrail.control.deploy import (
+from crossrail.control.ops.deploy import (
     CLUSTER_LABEL,
     KUBECONFIG_RULES,
     MULTIKUEUE_RULES,

@@ -22,7 +22,7 @@ from crossrail.spec.tpu import TPU_VERSIONS, tpu_version
 from .builders import experiment
 from .conftest import FIXTURES, MATRIX_FLEET, ROOT, assert_valid
 
-TEMPLATES = ROOT / "src" / "crossrail" / "control" / "templates"
+TEMPLATES = ROOT / "src" / "crossrail" / "control" / "ops" / "templates"
 
 
 def _fleet(text: str) -> Fleet:

@@ -21,7 +21,7 @@ from crossrail.spec import Fleet, load_experiment, load_fleet, parse_document, p
 from .builders import experiment
 from .conftest import CRDS, ROOT, assert_valid
 
-TEMPLATES = ROOT / "src" / "crossrail" / "control" / "templates"
+TEMPLATES = ROOT / "src" / "crossrail" / "control" / "ops" / "templates"
 runner = CliRunner()
 
 

@@ -20,7 +20,7 @@ def test_the_backlog_of_a_running_pipeline_is_scraped_as_its_last_report(tmp_pat
     from prometheus_client import generate_latest
     from prometheus_client.registry import CollectorRegistry
 
-    from crossrail.control.prometheus import BacklogCollector
+    from crossrail.control.reports.prometheus import BacklogCollector
 
     url = f"sqlite:///{tmp_path / 'rl.db'}"
     engine = engine_at(url, HEAD_REVISION)

@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.control import budgets, fleetops, isolation, parents, pipesize, reports
-from crossrail.control.agentlock import agent_lock, agent_running
+from crossrail.control import budgets, isolation, parents
+from crossrail.control.agent import capacity, channel, pipesize
+from crossrail.control.agent.cause import cause_line
+from crossrail.control.agent.leader import DEFAULT_LEASE_S, Leadership, LeaseConfig
+from crossrail.control.agent.secrets import attempt_secret
+from crossrail.control.agent.storewatch import StoreWatch, WatchConfig
 from crossrail.control.attempts import history, launch_request, new_attempt, report_uri
-from crossrail.control.cause import cause_line
 from crossrail.control.executor import AttemptStatus, Executor, LaunchRequest, StopReason
-from crossrail.control.leader import DEFAULT_LEASE_S, Leadership, LeaseConfig
 from crossrail.control.placing import Placer, QueuePlacement, explanation, preference
-from crossrail.control.secrets import attempt_secret
 from crossrail.control.service import Service
-from crossrail.control.storewatch import StoreWatch, WatchConfig
 from crossrail.core import EndReason, Event, EventType, RunState, format_duration, parse_duration
 from crossrail.core.attempts import AttemptState, RunAs
 from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUnavailableError, UsageError
@@ -43,7 +43,7 @@ from crossrail.scheduling.types import PART_SEP, Admission, Decision, Pending, p
 from crossrail.spec import Part, Pool
 from crossrail.store import AttemptRecord, RunRecord
 
-__all__ = ["Agent", "AgentConfig", "Tick", "agent_lock", "agent_running"]
+__all__ = ["Agent", "AgentConfig", "Tick"]
 
 ONE_OBJECT_BACKENDS = frozenset({"kubernetes"})
 """Backends that run the parts of a pipeline admitted together as one object (Kubernetes: one JobSet)."""
@@ -59,8 +59,10 @@ class AgentConfig:
     store_check_s: float = 60.0  # how often a pass also runs the store's quick integrity check (0: every pass)
     store_wait_s: float = 300.0  # how long an unreachable store (a restarting server) is waited for before stopping
     report_url: str | None = None  # an API server: attempts on remote backends report to its /v1/ingest
-    lease_s: float = DEFAULT_LEASE_S  # on a server store: the leader's lease (control/leader.py)
-    backlog_window_s: float = 10.0  # the backlog controller's window and cooldown per pipeline (control/pipesize.py)
+    lease_s: float = DEFAULT_LEASE_S  # on a server store: the leader's lease (control/agent/leader.py)
+    backlog_window_s: float = (
+        10.0  # the backlog controller's window and cooldown per pipeline (control/agent/pipesize.py)
+    )
 
 
 @dataclass(frozen=True)
@@ -449,7 +451,7 @@ class Agent:
     # --- report channel ------------------------------------------------------------------------
 
     def _ingest(self, att: AttemptRecord) -> AttemptRecord:
-        return reports.ingest(self.store, att, self.clock.now())
+        return channel.ingest(self.store, att, self.clock.now())
 
     # --- admission -----------------------------------------------------------------------------
 
@@ -457,7 +459,7 @@ class Agent:
         """Move the scheduling core to a fleet file changed by `crossrail fleet` or by hand."""
         path = self.fleet_path
         if self._fleet_mtime is None:  # a first pass (or a new leader's): the fleet as it is, before any start
-            fleetops.record_capacity(self.store, self.service.fleet, self.clock.now())
+            capacity.record_capacity(self.store, self.service.fleet, self.clock.now())
         if path is None or self.scheduler is None:
             return
         try:
@@ -470,7 +472,7 @@ class Agent:
         try:
             self.service.reload_fleet()
             self.scheduler.apply_fleet(self._local_fleet())
-            fleetops.record_capacity(self.store, self.service.fleet, self.clock.now())  # utilization's denominator
+            capacity.record_capacity(self.store, self.service.fleet, self.clock.now())  # utilization's denominator
         except CrossrailError as exc:  # a broken hand edit: keep scheduling on the last good fleet
             self.service.reload_fleet(self.scheduler.fleet)
             self.warnings.append(f"fleet file not applied: {exc}")
@@ -568,7 +570,7 @@ class Agent:
         return out
 
     def _size_pipelines(self) -> None:
-        """The backlog controller over each running pipeline (control/pipesize.py): resizes decided, recorded
+        """The backlog controller over each running pipeline (control/agent/pipesize.py): resizes decided, recorded
         and made real by restarting the part at its new size."""
         now = self.clock.now()
         running: dict[str, dict[str, AttemptRecord]] = {}

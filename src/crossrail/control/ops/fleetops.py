@@ -13,15 +13,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from crossrail.control.ops.workspace import Workspace
 from crossrail.control.service import Service
-from crossrail.control.workspace import Workspace
 from crossrail.core import Event, EventType, parse_duration, validate_team
 from crossrail.errors import Problem, SpecError, UsageError
 from crossrail.scheduling import Scheduler, fleet_changes
 from crossrail.spec import Fleet, parse_document, parse_fleet
 from crossrail.spec.loader import read_text
 from crossrail.spec.problems import did_you_mean
-from crossrail.store import Store
 
 CAPACITY_KINDS = ("pool_added", "pool_removed", "capacity", "drain", "undrain")
 
@@ -123,30 +122,6 @@ def _commit(service: Service, ws: Workspace, new: Fleet, text: str, *, reason: s
         service.store.append_events(events)
     service.reload_fleet()
     return [str(c) for c in changes]
-
-
-def record_capacity(store: Store, fleet: Fleet, now: float) -> list[Event]:
-    """Record each pool whose usable chips differ from the store's last `capacity_changed` for it: the fleet's
-    initial state in a new store (or in a store older than these records, from the first pass after the
-    upgrade: utilization counts from then, and says so), and a fleet file edited by hand. Pools the store
-    recorded that the fleet no longer has go to 0. The events appended, none when all agree."""
-    last: dict[str, float] = {}
-    for e in store.events(types=[str(EventType.CAPACITY_CHANGED)]):
-        pool, chips = e.data.get("pool"), e.data.get("chips_after")
-        if isinstance(pool, str) and isinstance(chips, int | float) and not isinstance(chips, bool):
-            last[pool] = float(chips)
-    usable = {p.name: 0 if p.drained else p.chips for p in fleet.spec.pools}
-    events = []
-    for pool in sorted(usable.keys() | last.keys()):
-        chips = usable.get(pool, 0)
-        if last.get(pool) == chips or (pool not in usable and not last.get(pool)):
-            continue
-        why = "the fleet's capacity when first recorded" if pool not in last else "the fleet file as it now is"
-        data = {"pool": pool, "chips_before": last.get(pool, 0), "chips_after": chips, "reason": f"recorded: {why}"}
-        events.append(Event(EventType.CAPACITY_CHANGED, now, None, None, data))
-    if events:
-        store.append_events(events)
-    return events
 
 
 def _check_new_teams(old: Fleet, new: Fleet, source: str) -> None:

@@ -7,11 +7,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crossrail.control import workspace as ws_mod
+from crossrail.control.ops import workspace as ws_mod
 from crossrail.core import Clock, SystemClock
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) and the spec models load only for what opens them
-    from crossrail.control.agent import Agent
+    from crossrail.control.agent.loop import Agent
     from crossrail.control.router import Router
     from crossrail.control.service import Service
     from crossrail.spec import Fleet, PlacementPolicy
@@ -84,8 +84,8 @@ class Local:
         return found.uid if found is not None and found.id == run else None
 
     def agent(self, config: Any = None) -> Agent:
-        """The reconcile agent over this workspace (crossrail.control.agent.Agent); run it under `agent_lock`."""
-        from crossrail.control.agent import Agent
+        """The reconcile agent over this workspace (crossrail.control.agent.loop.Agent); run it under `agent_lock`."""
+        from crossrail.control.agent.loop import Agent
 
         agent = Agent(self.service, self.executor, self.workspace.root / "reports", config)
         agent.fleet_path = self.workspace.fleet_path

@@ -22,7 +22,7 @@ from crossrail.core.access import Action, Actor, Sight
 from crossrail.core.api import QUEUE_PAGE, api_object
 
 if TYPE_CHECKING:
-    from crossrail.control.local import Local
+    from crossrail.control.ops.local import Local
     from crossrail.control.service import Service
 
 _obj = api_object
@@ -376,7 +376,7 @@ class Operations:
         body["totals"]["tokens_per_second_p50"] = percentile(every, 50) if every else None
         return _obj("Report", **body)
 
-    # --- sweeps and scaling fits (crossrail.control.sweeps, docs/sweeps.md) ---------------------------
+    # --- sweeps and scaling fits (crossrail.control.ops.sweeps, docs/sweeps.md) ---------------------------
 
     def sweep_submit(
         self,
@@ -391,7 +391,7 @@ class Operations:
         """One run per point of the grid over the experiment written in `text`: every point is checked before
         any is created, then all are created in one transaction. The same file, sets, grid and draw name the
         same sweep, whose runs already there are answered (`created` false), nothing new submitted."""
-        from crossrail.control import sweeps
+        from crossrail.control.ops import sweeps
         from crossrail.errors import ForbiddenError, SpecError
         from crossrail.spec import apply_overrides, parse_document
 
@@ -424,7 +424,7 @@ class Operations:
         return self._sweep_submitted(sid, axes, [r.run for r in results], created=True)
 
     def _sweep_submitted(self, sid: str, axes: Sequence[Any], runs: Sequence[Any], *, created: bool) -> dict[str, Any]:
-        from crossrail.control import sweeps
+        from crossrail.control.ops import sweeps
         from crossrail.control.service import summary
 
         now = self.clock.now()
@@ -438,7 +438,7 @@ class Operations:
 
     def _sweep_members(self, sid: str) -> list[Any]:
         """The runs of sweep `sid` this actor sees; NotFoundError as for a sweep that does not exist otherwise."""
-        from crossrail.control import sweeps
+        from crossrail.control.ops import sweeps
         from crossrail.errors import NotFoundError
 
         runs = [r for r in self.service.store.runs_keyed(sweeps.KEY_PREFIX + sid + ":") if self.sight.sees(r.team)]
@@ -450,7 +450,7 @@ class Operations:
     def sweep_show(self, sid: str, *, metric: str = "loss", better: str | None = None) -> dict[str, Any]:
         """The sweep's members the actor sees, ranked by each one's last reported `metric` (`better`: lower or
         higher; by default the metric's own direction, lower for one crossrail does not name)."""
-        from crossrail.control import sweeps
+        from crossrail.control.ops import sweeps
         from crossrail.core.metric_names import METRIC_NAMES
         from crossrail.errors import UsageError
 
@@ -559,7 +559,7 @@ class Operations:
     def _measured(self, run: Any, x: str, y: str) -> dict[str, dict[str, Any]]:
         """One point per pool the run reported `y` on: its `x` (its point's value, else its experiment's) and the
         median of what its attempts there reported."""
-        from crossrail.control import sweeps
+        from crossrail.control.ops import sweeps
         from crossrail.errors import UsageError
         from crossrail.metrics import percentile
 
@@ -621,12 +621,12 @@ class Operations:
     # --- fleet (fleet writes, tokens and the audit log are admins' by the API's route table) -------------
 
     def fleet_show(self) -> dict[str, Any]:
-        from crossrail.control import fleetops
+        from crossrail.control.ops import fleetops
 
         return _obj("FleetStatus", **fleetops.status(self.service))
 
     def fleet_apply(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        from crossrail.control import fleetops
+        from crossrail.control.ops import fleetops
 
         changes = self._audited(
             Action.FLEET_WRITE,
@@ -637,7 +637,7 @@ class Operations:
         return _obj("FleetChange", changes=changes)
 
     def drain(self, pool: str, *, drained: bool = True) -> dict[str, Any]:
-        from crossrail.control import fleetops
+        from crossrail.control.ops import fleetops
 
         changes = self._audited(
             Action.FLEET_WRITE,
@@ -650,7 +650,7 @@ class Operations:
     def reserve(
         self, pool: str, *, chips: int, start: str, duration: str, team: str | None = None, name: str | None = None
     ) -> dict[str, Any]:
-        from crossrail.control import fleetops
+        from crossrail.control.ops import fleetops
 
         def go() -> Any:
             ws = self.local.workspace

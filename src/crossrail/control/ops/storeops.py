@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crossrail.control.workspace import Workspace, open_store, read_marker, write_marker
+from crossrail.control.ops.workspace import Workspace, open_store, read_marker, write_marker
 from crossrail.core import Clock
 from crossrail.errors import StoreError, WorkspaceError
 from crossrail.store import Store, health
@@ -97,7 +97,7 @@ _KINDS = {
 
 def restore(ws: Workspace, src: Path, clock: Clock, *, other_store: bool = False) -> dict[str, Any]:
     """Put the backup `src` in place of the SQLite store; the file it replaces is set aside, never deleted."""
-    from crossrail.control.agent import agent_running
+    from crossrail.control.agent.lock import agent_running
 
     path = _sqlite_only(ws, "restore")
     src = src.expanduser().absolute()

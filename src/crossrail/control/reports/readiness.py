@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossrail.control.facts import workspace_runs
+from crossrail.control.reports.facts import workspace_runs
 from crossrail.metrics import RunFacts
 from crossrail.spec import Fleet, PlacementPolicy, default_policy, lint_experiment
 from crossrail.spec.lint import OBJECT_STORAGE_SCHEMES

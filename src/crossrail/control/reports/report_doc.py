@@ -1,6 +1,6 @@
 """`crossrail report --out DIR`: the workspace's research-cycle report as Markdown and HTML beside its PNG figures.
 
-The document holds the figures (control/figures.py), chip-hours and cost per team x stage x pool over a
+The document holds the figures (control/reports/figures.py), chip-hours and cost per team x stage x pool over a
 window (metrics/usage.py), each team budget's spend this period, and, with a before and after selection, the
 verdict of `crossrail compare`.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crossrail.control import budgets
-from crossrail.control.facts import (
+from crossrail.control.reports.facts import (
     SIM,
     SimulationReader,
     local_pools,
@@ -24,7 +24,7 @@ from crossrail.control.facts import (
     workspace_fleet,
     workspace_runs,
 )
-from crossrail.control.figures import Figure, figures
+from crossrail.control.reports.figures import Figure, figures
 from crossrail.core.access import EVERYONE, Sight
 from crossrail.errors import WorkspaceError
 from crossrail.metrics import Difference, FleetTimeline, RunFacts, Verdict, compare, format_value

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from crossrail.control.figures import DPI, HEIGHT_IN, WIDTH_IN
+from crossrail.control.reports.figures import DPI, HEIGHT_IN, WIDTH_IN
 from crossrail.core.extras import require
 from crossrail.errors import UsageError
 from crossrail.metrics.scaling_fit import MODELS
