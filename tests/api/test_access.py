@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import IN_PROCESS_URL, asgi_client, free_port, in_process, serving
 
 from crossrail.api import create_app
-from crossrail.api.auth import ROUTES, routes_of
+from crossrail.api.route_access import ROUTES, routes_of
 from crossrail.client import Client
 from crossrail.core import ManualClock
 from crossrail.core.access import WRITES, Role

@@ -21,7 +21,7 @@ import pytest
 from tests.api.conftest import CROSSRAIL
 from tests.conftest import api_app, free_port, in_process, wait_for
 
-from crossrail.api.auth import COOKIE
+from crossrail.api.session import COOKIE
 from crossrail.cli.serve import server_config
 from crossrail.client import Client
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from crossrail.api import apidocs, auth, dashboard, errors, ingest, limits, prom, routes
+from crossrail.api import apidocs, dashboard, errors, ingest, limits, prom, route_access, routes
+from crossrail.api.middleware import AuthMiddleware
 from crossrail.core import Clock
 from crossrail.core.api import API_VERSION
 
@@ -38,7 +39,7 @@ def create_app(
     With `agent`, one reconcile agent runs in a thread of this process while the app is up (a single machine's
     deployment); otherwise agents run apart and the app only reads and writes the store. `clock` is the
     requests' clock (the system's by default). With `require_auth` every request but the health probe, the
-    ingest (its attempt's secret) and static files needs a bearer token (crossrail.api.auth); without it a
+    ingest (its attempt's secret) and static files needs a bearer token (crossrail.api.middleware); without it a
     request with no token acts as an anonymous admin (a server on loopback), and one with a token as that token.
     """
     from crossrail.client import Client, LocalTransport
@@ -90,9 +91,9 @@ def create_app(
     app.include_router(prom.router)
     app.include_router(dashboard.router)
     app.include_router(apidocs.router)
-    auth.check_routes(app)
+    route_access.check_routes(app)
     app.add_middleware(limits.BodyLimits)  # inside auth's: a body refused for its size or depth is audited
-    app.add_middleware(auth.AuthMiddleware, fastapi_app=app)
+    app.add_middleware(AuthMiddleware, fastapi_app=app)
     return app
 
 

@@ -14,8 +14,10 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from crossrail.api.auth import CSRF_META, login_cookie, request_actor, scoped, session_csrf
+from crossrail.api.middleware import request_actor
 from crossrail.api.pages import ENV, PAGES, STATIC, WEB, login_page, page_after_login
+from crossrail.api.session import CSRF_META, login_cookie, session_csrf
+from crossrail.api.teamview import scoped
 from crossrail.control.ops.operations import Operations
 from crossrail.errors import NotFoundError, UnauthenticatedError, UsageError
 

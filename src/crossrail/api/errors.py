@@ -181,7 +181,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(CrossrailError)
     async def crossrail_error(request: Request, exc: CrossrailError) -> Response:
         status = status_of(exc)
-        request.scope.setdefault("state", {})["refusal"] = str(exc)  # for the audit row (crossrail.api.auth)
+        request.scope.setdefault("state", {})["refusal"] = str(exc)  # for the audit row (crossrail.api.middleware)
         return answer(request.scope, body(exc, status))
 
     @app.exception_handler(RequestValidationError)

@@ -70,7 +70,7 @@ def _too_large() -> UsageError:
 
 
 async def _refuse(scope: Any, send: Any, status: int, exc: UsageError) -> None:
-    scope.setdefault("state", {})["refusal"] = str(exc)  # for the audit row (crossrail.api.auth)
+    scope.setdefault("state", {})["refusal"] = str(exc)  # for the audit row (crossrail.api.middleware)
     payload = json.dumps(errors.body(exc, status)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -1,6 +1,6 @@
 """The dashboard's pages that stand alone: the template environment, the sign-in form and a refusal as a page.
 
-Authentication (crossrail.api.auth) answers a browser with the sign-in form and the error handlers
+Authentication (crossrail.api.middleware) answers a browser with the sign-in form and the error handlers
 (crossrail.api.errors) answer it with an error page, so these live below the dashboard's views, which
 import both.
 """

@@ -53,14 +53,16 @@ class _Quiet(WSGIRequestHandler):
 
 def serve_metrics(client: Client, host: str, port: int, *, require_auth: bool = False) -> WSGIServer:
     """Serve `client`'s workspace metrics at http://host:port/metrics from a daemon thread; the server, to
-    `shutdown()` when done. The API's rule and check (api/auth.py): beyond loopback, or with `require_auth`,
+    `shutdown()` when done. The API's rule and check (api/middleware.py): beyond loopback, or with `require_auth`,
     a scrape needs a bearer token of a role that may read; a refusal is answered 401/403 and audited.
     `AGENT_HEALTH` is open to probes."""
     require("prometheus_client", extra="api", needed_for="the agent's metrics port")
     from prometheus_client import make_wsgi_app
 
     from crossrail.api import errors
-    from crossrail.api.auth import check_action, is_loopback, request_actor, request_row
+    from crossrail.api.middleware import request_actor, request_row
+    from crossrail.api.route_access import check_action
+    from crossrail.api.session import is_loopback
     from crossrail.control.ops.deploy import AGENT_HEALTH
     from crossrail.control.reports.prometheus import registry_for
     from crossrail.core.access import Action

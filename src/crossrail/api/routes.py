@@ -15,8 +15,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from crossrail.api.auth import note_run, scoped, submitted_status
 from crossrail.api.bounds import MAX_ITEMS, Count, Document, Name, Positive, Text
+from crossrail.api.route_access import submitted_status
+from crossrail.api.teamview import note_run, scoped
 from crossrail.control.ops.operations import Operations
 from crossrail.core.api import MAX_INT, QUEUE_PAGE
 from crossrail.errors import UsageError

@@ -453,7 +453,7 @@ def _serve_metrics(c: Any, host: str, port: int) -> None:
         raise WorkspaceError(
             f"--metrics-port needs the api extra ({exc}); install it: pip install 'crossrail[api]'"
         ) from None
-    from crossrail.api.auth import is_loopback
+    from crossrail.api.session import is_loopback
 
     try:
         serve_metrics(c, host, port)

@@ -72,7 +72,7 @@ def serve_command(  # noqa: PLR0917 (a typer command takes each option as a para
             raise UsageError(
                 f"serve needs the api extra ({exc.name} is missing): pip install 'crossrail[api]'"
             ) from None
-        from crossrail.api.auth import is_loopback
+        from crossrail.api.session import is_loopback
 
         auth = require_auth or not is_loopback(host)
         sock = listening_socket(host, port)  # before anything is opened or printed: a busy port is one line

@@ -20,7 +20,7 @@ class Role(StrEnum):
 
 
 class Action(StrEnum):
-    """What a request does; every API route names one (crossrail.api.auth.ROUTES)."""
+    """What a request does; every API route names one (crossrail.api.route_access.ROUTES)."""
 
     READ = "read"  # runs, queue, events, logs, checkpoints, fleet, report, metrics, dashboard
     SUBMIT = "submit"  # a new run (and resubmit)
