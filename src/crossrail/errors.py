@@ -20,18 +20,17 @@
     │   └── FencedError             an agent's write carried a leader term that a newer one replaced: it steps down
     ├── ExecutionError              running work failed
     │   └── RetryableError          a failure that another attempt may not meet (preemption, lost host)
-    ├── CheckpointError             a checkpoint cannot be written, found or read (crossrail.runtime.manifest)
+    ├── CheckpointError             a checkpoint cannot be written, found or read
     │   ├── CheckpointNotFound      no checkpoint, or no valid one, where one was asked for
     │   ├── InvalidCheckpoint       a committed checkpoint this reader cannot use
     │   │   ├── TornCheckpoint      ... incomplete or damaged: no manifest, a missing file, a checksum mismatch
     │   │   └── NewerFormat         ... of a newer major format; a newer crossrail reads it
-    │   └── ForeignCheckpoint       another run's, not its declared parent's (crossrail.runtime.ownership)
-    ├── ContextError                the environment lacks or garbles the variables crossrail sets (exit 2;
-    │                               crossrail.runtime.context)
+    │   └── ForeignCheckpoint       another run's, not its declared parent's
+    ├── ContextError                the environment lacks or garbles the variables crossrail sets (exit 2)
     └── InternalError               the API server itself failed (500); its log has the traceback
 
-CheckpointError, ContextError and their children are defined in the runtime modules named; every other class
-here. tests/unit/test_errors.py checks that this drawing and the classes agree.
+Every class is defined here; crossrail.runtime exports the checkpoint and context errors a training process
+meets under the same names. tests/unit/test_errors.py checks that this drawing and the classes agree.
 
 Every error's message says what is wrong, where, and how to fix it.
 """
@@ -226,6 +225,50 @@ class MissingExtraError(UsageError, ImportError):
 
     Also an ImportError, so code that falls back when an import fails goes on doing so.
     """
+
+
+class CheckpointError(CrossrailError):
+    """A checkpoint cannot be written, found or read; the message names the problem and what to use instead."""
+
+
+class CheckpointNotFound(CheckpointError):
+    """No checkpoint, or no valid one, where one was asked for."""
+
+
+class InvalidCheckpoint(CheckpointError):
+    """A committed checkpoint this reader cannot use: torn, or from a newer major format."""
+
+
+class TornCheckpoint(InvalidCheckpoint):
+    """A checkpoint that is incomplete or damaged: no manifest, a missing file, a checksum mismatch, ..."""
+
+
+class NewerFormat(InvalidCheckpoint):
+    """A checkpoint of a newer major format than this reader's; a newer crossrail reads it."""
+
+
+class ForeignCheckpoint(CheckpointError):
+    """A checkpoint of another run than the one restoring it, which is not that run's declared parent either."""
+
+
+LAUNCHED_BY = (
+    "this process must be launched by crossrail, which sets every one of these variables, "
+    "or they must be set by hand (see docs/runtime.md)"
+)
+
+
+class ContextError(CrossrailError):
+    """The environment lacks or garbles variables crossrail sets; lists every one at once."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        lines = [f"crossrail: {len(problems)} {noun} in the environment of this process"]
+        lines += [f"  {p}" for p in problems]
+        lines.append(LAUNCHED_BY)
+        super().__init__("\n".join(lines))
 
 
 class InternalError(CrossrailError):

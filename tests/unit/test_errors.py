@@ -147,3 +147,22 @@ def test_a_missing_extra_is_also_an_import_error_so_fallbacks_still_catch_it() -
     assert isinstance(exc, errors.UsageError)
     assert exc.name == "y"
     assert str(exc) == "x needs y: pip install 'crossrail[z]'"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "CheckpointError",
+        "CheckpointNotFound",
+        "InvalidCheckpoint",
+        "TornCheckpoint",
+        "NewerFormat",
+        "ForeignCheckpoint",
+        "ContextError",
+    ],
+)
+def test_the_runtime_exports_the_drawn_checkpoint_and_context_errors_under_their_names(name: str) -> None:
+    import crossrail.runtime
+
+    assert getattr(crossrail.runtime, name) is getattr(errors, name)
+    assert getattr(errors, name).__module__ == "crossrail.errors"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from crossrail.core import is_uid, parse_duration
-from crossrail.errors import CrossrailError
+from crossrail.errors import ContextError as ContextError  # noqa: PLC0414  # crossrail.errors' tree
 from crossrail.runtime.ownership import ForeignCheckpoint, owner_problem
 
 Backend = Literal["tpu", "gpu", "cpu"]
@@ -24,24 +24,6 @@ REQUIRED = (
     "CROSSRAIL_REPORT",
 )
 DEFAULT_HEARTBEAT_S = 10.0
-LAUNCHED_BY = (
-    "this process must be launched by crossrail, which sets every one of these variables, "
-    "or they must be set by hand (see docs/runtime.md)"
-)
-
-
-class ContextError(CrossrailError):
-    """The environment lacks or garbles variables crossrail sets; lists every one at once."""
-
-    exit_code = 2
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        noun = "problem" if len(problems) == 1 else "problems"
-        lines = [f"crossrail: {len(problems)} {noun} in the environment of this process"]
-        lines += [f"  {p}" for p in problems]
-        lines.append(LAUNCHED_BY)
-        super().__init__("\n".join(lines))
 
 
 @dataclass(frozen=True)

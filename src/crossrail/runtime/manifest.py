@@ -11,7 +11,12 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from crossrail.errors import CrossrailError
+# The checkpoint errors are crossrail.errors' (its drawn tree); the runtime's modules import them from here too.
+from crossrail.errors import CheckpointError as CheckpointError  # noqa: PLC0414
+from crossrail.errors import CheckpointNotFound as CheckpointNotFound  # noqa: PLC0414
+from crossrail.errors import InvalidCheckpoint as InvalidCheckpoint  # noqa: PLC0414
+from crossrail.errors import NewerFormat as NewerFormat  # noqa: PLC0414
+from crossrail.errors import TornCheckpoint as TornCheckpoint  # noqa: PLC0414
 
 FORMAT = "crossrail-ckpt/v1"
 FORMAT_MAJOR = 1
@@ -51,26 +56,6 @@ DTYPE_CODES = {
     "bool": "BOOL",
 }
 NUMPY_DTYPES = {code: np.dtype(name).newbyteorder("<") for name, code in DTYPE_CODES.items()}
-
-
-class CheckpointError(CrossrailError):
-    """A checkpoint cannot be written, found or read; the message names the problem and what to use instead."""
-
-
-class CheckpointNotFound(CheckpointError):
-    """No checkpoint, or no valid one, where one was asked for."""
-
-
-class InvalidCheckpoint(CheckpointError):
-    """A committed checkpoint this reader cannot use: torn, or from a newer major format."""
-
-
-class TornCheckpoint(InvalidCheckpoint):
-    """A checkpoint that is incomplete or damaged: no manifest, a missing file, a checksum mismatch, ..."""
-
-
-class NewerFormat(InvalidCheckpoint):
-    """A checkpoint of a newer major format than this reader's; a newer crossrail reads it."""
 
 
 def checksum(data: Any) -> str:

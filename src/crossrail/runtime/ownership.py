@@ -10,11 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from crossrail.runtime.manifest import CheckpointError
-
-
-class ForeignCheckpoint(CheckpointError):
-    """A checkpoint of another run than the one restoring it, which is not that run's declared parent either."""
+from crossrail.errors import ForeignCheckpoint as ForeignCheckpoint  # noqa: PLC0414  # crossrail.errors' tree
 
 
 def owner_problem(
