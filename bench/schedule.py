@@ -27,7 +27,7 @@ from rich.progress import Progress
 
 from crossrail.core import priority_rank
 from crossrail.scheduling import CycleResult, Request, Scheduler, SchedulerConfig
-from crossrail.scheduling.estimate import Busy, PoolInfo, Waiting, Workload, estimate_starts
+from crossrail.scheduling.estimate import Busy, PlacementWork, PoolInfo, Waiting, estimate_starts
 from crossrail.scheduling.plan import plan
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.spec import Fleet
@@ -113,7 +113,7 @@ def estimates(fleet: Fleet, sched: Scheduler, pending: list[Request]) -> tuple[f
     running = [Busy(a.run, a.pool, a.chips, a.started_at + 3 * 3600.0) for a in sched.cache.allocs.values()]
     quota = QuotaBook(fleet.spec.queues)
     works = [
-        Workload(
+        PlacementWork(
             r.run,
             r.chips,
             reference_s=r.duration_s,

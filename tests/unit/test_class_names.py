@@ -17,10 +17,6 @@ SOURCE = Path(crossrail.__file__).parent
 ALLOWED: dict[str, str] = {
     "Store": "runtime.stores.Store (a run's checkpoint directory) is to become CheckpointStore; the runtime's "
     "checkpoint modules still name it",
-    "Plan": "control.agent.pipesize.Plan is to become a name of its own",
-    "Waiting": "scheduling.decisions.Waiting is to become EngineQueued",
-    "Workload": "scheduling.scoring.Workload is to become PlacementWork",
-    "Target": "metrics.runs.Target is to become QualityTarget (spec.experiment.Target is the YAML model)",
 }
 """Names still defined twice, each with why."""
 

@@ -18,7 +18,7 @@ from crossrail.control.budgets import ATTEMPT_EVENTS
 from crossrail.core import Event, EventType, parse_duration, priority_rank
 from crossrail.metrics.usage import usage
 from crossrail.scheduling.decisions import avoided_pool
-from crossrail.scheduling.estimate import Busy, Choice, PoolInfo, StartEstimate, Workload, run_time_s
+from crossrail.scheduling.estimate import Busy, Choice, PlacementWork, PoolInfo, StartEstimate, run_time_s
 from crossrail.scheduling.plan import Plan, plan
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.scheduling.rounds import estimated_rates
@@ -43,7 +43,7 @@ class Placer:
         self._measured: dict[str, dict[str, float]] = {}
         self._run_times: dict[str, dict[str, list[float]]] | None = None  # work digest -> pool -> times
         self._scaling: dict[str, dict[str, dict[int, float]]] = {}
-        self._shapes: dict[tuple[str, str, str], Workload] = {}
+        self._shapes: dict[tuple[str, str, str], PlacementWork] = {}
         """(experiment, stage, spec digest) -> its workload: runs of one spec share everything but their
         own fields, so a queue of sweeps reads each spec once."""
         self.quota = QuotaBook(fleet.spec.queues)
@@ -65,7 +65,7 @@ class Placer:
                 out.append(info if pool.name not in gone else PoolInfo(**{**info.__dict__, "drained": True}))
         return out
 
-    def workload(self, run: RunRecord, *, current: str | None = None, avoid: str | None = None) -> Workload:
+    def workload(self, run: RunRecord, *, current: str | None = None, avoid: str | None = None) -> PlacementWork:
         """What placement needs to know about `run`, from its recorded spec, its policy and the store."""
         key = (run.experiment, run.stage, run.spec_digest)
         shape = self._shapes.get(key)
@@ -82,17 +82,17 @@ class Placer:
             "pools": self.quota.reachable(run.queue),
         }
         # dataclasses.replace would cost several times more per run than this copy of the fields.
-        return Workload(**(shape.__dict__ | own))
+        return PlacementWork(**(shape.__dict__ | own))
 
     def workload_of(
         self, run: str, experiment: str, stage: str, doc: dict[str, Any], *, priority: str, queued_at: float
-    ) -> Workload:
+    ) -> PlacementWork:
         """The workload of an experiment document (as recorded: `spec.resources.duration` etc.)."""
         spec = doc.get("spec", {})
         res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
         prefer, source = preference(self.policy, stage, spec)
         parts = spec.get("parts") or {}
-        return Workload(
+        return PlacementWork(
             run=run,
             chips=int(res.get("chips") or 1),
             parts=tuple(int(p.get("chips") or 1) * int(p.get("replicas") or 1) for p in parts.values()),
@@ -171,7 +171,7 @@ class Placer:
         now: float,
         current: dict[str, str],
         *,
-        extra: Sequence[Workload] = (),
+        extra: Sequence[PlacementWork] = (),
         explain_all: bool = True,
     ) -> Plan:
         """Place every queued run (each held to `current` unless clearly better elsewhere), then `extra`
@@ -389,7 +389,7 @@ def estimated_starts(
 
 
 def explain(
-    store: Store, fleet: Fleet, policy: PlacementPolicy, work: Workload, now: float
+    store: Store, fleet: Fleet, policy: PlacementPolicy, work: PlacementWork, now: float
 ) -> tuple[Choice, StartEstimate | None]:
     """Where `work` would be placed if it were queued now, behind everything queued, and when it would start."""
     placer = Placer(store, fleet, policy)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from crossrail.metrics.distribution import Distribution, percentile
     from crossrail.metrics.registry import METRICS, Metric
     from crossrail.metrics.report import GroupMetrics, Report
-    from crossrail.metrics.runs import AttemptFacts, RunFacts, Sample, Target, fold_runs
+    from crossrail.metrics.runs import AttemptFacts, QualityTarget, RunFacts, Sample, fold_runs
     from crossrail.metrics.table import DIMENSIONS, Row, Selection, Table, parse_selection, table
     from crossrail.metrics.verdict import Change, Verdict, change, compare, format_value
 
@@ -31,7 +31,7 @@ _HOMES = {
     "AttemptFacts": "crossrail.metrics.runs",
     "RunFacts": "crossrail.metrics.runs",
     "Sample": "crossrail.metrics.runs",
-    "Target": "crossrail.metrics.runs",
+    "QualityTarget": "crossrail.metrics.runs",
     "fold_runs": "crossrail.metrics.runs",
     "DIMENSIONS": "crossrail.metrics.table",
     "Row": "crossrail.metrics.table",
@@ -57,13 +57,13 @@ __all__ = [
     "GroupMetrics",
     "Metric",
     "MetricsAccumulator",
+    "QualityTarget",
     "Report",
     "Row",
     "RunFacts",
     "Sample",
     "Selection",
     "Table",
-    "Target",
     "Verdict",
     "change",
     "compare",

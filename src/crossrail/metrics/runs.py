@@ -34,7 +34,7 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class Target:
+class QualityTarget:
     """`spec.target`: the quality a run aims at, met on its own samples or (`via: eval`) its eval children's."""
 
     metric: str
@@ -52,7 +52,7 @@ class Target:
         }[self.op]
 
     @classmethod
-    def of(cls, data: Any) -> Target | None:
+    def of(cls, data: Any) -> QualityTarget | None:
         """The target a `submitted` event carries, or None when it carries none (or an unreadable one)."""
         if not isinstance(data, Mapping):
             return None
@@ -124,7 +124,7 @@ class RunFacts:
     attempts: list[AttemptFacts] = field(default_factory=list)
     recovery_s: list[float] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
-    target: Target | None = None
+    target: QualityTarget | None = None
     target_met_ts: float | None = None
     credited: list[Sample] = field(default_factory=list)
     """Scores of evals of this run's checkpoints (`evaluated` events), in time order: credited to it."""
@@ -265,7 +265,7 @@ class RunFacts:
         attempts = [AttemptFacts(**{**a, **_beats(a)}) for a in fields.pop("attempts", [])]
         samples = [Sample(**s) for s in fields.pop("samples", [])]
         fields["credited"] = [Sample(**s) for s in fields.pop("credited", None) or []]
-        target = Target.of(fields.pop("target", None))
+        target = QualityTarget.of(fields.pop("target", None))
         args = fields.pop("args", None)
         args = tuple(str(a) for a in args) if isinstance(args, list | tuple) else None
         return cls(**fields, attempts=attempts, samples=samples, target=target, args=args)
@@ -323,7 +323,7 @@ class _Fold:
         run.team = _text(d, "team", run.team)
         run.experiment = _text(d, "experiment", run.experiment)
         run.parent_run = d.get("parent_run") if isinstance(d.get("parent_run"), str) else None
-        run.target = Target.of(d.get("target"))
+        run.target = QualityTarget.of(d.get("target"))
         self.chips[run.id] = _number(d, "chips", 0.0)
         if run.submitted_ts is None:
             run.submitted_ts = e.ts

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from crossrail.core import format_duration, format_money
-from crossrail.scheduling.scoring import Candidate, PoolInfo, Workload, candidates
+from crossrail.scheduling.scoring import Candidate, PlacementWork, PoolInfo, candidates
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Choice:
 
 
 def estimate_placements(
-    work: Workload,
+    work: PlacementWork,
     pools: Iterable[PoolInfo],
     waits: Mapping[str, float],
     *,
@@ -95,13 +95,13 @@ def estimate_placements(
     return Choice(kept.pool, reason, tuple(ranked), objective)
 
 
-def _preferred(work: Workload, eligible: list[Candidate]) -> list[Candidate]:
+def _preferred(work: PlacementWork, eligible: list[Candidate]) -> list[Candidate]:
     """The eligible pools of the preferred accelerator, best first; none when the run prefers none."""
     return [c for c in eligible if c.accelerator == work.prefer] if work.prefer in ("tpu", "gpu", "cpu") else []
 
 
 def _stay_or_move(
-    work: Workload,
+    work: PlacementWork,
     best: Candidate,
     current: Candidate,
     ranked: tuple[Candidate, ...],

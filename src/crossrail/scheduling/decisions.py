@@ -271,7 +271,7 @@ def heartbeat_silence_s(
 
 
 @dataclass(frozen=True)
-class Waiting:
+class EngineQueued:
     """An attempt an engine holds in its own queue: nothing of it runs yet."""
 
     run: str
@@ -290,8 +290,8 @@ class Move:
 
 
 def replan_due(
-    waiting: Sequence[Waiting], checked: Mapping[str, float], now: float, every_s: float
-) -> tuple[list[Waiting], dict[str, float]]:
+    waiting: Sequence[EngineQueued], checked: Mapping[str, float], now: float, every_s: float
+) -> tuple[list[EngineQueued], dict[str, float]]:
     """The waiting attempts due to be weighed again (each run at most every `every_s`), and the new record of
     when each still-waiting run was last weighed."""
     kept = {w.run: t for w in waiting if (t := checked.get(w.run)) is not None}
@@ -299,7 +299,7 @@ def replan_due(
     return due, kept | {w.run: now for w in due}
 
 
-def moves(due: Sequence[Waiting], planned: Mapping[str, str | None]) -> list[Move]:
+def moves(due: Sequence[EngineQueued], planned: Mapping[str, str | None]) -> list[Move]:
     """Attempts whose run the plan now puts on another pool (the plan already holds each run to its pool
     unless another is clearly better, and lets a drained pool go at once)."""
     out = []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from crossrail.scheduling.choice import Choice, estimate_placements
 from crossrail.scheduling.feasibility import gang_problem, held_chips
-from crossrail.scheduling.scoring import PoolInfo, Workload, run_time_s
+from crossrail.scheduling.scoring import PlacementWork, PoolInfo, run_time_s
 from crossrail.scheduling.starts import estimate_starts
 from crossrail.scheduling.timeline import Busy, StartEstimate, Waiting
 
@@ -33,7 +33,7 @@ class Plan:
 
 
 def plan(
-    works: Sequence[Workload],
+    works: Sequence[PlacementWork],
     running: Iterable[Busy],
     pools: Sequence[PoolInfo],
     now: float,
@@ -73,7 +73,7 @@ def plan(
 
 
 def _usable(
-    work: Workload, pools: Sequence[PoolInfo], fits: dict[tuple[object, ...], list[PoolInfo]]
+    work: PlacementWork, pools: Sequence[PoolInfo], fits: dict[tuple[object, ...], list[PoolInfo]]
 ) -> dict[str, float | None]:
     """Pools the run could start on, preferred accelerator first, each with its run time there.
 
@@ -97,13 +97,15 @@ def _usable(
     return {p.name: run_time_s(work, p, anchors)[0] for p in found}
 
 
-def _waiting(work: Workload, durations: dict[str, float | None], pool: str | None, capacity: dict[str, int]) -> Waiting:
+def _waiting(
+    work: PlacementWork, durations: dict[str, float | None], pool: str | None, capacity: dict[str, int]
+) -> Waiting:
     pinned = pool if pool in durations else None
     room = [capacity[name] for name in ([pinned] if pinned else durations)] or [work.chips]
     chips = held_chips(work.chips, work.gangs, min(room))  # a pipeline larger than its pool holds the pool
     return Waiting(work.run, chips, durations, work.rank, work.queued_at, pinned)
 
 
-def with_current(works: Iterable[Workload], current: dict[str, str]) -> list[Workload]:
+def with_current(works: Iterable[PlacementWork], current: dict[str, str]) -> list[PlacementWork]:
     """`works` with each run's current pool set from `current` (run -> pool)."""
     return [replace(w, current=current.get(w.run, w.current)) for w in works]

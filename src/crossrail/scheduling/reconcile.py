@@ -24,7 +24,7 @@ from crossrail.core.attempts import StopReason
 from crossrail.scheduling.backlog import LEARNER
 from crossrail.scheduling.choice import Choice
 from crossrail.scheduling.plan import Plan, plan
-from crossrail.scheduling.scoring import PoolInfo, Workload
+from crossrail.scheduling.scoring import PlacementWork, PoolInfo
 from crossrail.scheduling.timeline import Busy
 from crossrail.scheduling.types import Request
 
@@ -60,7 +60,7 @@ class Placing:
     def place(
         self,
         pending: Sequence[Request],
-        works: Sequence[Workload],
+        works: Sequence[PlacementWork],
         running: Sequence[Busy],
         pools: Sequence[PoolInfo],
         now: float,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.policies import JobView, Policy, PoolView, level_of
-from crossrail.scheduling.scoring import PoolInfo, Workload, run_time_s
+from crossrail.scheduling.scoring import PlacementWork, PoolInfo, run_time_s
 from crossrail.scheduling.types import Allocation, Request
 from crossrail.spec import Pool
 
@@ -212,7 +212,7 @@ def _allows(req: Request, pool: Pool) -> bool:
     return (req.allow is None or pool.accelerator in req.allow) and (req.runs_on is None or pool.name in req.runs_on)
 
 
-def estimated_rates(work: Workload, pools: Sequence[PoolInfo]) -> tuple[tuple[str, float], ...]:
+def estimated_rates(work: PlacementWork, pools: Sequence[PoolInfo]) -> tuple[tuple[str, float], ...]:
     """A run's rate per chip type as the live agent knows it, in the units the simulator's are in (seconds of
     its declared work at speed 1, per second): the declared duration over the run-time estimate on that chip
     type's fastest pool (`estimate.run_time_s`: measured runs of the same work first, then the throughputs

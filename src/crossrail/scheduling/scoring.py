@@ -104,7 +104,7 @@ class Term:
 
 
 @dataclass(frozen=True)
-class Workload:
+class PlacementWork:
     """What placement needs to know about one run.
 
     `reference_s` is the expected run time on a pool of relative speed 1.0. `measured` maps chip types to
@@ -155,7 +155,7 @@ class Workload:
         return (flat, "") if flat is not None and flat > 0 else None
 
 
-def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -> tuple[float | None, str]:
+def run_time_s(work: PlacementWork, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -> tuple[float | None, str]:
     """Expected run time of `work` on `pool`, and where the speed came from.
 
     - `measured`, with `work_units`: work_units / (throughput per chip there x chips).
@@ -164,7 +164,7 @@ def run_time_s(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo] = ()) -
       and every other measured chip type is slower or faster by its measured throughput ratio to the anchor.
     - `relative_speed`: reference / relative speed, for chip types never measured.
     - `unknown`: no reference duration and nothing measured to go on.
-    Throughput per chip is read at the run's chips (`Workload.rate`); where it came from a degree model,
+    Throughput per chip is read at the run's chips (`PlacementWork.rate`); where it came from a degree model,
     the source says how after a semicolon: `measured; Amdahl fit over 1, 2, 4 chips (serial 3.0%)`.
 
     Before all of these, runs of the same work that succeeded on that pool: the median of the newest
@@ -206,12 +206,12 @@ def _with(source: str, how: str) -> str:
 
 
 Anchor = tuple[PoolInfo, float] | None
-_last_anchor: tuple[Workload, object, Anchor] | None = None
+_last_anchor: tuple[PlacementWork, object, Anchor] | None = None
 """The last (work, pools, anchor) found: placement asks `run_time_s` once per pool of a run with the same
 pools, so the anchor over them is found once per run (one tuple, rebound whole: safe across threads)."""
 
 
-def _anchor(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo]) -> Anchor:
+def _anchor(work: PlacementWork, pool: PoolInfo, pools: Iterable[PoolInfo]) -> Anchor:
     """The measured pool of `pool` and `pools` with the highest throughput per chip (then speed, then name)."""
     global _last_anchor  # noqa: PLW0603 (a one-entry memo; see above)
     last = _last_anchor
@@ -223,7 +223,7 @@ def _anchor(work: Workload, pool: PoolInfo, pools: Iterable[PoolInfo]) -> Anchor
     return _best_anchor(work, [pool], best)
 
 
-def _best_anchor(work: Workload, pools: Iterable[PoolInfo], best: Anchor = None) -> Anchor:
+def _best_anchor(work: PlacementWork, pools: Iterable[PoolInfo], best: Anchor = None) -> Anchor:
     rates: dict[str, tuple[float, str] | None] = {}
     for pool in pools:
         if pool.chip_type not in rates:
@@ -300,14 +300,14 @@ def _round(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def candidates(work: Workload, pools: Iterable[PoolInfo], waits: Mapping[str, float]) -> list[Candidate]:
+def candidates(work: PlacementWork, pools: Iterable[PoolInfo], waits: Mapping[str, float]) -> list[Candidate]:
     """Every pool's terms for `work`, best score first; pools it cannot use are last, with why."""
     pools = list(pools)
     out = [_candidate(work, pool, pools, waits) for pool in pools]
     return sorted(out, key=lambda c: (c.score is None, c.score or 0.0, c.total_s or math.inf, c.pool))
 
 
-def _candidate(work: Workload, pool: PoolInfo, pools: list[PoolInfo], waits: Mapping[str, float]) -> Candidate:
+def _candidate(work: PlacementWork, pool: PoolInfo, pools: list[PoolInfo], waits: Mapping[str, float]) -> Candidate:
     run_s, source = run_time_s(work, pool, pools)
     wait = waits.get(pool.name)
     note = _ineligible(work, pool, run_s, wait)
@@ -322,7 +322,7 @@ def _candidate(work: Workload, pool: PoolInfo, pools: list[PoolInfo], waits: Map
     )  # fmt: skip
 
 
-def _ineligible(work: Workload, pool: PoolInfo, run_s: float | None, wait: float | None) -> str:
+def _ineligible(work: PlacementWork, pool: PoolInfo, run_s: float | None, wait: float | None) -> str:
     gangs = gang_problem(work.gangs, pool.capacity, pool.sizes)
     checks = (
         (work.allow is not None and pool.accelerator not in work.allow, f"{pool.accelerator} is not allowed"),

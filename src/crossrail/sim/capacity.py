@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from crossrail.scheduling.estimate import PoolInfo, Workload, estimate_placements
+from crossrail.scheduling.estimate import PlacementWork, PoolInfo, estimate_placements
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Fleet, default_policy
 
@@ -48,7 +48,7 @@ class Capacity:
         if not self.priced:
             return None
         every = job.checkpoint_every_s if job.checkpoint_every_s is not None else self.checkpoint_every_s
-        work = Workload(
+        work = PlacementWork(
             run=job.name,
             chips=job.chips,
             stage=job.stage,

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from crossrail.core import priority_rank
 from crossrail.scheduling import Scheduler
-from crossrail.scheduling.estimate import Busy, PoolInfo, Workload, run_time_s
+from crossrail.scheduling.estimate import Busy, PlacementWork, PoolInfo, run_time_s
 from crossrail.scheduling.quota import QuotaBook
 from crossrail.scheduling.reconcile import PlacementSettings, Placing
 from crossrail.sim.engine import Engine
@@ -78,11 +78,11 @@ class SimPlacing:
             for name, info in self.infos.items()
         ]
 
-    def workload(self, run: str, queue: str) -> Workload:
+    def workload(self, run: str, queue: str) -> PlacementWork:
         sim = self.sim
         job = sim.jobs[run]
         allow = sim.allow[run][0] if run in sim.allow else job.accelerators
-        return Workload(
+        return PlacementWork(
             run=run,
             chips=job.chips,
             stage=job.stage,
@@ -99,6 +99,6 @@ class SimPlacing:
     def busy(self, run: str, pool: str, chips: int, started_at: float) -> Busy:
         """A running attempt, expected to end its declared run time on its pool after it started."""
         job = self.sim.jobs[run]
-        work = Workload(run=run, chips=job.chips, stage=job.stage, reference_s=job.declared_s)
+        work = PlacementWork(run=run, chips=job.chips, stage=job.stage, reference_s=job.declared_s)
         run_s, _ = run_time_s(work, self.infos[pool])
         return Busy(run, pool, chips, started_at + run_s if run_s is not None else None)

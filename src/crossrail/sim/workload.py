@@ -16,7 +16,7 @@ import numpy as np
 
 from crossrail.core.priority import PRIORITIES
 from crossrail.errors import Problem, SpecError
-from crossrail.metrics import Target
+from crossrail.metrics import QualityTarget
 from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.sim.job import SimJob as SimJob  # noqa: PLC0414  # re-exported: callers import it here
 from crossrail.sim.quality import QualityCurve
@@ -190,7 +190,7 @@ def _row_job(fields: dict[str, Any]) -> SimJob:
         raise ValueError("quality must be a mapping {l_inf, a, alpha, samples_per_s, eval_every}")
     if isinstance(fields.get("retries"), dict):  # spec.retries, checked as a spec's are
         fields["retries"] = RetryPolicy.from_spec(Retries.model_validate(fields["retries"]).model_dump())
-    if fields.get("target") is not None and Target.of(fields["target"]) is None:
+    if fields.get("target") is not None and QualityTarget.of(fields["target"]) is None:
         raise ValueError("target must be {metric: eval_loss, op: '<=', value: 2.1} (op: <=, <, >=, > or ==)")
     job = SimJob(**fields)
     if job.chips <= 0 or job.work_s <= 0 or job.submit_s < 0 or not math.isfinite(job.work_s):

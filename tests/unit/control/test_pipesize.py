@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crossrail.control.agent.pipesize import MOST_REPLICAS, Plan, decide, window_metrics
+from crossrail.control.agent.pipesize import MOST_REPLICAS, PipelineSizing, decide, window_metrics
 from crossrail.spec import Part
 
 
@@ -33,7 +33,7 @@ def steps(n: int, growth: float = 0, **kw: Any) -> list[dict[str, Any]]:
 
 PARTS = {"sampler": Part(chips=1), "reward": Part(chips=1), "learner": Part(chips=1)}
 SIZES = {"sampler": 1, "reward": 1, "learner": 1}
-PLAN = Plan(running={}, sizes=SIZES, wanted=SIZES, last_resize_at=None)
+PLAN = PipelineSizing(running={}, sizes=SIZES, wanted=SIZES, last_resize_at=None)
 
 
 def test_a_window_reads_the_learners_rate_idle_time_and_what_the_queues_before_it_gained() -> None:
@@ -70,7 +70,9 @@ def test_a_busy_learner_keeps_every_size_and_lag_over_the_bound_shrinks_the_samp
     busy = window_metrics(steps(6, idle_s=0.0), since=0.0, until=6.0)
     assert busy is not None
     assert decide(busy, PLAN, PARTS, free_chips={"sampler": 8, "reward": 8}, lag=2) == []
-    plan = Plan(running={}, sizes={**SIZES, "sampler": 4}, wanted={**SIZES, "sampler": 4}, last_resize_at=None)
+    plan = PipelineSizing(
+        running={}, sizes={**SIZES, "sampler": 4}, wanted={**SIZES, "sampler": 4}, last_resize_at=None
+    )
     stale = window_metrics(steps(6, growth=9.6, idle_s=0.0, lag=5), since=0.0, until=6.0)
     assert stale is not None
     [resize] = decide(stale, plan, PARTS, free_chips={"sampler": 8, "reward": 8}, lag=2)

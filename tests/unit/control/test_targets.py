@@ -9,7 +9,7 @@ import pytest
 from crossrail.client import Client
 from crossrail.control.reports.facts import workspace_runs
 from crossrail.errors import SpecError
-from crossrail.metrics import Target, table
+from crossrail.metrics import QualityTarget, table
 
 
 def test_a_target_met_by_a_reported_eval_loss_is_found_in_the_workspace(client: Client, experiments: Path) -> None:
@@ -28,7 +28,7 @@ def test_a_target_met_by_a_reported_eval_loss_is_found_in_the_workspace(client: 
 
     (facts,) = workspace_runs(store, now=t0 + 600)
 
-    assert facts.target == Target("eval_loss", "<=", 2.1)
+    assert facts.target == QualityTarget("eval_loss", "<=", 2.1)
     assert facts.target_met_ts == t0 + 120
     assert table([facts], by=("stage",)).rows[0].values["time_to_target_seconds"] == 120
 

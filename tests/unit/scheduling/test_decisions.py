@@ -8,10 +8,10 @@ from crossrail.core import EndReason, EventType
 from crossrail.core.attempts import AttemptStatus
 from crossrail.scheduling.decisions import (
     Ended,
+    EngineQueued,
     Move,
     RetryBackoff,
     RetryPolicy,
-    Waiting,
     decide_end,
     end_reason,
     heartbeat_silence_s,
@@ -106,9 +106,9 @@ def test_heartbeats_time_out_only_past_the_timeout() -> None:
 
 
 def test_waiting_work_is_weighed_at_most_every_interval_and_moves_where_the_plan_puts_it() -> None:
-    waiting = [Waiting("a", 1, "tpu-a"), Waiting("b", 1, "tpu-a")]
+    waiting = [EngineQueued("a", 1, "tpu-a"), EngineQueued("b", 1, "tpu-a")]
     due, checked = replan_due(waiting, {"a": 98.0, "gone": 1.0}, 100.0, 5.0)
-    assert (due, checked) == ([Waiting("b", 1, "tpu-a")], {"a": 98.0, "b": 100.0})
+    assert (due, checked) == ([EngineQueued("b", 1, "tpu-a")], {"a": 98.0, "b": 100.0})
     assert moves(waiting, {"a": "tpu-b", "b": "tpu-a"}) == [Move("a", 1, "tpu-a", "tpu-b")]
     assert moves(waiting, {"a": None}) == []
 

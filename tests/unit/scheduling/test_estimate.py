@@ -6,9 +6,9 @@ import pytest
 
 from crossrail.scheduling.estimate import (
     Busy,
+    PlacementWork,
     PoolInfo,
     Waiting,
-    Workload,
     cost,
     estimate_starts,
     recovery_s,
@@ -157,12 +157,15 @@ def test_starts_for_a_long_queue_are_exact_for_equal_runs() -> None:
 
 
 def test_run_time_is_the_reference_duration_scaled_by_relative_speed() -> None:
-    assert run_time_s(Workload("r", 4, reference_s=10 * HOUR), pool(relative_speed=2.0)) == (5 * HOUR, "relative_speed")
-    assert run_time_s(Workload("r", 4), pool()) == (None, "unknown")
+    assert run_time_s(PlacementWork("r", 4, reference_s=10 * HOUR), pool(relative_speed=2.0)) == (
+        5 * HOUR,
+        "relative_speed",
+    )
+    assert run_time_s(PlacementWork("r", 4), pool()) == (None, "unknown")
 
 
 def test_measured_throughput_with_known_work_gives_run_time_directly() -> None:
-    work = Workload("r", 4, reference_s=HOUR, measured={"h100": 0.5}, work_units=1000)
+    work = PlacementWork("r", 4, reference_s=HOUR, measured={"h100": 0.5}, work_units=1000)
 
     assert run_time_s(work, pool()) == (500.0, "measured")
 
@@ -172,7 +175,7 @@ def test_measured_throughput_replaces_relative_speed_between_chip_types() -> Non
     tpu = pool("tpu", accelerator="tpu", chip_type="v5p", relative_speed=1.0)
     gpu = pool("gpu", relative_speed=1.5)
     l4 = pool("l4", chip_type="l4", relative_speed=0.5)
-    work = Workload("r", 4, reference_s=HOUR, measured={"v5p": 2.0, "h100": 1.0})
+    work = PlacementWork("r", 4, reference_s=HOUR, measured={"v5p": 2.0, "h100": 1.0})
 
     # The fastest measured type anchors: its run time is the declared duration at its relative speed.
     assert run_time_s(work, tpu, [tpu, gpu, l4]) == (HOUR, "relative_speed")

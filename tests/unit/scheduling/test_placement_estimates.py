@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crossrail.scheduling.estimate import Busy, PoolInfo, Workload, estimate_placements, run_time_s
+from crossrail.scheduling.estimate import Busy, PlacementWork, PoolInfo, estimate_placements, run_time_s
 from crossrail.scheduling.plan import plan
 
 from .builders import HOUR, T0, fleet, gpu, req, scheduler, tpu
@@ -17,7 +17,7 @@ def pools_of(*specs: dict[str, Any]) -> list[PoolInfo]:
     return [PoolInfo.from_spec(p) for p in fleet(list(specs)).spec.pools]
 
 
-def pretraining(run: str = "pt", chips: int = 8, **extra: Any) -> Workload:
+def pretraining(run: str = "pt", chips: int = 8, **extra: Any) -> PlacementWork:
     fields: dict[str, Any] = {
         "stage": "pretraining",
         "reference_s": 10 * HOUR,
@@ -26,7 +26,7 @@ def pretraining(run: str = "pt", chips: int = 8, **extra: Any) -> Workload:
         "queued_at": T0,
         **extra,
     }
-    return Workload(run, chips, **fields)
+    return PlacementWork(run, chips, **fields)
 
 
 TPU = tpu(chips=16, cost_per_chip_hour=4.0)
@@ -88,7 +88,7 @@ def test_a_placed_run_stays_for_a_small_gain_and_moves_for_a_clear_one() -> None
 
 def test_a_gain_below_the_minimum_does_not_move_a_run() -> None:
     pools = pools_of(tpu(chips=16), gpu(chips=16))
-    placed = Workload("r", 8, reference_s=600.0, current="gpu")
+    placed = PlacementWork("r", 8, reference_s=600.0, current="gpu")
 
     choice = estimate_placements(placed, pools, {"tpu": 0.0, "gpu": 300.0}, hysteresis=0.1, min_gain_s=600.0)
 
@@ -117,7 +117,7 @@ def test_a_pending_run_is_re_placed_when_its_pool_drains() -> None:
 
 def test_time_to_result_takes_the_sooner_pool_even_when_it_costs_more() -> None:
     pools = pools_of(tpu(chips=16, cost_per_chip_hour=1.0), gpu(chips=16, cost_per_chip_hour=5.0))
-    work = Workload("ft", 8, stage="post_training", reference_s=HOUR, objective="time_to_result")
+    work = PlacementWork("ft", 8, stage="post_training", reference_s=HOUR, objective="time_to_result")
 
     choice = estimate_placements(work, pools, {"tpu": 2 * HOUR, "gpu": 0.0})
 
@@ -127,7 +127,7 @@ def test_time_to_result_takes_the_sooner_pool_even_when_it_costs_more() -> None:
 
 def test_cost_objective_takes_the_cheaper_pool_even_when_it_waits() -> None:
     pools = pools_of(tpu(chips=16, cost_per_chip_hour=1.0), gpu(chips=16, cost_per_chip_hour=5.0))
-    work = Workload("sweep", 8, reference_s=HOUR, objective="cost")
+    work = PlacementWork("sweep", 8, reference_s=HOUR, objective="cost")
 
     assert estimate_placements(work, pools, {"tpu": 2 * HOUR, "gpu": 0.0}).pool == "tpu"
 
@@ -135,8 +135,8 @@ def test_cost_objective_takes_the_cheaper_pool_even_when_it_waits() -> None:
 def test_mixed_behaves_like_any_for_a_single_part_run() -> None:
     pools = pools_of(tpu(chips=16), gpu(chips=16))
     waits = {"tpu": HOUR, "gpu": 0.0}
-    mixed = estimate_placements(Workload("rl", 8, reference_s=HOUR, prefer="mixed"), pools, waits)
-    anything = estimate_placements(Workload("rl", 8, reference_s=HOUR, prefer="any"), pools, waits)
+    mixed = estimate_placements(PlacementWork("rl", 8, reference_s=HOUR, prefer="mixed"), pools, waits)
+    anything = estimate_placements(PlacementWork("rl", 8, reference_s=HOUR, prefer="any"), pools, waits)
 
     assert mixed.pool == anything.pool == "gpu"
     assert mixed.reason == anything.reason
@@ -146,7 +146,7 @@ def test_interruptions_can_make_a_cheap_pool_the_slower_one() -> None:
     """Spot-like GPUs: 0.01 per chip-hour x 8 chips x 10 h = 0.8 interruptions, each losing 1 h + 30 min."""
     flaky = gpu(chips=16, interruptions_per_chip_hour=0.01, restore="30m")
     pools = pools_of(tpu(chips=16), flaky)
-    work = Workload("r", 8, reference_s=10 * HOUR, checkpoint_every_s=2 * HOUR)
+    work = PlacementWork("r", 8, reference_s=10 * HOUR, checkpoint_every_s=2 * HOUR)
 
     choice = estimate_placements(work, pools, {"tpu": 0.5 * HOUR, "gpu": 0.0})
 
@@ -158,7 +158,7 @@ def test_interruptions_can_make_a_cheap_pool_the_slower_one() -> None:
 
 def test_pools_that_cannot_take_the_run_are_listed_with_why() -> None:
     pools = pools_of(tpu(chips=16), gpu(chips=16, drained=True), gpu("small", chips=8))
-    work = Workload("r", 16, reference_s=HOUR, allow=("gpu", "tpu"))
+    work = PlacementWork("r", 16, reference_s=HOUR, allow=("gpu", "tpu"))
 
     choice = estimate_placements(work, pools, {"tpu": 0.0})
     notes = {c.pool: c.note for c in choice.candidates}
@@ -172,7 +172,7 @@ def test_pools_that_cannot_take_the_run_are_listed_with_why() -> None:
 
 def test_a_run_no_slice_shape_of_a_tpu_pool_fits_is_planned_on_a_pool_that_can_hold_it() -> None:
     pools = pools_of(tpu(chips=8, topologies=["2x2x1", "2x2x2"]), gpu(chips=8, relative_speed=0.9))
-    evaluation = Workload("ev", 1, stage="eval", reference_s=300.0, queued_at=T0)
+    evaluation = PlacementWork("ev", 1, stage="eval", reference_s=300.0, queued_at=T0)
 
     choice = plan([evaluation], [], pools, T0).choices["ev"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossrail.scheduling.estimate import Busy, PoolInfo, Workload
+from crossrail.scheduling.estimate import Busy, PlacementWork, PoolInfo
 from crossrail.scheduling.reconcile import Placing, halted, pipeline_state, placed, stop_reason
 from crossrail.scheduling.types import Request
 
@@ -16,8 +16,8 @@ POOLS = [
 ]
 
 
-def work(run: str, chips: int = 8, rank: int = 2) -> Workload:
-    return Workload(run, chips, stage="experiment", reference_s=600.0, prefer="tpu", allow=("tpu",), rank=rank)
+def work(run: str, chips: int = 8, rank: int = 2) -> PlacementWork:
+    return PlacementWork(run, chips, stage="experiment", reference_s=600.0, prefer="tpu", allow=("tpu",), rank=rank)
 
 
 def test_pending_requests_take_the_pool_their_choice_names_and_keep_theirs_without_one() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from crossrail.scheduling import Scheduler
-from crossrail.scheduling.estimate import PoolInfo, Workload
+from crossrail.scheduling.estimate import PlacementWork, PoolInfo
 from crossrail.scheduling.rounds import estimated_rates, served_by_type
 
 from .builders import T0, admitted, fleet, gpu, queue, req, scheduler
@@ -102,24 +102,24 @@ def _pools(slow_speed: float = 0.5) -> list[PoolInfo]:
 
 
 def test_a_runs_rates_per_chip_type_are_its_declared_work_over_the_estimate_on_that_types_fastest_pool() -> None:
-    work = Workload(run="r", chips=1, reference_s=600.0)
+    work = PlacementWork(run="r", chips=1, reference_s=600.0)
     assert estimated_rates(work, _pools()) == (("a100", 0.5), ("h100", 1.0))  # the pools' speeds, as simulated
 
 
 def test_measured_runs_of_the_same_work_replace_a_pools_declared_speed() -> None:
-    work = Workload(run="r", chips=1, reference_s=600.0, run_times={"slow": [2400.0, 2400.0]})
+    work = PlacementWork(run="r", chips=1, reference_s=600.0, run_times={"slow": [2400.0, 2400.0]})
     assert estimated_rates(work, _pools()) == (("a100", 0.25), ("h100", 1.0))  # 600 s of work in 2400 s there
 
 
 def test_no_rates_without_a_duration_an_estimate_on_every_chip_type_or_a_difference_between_them() -> None:
-    assert estimated_rates(Workload(run="r", chips=1), _pools()) == ()  # no declared work to count in
+    assert estimated_rates(PlacementWork(run="r", chips=1), _pools()) == ()  # no declared work to count in
     uniform = [
         PoolInfo("x", "gpu", "h100", 8),
         PoolInfo("y", "gpu", "a100", 8),
         PoolInfo("z", "gpu", "a100", 8, relative_speed=0.5),
     ]
-    assert estimated_rates(Workload(run="r", chips=1, reference_s=600.0), uniform) == ()  # fastest per type alike
-    gpu_only = Workload(run="r", chips=1, reference_s=600.0, allow=("gpu",))
+    assert estimated_rates(PlacementWork(run="r", chips=1, reference_s=600.0), uniform) == ()  # fastest per type alike
+    gpu_only = PlacementWork(run="r", chips=1, reference_s=600.0, allow=("gpu",))
     assert estimated_rates(gpu_only, [*_pools(), PoolInfo("v5p", "tpu", "tpu-v5p", 8, relative_speed=2.0)]) == (
         ("a100", 0.5),  # every chip type is rated, as the simulator rates them; rates() zeroes those it may not use
         ("h100", 1.0),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossrail.scheduling.estimate import PoolInfo, Workload, estimate_placements, run_time_s
+from crossrail.scheduling.estimate import PlacementWork, PoolInfo, estimate_placements, run_time_s
 from crossrail.scheduling.scaling import fit, rate_at
 
 HOUR = 3600.0
@@ -27,7 +27,7 @@ def test_the_fit_recovers_the_one_chip_rate_and_serial_fraction_of_amdahl_measur
 
 
 def test_a_16_chip_estimate_uses_the_fit_over_the_measured_degrees_not_the_1_chip_rate_times_16() -> None:
-    work = Workload("r", 16, work_units=1e6, scaling={"h100": amdahl(100.0, 0.05, 1, 2, 4, 8)})
+    work = PlacementWork("r", 16, work_units=1e6, scaling={"h100": amdahl(100.0, 0.05, 1, 2, 4, 8)})
 
     run_s, source = run_time_s(work, gpu())
 
@@ -58,7 +58,7 @@ def test_rates_are_kept_per_chip_type_and_decide_which_chip_is_faster_at_the_run
     tpu = PoolInfo("v5p", "tpu", "v5p", capacity=64, cost_per_chip_hour=1.0)
     h100 = gpu()
     scaling = {"v5p": amdahl(80.0, 0.01, 4, 8), "h100": amdahl(100.0, 0.2, 1, 2, 8)}
-    at = {n: Workload("r", n, reference_s=HOUR, scaling=scaling) for n in (1, 16)}
+    at = {n: PlacementWork("r", n, reference_s=HOUR, scaling=scaling) for n in (1, 16)}
 
     assert run_time_s(at[1], h100, [tpu, h100]) == (HOUR, "relative_speed")
     tpu_s, tpu_source = run_time_s(at[16], tpu, [tpu, h100])
@@ -72,7 +72,7 @@ def test_rates_are_kept_per_chip_type_and_decide_which_chip_is_faster_at_the_run
 
 
 def test_a_chip_type_measured_by_degree_overrides_its_flat_measurement_and_others_keep_theirs() -> None:
-    work = Workload("r", 8, work_units=8000.0, measured={"h100": 10.0, "l4": 2.0}, scaling={"h100": {8: 5.0}})
+    work = PlacementWork("r", 8, work_units=8000.0, measured={"h100": 10.0, "l4": 2.0}, scaling={"h100": {8: 5.0}})
 
     assert run_time_s(work, gpu()) == (200.0, "measured; measured at 8 chips")
     assert run_time_s(work, gpu("l4", "l4")) == (500.0, "measured")

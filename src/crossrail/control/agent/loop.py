@@ -34,7 +34,7 @@ from crossrail.errors import ConflictError, CrossrailError, FencedError, StoreUn
 from crossrail.executors import sandbox
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions, reconcile
 from crossrail.scheduling.backlog import LEARNER, Resize
-from crossrail.scheduling.decisions import EndDecision, RetryPolicy, Waiting
+from crossrail.scheduling.decisions import EndDecision, EngineQueued, RetryPolicy
 from crossrail.scheduling.pipeline import parts_of, retry_part
 from crossrail.scheduling.plan import Plan
 from crossrail.scheduling.rounds import served_by_type
@@ -252,7 +252,7 @@ class Agent:
         placement puts the run on the better pool.
         """
         now = self.clock.now()
-        queue = [Waiting(a.run_id, a.number, a.pool) for _, a in waiting]
+        queue = [EngineQueued(a.run_id, a.number, a.pool) for _, a in waiting]
         due, self._pending_checked = decisions.replan_due(queue, self._pending_checked, now, self.placing.replan_s)
         if not due or not self.executor.capabilities.can_withdraw:
             return 0
@@ -594,7 +594,7 @@ class Agent:
             self._apply_sizes(run, pipesize.current_sizes(self.store, run, parts, atts), rdv)
 
     def _weigh(
-        self, run: RunRecord, parts: dict[str, Part], plan: pipesize.Plan, rdv: Path, now: float
+        self, run: RunRecord, parts: dict[str, Part], plan: pipesize.PipelineSizing, rdv: Path, now: float
     ) -> list[Resize]:
         """The resizes the last window calls for: none until every part has run a whole window at its size
         and a window has passed since the run's last resize (so sizes do not flap); weighed once a window."""
@@ -613,7 +613,7 @@ class Agent:
         free = {name: self._free_chips(a.pool, run.queue, now) for name, a in atts.items()}
         return pipesize.decide(metrics, plan, parts, free, pipesize.lag_bound(rdv))
 
-    def _apply_sizes(self, run: RunRecord, plan: pipesize.Plan, rdv: Path) -> None:
+    def _apply_sizes(self, run: RunRecord, plan: pipesize.PipelineSizing, rdv: Path) -> None:
         """Make the sizes the latest resizes want real: control.json, and each part running at another size
         stopped with grace to start again at its own (offered again by _part_retries, no retry spent)."""
         changed = {p: n for p, n in plan.wanted.items() if p in plan.sizes and plan.sizes[p] != n}

@@ -41,7 +41,7 @@ from crossrail.workloads.rl.control import read_control, write_control
 __all__ = [
     "MOST_REPLICAS",
     "RESIZABLE",
-    "Plan",
+    "PipelineSizing",
     "current_sizes",
     "decide",
     "lag_bound",
@@ -56,7 +56,7 @@ MOST_REPLICAS = 8
 
 
 @dataclass(frozen=True)
-class Plan:
+class PipelineSizing:
     """What a pass found for one pipeline: its parts' running attempts, their sizes and the sizes wanted."""
 
     running: dict[str, AttemptRecord]
@@ -65,7 +65,9 @@ class Plan:
     last_resize_at: float | None
 
 
-def current_sizes(store: Store, run: RunRecord, parts: dict[str, Part], running: dict[str, AttemptRecord]) -> Plan:
+def current_sizes(
+    store: Store, run: RunRecord, parts: dict[str, Part], running: dict[str, AttemptRecord]
+) -> PipelineSizing:
     """Each part's replicas as it runs now, and as its latest `resized` event (else its spec) wants them."""
     wanted = {name: p.replicas for name, p in parts.items()}
     last: float | None = None
@@ -74,7 +76,7 @@ def current_sizes(store: Store, run: RunRecord, parts: dict[str, Part], running:
         if part in wanted and isinstance(e.data.get("degree_after"), int):
             wanted[part], last = int(e.data["degree_after"]), e.ts
     sizes = {name: max(att.chips // parts[name].chips, 1) for name, att in running.items() if name in parts}
-    return Plan(running, sizes, wanted, last)
+    return PipelineSizing(running, sizes, wanted, last)
 
 
 def window_metrics(samples: list[dict[str, Any]], since: float, until: float) -> StageMetrics | None:
@@ -120,7 +122,7 @@ _BACKLOGS = ("backlog_samples_length", "backlog_scored_length")
 
 
 def decide(
-    metrics: StageMetrics, plan: Plan, parts: dict[str, Part], free_chips: dict[str, int], lag: int
+    metrics: StageMetrics, plan: PipelineSizing, parts: dict[str, Part], free_chips: dict[str, int], lag: int
 ) -> list[Resize]:
     """backlog.control over the sampler and reward parts, each within 1..MOST_REPLICAS and its pool's room."""
     bounds = Bounds(

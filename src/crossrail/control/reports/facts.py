@@ -16,7 +16,7 @@ from typing import Any
 
 from crossrail.core import EventType
 from crossrail.errors import NotFoundError, SpecError, UsageError
-from crossrail.metrics import FleetTimeline, RunFacts, Sample, Selection, Target, fold_runs, parse_selection
+from crossrail.metrics import FleetTimeline, QualityTarget, RunFacts, Sample, Selection, fold_runs, parse_selection
 from crossrail.metrics.comparable import capacity_steps
 from crossrail.metrics.registry import SAMPLE_NAMES
 from crossrail.spec import work_digest
@@ -43,7 +43,7 @@ def workspace_runs(
     ids = sorted({e.run for e in events if e.run is not None})
     wanted = set(SAMPLE_NAMES)
     for e in events:
-        target = Target.of(e.data.get("target")) if e.type is EventType.SUBMITTED else None
+        target = QualityTarget.of(e.data.get("target")) if e.type is EventType.SUBMITTED else None
         if target is not None:
             wanted.add(target.metric)
     samples = [
