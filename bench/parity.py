@@ -23,9 +23,8 @@ The decision traces compared, each entry (seconds from the start, kind, run, ...
   resize  a running attempt's chips changed
   budget  a team crossed its budget this period
 Traces are compared as multisets: a mismatch is an entry one driver has and the other has not (so one
-decision made at another time or on another pool counts twice). The pipeline's decisions are counted
-apart: the simulator has no pipelines (sim/rl.py simulates one RL pipeline on its own), so every one of
-them is a mismatch today.
+decision made at another time or on another pool counts twice). The pipeline's mismatches are also counted
+apart (`pipeline=`): the simulator runs it as an Experiment with `spec.parts`, whose learner ends it.
 
     python bench/parity.py                          # every registered policy, 12 jobs
     python bench/parity.py --jobs 6 --policies fifo,priority
@@ -59,6 +58,7 @@ from crossrail.core.attempts import AttemptStatus, Capabilities, LaunchRequest, 
 from crossrail.scheduling import decisions
 from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.scheduling.policies import POLICY_NAMES
+from crossrail.scheduling.types import PartRequest
 from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.simulation import Simulation
 from crossrail.sim.workload import SimJob
@@ -81,9 +81,9 @@ RL_POOLS = {"rl-tpu": ("tpu", "tpu-v5p", 4, 4, 4.0), "rl-gpu": ("gpu", "h100", 4
 SPEED = {"tpu-v5p": 1.0, "h100": 1.0}
 """Relative speed by chip type (`--gpu-speed` sets h100's): below 1 the heterogeneity-aware policies have rates
 to weigh (live: from the placement estimates; simulated: the pools' speeds)."""
-"""The pipeline's own pools (only its queue has quota there), so its parts, which the simulator does not run,
-take no chips the jobs compete for; its team is its own, so it weighs on no job's fair share either. They are
-not time-sliced, so no round weighs them either."""
+"""The pipeline's own pools (only its queue has quota there), so its parts take no chips the jobs compete for;
+its team is its own, so it weighs on no job's fair share either. They are not time-sliced, so no round weighs
+them either."""
 STAGES = ("pretraining", "post_training", "eval", "experiment")
 RETRIES = {"max": 2}
 IMAGE = "ghcr.io/crossrail/workloads@sha256:" + "3f1c5e0a9b7d2c4e" * 4
@@ -443,10 +443,29 @@ class Live:
 # --- the simulated side -----------------------------------------------------------------------------------
 
 
-def sim_trace(policy: str, fleet: Fleet, work: list[SimJob], placement: PlacementPolicy | None = None) -> list[Entry]:
+def pipeline_job() -> SimJob:
+    """The pipeline as the simulator takes it: the live one's parts, each with its work; the learner ends it."""
+    parts = tuple(PartRequest(name, chips, prefer=acc) for name, (chips, acc, _) in PIPELINE_PARTS.items())
+    return SimJob(
+        name=PIPELINE,
+        stage="reinforcement_learning",
+        chips=sum(p.chips for p in parts),
+        work_s=PIPELINE_PARTS["learner"][2],
+        submit_s=PIPELINE_AT,
+        team="rl",
+        estimate_s=600.0,
+        retries=RetryPolicy.from_spec(RETRIES),
+        parts=parts,
+        part_work_s={name: work_s for name, (_, _, work_s) in PIPELINE_PARTS.items()},
+    )
+
+
+def sim_trace(
+    policy: str, fleet: Fleet, work: list[SimJob], placement: PlacementPolicy | None = None, *, pipeline: bool = True
+) -> list[Entry]:
     sim = Simulation(
         fleet,
-        work,
+        [*work, pipeline_job()] if pipeline else work,
         policy=policy,
         checkpoint=CheckpointModel(),
         retries=RetryPolicy.from_spec(RETRIES),
@@ -471,18 +490,21 @@ def sim_trace(policy: str, fleet: Fleet, work: list[SimJob], placement: Placemen
     out: list[Entry] = []
     for e in sim.events:
         t, d = round(e.ts, 3), e.data
+        who = e.run if d.get("part") is None else f"{e.run}/{d['part']}"
         if e.type is EventType.STARTED:
-            out.append((t, "admit", e.run, d["pool"], d["chips"]))
+            out.append((t, "admit", who, d["pool"], d["chips"]))
         elif e.type is EventType.PREEMPTED:
-            out.append((t, "preempt", e.run, d["pool"], d["cause"]))
+            out.append((t, "preempt", who, d["pool"], d["cause"]))
         elif e.type in (EventType.FAILED, EventType.SUCCEEDED):
-            out.append((t, "end", e.run, d["pool"], d.get("cause", "succeeded")))
+            out.append((t, "end", who, d["pool"], d.get("cause", "succeeded")))
         elif e.type is EventType.RETRIED:
-            out.append((t, "retry", e.run, d["cause"]))
+            out.append((t, "retry", who, d["cause"]))
         elif e.type is EventType.RESIZED:
-            out.append((t, "resize", e.run, d.get("chips_after", d.get("new"))))
+            out.append((t, "resize", who, d.get("chips_after", d.get("new"))))
         elif e.type is EventType.BUDGET_EXCEEDED:
             out.append((t, "budget", d.get("team")))
+    for at, run, _, part, pool in sim.cancelled:  # parts stopped when their pipeline ended, as live records them
+        out.append((round(at, 3), "end", f"{run}/{part}", pool, "cancelled"))
     return sorted(out, key=str)
 
 
@@ -495,7 +517,7 @@ class Compared:
     decisions: int
     mismatches: int
     pipeline: int
-    """Mismatches among the pipeline's decisions (the simulator has none)."""
+    """Mismatches among the pipeline's decisions."""
     only_live: list[Entry]
     only_sim: list[Entry]
 
@@ -519,7 +541,7 @@ def run_policy(policy: str, work: list[SimJob], fleet_dir: Path, *, pipeline: bo
     path = fleet_dir / f"fleet-{policy}.yaml"
     path.write_text(fleet_text(policy))
     live, placement = live_trace(policy, work, pipeline=pipeline)
-    sim = sim_trace(policy, load_fleet(path), work, placement)
+    sim = sim_trace(policy, load_fleet(path), work, placement, pipeline=pipeline)
     return compare(policy, live, sim)
 
 

@@ -3,8 +3,9 @@
 Six jobs (seed 34: a lost attempt, a drain that preempts, a budget that holds a run to the next day) and the
 pipeline, for `fifo`, `priority`, `max_min_fairness` (round-based) and `fifo_hetero` (an ordering that picks
 pools), whose admission both drivers run through `Scheduler.cycle` (its rounds included), with the
-end-of-attempt decisions of scheduling/decisions.py. Every decision outside the pipeline (which the simulator
-does not run) must be equal, with its time; the summary line must parse.
+end-of-attempt decisions of scheduling/decisions.py. Every decision must be equal, with its time, the
+pipeline's too (its parts admitted together, its sampler cancelled when its learner ends); the summary line
+must parse.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ def test_the_shared_policies_decide_alike_live_and_simulated(
     trace = bench.sim_trace("fifo", load_fleet(path), work)
     kinds = {(e[1], e[-1]) for e in trace}
     assert {("end", "lost"), ("preempt", "drained"), ("retry", "lost"), ("retry", "drained")} <= kinds
+    assert {(e[1], e[2], e[-1]) for e in trace if e[2].startswith("rl/")} == {
+        ("admit", "rl/learner", 4),
+        ("admit", "rl/sampler", 4),
+        ("end", "rl/learner", "succeeded"),
+        ("end", "rl/sampler", "cancelled"),
+    }
     assert any(e[1] == "budget" for e in trace)
     assert any(e[1] == "admit" and e[0] >= bench.DAY_S for e in trace), "the budget holds a run to the next day"
 
@@ -56,10 +63,10 @@ def test_the_shared_policies_decide_alike_live_and_simulated(
     lines = capsys.readouterr().out.strip().splitlines()
     for policy in policies:
         line = next(line for line in lines if line.startswith(policy + " "))
-        assert "outside_pipeline=0 " in line, "\n".join(lines)
-        assert line.endswith("pipeline=4"), line
+        assert "mismatches=0 " in line, "\n".join(lines)
+        assert line.endswith("pipeline=0"), line
     found = re.fullmatch(r"SUMMARY parity policies=(\d+) decisions=(\d+) mismatches=(\d+)", lines[-1])
     assert found is not None, lines[-1]
     count, decisions, mismatches = (int(g) for g in found.groups())
-    assert (count, mismatches) == (4, 4 * 4), "only the pipeline's four decisions, which the simulator does not make"
-    assert decisions > 4 * 30
+    assert (count, mismatches) == (4, 0)
+    assert decisions > 4 * 34

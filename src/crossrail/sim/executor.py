@@ -65,7 +65,7 @@ class Attempt:
 
 
 Ended = Callable[[Attempt, str, float], None]
-"""(attempt, how: succeeded | interrupted | preempted, lost compute seconds) -> None."""
+"""(attempt, how: succeeded | interrupted | preempted | cancelled, lost compute seconds) -> None."""
 
 
 class SimExecutor:
@@ -255,6 +255,13 @@ class SimExecutor:
             self.faults += 1
             att.record.interruptions += 1
             self._stop(att, "interrupted")
+
+    def cancel(self, run: str) -> None:
+        """Stop `run`'s attempt now for good (a part of a pipeline that ended): it ends `cancelled`, keeping the
+        work it committed."""
+        att = self.live.get(run)
+        if att is not None:
+            self._stop(att, "cancelled")
 
     def _finish(self, att: Attempt) -> None:
         self._close_stretch(att, self.engine.now())

@@ -14,23 +14,30 @@ a bare Experiment document, whose work is its `resources.duration`) becomes one 
   spec.checkpoint.every                 its checkpoint interval (instead of the simulation's chooser)
   spec.parent (`latest`)                it waits until its parent, when the workload holds it, has ended
   spec.target                           the quality target its `submitted` event carries
+  spec.parts                            a pipeline: its parts admitted together (each an attempt of its own,
+                                        retried alone); it ends when its learner (or its only part) has done
+                                        its work, and its other parts are cancelled then. The item's `work_s`
+                                        is that part's work, or a mapping of part -> work
 
 Fields about what the run executes or where it keeps files (image, command, args, config, code, dataset, env,
 checkpoint dir/format/keep_last, labels, owner, oversubscribe) change neither when nor where it runs, nor for
 how long. `retries.exit_codes` has nothing to apply to: simulated attempts end by success, interruption or
-preemption, never by an exit code. Any other field set, among them `spec.parts`, a `max_chips` above `chips`
-(growing a run) and fields a later version adds, is refused with its path: never silently ignored.
+preemption, never by an exit code. Any other field set, among them a `max_chips` above `chips` (growing a
+run) and fields a later version adds, is refused with its path: never silently ignored.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from crossrail.errors import Problem, SpecError
+from crossrail.scheduling.backlog import LEARNER
 from crossrail.scheduling.decisions import RetryPolicy
+from crossrail.scheduling.pipeline import parts_of
 from crossrail.sim.job import SimJob
 from crossrail.spec import Experiment
 from crossrail.spec.loader import Document, load_document
@@ -40,7 +47,7 @@ MODELLED = frozenset({
     "metadata.name", "metadata.team", "spec.stage", "spec.priority", "spec.resources.chips",
     "spec.resources.min_chips", "spec.resources.max_chips", "spec.resources.duration", "spec.parallelism.data",
     "spec.accelerators.prefer", "spec.accelerators.allow", "spec.retries.max", "spec.retries.backoff",
-    "spec.checkpoint.every", "spec.parent", "spec.target",
+    "spec.checkpoint.every", "spec.parent", "spec.target", "spec.parts",
 })  # fmt: skip
 """Paths (and everything under them) the simulation models."""
 INERT = frozenset({
@@ -50,7 +57,6 @@ INERT = frozenset({
 })  # fmt: skip
 """Paths that change neither when nor where a run runs, nor for how long (module docstring)."""
 WHY_NOT = {
-    "spec.parts": "the simulator does not model pipeline parts yet; simulate each part as a job of its own",
     "spec.resources.max_chips": "the simulator does not grow a run past its chips; set max_chips to chips or drop it",
 }
 ROW_KEYS = frozenset({"experiment", "submit_s", "work_s", "throughput"})
@@ -75,12 +81,43 @@ def experiment_job(row: Mapping[str, Any], source: str, where: str, base: Path |
     problems = _unmodelled(doc.data, exp, doc.source, at)
     res = exp.spec.resources
     work = row.get("work_s", res.duration_s)
+    part_work: dict[str, float] = {}
+    if exp.spec.parts:
+        work, part_work = _pipeline_work(exp, work, source, where, problems)
     if work is None:
         fix = "give the item a work_s (its run time at speed 1) or the experiment a resources.duration"
         problems.append(Problem(source, where, "the experiment's work is unknown", fix=fix))
     if problems:
         raise SpecError(problems)
-    return _job(exp, float(work), row)
+    return replace(_job(exp, float(work), row), part_work_s=part_work)
+
+
+def _pipeline_work(
+    exp: Experiment, work: Any, source: str, where: str, problems: list[Problem]
+) -> tuple[Any, dict[str, float]]:
+    """A pipeline's work and each part's: the run ends when its learner (or its only part) has done its work,
+    and the other parts run until then. `work_s` is that part's work, or a mapping of part -> work (a part it
+    does not name runs until the pipeline ends); without it, the pipeline's `resources.duration`."""
+    names = list(exp.spec.parts)
+    ends = LEARNER if LEARNER in names else names[0] if len(names) == 1 else None
+    if ends is None:
+        fix = f"name one part {LEARNER!r}: its end is the pipeline's"
+        problems.append(Problem(source, where, f"the pipeline {exp.name} has no part whose end ends it", fix=fix))
+        return None, {}
+    if not isinstance(work, Mapping):
+        return work, {ends: float(work)} if work is not None else {}
+    unknown = sorted(set(work) - set(names))
+    bad = sorted(k for k, v in work.items() if not isinstance(v, int | float) or not 0 < v < math.inf)
+    if unknown or bad:
+        what = f"parts it does not have: {', '.join(unknown)}" if unknown else f"work not > 0: {', '.join(bad)}"
+        fix = f"work_s maps its parts ({', '.join(names)}) to seconds of work at speed 1"
+        problems.append(Problem(source, f"{where}.work_s", f"work_s names {what}", fix=fix))
+        return None, {}
+    if ends not in work:
+        fix = f"give {ends} a work: the pipeline ends when it has done it"
+        problems.append(Problem(source, f"{where}.work_s", f"work_s gives no work to {ends}", fix=fix))
+        return None, {}
+    return work[ends], {k: float(v) for k, v in work.items()}
 
 
 def _document(value: Any, source: str, where: str, base: Path | None) -> tuple[Document, str]:
@@ -141,4 +178,5 @@ def _job(exp: Experiment, work_s: float, row: Mapping[str, Any]) -> SimJob:
         retries=RetryPolicy.from_spec(raw_retries),
         checkpoint_every_s=spec.checkpoint.every_s,
         parent=parent.run if parent is not None and parent.checkpoint == "latest" else None,
+        parts=parts_of(spec.parts),
     )

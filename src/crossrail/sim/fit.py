@@ -47,14 +47,10 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob]) -> dict[str, Where]:
     reach = quota_reach(fleet)
     kinds = sorted({str(p.accelerator) for p in fleet.pools})
     allow: dict[str, Where] = {}
-    never = []
-    seen: dict[tuple[object, ...], Where] = {}
-    for job in jobs:
-        # Jobs without a throughput row that ask alike get alike answers: decide each shape once.
-        key = (job.chips, job.stage, job.team, job.accelerators) if not job.throughput else None
-        if key is not None and key in seen:
-            allow[job.name] = seen[key]
-            continue
+    never: list[SimJob] = []
+
+    def check_one(job: SimJob) -> Where | None:
+        """Where `job` may run; None when no pool can ever run it."""
         holds = [
             p
             for p in fleet.pools
@@ -64,14 +60,32 @@ def check_jobs(fleet: Fleet, jobs: Iterable[SimJob]) -> dict[str, Where]:
         holds = [p for p in holds if queue is None or reach.get((queue.name, p.name), 0) >= job.chips]
         runs = {p.name for p in holds if job.rate(p.chip_type, p.relative_speed) > 0}
         if not runs:
-            never.append(job)
-            continue
+            return None
         ok = sorted({str(p.accelerator) for p in holds if p.name in runs})
         kinds_ok = None if len(ok) == len(kinds) else tuple(ok)
         pools_ok = None if len(runs) == len(holds) else tuple(sorted(runs))
-        allow[job.name] = (kinds_ok, pools_ok)
+        return kinds_ok, pools_ok
+
+    seen: dict[tuple[object, ...], Where] = {}
+    for job in jobs:
+        if job.parts:  # a pipeline: each part must fit a pool of its own; the cycle places them together
+            stuck = [part for p in job.parts if check_one(part := job.part(p.name)) is None]
+            never.extend(stuck)
+            if not stuck:
+                allow[job.name] = (None, None)
+            continue
+        # Jobs without a throughput row that ask alike get alike answers: decide each shape once.
+        key = (job.chips, job.stage, job.team, job.accelerators) if not job.throughput else None
+        if key is not None and key in seen:
+            allow[job.name] = seen[key]
+            continue
+        where = check_one(job)
+        if where is None:
+            never.append(job)
+            continue
+        allow[job.name] = where
         if key is not None:
-            seen[key] = allow[job.name]
+            seen[key] = where
     if never:
         raise PlacementError(_jobs_text(never, "no pool of the fleet can ever run") + _NEVER_FIX)
     return allow

@@ -7,11 +7,13 @@ a type absent or at 0 cannot run the job), else at the pool's `relative_speed`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crossrail.scheduling.decisions import RetryPolicy
+from crossrail.scheduling.types import PartRequest, part_key
 from crossrail.sim.quality import QualityCurve
 
 
@@ -46,6 +48,26 @@ class SimJob:
     """`spec.checkpoint.every`: its checkpoint interval; None: the simulation's interval chooser decides."""
     parent: str | None = None
     """`spec.parent.run` (from its `latest` checkpoint): queued only once that job of the workload has ended."""
+    parts: tuple[PartRequest, ...] = ()
+    """`spec.parts`: a pipeline, its parts admitted together, each an attempt of its own (docs/simulator.md)."""
+    part_work_s: Mapping[str, float] = field(default_factory=dict)
+    """Each part's work at speed 1; a part not named runs until its pipeline ends (a sampler beside a learner)."""
+
+    def part(self, name: str) -> SimJob:
+        """Part `name` of this pipeline as a job of its own: its chips, workers and work, under its part key."""
+        declared = next(p for p in self.parts if p.name == name)
+        return replace(
+            self,
+            name=part_key(self.name, name),
+            chips=declared.chips,
+            work_s=self.part_work_s.get(name, math.inf),
+            workers=declared.workers,
+            prefer=declared.prefer or self.prefer,
+            elastic=False,
+            min_chips=None,
+            parts=(),
+            part_work_s={},
+        )
 
     def runs_on(self, accelerator: str) -> bool:
         return self.accelerators is None or accelerator in self.accelerators

@@ -45,6 +45,8 @@ class PlacedSimulation(Protocol):
     def allow(self) -> Mapping[str, Where]: ...
     @property
     def waiting(self) -> Mapping[str, float]: ...
+    @property
+    def pipeline_of(self) -> Mapping[str, str]: ...
 
 
 class SimPlacing:
@@ -60,8 +62,8 @@ class SimPlacing:
     def place(self, now: float) -> None:
         """Set the pool the plan picks on every request waiting in the scheduler's queues."""
         sim, queues = self.sim, self.sim.sched.queues
-        pending = list(queues.requests.values())
-        if not pending:
+        pending = [req for req in queues.requests.values() if req.run in sim.jobs]  # a part offered alone is not
+        if not pending:  # placed (the agent's either)
             return
         pools = self.pools()
         works = [self.workload(req.run, req.queue) for req in pending]
@@ -85,6 +87,7 @@ class SimPlacing:
         return PlacementWork(
             run=run,
             chips=job.chips,
+            parts=tuple(p.chips for p in job.parts),
             stage=job.stage,
             reference_s=job.declared_s,
             prefer=job.prefer,
@@ -97,7 +100,9 @@ class SimPlacing:
         )
 
     def busy(self, run: str, pool: str, chips: int, started_at: float) -> Busy:
-        """A running attempt, expected to end its declared run time on its pool after it started."""
+        """A running attempt, expected to end its declared run time on its pool after it started (a pipeline's
+        part: its pipeline's, under the pipeline's name, as the agent counts it)."""
+        run = self.sim.pipeline_of.get(run, run)
         job = self.sim.jobs[run]
         work = PlacementWork(run=run, chips=job.chips, stage=job.stage, reference_s=job.declared_s)
         run_s, _ = run_time_s(work, self.infos[pool])

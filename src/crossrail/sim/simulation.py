@@ -25,7 +25,10 @@ from crossrail.core import Event, EventType
 from crossrail.metrics import MetricsAccumulator
 from crossrail.scheduling import Request, Scheduler, SchedulerConfig
 from crossrail.scheduling.decisions import RetryPolicy
+from crossrail.scheduling.pipeline import retry_part
 from crossrail.scheduling.policies import ROUND_S, get_policy
+from crossrail.scheduling.reconcile import pipeline_state
+from crossrail.scheduling.types import PART_SEP, part_key
 from crossrail.sim.capacity import Capacity
 from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.engine import LATE, Engine, Timer
@@ -123,6 +126,13 @@ class Simulation:
         """Parent -> the jobs that arrived and wait for it to end (`spec.parent`, from its `latest` checkpoint)."""
         self.placing = SimPlacing(self, placement) if placement is not None else None
         """With a placement policy, each cycle first places the waiting jobs as the agent does (sim/placing.py)."""
+        self.pipeline_of: dict[str, str] = {}
+        """A pipeline part's key (`run/part`, under which it is admitted and runs) -> its pipeline's job name."""
+        self.part_records: dict[str, SimRunRecord] = {}
+        """Each part's own tally (its pipeline's record counts the pipeline as one run)."""
+        self.cancelled: list[tuple[float, str, int, str, str]] = []
+        """(when, run, attempt, part, pool) of each part stopped because its pipeline ended: the agent records
+        that on the attempt and emits no event, and so does the simulation."""
 
     @functools.cached_property
     def capacity(self) -> Capacity:
@@ -247,11 +257,12 @@ class Simulation:
 
     def request(self, job: SimJob, now: float) -> Request:
         allow = self.allow[job.name][0] if job.name in self.allow else None
-        picked = self.capacity.pick(job, allow)
+        picked = self.capacity.pick(job, allow) if not job.parts else None  # parts are placed by the cycle
         return Request(
             run=job.name,
             queue=self.queue_of[job.name],
             chips=job.chips,
+            parts=job.parts,
             priority=job.priority,
             queued_at=now,
             team=job.team,
@@ -296,7 +307,10 @@ class Simulation:
             self.retries.stop(p.run, p.stop)
             self.executor.preempt(p.run, p.grace_s)
         for a in result.admitted:
-            self.launch(a.run, a.pool, a.chips)
+            if a.part is not None:
+                self.launch_part(a.run, a.part, a.pool, a.chips)
+            else:
+                self.launch(a.run, a.pool, a.chips)
         for crossing in result.budget_exceeded:
             self._emit(EventType.BUDGET_EXCEEDED, None, None, crossing.as_dict())
         rounds = self.sched.rounds  # the next boundary while anything waits or runs, as the agent passes there
@@ -346,6 +360,33 @@ class Simulation:
         if math.isfinite(reclaim_s):  # a spot pool takes its nodes back, counted from when they arrived
             self.engine.after(att.provisioning_s + reclaim_s, lambda: self._reclaimed(att))
 
+    def launch_part(self, key: str, part: str, pool_name: str, chips: int) -> None:
+        """Start part `part` of a pipeline (admitted under `key`, `run/part`) on `chips` of `pool_name` now: an
+        attempt of the pipeline run, as the agent's are; the pipeline leaves the queue with its first parts."""
+        now = self.engine.now()
+        run = key.split(PART_SEP, 1)[0]
+        job, rec = self.jobs[run], self.runs[run]
+        self.pipeline_of[key] = run
+        self.sched.started(key, pool_name, chips, now)
+        self.waiting.pop(run, None)
+        self.waiting.pop(key, None)  # a part offered again alone
+        number = self.attempts[run] = self.attempts.get(run, 0) + 1
+        pool = self.pools[pool_name]
+        price = pool.cost_per_chip_hour
+        data = {"pool": pool_name, "chips": chips, "cost_per_chip_hour": price, "part": part}
+        self._emit(EventType.STARTED, run, number, data)
+        if rec.first_start_s is None:
+            rec.first_start_s, rec.queue_s = now, now - rec.submit_s
+        rec.attempts, rec.pool, rec.outcome = number, pool_name, "running"
+        part_job = job.part(part)
+        part_rec = self.part_records.setdefault(key, SimRunRecord(key, job.stage, chips, job.submit_s))
+        hosts = hosts_of(chips, pool.chips_per_host)
+        rate = part_job.gang_rate(pool.chip_type, pool.relative_speed, chips)
+        mtbf = self.failures.run_mtbf_s(chips, hosts) if self.failures is not None else math.inf
+        committed = self.committed.get(key, 0.0)
+        att = Attempt(part_job, part_rec, pool_name, chips, hosts, rate, number, now, mtbf, committed)
+        self.executor.start(att)
+
     def _reclaimed(self, att: Attempt) -> None:
         """The pool reclaimed `att`'s nodes (a spot preemption): it loses its work since its last checkpoint."""
         if self.executor.live.get(att.job.name) is att:
@@ -361,6 +402,9 @@ class Simulation:
     def _ended(self, att: Attempt, how: str, lost_s: float) -> None:
         now, run, rec = self.engine.now(), att.job.name, att.record
         self.sched.finished(run, now)
+        if run in self.pipeline_of:
+            self._part_ended(att, how)
+            return
         by_type = self.attained.setdefault(run, {})
         chip_type = self.pools[att.pool].chip_type
         by_type[chip_type] = by_type.get(chip_type, 0.0) + att.chips * (now - att.started_at)
@@ -371,6 +415,60 @@ class Simulation:
             self.succeeded(run, att.number, att.pool, useful)
             return
         self._retry(att, how, data)
+        self.demand_changed()
+
+    def _part_ended(self, att: Attempt, how: str) -> None:
+        """A part's attempt ended: the pipeline's rules (scheduling.reconcile) say what that means for the run,
+        the shared end decision whether and when the part alone goes again."""
+        now, key = self.engine.now(), att.job.name
+        run = self.pipeline_of[key]
+        job, rec, part = self.jobs[run], self.runs[run], key.split(PART_SEP, 1)[1]
+        self.committed[key] = att.committed
+        data: dict[str, Any] = {"pool": att.pool, "part": part}
+        if how == "cancelled":  # its pipeline ended: the agent records the stop on the attempt, with no event
+            self.cancelled.append((now, run, att.number, part, att.pool))
+            return
+        names = [p.name for p in job.parts]
+        if how == "succeeded":
+            self._emit(EventType.SUCCEEDED, run, att.number, data)
+            if pipeline_state(names, part, "succeeded") == "succeeded":
+                self._pipeline_ended(run, "succeeded")
+            return
+        decision = self.retries.ended(key, att.number, att.pool, how, now, policy=job.retries)
+        assert decision.event is not None  # the simulator neither cancels nor suspends a part by itself
+        self._emit(decision.event, run, att.number, {**data, **decision.data(att.pool)})
+        if how == "preempted":
+            rec.preemptions += 1
+        if not decision.retry:
+            if pipeline_state(names, part, "failed") == "failed":
+                self._pipeline_ended(run, "failed")
+            return
+        again = {"part": part, "next_attempt": att.number + 1, "reason": decision.detail, "cause": str(decision.reason)}
+        self._emit(EventType.RETRIED, run, None, again)
+        delay = decision.backoff_s
+        if how == "interrupted":
+            delay += self.checkpoint.detect_s + self.checkpoint.reschedule_s
+        self.engine.after(delay, lambda: self._offer_part(run, part))
+
+    def _offer_part(self, run: str, part: str) -> None:
+        """Offer only `part` of `run` again, away from the pool it was lost on (the other parts keep running)."""
+        if self.runs[run].end_s is not None:  # the pipeline ended meanwhile
+            return
+        now, key = self.engine.now(), part_key(run, part)
+        self.waiting[key] = now
+        pipeline = self.request(self.jobs[run], now)
+        self.sched.submitted(retry_part(pipeline, part, queued_at=now, avoid_pool=self.retries.avoid_pool(key)))
+        self.demand_changed()
+
+    def _pipeline_ended(self, run: str, outcome: str) -> None:
+        """The pipeline `run` ended with `outcome`: its other parts are cancelled, as the agent halts them."""
+        for key in [k for k, r in self.pipeline_of.items() if r == run and k in self.executor.live]:
+            self.executor.cancel(key)
+        for key in [k for k, r in self.pipeline_of.items() if r == run and k in self.waiting]:
+            self.sched.withdrawn(key)
+            del self.waiting[key]
+        self._ended_for_good(run, outcome)
+        self.last_end = max(self.last_end, self.engine.now())
         self.demand_changed()
 
     def succeeded(self, run: str, number: int, pool: str, useful_chip_s: float) -> None:

@@ -26,6 +26,8 @@ def unit_hosts(pool: Pool, jobs: Sequence[SimJob]) -> int:
     per = pool.chips_per_host
     k = pool.chips // per
     for job in jobs:
+        if job.parts:  # a pipeline's parts are gangs of their own sizes: schedule host by host
+            return 1
         if job.chips > pool.chips or not job.runs_on(str(pool.accelerator)):
             continue
         if job.rate(pool.chip_type, pool.relative_speed) <= 0:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from crossrail.core import EventType
-from crossrail.errors import SpecError
+from crossrail.errors import PlacementError, SpecError
 from crossrail.sim import CheckpointModel, FailureSpec, SimResult, Simulation
 from crossrail.sim.fleets import build_fleet
 from crossrail.sim.workload import jobs_from_rows, parse_workload
@@ -68,18 +68,88 @@ def test_an_elastic_experiment_shrinks_through_failures_where_a_rigid_one_restar
 
 
 def test_fields_the_simulator_cannot_model_are_refused_by_path() -> None:
-    pipeline = experiment("rl", 256, parts={"learner": {"chips": 128}, "sampler": {"chips": 128}})
+    endless = experiment("rl", 256, parts={"sampler": {"chips": 128}, "reward": {"chips": 128}})
     growing = experiment("grow", resources={"chips": 64, "max_chips": 256, "duration": "1h"})
     unknown = experiment("later")
     unknown["spec"]["resources"]["spot"] = True  # a field no schema of this version knows
 
     with pytest.raises(SpecError) as raised:
-        jobs_from_rows([{"experiment": pipeline}, {"experiment": growing}, {"experiment": unknown}], "w.yaml")
+        jobs_from_rows([{"experiment": endless}, {"experiment": growing}, {"experiment": unknown}], "w.yaml")
 
     text = str(raised.value)
-    assert "jobs[0].experiment.spec.parts: the simulator does not model pipeline parts" in text
+    assert "the pipeline rl has no part whose end ends it" in text  # no learner: it would never end
     assert "jobs[1].experiment.spec.resources.max_chips: the simulator does not grow a run" in text
     assert "spot" in text
+
+
+def pipeline(name: str = "rl", **parts: dict[str, Any]) -> dict[str, Any]:
+    parts = parts or {"learner": {"chips": 4, "prefer": "gpu"}, "sampler": {"chips": 4, "prefer": "tpu"}}
+    doc = experiment(name, sum(p["chips"] for p in parts.values()), parts=parts)
+    doc["spec"]["stage"] = "reinforcement_learning"
+    return doc
+
+
+def two_pools() -> Fleet:
+    return build_fleet([
+        {"name": "tpu", "accelerator": "tpu", "chip_type": "tpu-v5p", "chips": 8, "chips_per_host": 4},
+        {"name": "gpu", "accelerator": "gpu", "chip_type": "h100", "chips": 8, "chips_per_host": 8},
+    ])  # fmt: skip
+
+
+def test_a_pipelines_parts_start_together_and_the_others_are_cancelled_when_its_learner_ends() -> None:
+    rows = [{"experiment": pipeline(), "work_s": {"learner": 600}}]
+    sim = Simulation(two_pools(), jobs_from_rows(rows, "w.yaml"), record_events=True)
+    result = sim.run()
+
+    assert sim.events is not None
+    started = {
+        e.data["part"]: (e.ts, e.data["pool"], e.data["chips"]) for e in sim.events if e.type is EventType.STARTED
+    }
+    assert started == {"learner": (0.0, "gpu", 4), "sampler": (0.0, "tpu", 4)}  # together, each where it prefers
+    ends = [(e.type, e.data["part"], e.ts) for e in sim.events if e.type in (EventType.SUCCEEDED, EventType.FAILED)]
+    assert ends == [(EventType.SUCCEEDED, "learner", 600.0)]
+    assert [(t, part, pool) for t, _, _, part, pool in sim.cancelled] == [(600.0, "sampler", "tpu")]
+    rec = result.runs["rl"]
+    assert (rec.outcome, rec.end_s, rec.first_start_s) == ("succeeded", 600.0, 0.0)
+    assert not sim.executor.live  # nothing left holding chips
+
+
+def test_a_lost_part_is_retried_alone_while_the_other_keeps_running() -> None:
+    rows = [{"experiment": pipeline(), "work_s": {"learner": 600}}]
+    sim = Simulation(two_pools(), jobs_from_rows(rows, "w.yaml"), record_events=True, checkpoint=CheckpointModel())
+    sim.engine.schedule(100.0, lambda: sim.executor.interrupt("rl/sampler"))
+    sim.run()
+
+    assert sim.events is not None
+    by_part = [(e.type, e.data.get("part"), e.attempt) for e in sim.events if e.run == "rl" and e.type in (
+        EventType.STARTED, EventType.FAILED, EventType.RETRIED, EventType.SUCCEEDED)]  # fmt: skip
+    assert by_part == [  # attempts numbered per run, as the agent numbers a pipeline's
+        (EventType.STARTED, "learner", 1),
+        (EventType.STARTED, "sampler", 2),
+        (EventType.FAILED, "sampler", 2),
+        (EventType.RETRIED, "sampler", None),
+        (EventType.STARTED, "sampler", 3),
+        (EventType.SUCCEEDED, "learner", 1),
+    ]
+    again = [e for e in sim.events if e.type is EventType.STARTED][-1]
+    assert (again.ts, again.data["pool"]) == (100.0, "gpu")  # at once, away from the pool it was lost on
+    failed = next(e for e in sim.events if e.type is EventType.FAILED)
+    assert (failed.data["pool"], failed.ts) == ("tpu", 100.0)
+    assert (sim.runs["rl"].outcome, sim.runs["rl"].end_s) == ("succeeded", 600.0)  # the learner never stopped
+
+
+def test_a_pipeline_larger_than_any_pool_runs_when_its_parts_fit() -> None:
+    parts = {"learner": {"chips": 4}, "reward": {"chips": 1}, "sampler": {"chips": 4}}
+    rows = [{"experiment": pipeline(**parts), "work_s": 60}]  # 9 chips; pools of 8
+    sim = Simulation(two_pools(), jobs_from_rows(rows, "w.yaml"))
+    assert sim.run().runs["rl"].outcome == "succeeded"
+    assert len(sim.cancelled) == 2  # the reward and the sampler, when the learner ended
+
+
+def test_a_pipeline_part_no_pool_can_run_is_refused_before_the_start() -> None:
+    rows = [{"experiment": pipeline(learner={"chips": 16}, sampler={"chips": 4})}]
+    with pytest.raises(PlacementError, match="rl/learner"):
+        Simulation(two_pools(), jobs_from_rows(rows, "w.yaml"))
 
 
 def test_an_experiment_without_a_duration_or_work_is_refused_and_an_item_may_give_its_work() -> None:
