@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from crossrail.control.attempts import ended_of
@@ -90,7 +90,7 @@ class Placer:
         """The workload of an experiment document (as recorded: `spec.resources.duration` etc.)."""
         spec = doc.get("spec", {})
         res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
-        prefer, source = preference(self.policy, stage, spec)
+        prefer, source = preference(self.policy, stage, acc)
         parts = spec.get("parts") or {}
         return PlacementWork(
             run=run,
@@ -230,9 +230,10 @@ def measured_interruptions(store: Store, pools: Iterable[str]) -> dict[str, tupl
     return {p: (counts[p] / hours[p], counts[p], hours[p]) for p in sorted(enough) if hours.get(p, 0.0) > 0}
 
 
-def preference(policy: PlacementPolicy, stage: str, spec: dict[str, Any]) -> tuple[str, str]:
-    """The accelerator a run prefers and where that comes from: its spec, else its stage's placement policy."""
-    prefer = (spec.get("accelerators") or {}).get("prefer")
+def preference(policy: PlacementPolicy, stage: str, accelerators: Mapping[str, Any]) -> tuple[str, str]:
+    """The accelerator a run prefers and where that comes from: its `spec.accelerators`, else its stage's
+    placement policy."""
+    prefer = accelerators.get("prefer")
     if prefer:
         return str(prefer), " by spec.accelerators.prefer"
     return str(policy.for_stage(stage).preferred_accelerator), f" by the {stage} placement policy"

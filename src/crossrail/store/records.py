@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple, Self
 
@@ -67,6 +68,53 @@ class _Row:
 
 
 @dataclass(frozen=True)
+class RecordedSpec:
+    """A run's recorded `spec` (the experiment document's body), read typed: each key as submit validated it,
+    or the schema's default where the record lacks it (one written before the key existed)."""
+
+    body: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, document: Mapping[str, Any]) -> RecordedSpec:
+        body = document.get("spec")
+        return cls(body if isinstance(body, Mapping) else {})
+
+    def _section(self, key: str) -> Mapping[str, Any]:
+        value = self.body.get(key)
+        return value if isinstance(value, Mapping) else {}
+
+    @property
+    def retries(self) -> Mapping[str, Any]:
+        """`spec.retries` (max, exit_codes, backoff), for scheduling.decisions.RetryPolicy.from_spec."""
+        return self._section("retries")
+
+    @property
+    def parts(self) -> Mapping[str, Mapping[str, Any]]:
+        """`spec.parts` by name: a pipeline's parts, empty for a single-gang run."""
+        return self._section("parts")
+
+    @property
+    def resources(self) -> Mapping[str, Any]:
+        return self._section("resources")
+
+    @property
+    def accelerators(self) -> Mapping[str, Any]:
+        return self._section("accelerators")
+
+    @property
+    def duration(self) -> str | None:
+        """`spec.resources.duration` as written (`6h`), None when not declared."""
+        value = self.resources.get("duration")
+        return str(value) if value else None
+
+    @property
+    def data_parallel(self) -> int:
+        """`spec.parallelism.data`: the run's data-parallel workers, 1 when not declared."""
+        data = self._section("parallelism").get("data")
+        return data if isinstance(data, int) and not isinstance(data, bool) and data > 0 else 1
+
+
+@dataclass(frozen=True)
 class RunRecord(_Row):
     id: str
     experiment: str
@@ -97,6 +145,11 @@ class RunRecord(_Row):
     updated_at: float
     uid: str | None = None
     """Globally unique (a lower-case ULID); None for a legacy run, created before uids."""
+
+    @property
+    def experiment_spec(self) -> RecordedSpec:
+        """The recorded experiment's `spec`, read typed."""
+        return RecordedSpec.of(self.spec)
 
     @property
     def run_checkpoint_dir(self) -> str:

@@ -413,7 +413,7 @@ class Agent:
         launch); otherwise the executor's observation says it. The typed reason is kept on the attempt
         (`end_reason`), beside the reason crossrail gave the executor's stop(), if it stopped it (`stopped_by`).
         """
-        retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
+        retries = RetryPolicy.from_spec(run.experiment_spec.retries)
         reason, detail = why or decisions.end_reason(status, run.state, retries.exit_codes)
         if reason is EndReason.EXIT:  # a failure of the training code: its own words say why
             detail = self._with_cause(run, att, detail)
@@ -547,15 +547,15 @@ class Agent:
         out = []
         self._parts_waiting = 0
         for run in self.store.list_runs(states=[RunState.ADMITTED, RunState.RUNNING], newest_first=False):
-            declared = (run.spec.get("spec") or {}).get("parts") or {}
+            declared = run.experiment_spec.parts
             if not declared:
                 continue
             attempts = self.store.attempts(run.id)
-            retries = RetryPolicy.from_spec(run.spec.get("spec", {}).get("retries"))
+            retries = RetryPolicy.from_spec(run.experiment_spec.retries)
             pipeline = _with_parts(Request(run.id, run.queue, run.chips, priority=run.priority, team=run.team), run)
             wanted = pipesize.current_sizes(self.store, run, _parts(run), {}).wanted  # as the last resizes left them
             pipeline = dataclasses.replace(pipeline, parts=parts_of(_resized(_parts(run), wanted)))
-            prefer, source = preference(self.service.policy, run.stage, run.spec.get("spec", {}))
+            prefer, source = preference(self.service.policy, run.stage, run.experiment_spec.accelerators)
             pipeline = dataclasses.replace(pipeline, prefer=prefer, prefer_source=source)
             for name in declared:
                 mine = [a for a in attempts if a.part == name]
@@ -649,10 +649,10 @@ class Agent:
     def _pending(self, run: RunRecord, now: float) -> Pending | None:
         if not parents.ready(self.store, run, now):
             return None
-        spec = run.spec.get("spec", {})
-        res, acc = spec.get("resources") or {}, spec.get("accelerators") or {}
-        prefer, source = preference(self.service.policy, run.stage, spec)
-        retries = RetryPolicy.from_spec(spec.get("retries"))
+        spec = run.experiment_spec
+        res, acc = spec.resources, spec.accelerators
+        prefer, source = preference(self.service.policy, run.stage, acc)
+        retries = RetryPolicy.from_spec(spec.retries)
         offer = decisions.next_offer(history(self.store.attempts(run.id)), retries)
         if offer.waiting(now):  # backing off after a failure, or after its engine had no room a moment ago
             return None
@@ -750,7 +750,7 @@ def _backend(fleet: Any, pool: str | None) -> str | None:
 
 
 def _parts(run: RunRecord) -> dict[str, Part]:
-    return {name: Part.model_validate(p) for name, p in ((run.spec.get("spec") or {}).get("parts") or {}).items()}
+    return {name: Part.model_validate(p) for name, p in run.experiment_spec.parts.items()}
 
 
 def _resized(parts: dict[str, Part], replicas: dict[str, int]) -> dict[str, Part]:
@@ -780,8 +780,7 @@ def _pipeline_of(a: Admission) -> str:
 
 def _workers(run: RunRecord) -> int:
     """The run's data-parallel workers (`spec.parallelism.data`, default 1): one gang in the scheduling core."""
-    data = ((run.spec.get("spec") or {}).get("parallelism") or {}).get("data")
-    return data if isinstance(data, int) and data > 0 else 1
+    return run.experiment_spec.data_parallel
 
 
 def _served(
@@ -802,7 +801,7 @@ def _served(
 
 
 def _duration_s(run: RunRecord) -> float | None:
-    duration = (run.spec.get("spec", {}).get("resources") or {}).get("duration")
+    duration = run.experiment_spec.duration
     return parse_duration(duration) if duration else None
 
 
@@ -819,7 +818,7 @@ def _halted(run: RunRecord, att: AttemptRecord) -> bool:
 def _pipeline_state(run: RunRecord, part: str, d: EndDecision) -> str | None:
     """The pipeline run's next state when its part `part` ends as `d` decided (scheduling.reconcile); while
     it keeps running the part is offered again alone (`_part_retries`)."""
-    parts = (run.spec.get("spec") or {}).get("parts") or {}
+    parts = run.experiment_spec.parts
     return reconcile.pipeline_state(list(parts), part, d.run_state)
 
 
