@@ -1,7 +1,8 @@
 """One error shape for every refusal: the crossrail error's kind, its message and the problems the CLI prints.
 
     {"apiVersion": "crossrail/v1", "kind": "Error", "status": 422, "error": "SpecError",
-     "message": "crossrail: 1 problem in ...", "problems": [{"file", "line", "path", "message", "fix", "set"}]}
+     "message": "crossrail: 1 problem in ...",
+     "problems": [{"file", "line", "path", "message", "fix", "set", "code"}]}
 
 `crossrail.client` turns this body back into the same exception, so a CLI talking to a server prints what the
 local CLI prints.
@@ -27,6 +28,7 @@ from crossrail.errors import (
     NotFoundError,
     PlacementError,
     Problem,
+    ProblemCode,
     SpecError,
     StoreUnavailableError,
     UnauthenticatedError,
@@ -111,6 +113,7 @@ ERROR_SCHEMA: dict[str, Any] = {
                     "message": _TEXT,
                     "fix": _MAYBE_TEXT,
                     "set": _MAYBE_TEXT,
+                    "code": {"enum": [str(code) for code in ProblemCode]},
                 },
             },
         },
