@@ -36,7 +36,7 @@ from crossrail.api.session import (
 from crossrail.client import Client
 from crossrail.core.access import WRITES, Action, Actor, Role, noting_hidden
 from crossrail.errors import CrossrailError, ForbiddenError, UnauthenticatedError
-from crossrail.store.access import JoinedAudit, joined_audit
+from crossrail.store.joined import JoinedAudit, joined_audit
 
 
 class AuthMiddleware:

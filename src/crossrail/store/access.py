@@ -13,9 +13,7 @@ from sqlalchemy import Connection, func, insert, select, update
 from crossrail.errors import ConflictError, NotFoundError
 from crossrail.store import schema as t
 from crossrail.store.engine import StoreBase
-from crossrail.store.joined import JoinedAudit, check_fields, fitted, joined_audit, note_audit_detail
-
-__all__ = ["AccessRecords", "JoinedAudit", "joined_audit", "note_audit_detail"]
+from crossrail.store.joined import check_fields, fitted
 
 
 class AccessRecords(StoreBase):

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from crossrail.core import Event, EventType
 from crossrail.errors import ConflictError
 from crossrail.store import NewRun, Store
-from crossrail.store.access import JoinedAudit, joined_audit
+from crossrail.store.joined import JoinedAudit, joined_audit
 
 from .test_store import new_run as store_run
 from .test_store import opening

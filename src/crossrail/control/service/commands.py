@@ -8,7 +8,7 @@ from crossrail.core import Event, EventType, RunState, new_uid
 from crossrail.core.access import Actor
 from crossrail.errors import ConflictError, ForbiddenError, UsageError
 from crossrail.store import NewRun, RunRecord
-from crossrail.store.access import note_audit_detail
+from crossrail.store.joined import note_audit_detail
 
 
 class Commands(Submitting):

@@ -13,7 +13,7 @@ from crossrail.core import Event, EventType, new_uid
 from crossrail.core.access import Actor
 from crossrail.errors import ForbiddenError, InfeasibleError, SpecError
 from crossrail.store import NewRun, RunRecord
-from crossrail.store.access import note_audit_detail
+from crossrail.store.joined import note_audit_detail
 
 # The spec, scheduling and metrics layers, and what only submit, resubmit and show use (control.parents,
 # isolation, loaded), load only for the commands that use them: `status` needs none of them.
