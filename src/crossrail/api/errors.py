@@ -35,6 +35,7 @@ from crossrail.errors import (
     UsageError,
     WorkspaceError,
 )
+from crossrail.spec.problems import code_of
 
 # Most specific first: InfeasibleError is both a SpecError and a PlacementError.
 STATUS: tuple[tuple[type[CrossrailError], int], ...] = (
@@ -78,7 +79,7 @@ def request_problems(exc: RequestValidationError) -> SpecError:
         message = str(err.get("msg", "invalid"))
         if err.get("type") == "string_pattern_mismatch":  # the pattern itself tells a caller little
             message = PATTERN_MESSAGES.get(str(err.get("ctx", {}).get("pattern")), message)
-        problems.append(Problem(source=source, path=path, message=message))
+        problems.append(Problem(source=source, path=path, message=message, code=code_of(str(err.get("type")))))
     return SpecError(problems)
 
 

@@ -110,22 +110,29 @@ def _problem(err: Any, loc: Path, doc: Document, model: type[BaseModel]) -> Prob
     if is_key:
         loc = loc[:-1]
     message, fix = _describe(kind, value, ctx, err["msg"])
-    code = ProblemCode.WRONG_TYPE if kind in _EXPECTED else ProblemCode.BAD_VALUE
+    code = code_of(kind)
     if kind == "missing":
-        code = ProblemCode.MISSING_FIELD
         key, loc = loc[-1], loc[:-1]
         message, fix = (
             f"missing required key {key!r}",
             f"add `{key}:` to {format_path(loc) or 'the document'}",
         )
     elif kind == "extra_forbidden":
-        code = ProblemCode.UNKNOWN_FIELD
         allowed = _keys_at(model, loc[:-1])
         message = f"unknown key {loc[-1]!r}"
         fix = did_you_mean(str(loc[-1]), allowed) or (f"allowed keys: {', '.join(allowed)}" if allowed else None)
     elif is_key:
         message = f"key {message}"
     return Problem(doc.source, format_path(loc), message, doc.line_of(loc), fix, code=code)
+
+
+def code_of(kind: str) -> ProblemCode:
+    """The code of a problem pydantic reports as error type `kind`."""
+    if kind == "missing":
+        return ProblemCode.MISSING_FIELD
+    if kind == "extra_forbidden":
+        return ProblemCode.UNKNOWN_FIELD
+    return ProblemCode.WRONG_TYPE if kind in _EXPECTED else ProblemCode.BAD_VALUE
 
 
 def _describe(kind: str, value: Any, ctx: dict[str, Any], msg: str) -> tuple[str, str | None]:

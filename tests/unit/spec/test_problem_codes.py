@@ -81,3 +81,25 @@ def test_the_code_travels_in_the_json_form_and_back() -> None:
     assert Problem.from_dict(shown) == problem
     assert Problem.from_dict({**shown, "code": "from_a_newer_server"}).code == ProblemCode.INVALID
     assert Problem.from_dict({k: v for k, v in shown.items() if k != "code"}).code == ProblemCode.INVALID
+
+
+def test_a_refused_request_body_says_the_code_of_each_problem() -> None:
+    from fastapi.exceptions import RequestValidationError
+
+    from crossrail.api.errors import request_problems
+
+    refused = RequestValidationError(
+        [
+            {"loc": ("body", "chips"), "msg": "Input should be a valid integer", "type": "int_parsing"},
+            {"loc": ("body", "colour"), "msg": "Extra inputs are not permitted", "type": "extra_forbidden"},
+            {"loc": ("body", "name"), "msg": "Field required", "type": "missing"},
+            {"loc": ("query", "limit"), "msg": "Input should be greater than 0", "type": "greater_than"},
+        ]
+    )
+
+    assert [(p.path, p.code) for p in request_problems(refused).problems] == [
+        ("chips", ProblemCode.WRONG_TYPE),
+        ("colour", ProblemCode.UNKNOWN_FIELD),
+        ("name", ProblemCode.MISSING_FIELD),
+        ("limit", ProblemCode.BAD_VALUE),
+    ]
