@@ -14,10 +14,7 @@ import crossrail
 
 SOURCE = Path(crossrail.__file__).parent
 
-ALLOWED: dict[str, str] = {
-    "Store": "runtime.stores.Store (a run's checkpoint directory) is to become CheckpointStore; the runtime's "
-    "checkpoint modules still name it",
-}
+ALLOWED: dict[str, str] = {}
 """Names still defined twice, each with why."""
 
 

@@ -19,7 +19,7 @@ import typer
 from crossrail.cli.output import print_object
 
 if TYPE_CHECKING:
-    from crossrail.runtime.stores import Store
+    from crossrail.runtime.stores import CheckpointStore
 
 EXIT_INVALID, EXIT_USAGE = 1, 2
 _STEP_DIR = re.compile(r"^step-\d+$")
@@ -137,7 +137,7 @@ def verify_command(
         raise typer.Exit(EXIT_INVALID)
 
 
-def _checkpoint(uri: str, options: dict[str, Any]) -> tuple[Store, str]:
+def _checkpoint(uri: str, options: dict[str, Any]) -> tuple[CheckpointStore, str]:
     """The one checkpoint `uri` names: a `step-*` directory or one holding a manifest, else the run's newest."""
     from crossrail.runtime import Checkpointer
     from crossrail.runtime.manifest import MANIFEST_FILE
@@ -154,7 +154,7 @@ def _checkpoint(uri: str, options: dict[str, Any]) -> tuple[Store, str]:
     return _usage_checked(lambda: split(newest[-1].uri, options))
 
 
-def _all_checkpoints(uri: str, options: dict[str, Any]) -> list[tuple[Store, str]]:
+def _all_checkpoints(uri: str, options: dict[str, Any]) -> list[tuple[CheckpointStore, str]]:
     from crossrail.runtime import Checkpointer
     from crossrail.runtime.stores import step_dirname
 

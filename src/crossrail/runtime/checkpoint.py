@@ -35,7 +35,15 @@ from crossrail.runtime.manifest import (
 )
 from crossrail.runtime.reading import DEFAULT_READERS, check_layout, manifest_in, parallel, read
 from crossrail.runtime.shards import Entry, Tensors, as_stored, check_tensors, plan, write_shard
-from crossrail.runtime.stores import STEP_DIR, Draft, StorageOptions, Store, open_store, split, step_dirname
+from crossrail.runtime.stores import (
+    STEP_DIR,
+    CheckpointStore,
+    Draft,
+    StorageOptions,
+    open_store,
+    split,
+    step_dirname,
+)
 
 OnSkip = Callable[[str, str], None]
 Prepare = Callable[["CheckpointInfo", dict[str, Any]], Mapping[str, npt.NDArray[Any]] | None]
@@ -553,7 +561,7 @@ def listing(ckpt: Checkpointer, *, verify: bool, storage_options: StorageOptions
     return items
 
 
-def verification(store: Store, name: str) -> dict[str, Any]:
+def verification(store: CheckpointStore, name: str) -> dict[str, Any]:
     """Every tensor of the checkpoint `name` in `store` read against its checksums: its uri, step (from its
     manifest, else its directory's name), whether it verifies and, when not, why."""
     named = STEP_DIR.match(name)

@@ -20,13 +20,13 @@ from crossrail.runtime.shards import (
     mapped_tensor,
     read_tensor,
 )
-from crossrail.runtime.stores import STEP_DIR, Store
+from crossrail.runtime.stores import STEP_DIR, CheckpointStore
 
 DEFAULT_READERS = 4
 Restored = tuple[Tensors, dict[str, Any]]
 
 
-def manifest_in(store: Store, name: str) -> dict[str, Any]:
+def manifest_in(store: CheckpointStore, name: str) -> dict[str, Any]:
     """The checked manifest of the checkpoint `name` in `store`, without reading its tensors."""
     marker = store.read_small(name, MARKER_FILE)
     if marker is None and store.object_storage:
@@ -41,7 +41,7 @@ def manifest_in(store: Store, name: str) -> dict[str, Any]:
     return manifest
 
 
-def check_layout(store: Store, name: str) -> dict[str, Any]:
+def check_layout(store: CheckpointStore, name: str) -> dict[str, Any]:
     """The cheap check of the checkpoint `name` (no checksum is read); returns its manifest.
 
     The commit marker and the manifest are present and agree, the manifest parses, and every tensor file
@@ -66,7 +66,7 @@ def _by_file(manifest: dict[str, Any]) -> dict[str, list[Entry]]:
 
 
 def read(
-    store: Store,
+    store: CheckpointStore,
     name: str,
     *,
     load: bool,

@@ -65,7 +65,7 @@ class Draft(ABC):
         """Remove what was written; the checkpoint was never committed."""
 
 
-class Store(ABC):
+class CheckpointStore(ABC):
     """The checkpoint directory of one run: its `step-*` entries and the files in each."""
 
     uri: str
@@ -136,7 +136,7 @@ class Store(ABC):
         """Remove what writers that died long ago left behind."""
 
 
-class LocalStore(Store):
+class LocalStore(CheckpointStore):
     object_storage = False
 
     def __init__(self, path: str) -> None:
@@ -355,7 +355,7 @@ class LocalDraft(Draft):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-class ObjectStore(Store):
+class ObjectStore(CheckpointStore):
     object_storage = True
 
     def __init__(self, uri: str, storage_options: StorageOptions | None = None) -> None:
@@ -477,7 +477,7 @@ class ObjectDraft(Draft):
             self.store.remove(self.name)
 
 
-def open_store(uri: str, storage_options: StorageOptions | None = None) -> Store:
+def open_store(uri: str, storage_options: StorageOptions | None = None) -> CheckpointStore:
     """The store of a checkpoint directory: a local path or `file://` URI, or any fsspec URI."""
     path = local_path(uri)
     if path is not None:
@@ -485,7 +485,7 @@ def open_store(uri: str, storage_options: StorageOptions | None = None) -> Store
     return ObjectStore(uri, storage_options)
 
 
-def split(uri: str, storage_options: StorageOptions | None = None) -> tuple[Store, str]:
+def split(uri: str, storage_options: StorageOptions | None = None) -> tuple[CheckpointStore, str]:
     """The store holding the checkpoint `uri` names, and the checkpoint's name in it."""
     path = local_path(uri)
     if path is not None:
