@@ -66,8 +66,9 @@ from crossrail.spec import Fleet, PlacementPolicy, load_fleet
 from crossrail.spec.validate import load_policy
 
 TICK_S = 10.0
-"""Every time in the workload is a multiple of it: the agent's passes fall on the same instants as the
-simulator's events."""
+"""Every arrival and scripted time is a multiple of it, and the live side steps by it when nothing else is
+due; otherwise its clock goes to the next instant something can happen, exactly (an attempt's end at a pool's
+half speed included), where the simulator's event falls."""
 ROUND_S = 120.0
 DAY_S = 86_400.0
 FAIL_AT, DRAIN_AT = 300.0, 600.0
@@ -412,7 +413,7 @@ class Live:
         if rounds is not None and rounds.next_at is not None and (queued or self.executor.live):
             known.append(rounds.next_at - self.start)  # a round boundary, while anything waits or runs
         at = min(known, default=now + TICK_S)
-        return max(now + TICK_S, -(-at // TICK_S) * TICK_S)
+        return at if at > now else now + TICK_S  # the instant itself, as the simulator's event falls on it
 
     def trace(self) -> list[Entry]:
         out: list[Entry] = []
