@@ -103,3 +103,35 @@ def test_a_round_based_policy_with_no_time_sliced_pool_is_a_warning(
     if warned:
         assert found.warnings[0].fix is not None
         assert "time_sliced: true" in found.warnings[0].fix
+
+
+SLOWED = """\
+apiVersion: crossrail/v1
+kind: Fleet
+metadata: {name: f}
+spec:
+  pools:
+    - {name: fast, accelerator: gpu, chip_type: h100, chips: 1, chips_per_host: 1}
+    - {name: slow, accelerator: gpu, chip_type: a100, chips: 1, chips_per_host: 1, slowdown: 2SPEED}
+"""
+
+
+@pytest.mark.parametrize(
+    ("speed", "warned"),
+    [
+        pytest.param("", True, id="slowed-but-declared-as-fast"),
+        pytest.param(", relative_speed: 0.5", False, id="declared-as-slowed"),
+    ],
+)
+def test_a_slowed_local_pool_whose_relative_speed_disagrees_is_a_warning(
+    tmp_path: Path, speed: str, warned: bool
+) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(SLOWED.replace("SPEED", speed))
+
+    found = check_files([path], default_policy())
+
+    assert found.problems == []
+    assert [w.path for w in found.warnings] == (["spec.pools[1].relative_speed"] if warned else [])
+    if warned:
+        assert "relative_speed: 0.5" in (found.warnings[0].fix or "")
