@@ -84,7 +84,7 @@ def experiment_job(row: Mapping[str, Any], source: str, where: str, base: Path |
     part_work: dict[str, float] = {}
     if exp.spec.parts:
         work, part_work = _pipeline_work(exp, work, source, where, problems)
-    if work is None:
+    if work is None and not problems:  # a pipeline's work_s already said what is wrong with it
         fix = "give the item a work_s (its run time at speed 1) or the experiment a resources.duration"
         problems.append(Problem(source, where, "the experiment's work is unknown", fix=fix))
     if problems:

@@ -380,6 +380,7 @@ class Simulation:
         rec.attempts, rec.pool, rec.outcome = number, pool_name, "running"
         part_job = job.part(part)
         part_rec = self.part_records.setdefault(key, SimRunRecord(key, job.stage, chips, job.submit_s))
+        self.useful_before[key] = part_rec.useful_chip_s
         hosts = hosts_of(chips, pool.chips_per_host)
         rate = part_job.gang_rate(pool.chip_type, pool.relative_speed, chips)
         mtbf = self.failures.run_mtbf_s(chips, hosts) if self.failures is not None else math.inf
@@ -424,7 +425,8 @@ class Simulation:
         run = self.pipeline_of[key]
         job, rec, part = self.jobs[run], self.runs[run], key.split(PART_SEP, 1)[1]
         self.committed[key] = att.committed
-        data: dict[str, Any] = {"pool": att.pool, "part": part}
+        useful = att.record.useful_chip_s - self.useful_before.pop(key, 0.0)
+        data: dict[str, Any] = {"pool": att.pool, "part": part, "useful_chip_s": useful}
         if how == "cancelled":  # its pipeline ended: the agent records the stop on the attempt, with no event
             self.cancelled.append((now, run, att.number, part, att.pool))
             return

@@ -112,6 +112,8 @@ def test_a_pipelines_parts_start_together_and_the_others_are_cancelled_when_its_
     rec = result.runs["rl"]
     assert (rec.outcome, rec.end_s, rec.first_start_s) == ("succeeded", 600.0, 0.0)
     assert not sim.executor.live  # nothing left holding chips
+    learner = next(e for e in sim.events if e.type is EventType.SUCCEEDED)
+    assert learner.data["useful_chip_s"] == 4 * 600.0  # its kept work on its chips, as a run's end carries
 
 
 def test_a_lost_part_is_retried_alone_while_the_other_keeps_running() -> None:
@@ -144,6 +146,12 @@ def test_a_pipeline_larger_than_any_pool_runs_when_its_parts_fit() -> None:
     sim = Simulation(two_pools(), jobs_from_rows(rows, "w.yaml"))
     assert sim.run().runs["rl"].outcome == "succeeded"
     assert len(sim.cancelled) == 2  # the reward and the sampler, when the learner ended
+
+
+def test_a_work_mapping_naming_an_unknown_part_is_one_problem() -> None:
+    with pytest.raises(SpecError) as raised:
+        jobs_from_rows([{"experiment": pipeline(), "work_s": {"learner": 60, "critic": 5}}], "w.yaml")
+    assert [p.message for p in raised.value.problems] == ["work_s names parts it does not have: critic"]
 
 
 def test_a_pipeline_part_no_pool_can_run_is_refused_before_the_start() -> None:
