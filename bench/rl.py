@@ -26,6 +26,7 @@ Two comparisons, each run as `python -m crossrail.workloads.rl` (all stages in o
    one torch thread per stage and each stage pinned to a CPU in both modes: throughput ratio (aim >= 1.3x on
    2 cores) and the reward curves (mean reward per step, every 10 steps), with held-out accuracy.
 
+`--parts controller` or `--parts async` runs one comparison (two pipelines), its clause alone in the summary.
 The machine's load average is printed at the start and the end: other processes on the CPUs move every
 figure. The last line is the summary.
 """
@@ -52,6 +53,7 @@ from crossrail.workloads.rl.stats import Totals, read_totals, running
 
 IDLE_AIM, ASYNC_AIM = 0.5, 1.3
 SAMPLES_PER_STEP = Settings().prompts_per_step * Settings().group  # completions the learner takes per update
+PARTS = ("controller", "async")  # the two comparisons; --parts runs one of them
 POLL_S = 0.2  # how often the controller looks at the stages (its decisions are a window apart)
 
 
@@ -256,7 +258,15 @@ def main() -> None:
     p.add_argument("--reward-chips", type=int, default=4, help="the reward pool's quota, chips (default 4)")
     p.add_argument("--sample-sleep", type=float, default=0.4, help="a sampler's seconds per batch (default 0.4)")
     p.add_argument("--warm-steps", type=int, default=24, help="supervised warm-up steps before RL (default 24)")
+    p.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"the comparisons to run, of {','.join(PARTS)} (default both; each is two pipelines)",
+    )
     args = p.parse_args()
+    parts = args.parts.split(",")
+    if unknown := sorted(set(parts) - set(PARTS)):
+        p.error(f"--parts: unknown {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     print(f"load average at start: {load()}  cpus {os.cpu_count()}", flush=True)
 
     warm = [
@@ -265,6 +275,17 @@ def main() -> None:
         "--eval-every",
         "20",
     ]  # 24: about 29% held-out accuracy, room to learn
+    clauses = []
+    if "controller" in parts:
+        clauses.append(compare_controller(args, warm))
+    if "async" in parts:
+        clauses.append(compare_async(args, warm))
+    print(f"load average at end: {load()}")
+    print(f"SUMMARY rl: {'; '.join(clauses)}; cpus {os.cpu_count()} load {load()}")
+
+
+def compare_controller(args: argparse.Namespace, warm: list[str]) -> str:
+    """Comparison 1, the backlog controller off vs on from a mis-sized start; its clause of the summary."""
     # Mis-sized: each sampler spends --sample-sleep per batch of 4 groups (its own accelerator's time, standing
     # in for one where all stages share these CPUs), so one sampler cannot feed the learner; the quota can.
     sizes = ["--samplers", "1", "--reward-workers", "1", "--max-policy-lag-steps", "2"]
@@ -280,27 +301,30 @@ def main() -> None:
         flush=True,
     )
     on = pipeline(args, "controller on", base, fleet)
-
-    pinned = [*warm, "--samplers", "1", "--reward-workers", "1", "--threads", "1", "--pin"]
-    sync = pipeline(args, "sync (lag 0)", [*pinned, "--max-policy-lag-steps", "0"])
-    bounded = pipeline(args, "async (lag <= 2)", [*pinned, "--max-policy-lag-steps", "2"])
-    for run in (sync, bounded):
-        print(f"{'':>18}reward by step ({run['name']}): {_curve(run['reward'], 10)}")
-    print(f"load average at end: {load()}")
-
     idle_cut = on["late_idle_fraction"] / off["late_idle_fraction"] if off["late_idle_fraction"] > 0 else 0.0
-    ratio = bounded["samples_per_second"] / sync["samples_per_second"]
-    print(
-        f"SUMMARY rl: controller second-half idle {off['late_idle_fraction']:.1%} -> {on['late_idle_fraction']:.1%} "
+    return (
+        f"controller second-half idle {off['late_idle_fraction']:.1%} -> {on['late_idle_fraction']:.1%} "
         f"(x{idle_cut:.2f}, aim <= {IDLE_AIM}) samples/s {off['late_samples_per_second']:.0f} -> "
         f"{on['late_samples_per_second']:.0f} "
         f"(whole run idle {off['idle_fraction']:.1%} -> {on['idle_fraction']:.1%}), "
         f"samplers 1 -> {on['samplers']} of a {fleet.sampler_chips}-chip quota, last resized at step "
         f"{on['last_resize_step']} of {args.steps} (the learner alone needs "
         f"{demand:.1f}; its busy s/step {off['learner_busy_s_per_step']:.3f} -> "
-        f"{on['learner_busy_s_per_step']:.3f}); async/sync throughput {ratio:.2f}x "
-        f"(aim >= {ASYNC_AIM}) final reward {sync['reward'][args.steps]:.2f} vs {bounded['reward'][args.steps]:.2f}; "
-        f"cpus {os.cpu_count()} load {load()}"
+        f"{on['learner_busy_s_per_step']:.3f})"
+    )
+
+
+def compare_async(args: argparse.Namespace, warm: list[str]) -> str:
+    """Comparison 2, synchronous vs bounded-async on pinned stages; its clause of the summary."""
+    pinned = [*warm, "--samplers", "1", "--reward-workers", "1", "--threads", "1", "--pin"]
+    sync = pipeline(args, "sync (lag 0)", [*pinned, "--max-policy-lag-steps", "0"])
+    bounded = pipeline(args, "async (lag <= 2)", [*pinned, "--max-policy-lag-steps", "2"])
+    for run in (sync, bounded):
+        print(f"{'':>18}reward by step ({run['name']}): {_curve(run['reward'], 10)}")
+    ratio = bounded["samples_per_second"] / sync["samples_per_second"]
+    return (
+        f"async/sync throughput {ratio:.2f}x "
+        f"(aim >= {ASYNC_AIM}) final reward {sync['reward'][args.steps]:.2f} vs {bounded['reward'][args.steps]:.2f}"
     )
 
 

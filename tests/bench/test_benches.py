@@ -29,7 +29,12 @@ REDUCED: dict[str, list[str]] = {
     "load": ["--seconds", "3", "--clients", "2", "--agents", "2"],
     "parallel": ["--steps", "4", "--repeats", "1", "--degrees", "2"],
     "parity": ["--jobs", "3", "--policies", "las,min_jct_hetero"],  # four others: test_parity.py
-    "rl": ["--steps", "4", "--skip", "1", "--window", "1", "--sample-sleep", "0.05", "--warm-steps", "2"],
+    # Each comparison of bench/rl.py is two pipelines of three torch processes: one run each.
+    "rl/controller": [
+        *["--parts", "controller", "--steps", "4", "--skip", "1", "--warm-steps", "2"],
+        *["--window", "1", "--sample-sleep", "0.05", "--sampler-chips", "2", "--reward-chips", "1"],
+    ],
+    "rl/async": ["--parts", "async", "--steps", "4", "--skip", "1", "--warm-steps", "2"],
     "schedule": ["--sizes", "200", "--repeats", "1"],
     "sim": ["--cases", "gavel", "big-jobs", "--repeats", "1", "--big-scale", "64", "--days", "2"],
     "submit": ["--experiments", "200", "--batch", "100", "--events", "2000", "--repeats", "1"],
@@ -39,17 +44,18 @@ TIMEOUT_S = 300  # a hard stop for a hung script; the reduced runs take about 20
 
 
 def test_every_benchmark_has_a_reduced_run() -> None:
-    assert sorted(p.stem for p in BENCH.glob("*.py")) == sorted(REDUCED)
+    assert sorted(p.stem for p in BENCH.glob("*.py")) == sorted({run.partition("/")[0] for run in REDUCED})
 
 
 @pytest.mark.parametrize("name", sorted(REDUCED))
 def test_the_benchmark_runs_to_its_summary(name: str, tmp_path: Path) -> None:
     if name == "load" and not (shutil.which("initdb") or list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))):
         pytest.skip("bench/load.py runs its agents on PostgreSQL: the server binaries are not installed")
+    script = BENCH / f"{name.partition('/')[0]}.py"  # "rl/async": bench/rl.py's reduced run of one part
     env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSRAIL_")}
     env |= {"TMPDIR": str(tmp_path), "COLUMNS": "200"}
     proc = subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), *REDUCED[name]],
+        [sys.executable, str(script), *REDUCED[name]],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -57,7 +63,8 @@ def test_the_benchmark_runs_to_its_summary(name: str, tmp_path: Path) -> None:
         timeout=TIMEOUT_S,
         check=False,
     )
-    said = f"bench/{name}.py exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    said = f"bench/{script.name} {' '.join(REDUCED[name])} exited {proc.returncode}:\n"
+    said += f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, said
     last = (proc.stdout.strip().splitlines() or [""])[-1]
     assert last.startswith("SUMMARY"), said
