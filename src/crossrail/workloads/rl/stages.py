@@ -15,11 +15,10 @@ import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from crossrail.core.clock import SystemClock
 from crossrail.errors import CrossrailError
@@ -28,14 +27,15 @@ from crossrail.runtime.torch_adapter import state_from_neutral
 from crossrail.workloads.gpt_data import Corpus, Record
 from crossrail.workloads.gpt_model import init_tensors
 from crossrail.workloads.gpt_tasks import evaluate
-from crossrail.workloads.gpt_torch import GPT, TorchEngine
 from crossrail.workloads.loop import progress_every, progress_line
-from crossrail.workloads.rl import policy
 from crossrail.workloads.rl.control import Control, first_control, read_control
 from crossrail.workloads.rl.queues import FileQueue
 from crossrail.workloads.rl.settings import PARTS, Rendezvous, Settings
 from crossrail.workloads.rl.stats import StageStats
 from crossrail.workloads.rl.task import Task, draw, task_named, verifier_named
+
+if TYPE_CHECKING:
+    from crossrail.workloads.gpt_torch import TorchEngine
 
 POLL_S = 0.01
 PROGRESS_EVERY = 10  # a sampler or reward part prints a progress line every this many groups
@@ -65,7 +65,10 @@ class StageProcess:
         self.task: Task = task_named(self.settings.task)
         self.samples = FileQueue(self.rdv.samples, self.clock)
         self.scored = FileQueue(self.rdv.scored, self.clock)
-        torch.set_num_threads(self.settings.threads)
+        if self.part != "reward":  # a reward worker runs the verifier alone: it never imports torch
+            import torch
+
+            torch.set_num_threads(self.settings.threads)
         if self.settings.pin and hasattr(os, "sched_setaffinity"):
             cpus = sorted(os.sched_getaffinity(0))
             index = {"learner": 0, "sampler": 1 + self.replica, "reward": 1}[self.part]
@@ -102,6 +105,8 @@ class StageProcess:
         return control
 
     def engine(self) -> TorchEngine:
+        from crossrail.workloads.gpt_torch import TorchEngine
+
         return TorchEngine(self.settings.model, self.settings.adamw())
 
     def checkpointer(self, keep_last: int | None = None) -> Checkpointer:
@@ -120,6 +125,10 @@ class SamplerPolicy:
     """
 
     def __init__(self, stage: StageProcess) -> None:
+        import torch
+
+        from crossrail.workloads.gpt_torch import GPT
+
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
         self.model = GPT(stage.settings.model).to(device or torch.device("cpu"))
 
@@ -129,6 +138,10 @@ class SamplerPolicy:
 
 def run_sampler(stage: StageProcess) -> None:
     """Generate groups from the newest policy while the learner can still use them (lag within the bound)."""
+    import torch
+
+    from crossrail.workloads.rl import policy
+
     s, ckpt, snapshot = stage.settings, stage.checkpointer(), SamplerPolicy(stage)
     version, made = -1, 0
     train = stage.task.split(heldout=False)
@@ -320,6 +333,8 @@ class Learner:
 
     def _warm_start(self) -> None:
         """Supervised steps on the training split, then policy version 0 published and evaluated."""
+        from crossrail.workloads.rl import policy
+
         self.engine.load(init_tensors(self.s.model, self.s.seed), None)
         train = self.stage.task.split(heldout=False)
         new = self.stage.task.max_answer_bytes + 1
@@ -358,6 +373,8 @@ class Learner:
         return batch
 
     def _update(self, batch: LearnerBatch) -> tuple[float, np.ndarray]:
+        from crossrail.workloads.rl import policy
+
         rows = [
             policy.Completions(np.array(i["tokens"]), np.array(i["logp"], np.float32), np.array(i["mask"]))
             for i in batch.items

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,15 @@ def test_the_command_hands_a_run_without_a_part_to_its_pipeline(
 
     assert launch.main(launcher.defaults, pipeline=pipeline) == 0
     assert started == [str(rendezvous(launcher))]
+
+
+def test_a_reward_worker_starts_without_importing_torch() -> None:
+    """A reward worker runs only the verifier: torch's import (seconds of CPU) is left to the stages that use it,
+    so each reward process a pipeline or a controller starts comes up that much sooner."""
+    code = (
+        "import sys\n"
+        "from crossrail.workloads.rl.stages import run_reward\n"
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:5]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
