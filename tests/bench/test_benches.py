@@ -27,9 +27,11 @@ REDUCED: dict[str, list[str]] = {
     ],
     "ckpt": ["--gb", "0.02", "--tensors", "4", "--reps", "1"],
     "load": ["--seconds", "3", "--clients", "2", "--agents", "2"],
+    # Degree 2 is the least that runs DDP's all-reduce in both loops: two torchrun launches of two workers.
     "parallel": ["--steps", "4", "--repeats", "1", "--degrees", "2"],
     "parity": ["--jobs", "3", "--policies", "las,min_jct_hetero"],  # four others: test_parity.py
-    # Each comparison of bench/rl.py is two pipelines of three torch processes: one run each.
+    # bench/rl.py's two comparisons, a case each: each is two pipelines whose learner and sampler import torch,
+    # seconds of CPU apiece that no smaller model or fewer steps can save.
     "rl/controller": [
         *["--parts", "controller", "--steps", "4", "--skip", "1", "--warm-steps", "2"],
         *["--window", "1", "--sample-sleep", "0.05", "--sampler-chips", "2", "--reward-chips", "1"],
