@@ -34,7 +34,7 @@ from crossrail.scheduling.budget import BudgetBook
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.pipeline import fit_parts
 from crossrail.scheduling.placement import Placement, Ranked
-from crossrail.scheduling.preemption import Candidates, Victim, could_preempt, victims
+from crossrail.scheduling.preemption import Candidates, Victim, could_reclaim, victims
 from crossrail.scheduling.queue import QueueSet
 from crossrail.scheduling.snapshot import Snapshot
 from crossrail.scheduling.types import Admission, Allocation, CycleResult, Growth, Preemption, Request
@@ -177,38 +177,40 @@ class Cycle:
     # --- 4 and 5. admit and requeue ------------------------------------------------------------
 
     def admit(self, snap: Snapshot, heads: list[Request]) -> None:
-        heap = [self.key(req, snap) for req in heads]
+        key, queues, requests = self.key, self.queues, self.queues.requests
+        heap = [key(req, snap) for req in heads]
         heapq.heapify(heap)
+        heappop, heappush = heapq.heappop, heapq.heappush
         tries: dict[str, int] = {}
         while heap:
-            key = heapq.heappop(heap)
-            name = key[-1]
-            queue = self.queues.queue(name)
+            popped = heappop(heap)
+            name = popped[-1]
+            queue = queues.queue(name)
             run = queue.head()
             if run is None:
                 continue
-            req = self.queues.requests[run]
-            fresh = self.key(req, snap)
-            if fresh > key and heap and fresh > heap[0]:
-                heapq.heappush(heap, fresh)  # its tenant's share grew this cycle
+            req = requests[run]
+            fresh = key(req, snap)
+            if fresh > popped and heap and fresh > heap[0]:
+                heappush(heap, fresh)  # its tenant's share grew this cycle
                 continue
-            if self.held(req):
+            if self.spent and self.held(req):  # without budgets nothing is spent, and nothing held
                 pass
             elif self.try_admit(req, snap):
-                self.queues.admitted(req)
-                self.nominated.pop(req.run, None)
-                self.memo.pop(req.run, None)
+                queues.admitted(req)
+                self.nominated.pop(run, None)
+                self.memo.pop(run, None)
             elif queue.strict:
                 continue
             else:
                 tries[name] = tries.get(name, 0) + 1
                 retry = self.placement.fallback_at(req)
-                self.queues.park(req, retry if retry is not None and retry > self.now else None)
+                queues.park(req, retry if retry is not None and retry > self.now else None)
                 if tries[name] >= self.config.best_effort_tries:
                     continue
             nxt = queue.head()
             if nxt is not None:
-                heapq.heappush(heap, self.key(self.queues.requests[nxt], snap))
+                heappush(heap, key(requests[nxt], snap))
 
     def usable(self, req: Request) -> Ranked:
         """The ranked pools where the request's queue could get quota, or a reservation could take it."""
@@ -306,16 +308,20 @@ class Cycle:
         waiting = [r for r in self.nominated.get(req.run, ()) if r in self.cache.allocs]
         if waiting:
             return f"waiting for {len(waiting)} preempted run(s) to stop: {', '.join(sorted(waiting))}"
-        grace = self.config.grace_s
+        grace, cache = self.config.grace_s, self.cache
         for pool_state, _ in ranked:
             name = pool_state.name
-            if snap.pool(name).drained or not could_preempt(snap, self.cache, req, name):
+            pool = snap.pool(name)
+            if pool.drained:
+                continue
+            lenders = could_reclaim(snap, req, name)
+            if not (lenders or cache.has_lower(req.queue, name, req.rank)):
                 continue
 
             def fits(name: str = name) -> bool:
                 return fit(snap, req, snap.pool(name), grace) is not None
 
-            chosen = victims(snap, self.candidates, req, snap.pool(name), fits)
+            chosen = victims(snap, self.candidates, req, pool, fits, lenders=lenders)
             if chosen:
                 return self.evict(req, chosen)
         return None

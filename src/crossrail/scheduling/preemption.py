@@ -14,14 +14,14 @@ the head can do without is put back (most work lost first). The snapshot is rest
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from typing import NamedTuple
 
 from crossrail.core import format_duration
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.pool import ACTIVE, PoolState
 from crossrail.scheduling.snapshot import Snapshot
-from crossrail.scheduling.types import Allocation, Request
+from crossrail.scheduling.types import Allocation, Hosts, Request
 
 
 class Victim(NamedTuple):
@@ -45,62 +45,68 @@ class Victim(NamedTuple):
 
 
 def victims(
-    snap: Snapshot, book: Candidates, req: Request, pool: PoolState, fits: Callable[[], bool]
+    snap: Snapshot, book: Candidates, req: Request, pool: PoolState, fits: Callable[[], bool], *, lenders: list[str]
 ) -> list[Victim] | None:
-    """The victims that let `req` fit `pool` (checked by `fits` on the snapshot), or None when none do."""
+    """The victims that let `req` fit `pool` (checked by `fits` on the snapshot), or None when none do.
+
+    `lenders` are the queues of `req`'s cohort it may reclaim from on the pool (`could_reclaim`).
+    """
     sizes = pool.sizes_of(req.low, req.high, req.unit)
-    gang = sizes[-1] if sizes else None  # largest first: the last is the smallest gang
-    candidates = book.candidates(snap, req, pool) if gang is not None else []
-    if gang is None or not candidates or sum(v.alloc.chips for v in candidates) < gang - pool.free_chips:
+    if not sizes:
+        return None
+    gang = sizes[-1]  # largest first: the last is the smallest gang
+    candidates, lent = book.candidates(req, pool.name, lenders)
+    if not candidates or sum(a.chips for a in candidates) < gang - pool.free_chips:
         return None
     hosts = _Hosts.of(pool, req.unit)
     single = _single(snap, candidates, hosts, gang, fits)
     if single is not None:
-        return [single]
-    chosen = _greedy(snap, candidates, hosts, gang, fits)
+        return [Victim(single, "reclaim" if single.run in lent else "priority")]
+    chosen = _greedy(snap, candidates, hosts, gang, fits, lent=lent)
     if chosen is None:
         return None
     mark = snap.mark()
     try:
-        for victim in chosen:
-            snap.release(victim.alloc)
-        for victim in sorted(chosen[:-1], key=lambda v: -v.alloc.lost_work_s(snap.now)):
-            snap.take(victim.alloc)
+        for alloc in chosen:
+            snap.release(alloc)
+        now = snap.now
+        for alloc in sorted(chosen[:-1], key=lambda a: -a.lost_work_s(now)):
+            snap.take(alloc)
             if fits():
-                chosen.remove(victim)
+                chosen = [a for a in chosen if a is not alloc]
             else:
-                snap.release(victim.alloc)
-        return chosen
+                snap.release(alloc)
+        return [Victim(a, "reclaim" if a.run in lent else "priority") for a in chosen]
     finally:
         snap.restore(mark)
 
 
 def _greedy(
-    snap: Snapshot, candidates: list[Victim], hosts: _Hosts, gang: int, fits: Callable[[], bool]
-) -> list[Victim] | None:
+    snap: Snapshot, candidates: list[Allocation], hosts: _Hosts, gang: int, fits: Callable[[], bool], *, lent: Set[str]
+) -> list[Allocation] | None:
     """Candidates in order up to the first prefix after which the head fits; None when none does.
 
     Prefixes whose freed chips could not form the gang's hosts are skipped without touching the snapshot.
     """
-    chosen: list[Victim] = []
+    chosen: list[Allocation] = []
     freed: dict[int, int] = {}
     released: dict[str, int] = {}
     applied = 0
+    pool = hosts.pool.name
     mark = snap.mark()
     try:
-        for victim in candidates:
-            alloc = victim.alloc
-            borrowing = snap.borrowed(alloc.queue, hosts.pool.name) - released.get(alloc.queue, 0)
-            if victim.kind == "reclaim" and borrowing <= 0:
+        for alloc in candidates:
+            queue = alloc.queue
+            if lent and alloc.run in lent and snap.borrowed(queue, pool) - released.get(queue, 0) <= 0:
                 continue  # its queue no longer borrows once the earlier victims are gone
-            chosen.append(victim)
-            released[alloc.queue] = released.get(alloc.queue, 0) + alloc.chips
+            chosen.append(alloc)
+            released[queue] = released.get(queue, 0) + alloc.chips
             for h, c in alloc.hosts:
                 freed[h] = freed.get(h, 0) + c
             if not hosts.room(gang, freed):
                 continue
             for pending in chosen[applied:]:
-                snap.release(pending.alloc)
+                snap.release(pending)
             applied = len(chosen)
             if fits():
                 return chosen
@@ -110,18 +116,19 @@ def _greedy(
 
 
 def _single(
-    snap: Snapshot, candidates: list[Victim], hosts: _Hosts, gang: int, fits: Callable[[], bool]
-) -> Victim | None:
+    snap: Snapshot, candidates: list[Allocation], hosts: _Hosts, gang: int, fits: Callable[[], bool]
+) -> Allocation | None:
     """The first candidate (in preference order) that makes room on its own."""
-    for victim in candidates:
-        if not hosts.room(gang, dict(victim.alloc.hosts)):
+    room = hosts.room_one
+    for alloc in candidates:
+        if not room(gang, alloc.hosts):
             continue
         mark = snap.mark()
-        snap.release(victim.alloc)
+        snap.release(alloc)
         ok = fits()
         snap.restore(mark)
         if ok:
-            return victim
+            return alloc
     return None
 
 
@@ -161,19 +168,30 @@ class _Hosts(NamedTuple):
         extra = sum(1 for h, c in freed.items() if state[h] == ACTIVE and free[h] + c >= per)
         return self.whole + extra >= gang // per
 
+    def room_one(self, gang: int, hosts: Hosts) -> bool:
+        """`room` for the hosts of one allocation (each host once), without building a dict."""
+        pool = self.pool
+        if pool.free_chips + sum(c for _, c in hosts) < gang:
+            return False
+        if self.spreads:
+            return True
+        per, free, state = pool.per_host, pool.free, pool.state
+        if gang <= per:
+            return self.best >= gang or any(state[h] == ACTIVE and free[h] + c >= gang for h, c in hosts)
+        extra = sum(1 for h, c in hosts if state[h] == ACTIVE and free[h] + c >= per)
+        return self.whole + extra >= gang // per
 
-def could_preempt(snap: Snapshot, cache: Cache, req: Request, pool: str) -> bool:
-    """A cheap test before listing candidates: does q run lower-priority work here, or may it reclaim?"""
-    return cache.has_lower(req.queue, pool, req.rank) or _may_reclaim(snap, req, pool)
 
-
-def _may_reclaim(snap: Snapshot, req: Request, pool: str) -> bool:
-    cohort = snap.quota.cohort_of(req.queue)
+def could_reclaim(snap: Snapshot, req: Request, pool: str) -> list[str]:
+    """The queues `req` may reclaim from on `pool`: when it fits within its queue's nominal quota there, the
+    other queues of its cohort that borrow there (in the cohort's order); none otherwise."""
+    quota = snap.quota
+    cohort = quota.cohort_of(req.queue)
     if cohort is None:
-        return False
-    if snap.used.get((req.queue, pool), 0) + req.low > snap.quota.nominal(req.queue, pool):
-        return False
-    return any(snap.borrowed(m, pool) > 0 for m in snap.quota.members[cohort] if m != req.queue)
+        return []
+    if snap.used.get((req.queue, pool), 0) + req.low > quota.nominal(req.queue, pool):
+        return []
+    return [m for m in quota.members[cohort] if m != req.queue and snap.borrowed(m, pool) > 0]
 
 
 _Key = tuple[int, float, float, str]
@@ -186,50 +204,65 @@ class Candidates:
     A cycle's blocked heads ask for the candidates of the same few (queue, pool) pairs again and again; the
     cache's allocations, their keys and protections do not change while a cycle admits (its admissions are
     indexed after the commit; a run preempted in the cycle is `evicting`, which is checked at each ask).
-    Only the order and each run's minus rank are kept, not the keys or victims: objects that live through
-    the cycle would make the garbage collector run more often during it.
+    One order per (queue, pool) serves both kinds: a queue's own lower classes read a prefix of it, a
+    lender's borrowed runs the part outside reservations. Only the order and each run's minus rank are
+    kept, not the keys: objects that live through the cycle make the garbage collector run more often.
     """
 
     def __init__(self, cache: Cache, now: float) -> None:
         self.cache = cache
         self.now = now
-        self._sorted: dict[tuple[str, str, str], tuple[list[int], list[Allocation]]] = {}
+        self._sorted: dict[tuple[str, str], tuple[list[int], list[Allocation]]] = {}
+        self._lent: dict[tuple[str, str], list[Allocation]] = {}
 
-    def candidates(self, snap: Snapshot, req: Request, pool: PoolState) -> list[Victim]:
-        """Victims for `req` on `pool`, lowest priority first, then least work lost since a checkpoint."""
-        ranks, own = self._of(req.queue, pool.name, "priority")
-        own = own[: bisect_left(ranks, -req.rank)]  # minus ranks ascending: lower classes come first
-        if not _may_reclaim(snap, req, pool.name):
-            return [Victim(a, "priority") for a in own if not a.evicting]
-        now = self.now
-        merged = [(_key(a, now), Victim(a, "priority")) for a in own if not a.evicting]
-        for member in snap.quota.members[snap.quota.cohort_of(req.queue) or ""]:
-            if member != req.queue and snap.borrowed(member, pool.name) > 0:
-                lent = self._of(member, pool.name, "reclaim")[1]
-                merged += [(_key(a, now), Victim(a, "reclaim")) for a in lent if not a.evicting]
-        merged.sort(key=lambda item: item[0])
-        return [victim for _, victim in merged]
+    def candidates(self, req: Request, pool: str, lenders: list[str]) -> tuple[list[Allocation], Set[str]]:
+        """Victims for `req` on `pool`, lowest priority first, then least work lost since a checkpoint, and the
+        runs among them that are reclaimed (the others are `req`'s queue's own lower classes)."""
+        ranks, own = self._of(req.queue, pool)
+        cut = bisect_left(ranks, -req.rank)  # minus ranks ascending: lower classes come first
+        if not lenders:
+            return [a for a in own[:cut] if not a.evicting], _NONE
+        lent = [a for m in lenders for a in self._lent_by(m, pool) if not a.evicting]
+        if not lent:
+            return [a for a in own[:cut] if not a.evicting], _NONE
+        merged = _keyed([a for a in own[:cut] if not a.evicting], self.now) + _keyed(lent, self.now)
+        merged.sort()
+        return [a for _, a in merged], {a.run for a in lent}
 
-    def _of(self, queue: str, pool: str, kind: str) -> tuple[list[int], list[Allocation]]:
-        found = self._sorted.get((queue, pool, kind))
+    def _lent_by(self, queue: str, pool: str) -> list[Allocation]:
+        found = self._lent.get((queue, pool))
+        if found is None:
+            found = self._lent[(queue, pool)] = [a for a in self._of(queue, pool)[1] if a.reservation is None]
+        return found
+
+    def _of(self, queue: str, pool: str) -> tuple[list[int], list[Allocation]]:
+        found = self._sorted.get((queue, pool))
         if found is None:
             cache, now = self.cache, self.now
-            allocs: Iterable[Allocation] = cache.by_queue.get((queue, pool), {}).values()
-            if kind == "reclaim":
-                allocs = [a for a in allocs if a.reservation is None]
             history = cache.preempted_at  # only runs preempted before can be protected, unless all are
-            everyone = cache.config.max_preemptions == 0
-            ordered = [
-                a
-                for _, a in sorted(
-                    (_key(a, now), a)
-                    for a in allocs
-                    if not (everyone or (a.run in history and cache.protected(a.run, now)))
-                )
-            ]
-            found = self._sorted[(queue, pool, kind)] = ([-a.request.rank for a in ordered], ordered)
+            allocs = (
+                []
+                if cache.config.max_preemptions == 0
+                else [
+                    a
+                    for a in cache.by_queue.get((queue, pool), {}).values()
+                    if not (a.run in history and cache.protected(a.run, now))
+                ]
+            )
+            ordered = [a for _, a in sorted(_keyed(allocs, self.now))]
+            found = self._sorted[(queue, pool)] = ([-a.request.rank for a in ordered], ordered)
         return found
 
 
-def _key(alloc: Allocation, now: float) -> _Key:
-    return (-alloc.request.rank, alloc.lost_work_s(now), -alloc.started_at, alloc.run)
+_NONE: frozenset[str] = frozenset()
+
+
+def _keyed(allocs: Iterable[Allocation], now: float) -> list[tuple[_Key, Allocation]]:
+    """Each allocation with its victim key (`Allocation.lost_work_s` written out: every candidate is keyed)."""
+    keyed = []
+    for a in allocs:
+        started = a.started_at
+        since = a.checkpointed_at or started
+        lost = now - (since if since > started else started)
+        keyed.append(((-a.request.rank, 0.0 if lost < 0.0 else lost, -started, a.run), a))
+    return keyed
