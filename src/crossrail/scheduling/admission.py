@@ -28,15 +28,17 @@ def fit(snap: Snapshot, req: Request, pool: PoolState, grace_s: float) -> GangFi
     low, free = req.low, pool.free_chips
     if pool.drained or free < low:
         return None
-    head = snap.headroom(req.queue, pool.name)
-    if head < low and len(pool.buckets) == 1:  # over quota, and no reservation that could take it
+    head = snap.quota.headroom(snap.used, snap.excess, req.queue, pool.name)
+    general = len(pool.buckets) == 1
+    if head < low and general:  # over quota, and no reservation that could take it
         return None
-    classes = _GENERAL if len(pool.buckets) == 1 else classes_for(pool, snap.holds, req, snap.now, grace_s)[0]
+    classes = _GENERAL if general else classes_for(pool, snap.holds, req, snap.now, grace_s)[0]
     most = req.high if req.high < free else free  # min() written out: a cycle's trials fit thousands of times
+    unit, find = req.unit, pool.find
     for pins, inside in classes:
         limit = most if inside or most < head else head
-        for n in pool.sizes(low, limit, req.unit):
-            hosts = pool.find(n, pins, req.unit)
+        for n in pool.sizes_of(low, limit, unit):
+            hosts = find(n, pins, unit)
             if hosts is not None:
                 return GangFit(pool.name, n, hosts, inside, free)
     return None

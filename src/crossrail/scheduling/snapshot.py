@@ -11,6 +11,9 @@ of takes and releases, trials included: a faster cycle makes each change cheaper
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import truediv
+
 from crossrail.scheduling.cache import Cache
 from crossrail.scheduling.pool import PoolState
 from crossrail.scheduling.types import Allocation
@@ -26,6 +29,8 @@ class Snapshot:
         self.used = dict(cache.used)
         self.excess = dict(cache.excess)
         self._pools: dict[str, PoolState] = {}
+        self._view = dict(cache.pools)
+        """Every pool as this snapshot sees it: the cache's, or this snapshot's copy once it changed one."""
         self._held: dict[str, dict[str, float]] = {}
         self._caps = {name: max(pool.capacity, 1) for name, pool in cache.pools.items()}
         self._shares: dict[str, float] = {}
@@ -33,12 +38,12 @@ class Snapshot:
         self._trials = 0
 
     def pool(self, name: str) -> PoolState:
-        return self._pools.get(name) or self.cache.pools[name]
+        return self._view[name]
 
     def _writable(self, name: str) -> PoolState:
         pool = self._pools.get(name)
         if pool is None:
-            pool = self._pools[name] = self.cache.pools[name].copy()
+            pool = self._pools[name] = self._view[name] = self.cache.pools[name].copy()
         return pool
 
     def headroom(self, queue: str, pool: str) -> int:
@@ -50,10 +55,9 @@ class Snapshot:
     def share(self, tenant: str) -> float:
         """The tenant's dominant share, counting what this cycle admitted so far."""
         share = self._shares.get(tenant)
-        if share is None:
-            caps = self._caps
-            shares = [chips / caps.get(pool, 1) for pool, chips in self._held_by(tenant).items()]
-            share = max(shares) if shares else 0.0
+        if share is None:  # the largest chips / capacity over the pools it used, without a list between
+            held = self._held_by(tenant)
+            share = max(map(truediv, held.values(), map(self._caps.get, held, repeat(1))), default=0.0)
             self._shares[tenant] = share
         return share
 
