@@ -61,6 +61,13 @@ class ProblemCode(StrEnum):
     """Hardware written into a portable experiment (node labels, device visibility, a backend)."""
     PORTABILITY = "portability"
     """Anything else the portability and reproducibility lint finds (an unpinned image, a local path, ...)."""
+    NOT_FOUND = "not_found"
+    """Something the document names does not exist or cannot be read: a dataset URI, a parent run, a checkpoint
+    step, a file."""
+    INFEASIBLE = "infeasible"
+    """Valid, but the fleet cannot run it: no pool can hold it, no queue takes its stage."""
+    UNSUPPORTED = "unsupported"
+    """Valid, but where it is going cannot carry it: a Kubernetes manifest, a Kueue object, the simulator."""
     INVALID = "invalid"
     """Any other problem."""
 

@@ -26,7 +26,7 @@ from crossrail.api.bounds import Count, Name
 from crossrail.control.agent import channel
 from crossrail.control.agent.secrets import secret_matches
 from crossrail.core.api import MAX_INT, api_object
-from crossrail.errors import ConflictError, NotFoundError, Problem, SpecError, UnauthenticatedError
+from crossrail.errors import ConflictError, NotFoundError, Problem, ProblemCode, SpecError, UnauthenticatedError
 from crossrail.runtime.report import (
     INCARNATION_SKEW_S,
     MAX_BATCH_BYTES,
@@ -88,7 +88,7 @@ class Seen:
 
 
 def _problem(path: str, message: str, fix: str | None = None) -> Problem:
-    return Problem(source="request body", path=path, message=message, fix=fix)
+    return Problem(source="request body", path=path, message=message, fix=fix, code=ProblemCode.BAD_VALUE)
 
 
 def _check(batch: Batch, run: str, attempt: int) -> list[dict[str, Any]]:

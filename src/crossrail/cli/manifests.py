@@ -173,9 +173,9 @@ def _render_parts(exp: Any, file: Path, fleet: Fleet, pools: str, target: Render
 
 
 def _problem(source: str, path: str, message: str) -> Any:
-    from crossrail.errors import Problem
+    from crossrail.errors import Problem, ProblemCode
 
-    return Problem(source, path, message)
+    return Problem(source, path, message, code=ProblemCode.BAD_VALUE)
 
 
 def _render(target: RenderTarget, work: Any, fleet: Fleet, pool: Any, *, force_backend: bool) -> tuple[str, str, str]:

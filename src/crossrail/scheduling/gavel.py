@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 
 COLUMNS = (
     "job_type",
@@ -86,12 +86,14 @@ def parse_trace(text: str, *, source: str = "trace") -> list[GavelJob]:
         cells = line.split("\t")
         if len(cells) != len(COLUMNS):
             fix = f"write {len(COLUMNS)} tab-separated columns: {', '.join(COLUMNS)}"
-            problems.append(Problem(source, "row", f"has {len(cells)} columns", number, fix))
+            problems.append(
+                Problem(source, "row", f"has {len(cells)} columns", number, fix, code=ProblemCode.BAD_VALUE)
+            )
             continue
         try:
             jobs.append(_job(cells))
         except _BadCell as exc:
-            problems.append(Problem(source, exc.column, exc.message, number, None))
+            problems.append(Problem(source, exc.column, exc.message, number, None, code=ProblemCode.BAD_VALUE))
     if problems:
         raise SpecError(problems)
     return jobs
@@ -136,14 +138,20 @@ def parse_throughputs(data: str | Mapping[str, Any], *, source: str = "throughpu
     try:
         decoded = json.loads(data) if isinstance(data, str) else data
     except json.JSONDecodeError as exc:
-        raise SpecError([Problem(source, "", f"is not JSON: {exc.msg}", exc.lineno, None)]) from None
+        raise SpecError(
+            [Problem(source, "", f"is not JSON: {exc.msg}", exc.lineno, None, code=ProblemCode.BAD_VALUE)]
+        ) from None
     if not isinstance(decoded, Mapping):
-        raise SpecError([Problem(source, "", "must be a mapping of worker type to jobs", None, None)])
+        raise SpecError(
+            [Problem(source, "", "must be a mapping of worker type to jobs", None, None, code=ProblemCode.WRONG_TYPE)]
+        )
     rates: dict[str, dict[tuple[str, int], float]] = {}
     problems = []
     for worker_type, jobs in decoded.items():
         if not isinstance(jobs, Mapping):
-            problems.append(Problem(source, worker_type, "must map job keys to rates", None, None))
+            problems.append(
+                Problem(source, worker_type, "must map job keys to rates", None, None, code=ProblemCode.WRONG_TYPE)
+            )
             continue
         row = rates[worker_type] = {}
         for key, entry in jobs.items():
@@ -153,7 +161,9 @@ def parse_throughputs(data: str | Mapping[str, Any], *, source: str = "throughpu
                     raise ValueError(f"needs a 'null' rate >= 0 (got {alone!r})")
                 row[parse_job_key(key)] = float(alone)
             except ValueError as exc:
-                problems.append(Problem(source, f"{worker_type}.{key}", str(exc), None, None))
+                problems.append(
+                    Problem(source, f"{worker_type}.{key}", str(exc), None, None, code=ProblemCode.BAD_VALUE)
+                )
     if problems:
         raise SpecError(problems)
     return Throughputs(rates)
@@ -172,7 +182,9 @@ def read_text(path: str | Path) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         message = f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte offset {exc.start}"
-        raise SpecError([Problem(str(path), "", message, fix="save the file as UTF-8")]) from None
+        raise SpecError(
+            [Problem(str(path), "", message, fix="save the file as UTF-8", code=ProblemCode.BAD_VALUE)]
+        ) from None
 
 
 def load_trace(path: str | Path) -> list[GavelJob]:

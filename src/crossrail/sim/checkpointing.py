@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from crossrail.core.renamed import renamed
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 
 IntervalKind = Literal["fixed", "young", "daly", "adaptive"]
 _SOURCE = "checkpoint"
@@ -85,7 +85,7 @@ def _number(value: object) -> bool:
 def _nonneg(path: str, value: float | None) -> list[Problem]:
     if value is None or (_number(value) and value >= 0):
         return []
-    return [Problem(_SOURCE, path, f"must be a finite number >= 0 (got {value!r})")]
+    return [Problem(_SOURCE, path, f"must be a finite number >= 0 (got {value!r})", code=ProblemCode.BAD_VALUE)]
 
 
 def _problems(spec: CheckpointModel) -> list[Problem]:
@@ -95,19 +95,49 @@ def _problems(spec: CheckpointModel) -> list[Problem]:
     for name in ("bandwidth_bps", "interval_s", "assumed_mtbf_s"):
         value = getattr(spec, name)
         if value is not None and not (_number(value) and value > 0):
-            found.append(Problem(_SOURCE, name, f"must be a finite number > 0 (got {value!r})"))
+            found.append(
+                Problem(_SOURCE, name, f"must be a finite number > 0 (got {value!r})", code=ProblemCode.BAD_VALUE)
+            )
     if spec.cost_s is not None and (spec.size_bytes is not None or spec.bandwidth_bps is not None):
-        found.append(Problem(_SOURCE, "cost_s", "given together with size_bytes/bandwidth_bps",
-                             fix="give either cost_s, or size_bytes and bandwidth_bps"))  # fmt: skip
+        found.append(
+            Problem(
+                _SOURCE,
+                "cost_s",
+                "given together with size_bytes/bandwidth_bps",
+                fix="give either cost_s, or size_bytes and bandwidth_bps",
+                code=ProblemCode.BAD_VALUE,
+            )
+        )
     if (spec.size_bytes is None) != (spec.bandwidth_bps is None):
-        found.append(Problem(_SOURCE, "size_bytes" if spec.size_bytes is None else "bandwidth_bps", "missing",
-                             fix="checkpoint cost = size_bytes / bandwidth_bps needs both"))  # fmt: skip
+        found.append(
+            Problem(
+                _SOURCE,
+                "size_bytes" if spec.size_bytes is None else "bandwidth_bps",
+                "missing",
+                fix="checkpoint cost = size_bytes / bandwidth_bps needs both",
+                code=ProblemCode.MISSING_FIELD,
+            )
+        )
     if spec.interval not in ("fixed", "young", "daly", "adaptive"):
-        found.append(Problem(_SOURCE, "interval", f"unknown interval {spec.interval!r}",
-                             fix="use 'fixed', 'young', 'daly' or 'adaptive'"))  # fmt: skip
+        found.append(
+            Problem(
+                _SOURCE,
+                "interval",
+                f"unknown interval {spec.interval!r}",
+                fix="use 'fixed', 'young', 'daly' or 'adaptive'",
+                code=ProblemCode.BAD_VALUE,
+            )
+        )
     if spec.interval == "fixed" and spec.interval_s is None:
-        found.append(Problem(_SOURCE, "interval_s", "missing for interval 'fixed'",
-                             fix="give the seconds of computing between checkpoints"))  # fmt: skip
+        found.append(
+            Problem(
+                _SOURCE,
+                "interval_s",
+                "missing for interval 'fixed'",
+                fix="give the seconds of computing between checkpoints",
+                code=ProblemCode.MISSING_FIELD,
+            )
+        )
     return found
 
 

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.scheduling.backlog import LEARNER
 from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.scheduling.pipeline import parts_of
@@ -75,7 +75,9 @@ def experiment_job(row: Mapping[str, Any], source: str, where: str, base: Path |
     unknown = sorted(set(row) - ROW_KEYS)
     if unknown:
         fix = f"an experiment item holds {', '.join(sorted(ROW_KEYS))}"
-        raise SpecError([Problem(source, where, f"unknown fields {', '.join(unknown)}", fix=fix)])
+        raise SpecError(
+            [Problem(source, where, f"unknown fields {', '.join(unknown)}", fix=fix, code=ProblemCode.UNKNOWN_FIELD)]
+        )
     doc, at = _document(row["experiment"], source, where, base)
     exp = parse_experiment(doc)
     problems = _unmodelled(doc.data, exp, doc.source, at)
@@ -86,7 +88,9 @@ def experiment_job(row: Mapping[str, Any], source: str, where: str, base: Path |
         work, part_work = _pipeline_work(exp, work, source, where, problems)
     if work is None and not problems:  # a pipeline's work_s already said what is wrong with it
         fix = "give the item a work_s (its run time at speed 1) or the experiment a resources.duration"
-        problems.append(Problem(source, where, "the experiment's work is unknown", fix=fix))
+        problems.append(
+            Problem(source, where, "the experiment's work is unknown", fix=fix, code=ProblemCode.MISSING_FIELD)
+        )
     if problems:
         raise SpecError(problems)
     return replace(_job(exp, float(work), row), part_work_s=part_work)
@@ -102,7 +106,15 @@ def _pipeline_work(
     ends = LEARNER if LEARNER in names else names[0] if len(names) == 1 else None
     if ends is None:
         fix = f"name one part {LEARNER!r}: its end is the pipeline's"
-        problems.append(Problem(source, where, f"the pipeline {exp.name} has no part whose end ends it", fix=fix))
+        problems.append(
+            Problem(
+                source,
+                where,
+                f"the pipeline {exp.name} has no part whose end ends it",
+                fix=fix,
+                code=ProblemCode.BAD_VALUE,
+            )
+        )
         return None, {}
     if not isinstance(work, Mapping):
         return work, {ends: float(work)} if work is not None else {}
@@ -111,11 +123,13 @@ def _pipeline_work(
     if unknown or bad:
         what = f"parts it does not have: {', '.join(unknown)}" if unknown else f"work not > 0: {', '.join(bad)}"
         fix = f"work_s maps its parts ({', '.join(names)}) to seconds of work at speed 1"
-        problems.append(Problem(source, f"{where}.work_s", f"work_s names {what}", fix=fix))
+        problems.append(Problem(source, f"{where}.work_s", f"work_s names {what}", fix=fix, code=ProblemCode.BAD_VALUE))
         return None, {}
     if ends not in work:
         fix = f"give {ends} a work: the pipeline ends when it has done it"
-        problems.append(Problem(source, f"{where}.work_s", f"work_s gives no work to {ends}", fix=fix))
+        problems.append(
+            Problem(source, f"{where}.work_s", f"work_s gives no work to {ends}", fix=fix, code=ProblemCode.BAD_VALUE)
+        )
         return None, {}
     return work[ends], {k: float(v) for k, v in work.items()}
 
@@ -129,7 +143,13 @@ def _document(value: Any, source: str, where: str, base: Path | None) -> tuple[D
     if isinstance(value, dict):
         return Document(source, value, {}), f"{where}.experiment."
     fix = "give a file name or the Experiment document itself"
-    raise SpecError([Problem(source, f"{where}.experiment", "must be a file name or a mapping", fix=fix)])
+    raise SpecError(
+        [
+            Problem(
+                source, f"{where}.experiment", "must be a file name or a mapping", fix=fix, code=ProblemCode.WRONG_TYPE
+            )
+        ]
+    )
 
 
 def _unmodelled(data: Any, exp: Experiment, source: str, at: str) -> list[Problem]:
@@ -141,7 +161,7 @@ def _unmodelled(data: Any, exp: Experiment, source: str, at: str) -> list[Proble
         if any(path == p or path.startswith(p + ".") for p in MODELLED | INERT) and path not in WHY_NOT:
             continue
         why = WHY_NOT.get(path, f"the simulator does not model {path}; remove it to simulate this experiment")
-        problems.append(Problem(source, at + path, why))
+        problems.append(Problem(source, at + path, why, code=ProblemCode.UNSUPPORTED))
     return problems
 
 
@@ -158,7 +178,9 @@ def _job(exp: Experiment, work_s: float, row: Mapping[str, Any]) -> SimJob:
     parent = spec.parent
     throughput = row.get("throughput") or {}
     if not isinstance(throughput, dict) or not math.isfinite(work_s) or work_s <= 0:
-        raise SpecError([Problem("workload", exp.name, "work_s must be > 0 and throughput a mapping")])
+        raise SpecError(
+            [Problem("workload", exp.name, "work_s must be > 0 and throughput a mapping", code=ProblemCode.BAD_VALUE)]
+        )
     return SimJob(
         name=exp.name,
         stage=str(spec.stage),

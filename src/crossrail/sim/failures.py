@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 
 Scope = Literal["host", "rack", "slice"]
 Cause = Literal["chip", "host", "rack", "slice"]
@@ -88,31 +88,63 @@ def _number(value: object) -> bool:
 def _positive(path: str, value: float | None, fix: str) -> list[Problem]:
     if value is None or (_number(value) and value > 0):
         return []
-    return [Problem(_SOURCE, path, f"must be a finite number > 0 (got {value!r})", fix=fix)]
+    return [Problem(_SOURCE, path, f"must be a finite number > 0 (got {value!r})", fix=fix, code=ProblemCode.BAD_VALUE)]
 
 
 def _problems(spec: FailureSpec) -> list[Problem]:
     found = _positive("chip_mtbf_s", spec.chip_mtbf_s, "give seconds, or None for no chip failures")
     found += _positive("host_mtbf_s", spec.host_mtbf_s, "give seconds, or None for no host failures")
     if spec.distribution not in ("exponential", "weibull"):
-        found.append(Problem(_SOURCE, "distribution", f"unknown distribution {spec.distribution!r}",
-                             fix="use 'exponential' or 'weibull'"))  # fmt: skip
+        found.append(
+            Problem(
+                _SOURCE,
+                "distribution",
+                f"unknown distribution {spec.distribution!r}",
+                fix="use 'exponential' or 'weibull'",
+                code=ProblemCode.BAD_VALUE,
+            )
+        )
     found += _positive("weibull_shape", spec.weibull_shape, "a shape below 1 is infant mortality, above 1 wear-out")
     if not (_number(spec.repair_s) and spec.repair_s >= 0):
-        found.append(Problem(_SOURCE, "repair_s", f"must be a finite number >= 0 (got {spec.repair_s!r})"))
+        found.append(
+            Problem(
+                _SOURCE, "repair_s", f"must be a finite number >= 0 (got {spec.repair_s!r})", code=ProblemCode.BAD_VALUE
+            )
+        )
     for i, c in enumerate(spec.correlated):
         where = f"correlated[{i}]"
         if not isinstance(c, CorrelatedFailure):
-            found.append(Problem(_SOURCE, where, f"must be a CorrelatedFailure (got {c!r})",
-                                 fix="CorrelatedFailure(scope='rack', mtbf_s=..., hosts=...)"))  # fmt: skip
+            found.append(
+                Problem(
+                    _SOURCE,
+                    where,
+                    f"must be a CorrelatedFailure (got {c!r})",
+                    fix="CorrelatedFailure(scope='rack', mtbf_s=..., hosts=...)",
+                    code=ProblemCode.WRONG_TYPE,
+                )
+            )
             continue
         if c.scope not in ("host", "rack", "slice"):
-            found.append(Problem(_SOURCE, f"{where}.scope", f"unknown scope {c.scope!r}",
-                                 fix="use 'host', 'rack' or 'slice'"))  # fmt: skip
+            found.append(
+                Problem(
+                    _SOURCE,
+                    f"{where}.scope",
+                    f"unknown scope {c.scope!r}",
+                    fix="use 'host', 'rack' or 'slice'",
+                    code=ProblemCode.BAD_VALUE,
+                )
+            )
         found += _positive(f"{where}.mtbf_s", c.mtbf_s, "the MTBF of one whole domain, in seconds")
         if not isinstance(c.hosts, int) or c.hosts < 1:
-            found.append(Problem(_SOURCE, f"{where}.hosts", f"must be an integer >= 1 (got {c.hosts})",
-                                 fix="the number of hosts one failure of this domain takes down"))  # fmt: skip
+            found.append(
+                Problem(
+                    _SOURCE,
+                    f"{where}.hosts",
+                    f"must be an integer >= 1 (got {c.hosts})",
+                    fix="the number of hosts one failure of this domain takes down",
+                    code=ProblemCode.BAD_VALUE,
+                )
+            )
     return found
 
 

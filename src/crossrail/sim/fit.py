@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from crossrail.errors import PlacementError, Problem, SpecError
+from crossrail.errors import PlacementError, Problem, ProblemCode, SpecError
 from crossrail.scheduling.pool import PoolState
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Fleet
@@ -28,7 +28,10 @@ def queue_names(fleet: Fleet, jobs: Iterable[SimJob]) -> dict[str, str]:
             out[job.name] = queue.name
     if missing:
         fix = "add a queue for each stage to the fleet, or use --pools, which makes one queue per stage"
-        problems = [Problem(fleet.name, "spec.queues", f"no queue for stage {s!r}", fix=fix) for s in sorted(missing)]
+        problems = [
+            Problem(fleet.name, "spec.queues", f"no queue for stage {s!r}", fix=fix, code=ProblemCode.INFEASIBLE)
+            for s in sorted(missing)
+        ]
         raise SpecError(problems)
     return out
 

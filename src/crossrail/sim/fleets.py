@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.sim.workload import SimJob
 from crossrail.spec import Document, Fleet, Stage, parse_fleet
 
@@ -31,7 +31,7 @@ def parse_pools(text: str) -> list[dict[str, object]]:
             if chips <= 0 or per_host <= 0 or chips % per_host or price < 0:
                 raise ValueError(f"chips must be > 0 and a multiple of chips_per_host ({per_host})")
         except ValueError as exc:
-            problems.append(Problem(WHERE, f"[{i}] {item}", str(exc)))
+            problems.append(Problem(WHERE, f"[{i}] {item}", str(exc), code=ProblemCode.BAD_VALUE))
             continue
         kind = "tpu" if name.lower().startswith("tpu") else "gpu"
         chip_type = name.split("-")[0] if kind == "gpu" else name
@@ -40,7 +40,11 @@ def parse_pools(text: str) -> list[dict[str, object]]:
              "cost_per_chip_hour": price}
         )  # fmt: skip
     if not pools and not problems:
-        problems.append(Problem(WHERE, "", "no pools given", fix="e.g. --pools v100:8,p100:16,k80:24"))
+        problems.append(
+            Problem(
+                WHERE, "", "no pools given", fix="e.g. --pools v100:8,p100:16,k80:24", code=ProblemCode.MISSING_FIELD
+            )
+        )
     if problems:
         raise SpecError(problems)
     return pools

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.scheduling.gavel import Throughputs
 from crossrail.sim.job import SimJob
 
@@ -61,7 +61,15 @@ class GavelGenSpec:
         for item in filter(None, (p.strip() for p in text.split(","))):
             key, _, raw = item.partition("=")
             if key not in _FIX:
-                problems.append(Problem(WHERE, key, f"unknown key {key!r}", fix=f"keys are {', '.join(_FIX)}"))
+                problems.append(
+                    Problem(
+                        WHERE,
+                        key,
+                        f"unknown key {key!r}",
+                        fix=f"keys are {', '.join(_FIX)}",
+                        code=ProblemCode.UNKNOWN_FIELD,
+                    )
+                )
                 continue
             try:
                 if key == "rate":
@@ -73,11 +81,15 @@ class GavelGenSpec:
                 else:
                     multi = _flag(raw)
             except ValueError as exc:
-                problems.append(Problem(WHERE, key, f"cannot read {raw!r}: {exc}", fix=_FIX[key]))
+                problems.append(
+                    Problem(WHERE, key, f"cannot read {raw!r}: {exc}", fix=_FIX[key], code=ProblemCode.BAD_VALUE)
+                )
         named = {p.path for p in problems}
         for key, value in (("rate", rate), ("window", window)):
             if value is None and key not in named:
-                problems.append(Problem(WHERE, key, f"{key} is required", fix=_FIX[key]))
+                problems.append(
+                    Problem(WHERE, key, f"{key} is required", fix=_FIX[key], code=ProblemCode.MISSING_FIELD)
+                )
         if problems or rate is None or window is None:
             raise SpecError(problems)
         return cls(rate, window, seed, multi)
@@ -138,7 +150,17 @@ class GavelGen:
         self.types = [t for t in matrix.worker_types if not t.endswith("_unconsolidated")]
         if REFERENCE not in self.types:
             fix = f"use a matrix with {REFERENCE} rates (data/gavel/simulation_throughputs.json)"
-            raise SpecError([Problem(WHERE, "throughputs", f"the matrix has no {REFERENCE} worker type", fix=fix)])
+            raise SpecError(
+                [
+                    Problem(
+                        WHERE,
+                        "throughputs",
+                        f"the matrix has no {REFERENCE} worker type",
+                        fix=fix,
+                        code=ProblemCode.BAD_VALUE,
+                    )
+                ]
+            )
         self.matrix = matrix
         known = sorted(k for k, r in matrix.rates[REFERENCE].items() if k[1] == 1 and r > 0)
         ordered = [(name, 1) for name, _ in JOB_TABLE if (name, 1) in known]
@@ -148,7 +170,16 @@ class GavelGen:
             k[0] for k in known if k[0] not in dict(JOB_TABLE)
         }
         if not self.templates:
-            raise SpecError([Problem(WHERE, "throughputs", f"the matrix has no one-GPU job on {REFERENCE}")])
+            raise SpecError(
+                [
+                    Problem(
+                        WHERE,
+                        "throughputs",
+                        f"the matrix has no one-GPU job on {REFERENCE}",
+                        code=ProblemCode.BAD_VALUE,
+                    )
+                ]
+            )
         first, last = spec.window
         self.measured = frozenset(_name(i) for i in range(first, last))
         self._rates: dict[tuple[str, int], tuple[dict[str, float], float]] = {}

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from crossrail.core import format_duration
-from crossrail.errors import CrossrailError, Problem, SpecError
+from crossrail.errors import CrossrailError, Problem, ProblemCode, SpecError
 from crossrail.sim.checkpointing import CheckpointModel, IntervalKind
 from crossrail.sim.failures import FailureSpec
 from crossrail.sim.fleets import build_fleet, parse_pools
@@ -58,11 +58,30 @@ def grid(text: str) -> list[tuple[tuple[str, int], ...]]:
             if not name or not values or min(values) < 0:
                 raise ValueError
         except ValueError:
-            problems.append(Problem(WHERE, f"--grid {part}", "write name:chips/chips/...", fix="e.g. h100:0/256/512"))
+            problems.append(
+                Problem(
+                    WHERE,
+                    f"--grid {part}",
+                    "write name:chips/chips/...",
+                    fix="e.g. h100:0/256/512",
+                    code=ProblemCode.BAD_VALUE,
+                )
+            )
             continue
         axes.append([(name, v) for v in values])
     if problems or not axes:
-        raise SpecError(problems or [Problem(WHERE, "--grid", "no pools", fix="e.g. --grid 'h100:256/512;tpu:512'")])
+        raise SpecError(
+            problems
+            or [
+                Problem(
+                    WHERE,
+                    "--grid",
+                    "no pools",
+                    fix="e.g. --grid 'h100:256/512;tpu:512'",
+                    code=ProblemCode.MISSING_FIELD,
+                )
+            ]
+        )
     return [tuple(combo) for combo in itertools.product(*axes) if any(c for _, c in combo)]
 
 
@@ -79,7 +98,7 @@ def targets(items: Sequence[str]) -> dict[str, float]:
                 raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(sorted(stages))}")
             out[stage] = parse_duration(raw)
         except ValueError as exc:
-            problems.append(Problem(WHERE, f"--target {item}", str(exc)))
+            problems.append(Problem(WHERE, f"--target {item}", str(exc), code=ProblemCode.BAD_VALUE))
     if problems:
         raise SpecError(problems)
     return out
@@ -156,12 +175,16 @@ def candidates(
     mixes = grid(text)
     unknown = sorted({n for mix in mixes for n, _ in mix} - names)
     if unknown:
-        raise SpecError([Problem(WHERE, "--grid", f"pools {', '.join(unknown)} are not in --pools")])
+        raise SpecError(
+            [Problem(WHERE, "--grid", f"pools {', '.join(unknown)} are not in --pools", code=ProblemCode.BAD_VALUE)]
+        )
     parsed_moves = []
     for item in moves:
         stage, _, kind = item.partition("=")
         if stage not in {s.value for s in Stage} or kind not in ("tpu", "gpu"):
-            raise SpecError([Problem(WHERE, f"--move {item}", "write STAGE=tpu or STAGE=gpu")])
+            raise SpecError(
+                [Problem(WHERE, f"--move {item}", "write STAGE=tpu or STAGE=gpu", code=ProblemCode.BAD_VALUE)]
+            )
         parsed_moves.append((stage, kind))
     out = []
     for mix in mixes:

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.scheduling import gavel
 from crossrail.sim.job import SimJob
 
@@ -30,13 +30,19 @@ def gavel_jobs(trace: str | Path, throughputs: str | Path) -> list[SimJob]:
     except (OSError, UnicodeDecodeError) as exc:
         where = getattr(exc, "filename", None) or f"{trace} or {throughputs}"
         why = getattr(exc, "strerror", None) or str(exc)
-        raise SpecError([Problem(str(where), "", f"cannot read the file: {why}", fix="check the path")]) from None
+        raise SpecError(
+            [Problem(str(where), "", f"cannot read the file: {why}", fix="check the path", code=ProblemCode.NOT_FOUND)]
+        ) from None
     jobs, problems = [], []
     for n, job in enumerate(trace_jobs, start=1):
         rates = {t: r for t, r in matrix.job_rates(job).items() if r > 0}
         if not rates:
             key = (job.job_type, job.scale_factor)
-            problems.append(Problem(str(trace), "", f"no worker type in {throughputs} runs {key}", line=n))
+            problems.append(
+                Problem(
+                    str(trace), "", f"no worker type in {throughputs} runs {key}", line=n, code=ProblemCode.BAD_VALUE
+                )
+            )
             continue
         jobs.append(
             SimJob(
@@ -74,18 +80,20 @@ def philly_jobs(path: str | Path, *, stage: str = "experiment") -> list[SimJob]:
     rows = list(csv.DictReader(_read(path).splitlines()))
     if rows and set(PHILLY_COLUMNS) - set(rows[0]):
         missing = ", ".join(sorted(set(PHILLY_COLUMNS) - set(rows[0])))
-        raise SpecError([Problem(source, "", f"missing columns {missing}", line=1, fix=_PHILLY_FIX)])
+        raise SpecError(
+            [Problem(source, "", f"missing columns {missing}", line=1, fix=_PHILLY_FIX, code=ProblemCode.MISSING_FIELD)]
+        )
     parsed: list[tuple[float, float, int, str]] = []
     problems = []
     for n, row in enumerate(rows, start=2):
         try:
             parsed.append(_philly_row(row))
         except (ValueError, TypeError) as exc:
-            problems.append(Problem(source, "", str(exc), line=n, fix=_PHILLY_FIX))
+            problems.append(Problem(source, "", str(exc), line=n, fix=_PHILLY_FIX, code=ProblemCode.BAD_VALUE))
     if problems:
         raise SpecError(problems)
     if not parsed:
-        raise SpecError([Problem(source, "", "no jobs in the file", fix=_PHILLY_FIX)])
+        raise SpecError([Problem(source, "", "no jobs in the file", fix=_PHILLY_FIX, code=ProblemCode.BAD_VALUE)])
     start = min(ts for ts, *_ in parsed)
     ordered = sorted(enumerate(parsed), key=lambda item: (item[1][0], item[0]))
     return [

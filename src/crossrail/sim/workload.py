@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crossrail.core.priority import PRIORITIES
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.metrics import QualityTarget
 from crossrail.scheduling.decisions import RetryPolicy
 from crossrail.sim.job import SimJob as SimJob  # noqa: PLC0414  # re-exported: callers import it here
@@ -72,9 +72,19 @@ class SyntheticSpec:
                         values["size_weights"] = tuple(float(w or 1) for _, _, w in sizes)
                 else:
                     fix = "keys are jobs, span, mix, sizes, median, sigma, max, seed, teams"
-                    problems.append(Problem("--workload synthetic:", key, f"unknown key {key!r}", fix=fix))
+                    problems.append(
+                        Problem(
+                            "--workload synthetic:",
+                            key,
+                            f"unknown key {key!r}",
+                            fix=fix,
+                            code=ProblemCode.UNKNOWN_FIELD,
+                        )
+                    )
             except (ValueError, TypeError) as exc:
-                problems.append(Problem("--workload synthetic:", key, f"cannot read {raw!r}: {exc}"))
+                problems.append(
+                    Problem("--workload synthetic:", key, f"cannot read {raw!r}: {exc}", code=ProblemCode.BAD_VALUE)
+                )
         if problems:
             raise SpecError(problems)
         spec = cls(**values)
@@ -85,13 +95,29 @@ class SyntheticSpec:
         problems = []
         where = "--workload synthetic:"
         if self.jobs <= 0 or self.span_s <= 0 or self.median_s <= 0 or self.sigma < 0:
-            problems.append(Problem(where, "jobs/span/median/sigma", "jobs, span and median must be > 0, sigma >= 0"))
+            problems.append(
+                Problem(
+                    where,
+                    "jobs/span/median/sigma",
+                    "jobs, span and median must be > 0, sigma >= 0",
+                    code=ProblemCode.BAD_VALUE,
+                )
+            )
         for stage in self.mix:
             if stage not in {s.value for s in Stage}:
                 fix = f"stages are {', '.join(s.value for s in Stage)}"
-                problems.append(Problem(where, f"mix.{stage}", f"unknown stage {stage!r}", fix=fix))
+                problems.append(
+                    Problem(where, f"mix.{stage}", f"unknown stage {stage!r}", fix=fix, code=ProblemCode.BAD_VALUE)
+                )
         if not self.sizes or min(self.sizes) <= 0 or (self.size_weights and len(self.size_weights) != len(self.sizes)):
-            problems.append(Problem(where, "sizes", "sizes must be positive chip counts, one weight per size"))
+            problems.append(
+                Problem(
+                    where,
+                    "sizes",
+                    "sizes must be positive chip counts, one weight per size",
+                    code=ProblemCode.BAD_VALUE,
+                )
+            )
         if problems:
             raise SpecError(problems)
 
@@ -141,7 +167,17 @@ def load_jobs(path: str | Path) -> list[SimJob]:
         data = [data]  # one Experiment document: a workload of one job
     rows = data.get("jobs") if isinstance(data, dict) else data
     if not isinstance(rows, list):
-        raise SpecError([Problem(source, "jobs", "expected a list of jobs", fix="write `jobs: [{name: ..., ...}]`")])
+        raise SpecError(
+            [
+                Problem(
+                    source,
+                    "jobs",
+                    "expected a list of jobs",
+                    fix="write `jobs: [{name: ..., ...}]`",
+                    code=ProblemCode.WRONG_TYPE,
+                )
+            ]
+        )
     return jobs_from_rows(rows, source, base=Path(path).parent)
 
 
@@ -153,7 +189,7 @@ def jobs_from_rows(rows: Sequence[Any], source: str, *, base: Path | None = None
     jobs, problems = [], []
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
-            problems.append(Problem(source, f"jobs[{i}]", "a job must be a mapping"))
+            problems.append(Problem(source, f"jobs[{i}]", "a job must be a mapping", code=ProblemCode.WRONG_TYPE))
             continue
         if is_experiment_row(row):
             try:
@@ -164,17 +200,27 @@ def jobs_from_rows(rows: Sequence[Any], source: str, *, base: Path | None = None
         unknown = sorted(set(row) - JOB_KEYS)
         if unknown:
             fix = f"fields are {', '.join(sorted(JOB_KEYS))}"
-            problems.append(Problem(source, f"jobs[{i}]", f"unknown fields {', '.join(unknown)}", fix=fix))
+            problems.append(
+                Problem(
+                    source,
+                    f"jobs[{i}]",
+                    f"unknown fields {', '.join(unknown)}",
+                    fix=fix,
+                    code=ProblemCode.UNKNOWN_FIELD,
+                )
+            )
             continue
         try:
             job = _row_job({"name": f"job-{i}", "stage": "experiment", **row})
         except (TypeError, ValueError) as exc:
-            problems.append(Problem(source, f"jobs[{i}]", str(exc)))
+            problems.append(Problem(source, f"jobs[{i}]", str(exc), code=ProblemCode.BAD_VALUE))
             continue
         jobs.append(job)
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
-        problems.append(Problem(source, "jobs", "job names repeat", fix="give every job its own name"))
+        problems.append(
+            Problem(source, "jobs", "job names repeat", fix="give every job its own name", code=ProblemCode.BAD_VALUE)
+        )
     if problems:
         raise SpecError(problems)
     return jobs
@@ -213,12 +259,28 @@ def parse_workload(text: str, *, throughputs: str | None = None, seed: int = 0) 
     if kind == "gavel-gen":
         if throughputs is None:
             fix = "pass --throughputs data/gavel/simulation_throughputs.json"
-            raise SpecError([Problem(text, "", "generated Gavel jobs need its throughput matrix", fix=fix)])
+            raise SpecError(
+                [
+                    Problem(
+                        text,
+                        "",
+                        "generated Gavel jobs need its throughput matrix",
+                        fix=fix,
+                        code=ProblemCode.MISSING_FIELD,
+                    )
+                ]
+            )
         return GavelGen(GavelGenSpec.parse(rest, seed=seed), traces.throughput_matrix(throughputs))
     if kind == "gavel" and rest:
         if throughputs is None:
             fix = "pass --throughputs data/gavel/simulation_throughputs.json"
-            raise SpecError([Problem(rest, "", "a Gavel trace needs its throughput matrix", fix=fix)])
+            raise SpecError(
+                [
+                    Problem(
+                        rest, "", "a Gavel trace needs its throughput matrix", fix=fix, code=ProblemCode.MISSING_FIELD
+                    )
+                ]
+            )
         return traces.gavel_jobs(rest, throughputs)
     if kind == "philly" and rest:
         return traces.philly_jobs(rest)

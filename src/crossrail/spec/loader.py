@@ -60,7 +60,12 @@ def parse_document(text: str | bytes, source: str) -> Document:
     data, lines = parse_value(text, source, what="document")
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"the value {data!r}"[:80]
-        raise _error(source, f"the top level is {kind}; expected a mapping such as `apiVersion: crossrail/v1`", 1)
+        raise _error(
+            source,
+            f"the top level is {kind}; expected a mapping such as `apiVersion: crossrail/v1`",
+            1,
+            code=ProblemCode.WRONG_TYPE,
+        )
     return Document(source, data, lines)
 
 
@@ -95,8 +100,10 @@ def _tab_problem(text: str, problem: Problem) -> Problem | None:
     return None
 
 
-def _error(source: str, message: str, line: int | None = None, fix: str | None = None) -> SpecError:
-    return SpecError([Problem(source, "", message, line=line, fix=fix)])
+def _error(
+    source: str, message: str, line: int | None = None, fix: str | None = None, code: ProblemCode = ProblemCode.BAD_YAML
+) -> SpecError:
+    return SpecError([Problem(source, "", message, line=line, fix=fix, code=code)])
 
 
 def _decode(raw: bytes, source: str) -> str:
@@ -136,7 +143,7 @@ def _read(source: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then tells what was opened.
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise _error(source, _why(exc), None, _fix(exc)) from None
+        raise _error(source, _why(exc), None, _fix(exc), ProblemCode.NOT_FOUND) from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):

@@ -7,7 +7,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.spec.loader import Document, parse_value
 from crossrail.spec.paths import Path, format_path
 from crossrail.spec.problems import show
@@ -43,7 +43,7 @@ def apply_overrides(doc: Document, sets: Sequence[str]) -> Document:
 
 def _problem(source: str, raw: str, message: str, fix: str | None = None) -> SpecError:
     key = raw.partition("=")[0].strip().rstrip("+-").rstrip() if "=" in raw else ""
-    return SpecError([Problem(source, key, f"--set {raw!r}: {message}", fix=fix)])
+    return SpecError([Problem(source, key, f"--set {raw!r}: {message}", fix=fix, code=ProblemCode.BAD_VALUE)])
 
 
 def _parse(raw: str, source: str) -> tuple[tuple[str, ...], str, Any]:

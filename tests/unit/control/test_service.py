@@ -13,7 +13,7 @@ from tests.unit.runtime.ckpt_builders import saved
 from crossrail.client import Client
 from crossrail.core import Event, EventType, ManualClock
 from crossrail.core.access import Sight
-from crossrail.errors import ConflictError, NotFoundError, PlacementError, SpecError
+from crossrail.errors import ConflictError, NotFoundError, PlacementError, ProblemCode, SpecError
 
 IMAGE_DIGEST = "sha256:3f1c5e0a9b7d2c4e6f8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e"
 
@@ -135,8 +135,9 @@ def test_a_tpu_only_request_of_a_shape_no_slice_has_is_rejected(client: Client, 
 
 def test_a_missing_dataset_is_refused_naming_the_uri(client: Client, experiments: Path, checkout: Path) -> None:
     (checkout / ".crossrail" / "data" / "corpus.txt").unlink()
-    with pytest.raises(SpecError, match=r"corpus.txt does not exist"):
+    with pytest.raises(SpecError, match=r"corpus.txt does not exist") as refused:
         client.submit(experiments / "pretrain-small.yaml")
+    assert [p.code for p in refused.value.problems] == [ProblemCode.NOT_FOUND]
     assert nothing_written(client)
 
 

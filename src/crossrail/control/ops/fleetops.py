@@ -16,7 +16,7 @@ from typing import Any
 from crossrail.control.ops.workspace import Workspace
 from crossrail.control.service import Service
 from crossrail.core import Event, EventType, parse_duration, validate_team
-from crossrail.errors import Problem, SpecError, UsageError
+from crossrail.errors import Problem, ProblemCode, SpecError, UsageError
 from crossrail.scheduling import Scheduler, fleet_changes
 from crossrail.spec import Fleet, parse_document, parse_fleet
 from crossrail.spec.loader import read_text
@@ -131,7 +131,15 @@ def _check_new_teams(old: Fleet, new: Fleet, source: str) -> None:
     for team in new.spec.teams:
         why = None if team in known else validate_team(team)
         if why is not None:
-            problems.append(Problem(source, "spec", f"a new team {why}", fix="name the team e.g. `ml-research`"))
+            problems.append(
+                Problem(
+                    source,
+                    "spec",
+                    f"a new team {why}",
+                    fix="name the team e.g. `ml-research`",
+                    code=ProblemCode.BAD_VALUE,
+                )
+            )
     if problems:
         raise SpecError(problems)
 

@@ -18,7 +18,7 @@ import json
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from crossrail.errors import Problem, SpecError, UsageError
@@ -176,7 +176,7 @@ def grid_problems(problems: Sequence[Problem], axes: Sequence[Axis], pts: Sequen
         if p.argument is not None and p.argument in grid_sets:
             key = p.argument.partition("=")[0]
             message = p.message.replace(f"--set {p.argument!r}", f"--grid {key}").replace("--set", "--grid")
-            p = Problem(p.source, p.path, f"{message} (--grid value {p.argument})", fix=p.fix)
+            p = replace(p, message=f"{message} (--grid value {p.argument})", argument=None, line=None)
         out.setdefault((found.source, found.path, found.message, found.line), p)  # once, not once per point
     return list(out.values())
 

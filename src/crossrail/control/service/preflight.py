@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from crossrail.control.service import lineage
 from crossrail.control.service.base import ServiceBase
 from crossrail.core.access import EVERYONE, Actor, Sight
-from crossrail.errors import InfeasibleError, Problem, SpecError
+from crossrail.errors import InfeasibleError, Problem, ProblemCode, SpecError
 from crossrail.store import RunRecord
 
 # The spec, scheduling and metrics layers, and what only submit, resubmit and show use (control.parents,
@@ -111,7 +111,9 @@ class Preflighting(ServiceBase):
             if why is not None:
                 refused.add(field_path)
                 fix = "name object storage, or a file under an allowed root (an admin can add one)"
-                res.problems.append(Problem(source, field_path, f"{uri[:200]} {why}", fix=fix))
+                res.problems.append(
+                    Problem(source, field_path, f"{uri[:200]} {why}", fix=fix, code=ProblemCode.BAD_VALUE)
+                )
         return refused
 
     def _new_team(self, team: str | None, source: str) -> list[Problem]:
@@ -121,7 +123,15 @@ class Preflighting(ServiceBase):
         why = None if team is None else validate_team(team)
         if why is None or team in self.fleet.spec.teams or self.store.list_runs(team=team, limit=1):
             return []
-        return [Problem(source, "metadata.team", f"a new team {why}", fix="name the team e.g. `ml-research`")]
+        return [
+            Problem(
+                source,
+                "metadata.team",
+                f"a new team {why}",
+                fix="name the team e.g. `ml-research`",
+                code=ProblemCode.BAD_VALUE,
+            )
+        ]
 
     def _team_typo(self, team: str | None, sight: Sight) -> list[str]:
         """A warning for a team no queue, run or token names yet, spelt like one `sight` sees: its runs would go to
@@ -147,7 +157,7 @@ class Preflighting(ServiceBase):
         except PlacementError as exc:
             *said, fix = str(exc).splitlines()
             message = said[0] + " " + "; ".join(line.strip() for line in said[1:])
-            return [Problem(source, _FEASIBILITY_PATH, message, fix=fix)]
+            return [Problem(source, _FEASIBILITY_PATH, message, fix=fix, code=ProblemCode.INFEASIBLE)]
         return []
 
     def _host_cores(self, exp: Experiment, source: str) -> list[Problem]:
@@ -161,7 +171,10 @@ class Preflighting(ServiceBase):
             return []
         par = exp.spec.parallelism
         items = host_cores_items(par.data, par.oversubscribe, self.host_cores)
-        return [Problem(source, format_path(("spec", "parallelism", *path)), why, fix=fix) for path, why, fix in items]
+        return [
+            Problem(source, format_path(("spec", "parallelism", *path)), why, fix=fix, code=ProblemCode.INFEASIBLE)
+            for path, why, fix in items
+        ]
 
     def _dataset_there(self, exp: Experiment, source: str, res: lineage.Resolution) -> None:
         """One bounded look at the dataset: missing is a problem; a look that cannot be made is one only when
@@ -174,7 +187,9 @@ class Preflighting(ServiceBase):
         found = self._reached[uri]
         if found.state == "missing":
             fix = "fix the URI, or create the data before submitting"
-            res.problems.append(Problem(source, "spec.dataset.uri", f"{uri} does not exist", fix=fix))
+            res.problems.append(
+                Problem(source, "spec.dataset.uri", f"{uri} does not exist", fix=fix, code=ProblemCode.NOT_FOUND)
+            )
         elif found.state == "unknown" and version:
             res.warnings.append(f"dataset {uri} could not be checked from here ({found.why}); it is recorded as given")
         elif found.state == "unknown":
@@ -184,6 +199,7 @@ class Preflighting(ServiceBase):
                     "spec.dataset.uri",
                     f"{uri} could not be reached to resolve its version ({found.why})",
                     fix="give spec.dataset.version, or make the data reachable from here (credentials, gcsfs, s3fs)",
+                    code=ProblemCode.NOT_FOUND,
                 )
             )
 
@@ -219,7 +235,9 @@ class Preflighting(ServiceBase):
                 self._configs[uri] = exc
         digest = self._configs[uri]
         if isinstance(digest, lineage.InputRefused):
-            res.problems.append(Problem(source, "spec.config", digest.message, fix=digest.fix))
+            res.problems.append(
+                Problem(source, "spec.config", digest.message, fix=digest.fix, code=ProblemCode.BAD_VALUE)
+            )
             return None
         if isinstance(digest, BaseException):
             res.warnings.append(f"config {uri} could not be read here ({_short(digest)}); its digest is not recorded")
@@ -243,6 +261,7 @@ class Preflighting(ServiceBase):
                         "submit from a checkout of the training code that has a commit, "
                         "or set spec.code.commit to a commit id"
                     ),
+                    code=ProblemCode.BAD_VALUE,
                 )
             )
         elif commit is None:
@@ -261,7 +280,9 @@ class Preflighting(ServiceBase):
             try:
                 self._datasets[uri] = lineage.dataset_version(uri, self.input_limits)
             except lineage.InputRefused as exc:
-                res.problems.append(Problem(source, "spec.dataset.uri", exc.message, fix=exc.fix))
+                res.problems.append(
+                    Problem(source, "spec.dataset.uri", exc.message, fix=exc.fix, code=ProblemCode.BAD_VALUE)
+                )
                 return None
             except FileNotFoundError:
                 res.problems.append(
@@ -270,6 +291,7 @@ class Preflighting(ServiceBase):
                         "spec.dataset.uri",
                         f"{uri} does not exist",
                         fix="fix the URI, or give spec.dataset.version",
+                        code=ProblemCode.NOT_FOUND,
                     )
                 )
                 return None
@@ -280,6 +302,7 @@ class Preflighting(ServiceBase):
                         "spec.dataset.version",
                         f"is not given and {uri} could not be read to resolve it ({_short(exc)})",
                         fix="give spec.dataset.version, or install the filesystem for this scheme (e.g. gcsfs, s3fs)",
+                        code=ProblemCode.NOT_FOUND,
                     )
                 )
                 return None
@@ -301,11 +324,19 @@ class Preflighting(ServiceBase):
 
             close = did_you_mean(parent.run, self.store.run_names(teams=sight.teams))  # only runs `sight` sees
             fix = "submit the parent first, or name an existing run id"
-            missing = Problem(source, "spec.parent.run", f"no run or experiment named {parent.run!r}", fix=fix)
+            missing = Problem(
+                source,
+                "spec.parent.run",
+                f"no run or experiment named {parent.run!r}",
+                fix=fix,
+                code=ProblemCode.NOT_FOUND,
+            )
             raise _MissingParentError([replace(missing, fix=f"{close[:-1]}, or {fix}") if close else missing])
         refusal = self.unshared(run, exp.metadata.team)
         if refusal is not None:
-            raise SpecError([Problem(source, "spec.parent.run", refusal[0], fix=refusal[1])])
+            raise SpecError(
+                [Problem(source, "spec.parent.run", refusal[0], fix=refusal[1], code=ProblemCode.BAD_VALUE)]
+            )
         if parent.checkpoint == "latest":
             return run.id, self._parent_latest(run, source), run.team
         match = next((c for c in self.store.checkpoints(run.id) if c.step == parent.checkpoint), None)
@@ -318,7 +349,17 @@ class Preflighting(ServiceBase):
             )
             steps = ", ".join(map(str, parents.usable_steps(self.store, run.id))) or "none"
             fix = "name one of the usable steps, or 'latest'" if steps != "none" else "name another parent run"
-            raise SpecError([Problem(source, "spec.parent.checkpoint", f"{problem} (usable steps: {steps})", fix=fix)])
+            raise SpecError(
+                [
+                    Problem(
+                        source,
+                        "spec.parent.checkpoint",
+                        f"{problem} (usable steps: {steps})",
+                        fix=fix,
+                        code=ProblemCode.NOT_FOUND,
+                    )
+                ]
+            )
         return run.id, match.uri, run.team
 
     def unshared(self, parent: RunRecord, team: str | None) -> tuple[str, str] | None:
@@ -348,6 +389,7 @@ class Preflighting(ServiceBase):
                         "spec.parent.run",
                         parents.no_usable_checkpoint(run, verified),
                         fix=f"run the parent again (`crossrail resubmit {run.id}`), or name another parent",
+                        code=ProblemCode.NOT_FOUND,
                     )
                 ]
             )

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from crossrail.core import parse_topology
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.spec import Fleet, Pool
 from crossrail.spec.targets import GKE_ACCELERATOR, GKE_NODE_POOL, GKE_SPOT, GKE_TPU_ACCELERATOR
 from crossrail.spec.tpu import MULTISLICE_SOURCE, host_problem, multislice_problem, single_host, tpu_version
@@ -83,7 +83,7 @@ class Layout:
 def pool_problem(fleet: Fleet, pool: Pool, keys: tuple[str, ...], message: str, fix: str) -> SpecError:
     index = fleet.pool_names.index(pool.name)
     path = ".".join(("spec", f"pools[{index}]", *keys))
-    return SpecError([Problem(f"fleet {fleet.name}", path, message, None, fix)])
+    return SpecError([Problem(f"fleet {fleet.name}", path, message, None, fix, code=ProblemCode.UNSUPPORTED)])
 
 
 def _chip(chip_type: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.executors.render.workload import pinned, with_digest
 from crossrail.spec import (
     Experiment,
@@ -138,7 +138,7 @@ class _Import:
         self.findings.append(ImportFinding(path, action, message))
 
     def fail(self, path: str, message: str, fix: str | None) -> None:
-        self.problems.append(Problem(self.source, path, message, None, fix))
+        self.problems.append(Problem(self.source, path, message, None, fix, code=ProblemCode.UNSUPPORTED))
 
 
 def import_job(
@@ -156,11 +156,28 @@ def import_job(
     imp = _Import(job if isinstance(job, dict) else {}, source)
     if not isinstance(job, dict) or job.get("apiVersion") != "batch/v1" or job.get("kind") != "Job":
         kind = f"{job.get('apiVersion')}/{job.get('kind')}" if isinstance(job, dict) else type(job).__name__
-        raise SpecError([Problem(source, "kind", f"{kind} is not a batch/v1 Job", None, "import a Kubernetes Job")])
+        raise SpecError(
+            [
+                Problem(
+                    source,
+                    "kind",
+                    f"{kind} is not a batch/v1 Job",
+                    None,
+                    "import a Kubernetes Job",
+                    code=ProblemCode.UNSUPPORTED,
+                )
+            ]
+        )
     pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = pod.get("containers") or []
     if not containers:
-        raise SpecError([Problem(source, "spec.template.spec.containers", "no container", None, None)])
+        raise SpecError(
+            [
+                Problem(
+                    source, "spec.template.spec.containers", "no container", None, None, code=ProblemCode.MISSING_FIELD
+                )
+            ]
+        )
     doc = _document(imp, job, pod, containers, dataset=dataset, stage=stage, team=team, image_digest=image_digest)
     if imp.problems:
         raise SpecError(imp.problems)

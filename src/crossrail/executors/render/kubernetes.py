@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from crossrail.control.uris import pod_reach
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.executors.render.hardware import Layout, accelerator_resource, gke_selectors, layout, pool_problem
 from crossrail.executors.render.kueue import (
     JOBSET_RELEASE,
@@ -109,7 +109,7 @@ def _trainjob(work: Workload, fleet: Fleet, pool: Pool, meta: dict[str, Any], la
     if len(longest) > MAX_NAME:
         message = f"{longest!r} ({len(longest)} characters) is longer than a Kubernetes name may be ({MAX_NAME})"
         fix = f"shorten the experiment name by {len(longest) - MAX_NAME} characters"
-        raise SpecError([Problem(f"run {work.run}", "metadata.name", message, None, fix)])
+        raise SpecError([Problem(f"run {work.run}", "metadata.name", message, None, fix, code=ProblemCode.BAD_VALUE)])
     pod = _pod(work, fleet, pool, Layout("gpu", work.chips, lay.chips_per_node, 1, 1), labels)
     asked = gpu_topology(pool, lay.nodes)
     if asked:  # the gang's request, in place of a single pod's
@@ -135,7 +135,7 @@ def _check_name(work: Workload, lay: Layout) -> None:
     if len(longest) > MAX_NAME:
         message = f"{longest!r} ({len(longest)} characters) is longer than a Kubernetes name may be ({MAX_NAME})"
         fix = f"shorten the experiment name by {len(longest) - MAX_NAME} characters"
-        raise SpecError([Problem(f"run {work.run}", "metadata.name", message, None, fix)])
+        raise SpecError([Problem(f"run {work.run}", "metadata.name", message, None, fix, code=ProblemCode.BAD_VALUE)])
 
 
 def _jobset(meta: dict[str, Any], pod: dict[str, Any], lay: Layout) -> dict[str, Any]:
@@ -287,7 +287,7 @@ def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]
                 "put spec.checkpoint.dir on object storage (gs://<bucket>/<path>), or declare a volume mounted over "
                 f"it in spec.pools[{index}].kubernetes.volumes (gcsfuse: {{bucket: <bucket>}} or claim: <pvc>)"
             )
-        problems.append(Problem(f"run {work.run}", path, message, None, fix))
+        problems.append(Problem(f"run {work.run}", path, message, None, fix, code=ProblemCode.UNSUPPORTED))
     reach = pod_reach([v.mount_path for v in volumes])  # the one path rule (control/uris.py), for a pod
     for var, path, what in (
         (CONFIG_ENV, "spec.config", "config"),
@@ -302,7 +302,9 @@ def _volumes(work: Workload, fleet: Fleet, pool: Pool) -> list[KubernetesVolume]
                 f"put the {what} on object storage (gs://<bucket>/<path>), or under a volume declared in "
                 f"spec.pools[{index}].kubernetes.volumes (gcsfuse: {{bucket: <bucket>}} or claim: <pvc>)"
             )
-            problems.append(Problem(f"run {work.run}", path, f"the {what} {uri!r} {why}", None, fix))
+            problems.append(
+                Problem(f"run {work.run}", path, f"the {what} {uri!r} {why}", None, fix, code=ProblemCode.UNSUPPORTED)
+            )
     if problems:
         raise SpecError(problems)
     return list(volumes)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.executors.render.hardware import accelerator_resource, gke_selectors
 from crossrail.executors.render.workload import PRIORITIES
 from crossrail.spec import Fleet, Pool, Queue
@@ -79,7 +79,18 @@ def namespace(fleet: Fleet, team: str | None) -> str:
     if not _DNS_LABEL.fullmatch(team):
         fix = f"map it in spec.kubernetes.team_namespaces, e.g. {{{team!r}: {_dns(team)}}}"
         message = f"team {team!r} has a queue but is not a namespace name"
-        raise SpecError([Problem(f"fleet {fleet.name}", "spec.kubernetes.team_namespaces", message, None, fix)])
+        raise SpecError(
+            [
+                Problem(
+                    f"fleet {fleet.name}",
+                    "spec.kubernetes.team_namespaces",
+                    message,
+                    None,
+                    fix,
+                    code=ProblemCode.UNSUPPORTED,
+                )
+            ]
+        )
     return team
 
 
@@ -92,7 +103,18 @@ def local_queue(fleet: Fleet, stage: str, team: str | None) -> str:
     queue = fleet.queue_for(stage, team)
     if queue is None:
         fix = f"add a queue with stage: {stage} to the fleet (spec.queues)"
-        raise SpecError([Problem(f"fleet {fleet.name}", "spec.queues", f"no queue for stage {stage}", None, fix)])
+        raise SpecError(
+            [
+                Problem(
+                    f"fleet {fleet.name}",
+                    "spec.queues",
+                    f"no queue for stage {stage}",
+                    None,
+                    fix,
+                    code=ProblemCode.INFEASIBLE,
+                )
+            ]
+        )
     return fleet.spec.kubernetes.local_queue_prefix + queue.name
 
 
@@ -111,14 +133,18 @@ def kubernetes_pools(fleet: Fleet) -> list[Pool]:
     source = f"fleet {fleet.name}"
     if not pools:
         fix = "set backend: kubernetes on the pools that are GKE node pools"
-        raise SpecError([Problem(source, "spec.pools", "no pool has backend: kubernetes", None, fix)])
+        raise SpecError(
+            [Problem(source, "spec.pools", "no pool has backend: kubernetes", None, fix, code=ProblemCode.INFEASIBLE)]
+        )
     seen: dict[str, str] = {}
     for pool in pools:
         other = seen.setdefault(flavor_name(pool), pool.name)
         if other != pool.name:
             path = f"spec.pools[{fleet.pool_names.index(pool.name)}].kubernetes.flavor"
             message = f"flavor {flavor_name(pool)!r} is pool {other}'s too"
-            raise SpecError([Problem(source, path, message, None, "give each pool its own flavor")])
+            raise SpecError(
+                [Problem(source, path, message, None, "give each pool its own flavor", code=ProblemCode.UNSUPPORTED)]
+            )
     return pools
 
 
@@ -129,7 +155,18 @@ def render_kueue(fleet: Fleet, api: str = KUEUE_API_DEFAULT, cluster: str | None
     In a fleet of several clusters, the manager's objects; `cluster` names a worker to render its own."""
     if api not in KUEUE_APIS:
         message = f"{api!r} is not a Kueue API version crossrail renders"
-        raise SpecError([Problem(f"fleet {fleet.name}", "--kueue-api", message, None, "use v1beta1 or v1beta2")])
+        raise SpecError(
+            [
+                Problem(
+                    f"fleet {fleet.name}",
+                    "--kueue-api",
+                    message,
+                    None,
+                    "use v1beta1 or v1beta2",
+                    code=ProblemCode.BAD_VALUE,
+                )
+            ]
+        )
     pools = _cluster_pools(fleet, cluster)
     manager = bool(fleet.spec.clusters) and cluster is None
     cohorts = sorted({q.cohort for q in fleet.queues if q.cohort})
@@ -157,7 +194,18 @@ def _cluster_pools(fleet: Fleet, cluster: str | None) -> list[Pool]:
     names = [c.name for c in fleet.spec.clusters]
     if cluster not in names:
         fix = f"clusters are {', '.join(names)}" if names else "the fleet declares no spec.clusters"
-        raise SpecError([Problem(f"fleet {fleet.name}", "--cluster", f"unknown cluster {cluster!r}", None, fix)])
+        raise SpecError(
+            [
+                Problem(
+                    f"fleet {fleet.name}",
+                    "--cluster",
+                    f"unknown cluster {cluster!r}",
+                    None,
+                    fix,
+                    code=ProblemCode.BAD_VALUE,
+                )
+            ]
+        )
     return [p for p in pools if p.cluster == cluster]
 
 

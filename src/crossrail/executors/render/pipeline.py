@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.executors.render.hardware import layout
 from crossrail.executors.render.kubernetes import JOB_INDEX_LABEL, JOBSET_API, MAX_NAME, _pod, render_kubernetes
 from crossrail.executors.render.kueue import VERSION_ANNOTATIONS
@@ -45,7 +45,14 @@ def render_pipeline(
     a replica its pool cannot lay out, or a pod name too long for Kubernetes.
     """
     problems = [
-        Problem(f"run {work.run}", f"spec.parts.{name}", "no pool was chosen for this part", None, "place every part")
+        Problem(
+            f"run {work.run}",
+            f"spec.parts.{name}",
+            "no pool was chosen for this part",
+            None,
+            "place every part",
+            code=ProblemCode.INFEASIBLE,
+        )
         for name in parts
         if name not in pools
     ]
@@ -131,7 +138,7 @@ def _with_rendezvous(work: Workload, fleet: Fleet, pools: Sequence[Pool], direct
             f"declare a ReadWriteMany volume (claim: <pvc>) with the same name and mount_path in "
             f"{indices} .kubernetes.volumes, or name a shared directory with --rendezvous in spec.args"
         )
-        raise SpecError([Problem(f"run {work.run}", "spec.parts", message, None, fix)])
+        raise SpecError([Problem(f"run {work.run}", "spec.parts", message, None, fix, code=ProblemCode.UNSUPPORTED)])
     mount = shared[0][1].rstrip("/")
     return replace(work, args=[*work.args, "--rendezvous", f"{mount}/crossrail-rl/{directory}"])
 
@@ -146,13 +153,26 @@ def _replicated_job(work: Workload, fleet: Fleet, name: str, part: Part, pool: P
     """Part `name`'s replicated job: `work` is the part's own (a replica's chips, its env and arguments)."""
     if pool.backend != "kubernetes":
         message = f"part {name} is placed on pool {pool.name}, which has backend: {pool.backend}"
-        raise SpecError([Problem(f"run {work.run}", f"spec.parts.{name}", message, None, "place it on a GKE pool")])
+        raise SpecError(
+            [
+                Problem(
+                    f"run {work.run}",
+                    f"spec.parts.{name}",
+                    message,
+                    None,
+                    "place it on a GKE pool",
+                    code=ProblemCode.UNSUPPORTED,
+                )
+            ]
+        )
     lay = layout(fleet, pool, part.chips)
     longest = f"{jobset}-{name}-{part.replicas - 1}-{lay.pods - 1}"  # JobSet pod hostname
     if len(longest) > MAX_NAME:
         message = f"{longest!r} ({len(longest)} characters) is longer than a Kubernetes name may be ({MAX_NAME})"
         fix = f"shorten the experiment or part name by {len(longest) - MAX_NAME} characters"
-        raise SpecError([Problem(f"run {work.run}", f"spec.parts.{name}", message, None, fix)])
+        raise SpecError(
+            [Problem(f"run {work.run}", f"spec.parts.{name}", message, None, fix, code=ProblemCode.UNSUPPORTED)]
+        )
     labels = {**work.labels, **work.crossrail_labels(), f"{LABEL_PREFIX}pool": pool.name, PART_LABEL: name}
     pod = _pod(replace(work, chips=part.chips), fleet, pool, lay, labels, job=name, jobset=jobset)
     index = {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}  # which replica of the part

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.executors.render.hardware import pool_problem
 from crossrail.executors.render.kueue import VERSION_ANNOTATIONS
 from crossrail.executors.render.workload import Workload
@@ -77,7 +77,9 @@ def gang(fleet: Fleet, pool: Pool, work: Workload) -> GangLayout:
         )
         choices = sorted({nodes * d for d in range(1, chips_per_node + 1) if chips_per_node % d == 0})
         fix = f"set spec.parallelism.data to one of {', '.join(map(str, choices))}"
-        raise SpecError([Problem(f"run {work.run}", "spec.parallelism.data", message, None, fix)])
+        raise SpecError(
+            [Problem(f"run {work.run}", "spec.parallelism.data", message, None, fix, code=ProblemCode.UNSUPPORTED)]
+        )
     # One process per GPU, whatever the data-parallel degree: the reference trainer binds its local rank's
     # device, so a node of 8 GPUs with fewer processes would leave GPUs idle.
     return GangLayout(nodes, chips_per_node, chips_per_node)

@@ -14,7 +14,7 @@ from typing import Any
 from crossrail.core.attempts import LaunchRequest
 from crossrail.core.priority import PRIORITIES as PRIORITY_NAMES
 from crossrail.core.priority import priority_level
-from crossrail.errors import Problem, SpecError
+from crossrail.errors import Problem, ProblemCode, SpecError
 from crossrail.spec import Experiment
 
 LABEL_PREFIX = "crossrail.dev/"
@@ -91,23 +91,54 @@ def pinned_image(image: str, source: str, *, image_digest: str | None, allow_unp
     if image_digest is not None:
         if not _SHA.fullmatch(image_digest):
             fix = "pass --image-digest sha256:<64 hex>"
-            raise SpecError([Problem(source, "spec.image", f"{image_digest!r} is not an image digest", None, fix)])
+            raise SpecError(
+                [
+                    Problem(
+                        source,
+                        "spec.image",
+                        f"{image_digest!r} is not an image digest",
+                        None,
+                        fix,
+                        code=ProblemCode.BAD_VALUE,
+                    )
+                ]
+            )
         return with_digest(image, image_digest)
     if pinned(image) or allow_unpinned:
         return image
     fix = "pin it (repo@sha256:<64 hex>), pass --image-digest sha256:<64 hex>, or --allow-unpinned to render it as is"
-    raise SpecError([Problem(source, "spec.image", f"{image!r} is not pinned by digest", None, fix)])
+    raise SpecError(
+        [Problem(source, "spec.image", f"{image!r} is not pinned by digest", None, fix, code=ProblemCode.PORTABILITY)]
+    )
 
 
 def _label_problems(labels: dict[str, str], source: str, team: str | None = None) -> list[Problem]:
     problems = []
     if team is not None and not _LABEL_VALUE.fullmatch(team):
         fix = "use up to 63 letters, digits, '-', '_' or '.' (it becomes the crossrail.dev/team label)"
-        problems.append(Problem(source, "metadata.team", f"{team!r} cannot be a Kubernetes label value", None, fix))
+        problems.append(
+            Problem(
+                source,
+                "metadata.team",
+                f"{team!r} cannot be a Kubernetes label value",
+                None,
+                fix,
+                code=ProblemCode.BAD_VALUE,
+            )
+        )
     for key, value in labels.items():
         if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(value):
             fix = "use a Kubernetes label: key [prefix/]name, value up to 63 letters, digits, '-', '_', '.'"
-            problems.append(Problem(source, f"metadata.labels[{key!r}]", f"{key}={value!r} is not a label", None, fix))
+            problems.append(
+                Problem(
+                    source,
+                    f"metadata.labels[{key!r}]",
+                    f"{key}={value!r} is not a label",
+                    None,
+                    fix,
+                    code=ProblemCode.BAD_VALUE,
+                )
+            )
     return problems
 
 
@@ -130,7 +161,9 @@ def from_experiment(
     run = run or f"{exp.name}-1"
     if not _DNS_LABEL.fullmatch(run):
         fix = "use lower-case letters, digits and '-' (a run id such as posttrain-042-3)"
-        raise SpecError([Problem(source, "--run", f"{run!r} cannot name Kubernetes objects", None, fix)])
+        raise SpecError(
+            [Problem(source, "--run", f"{run!r} cannot name Kubernetes objects", None, fix, code=ProblemCode.BAD_VALUE)]
+        )
     ckpt = f"{exp.spec.checkpoint.dir.rstrip('/')}/{run}"
     resolved = {**exp.model_dump(mode="json", by_alias=True), "run": run, "attempt": attempt}
     resolved["spec"]["image"] = image
@@ -169,7 +202,9 @@ def from_launch(request: LaunchRequest, *, allow_unpinned: bool = False) -> Work
     try:
         resolved: dict[str, Any] = json.loads(request.env.get("CROSSRAIL_SPEC", "{}"))
     except json.JSONDecodeError as exc:
-        raise SpecError([Problem(source, "env.CROSSRAIL_SPEC", f"is not JSON: {exc}", None, None)]) from None
+        raise SpecError(
+            [Problem(source, "env.CROSSRAIL_SPEC", f"is not JSON: {exc}", None, None, code=ProblemCode.BAD_VALUE)]
+        ) from None
     spec = resolved.get("spec") or {}
     metadata = resolved.get("metadata") or {}
     image = str(spec.get("image") or "")
