@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from crossrail.core.events import Event, EventType
 from crossrail.metrics.distribution import Distribution, Distributions, Durations
@@ -18,6 +18,32 @@ SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
 STATUSES = (SUCCEEDED, FAILED, CANCELLED, ACTIVE)
 
 
+class Fields(Protocol):
+    """What the accumulator reads of an event: an `Event`, or the fields `fold` was given."""
+
+    @property
+    def type(self) -> EventType: ...
+    @property
+    def ts(self) -> float: ...
+    @property
+    def run(self) -> str | None: ...
+    @property
+    def attempt(self) -> int | None: ...
+    @property
+    def data(self) -> dict[str, Any]: ...
+
+
+@dataclass(slots=True)
+class _Folded:
+    """An event's fields as `fold` was given them."""
+
+    type: EventType
+    ts: float
+    run: str | None
+    attempt: int | None
+    data: dict[str, Any]
+
+
 @dataclass(slots=True)
 class _Attempt:
     number: int
@@ -28,6 +54,7 @@ class _Attempt:
     first_beat: Beat | None = None
     last_beat: Beat | None = None
     resume_step: int | None = None
+    part: str | None = None  # the pipeline part it runs; None for a run of one part
 
 
 @dataclass(slots=True)
@@ -40,7 +67,8 @@ class _RunTally:
     waiting_since: float | None = None
     submitted_ts: float | None = None  # the first `submitted` (or `queued`): where its completion time starts
     recovering_since: float | None = None  # the failure or preemption the next start recovers from
-    attempt: _Attempt | None = None  # the attempt running now
+    attempt: _Attempt | None = None  # the attempt running now (the last started, in a pipeline)
+    others: list[_Attempt] | None = None  # a pipeline's other parts' attempts running now
     last_attempt: int = 0
     outcome: str | None = None
     high_step: int = 0  # the furthest step its ended attempts reported: steps up to it are not new work
@@ -77,7 +105,7 @@ class MetricsAccumulator:
         self._running: dict[str, _RunTally] = {}
         self._waiting: dict[str, _RunTally] = {}
         self._fleet = _FleetUsage()
-        self._handlers: dict[EventType, Callable[[_RunTally, Event], None]] = {
+        self._handlers: dict[EventType, Callable[[_RunTally, Fields], None]] = {
             EventType.SUBMITTED: self._on_submitted,
             EventType.QUEUED: self._on_queued,
             EventType.PLACED: self._on_placed,
@@ -91,7 +119,7 @@ class MetricsAccumulator:
             EventType.REPORTED: self._on_reported,
         }
 
-    def add(self, event: Event) -> None:
+    def add(self, event: Fields) -> None:
         if event.type is EventType.CAPACITY_CHANGED:
             self._fleet.capacity_changed(event)
             return
@@ -103,6 +131,11 @@ class MetricsAccumulator:
             run = self._runs[event.run] = self._new_run(event.run)
         if run.outcome is None:  # a terminal run accepts no further change
             handler(run, event)
+
+    def fold(self, kind: EventType, ts: float, run: str | None, attempt: int | None, data: dict[str, Any]) -> None:
+        """`add` an event given by its fields, for a driver that keeps no log (the simulator folds millions of
+        events and builds no `Event` for them: a frozen dataclass costs ten times these few fields)."""
+        self.add(_Folded(kind, ts, run, attempt, data))
 
     def report(self, now: float) -> Report:
         """The metrics as of `now`: running attempts count up to it, queued runs have waited until it."""
@@ -145,9 +178,9 @@ class MetricsAccumulator:
         compares only the time both are known."""
         first = self._fleet.first
         running = math.fsum(
-            run.attempt.chips * max(0.0, (now if first is None else min(now, first)) - run.attempt.started_ts)
+            a.chips * max(0.0, (now if first is None else min(now, first)) - a.started_ts)
             for run in self._running.values()
-            if run.attempt is not None
+            for a in _open(run)
         )
         return (self._fleet.used_before_s + running) / 3600
 
@@ -163,28 +196,36 @@ class MetricsAccumulator:
 
     # -- event handlers ------------------------------------------------------------------------------
 
-    def _on_submitted(self, run: _RunTally, event: Event) -> None:
+    def _on_submitted(self, run: _RunTally, event: Fields) -> None:
         self._learn_stage(run, event)
         run.chips = number_field(event.data, "chips", run.chips)
         self._arrived(run, event.ts)
 
-    def _on_queued(self, run: _RunTally, event: Event) -> None:
+    def _on_queued(self, run: _RunTally, event: Fields) -> None:
         self._learn_stage(run, event)
         self._queue(run, event.ts)
 
-    def _on_placed(self, run: _RunTally, event: Event) -> None:
+    def _on_placed(self, run: _RunTally, event: Fields) -> None:
         run.placement = event.data
 
-    def _on_started(self, run: _RunTally, event: Event) -> None:
+    def _on_started(self, run: _RunTally, event: Fields) -> None:
         number = event.attempt if event.attempt is not None else run.last_attempt + 1
         pool = text_field(event.data, "pool", text_field(run.placement, "pool", NO_POOL))
         chips = number_field(event.data, "chips", number_field(run.placement, "chips", run.chips))
         price = number_field(event.data, "cost_per_chip_hour", number_field(run.placement, "cost_per_chip_hour", 0.0))
-        self._start(run, event.ts, number, pool=pool, chips=chips, price=price)
+        part = event.data.get("part")
+        self._start(run, event.ts, number, pool=pool, chips=chips, price=price, part=part)
 
-    def _start(self, run: _RunTally, ts: float, number: int, *, pool: str, chips: float, price: float) -> None:
+    def _start(
+        self, run: _RunTally, ts: float, number: int, *, pool: str, chips: float, price: float, part: str | None = None
+    ) -> None:
         if number <= run.last_attempt:  # a repeated or stale start
             return
+        if run.attempt is not None and run.attempt.part != part:  # another part of a pipeline: it runs on
+            run.others = [*(run.others or ()), run.attempt]
+            run.attempt = None
+        for lost in [a for a in run.others or () if a.part == part]:  # its end never reached the log
+            self._drop(run, lost, ts, ended=False)
         if run.attempt is not None:  # its end never reached the log; bill it up to this start
             self._close(run, ts, ended=False)
         key = (run.key[0], pool)
@@ -198,45 +239,47 @@ class MetricsAccumulator:
             tally.recovery_s.append(max(0.0, ts - run.recovering_since))
             run.recovering_since = None
         self._move(run, key)
-        run.attempt = _Attempt(number=number, key=key, chips=chips, cost_per_chip_hour=price, started_ts=ts)
+        run.attempt = _Attempt(number=number, key=key, chips=chips, cost_per_chip_hour=price, started_ts=ts, part=part)
         run.last_attempt = number
         self._running[run.id] = run
 
-    def _on_succeeded(self, run: _RunTally, event: Event) -> None:
+    def _on_succeeded(self, run: _RunTally, event: Fields) -> None:
         self._end_attempt(run, event)
+        if event.data.get("final") is False:  # a pipeline part's end; its run goes on
+            return
         self._finish(run, SUCCEEDED, event.ts)
         if run.submitted_ts is not None:
             self._tallies[run.key].jct_s.append(max(0.0, event.ts - run.submitted_ts))
 
-    def _on_failed(self, run: _RunTally, event: Event) -> None:
+    def _on_failed(self, run: _RunTally, event: Fields) -> None:
         self._end_attempt(run, event)
         if event.data.get("final") is False:
             self._await_recovery(run, event.ts, event.attempt)
         else:  # `final` true or missing: the run failed
             self._finish(run, FAILED, event.ts)
 
-    def _on_preempted(self, run: _RunTally, event: Event) -> None:
+    def _on_preempted(self, run: _RunTally, event: Fields) -> None:
         self._end_attempt(run, event)
         self._await_recovery(run, event.ts, event.attempt)
 
-    def _on_beat(self, run: _RunTally, event: Event) -> None:
-        attempt, step = run.attempt, step_of(event.data)
-        if attempt is None or step is None or event.attempt != attempt.number:
+    def _on_beat(self, run: _RunTally, event: Fields) -> None:
+        attempt, step = _numbered(run, event.attempt), step_of(event.data)
+        if attempt is None or step is None:
             return
         if attempt.first_beat is None:
             attempt.first_beat = (event.ts, step)
         attempt.last_beat = (event.ts, step)
 
-    def _on_reported(self, run: _RunTally, event: Event) -> None:
-        attempt = run.attempt
-        if attempt is not None and event.data.get("name") == "resumed" and event.attempt == attempt.number:
+    def _on_reported(self, run: _RunTally, event: Fields) -> None:
+        attempt = _numbered(run, event.attempt)
+        if attempt is not None and event.data.get("name") == "resumed":
             attempt.resume_step = step_of(event.data.get("data"))
 
-    def _on_cancelled(self, run: _RunTally, event: Event) -> None:
+    def _on_cancelled(self, run: _RunTally, event: Fields) -> None:
         self._end_attempt(run, event)
         self._finish(run, CANCELLED, event.ts)
 
-    def _on_suspended(self, run: _RunTally, event: Event) -> None:
+    def _on_suspended(self, run: _RunTally, event: Fields) -> None:
         # A suspended run leaves its queue, or its attempt stops; `resumed` and `queued` bring it back.
         self._end_attempt(run, event)
         self._stop_waiting(run)
@@ -248,7 +291,7 @@ class MetricsAccumulator:
         self._tally(run.key).runs[ACTIVE] += 1
         return run
 
-    def _learn_stage(self, run: _RunTally, event: Event) -> None:
+    def _learn_stage(self, run: _RunTally, event: Fields) -> None:
         stage = text_field(event.data, "stage", "")
         # A run that started before its stage was named stays under the unknown stage with its attempts.
         if run.stage_known or not stage or run.last_attempt > 0:
@@ -267,27 +310,51 @@ class MetricsAccumulator:
             run.waiting_since = ts
             self._waiting[run.id] = run
 
-    def _end_attempt(self, run: _RunTally, event: Event) -> None:
+    def _end_attempt(self, run: _RunTally, event: Fields) -> None:
         useful = number_field(event.data, "useful_chip_s", math.nan)
         self._end(run, event.ts, event.attempt, useful if math.isfinite(useful) else None)
 
     def _end(self, run: _RunTally, ts: float, number: int | None, useful_chip_s: float | None) -> None:
+        if run.others:  # a pipeline: the part it names, or every part when it names none
+            for part in [a for a in _open(run) if number in (None, a.number)]:
+                self._credit(run, part, useful_chip_s if part.number == number else None)
+                self._drop(run, part, ts, ended=True)
+            return
         attempt = run.attempt
         if attempt is not None and number in (None, attempt.number):
-            work = step_work(attempt.chips, attempt.first_beat, attempt.last_beat, attempt.resume_step, run.high_step)
-            if attempt.last_beat is not None:
-                run.high_step = max(run.high_step, attempt.last_beat[1])
-            if useful_chip_s is None and work is not None:
-                useful_chip_s = work[0]  # measured live from its steps; a simulator's end reports its own
-            if useful_chip_s is not None:
-                tally = self._tallies[attempt.key]
-                tally.useful_chip_hours += max(useful_chip_s, 0.0) / 3600
-                tally.reports_useful = True
+            self._credit(run, attempt, useful_chip_s)
             self._close(run, ts, ended=True)
+
+    def _credit(self, run: _RunTally, attempt: _Attempt, useful_chip_s: float | None) -> None:
+        """Count the work an ending attempt kept: what its end reports, else what its steps measured."""
+        work = step_work(attempt.chips, attempt.first_beat, attempt.last_beat, attempt.resume_step, run.high_step)
+        if attempt.last_beat is not None:
+            run.high_step = max(run.high_step, attempt.last_beat[1])
+        if useful_chip_s is None and work is not None:
+            useful_chip_s = work[0]  # measured live from its steps; a simulator's end reports its own
+        if useful_chip_s is not None:
+            tally = self._tallies[attempt.key]
+            tally.useful_chip_hours += max(useful_chip_s, 0.0) / 3600
+            tally.reports_useful = True
+
+    def _drop(self, run: _RunTally, attempt: _Attempt, ts: float, *, ended: bool) -> None:
+        """Bill one of a pipeline's running attempts and let it go."""
+        if attempt is run.attempt:
+            self._close(run, ts, ended=ended)
+            return
+        assert run.others is not None
+        run.others.remove(attempt)
+        self._bill(attempt, ts, ended=ended)
 
     def _close(self, run: _RunTally, ts: float, *, ended: bool) -> None:
         attempt = run.attempt
         assert attempt is not None
+        self._bill(attempt, ts, ended=ended)
+        run.attempt = run.others.pop() if run.others else None
+        if run.attempt is None:
+            del self._running[run.id]
+
+    def _bill(self, attempt: _Attempt, ts: float, *, ended: bool) -> None:
         duration_s = max(0.0, ts - attempt.started_ts)
         tally = self._tallies[attempt.key]
         if ended:
@@ -296,15 +363,13 @@ class MetricsAccumulator:
         self._fleet.used(attempt.chips, attempt.started_ts, ts)
         tally.chip_hours += chip_hours
         tally.cost += chip_hours * attempt.cost_per_chip_hour
-        run.attempt = None
-        del self._running[run.id]
 
     def _await_recovery(self, run: _RunTally, ts: float, attempt: int | None) -> None:
         if attempt is None or attempt >= run.last_attempt:  # not a stale report
             run.recovering_since = ts
 
     def _finish(self, run: _RunTally, outcome: str, ts: float) -> None:
-        if run.attempt is not None:  # ended by a run-level event that named another attempt
+        while run.attempt is not None:  # ended by a run-level event that named another attempt (or part)
             self._close(run, ts, ended=False)
         self._stop_waiting(run)
         runs = self._tallies[run.key].runs
@@ -336,11 +401,10 @@ class MetricsAccumulator:
         """Chip-hours and cost of the attempts running at `now`, by group."""
         usage: dict[GroupKey, tuple[float, float]] = {}
         for run in self._running.values():
-            attempt = run.attempt
-            assert attempt is not None
-            chip_hours = attempt.chips * max(0.0, now - attempt.started_ts) / 3600
-            hours, cost = usage.get(attempt.key, (0.0, 0.0))
-            usage[attempt.key] = (hours + chip_hours, cost + chip_hours * attempt.cost_per_chip_hour)
+            for attempt in _open(run):
+                chip_hours = attempt.chips * max(0.0, now - attempt.started_ts) / 3600
+                hours, cost = usage.get(attempt.key, (0.0, 0.0))
+                usage[attempt.key] = (hours + chip_hours, cost + chip_hours * attempt.cost_per_chip_hour)
         return usage
 
     def _pending(self, now: float) -> dict[str, Distribution]:
@@ -349,6 +413,20 @@ class MetricsAccumulator:
             assert run.waiting_since is not None
             waits.setdefault(run.key[0], []).append(max(0.0, now - run.waiting_since))
         return {stage: Distribution.of(waits[stage]) for stage in sorted(waits)}
+
+
+def _open(run: _RunTally) -> list[_Attempt]:
+    """The run's attempts running now: its last started, then a pipeline's other parts'."""
+    if run.attempt is None:
+        return []
+    return [run.attempt, *run.others] if run.others else [run.attempt]
+
+
+def _numbered(run: _RunTally, number: int | None) -> _Attempt | None:
+    """The run's running attempt `number`, if it runs."""
+    if run.attempt is not None and run.attempt.number == number:
+        return run.attempt
+    return next((a for a in run.others or () if a.number == number), None)
 
 
 class _FleetUsage:
@@ -367,7 +445,7 @@ class _FleetUsage:
     def known(self) -> bool:
         return self.since is not None
 
-    def capacity_changed(self, event: Event) -> None:
+    def capacity_changed(self, event: Fields) -> None:
         pool = event.data.get("pool")
         if not isinstance(pool, str):
             return

@@ -18,7 +18,7 @@ These preemptions are not counted against the preemption bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from crossrail.scheduling.cache import Cache
@@ -44,6 +44,11 @@ class Rounds:
     next_at: float | None = None
     plan: dict[str, str] = field(default_factory=dict)
     """Waiting run -> the pool this round's allocation gave it (its first choice until it starts)."""
+    _rates_fleet: tuple[tuple[str, str, str], ...] = field(default=(), init=False, repr=False)
+    _rates_by: dict[str, tuple[object, Mapping[str, float]]] = field(default_factory=dict, init=False, repr=False)
+    """Run -> (its throughput, allow and runs_on, its rates on `_rates_fleet`'s pools) as of the last boundary."""
+    _rates_now: dict[str, tuple[object, Mapping[str, float]]] = field(default_factory=dict, init=False, repr=False)
+    """`_rates_by` of the runs viewed at this boundary (only they are kept for the next)."""
 
     def due(self, now: float) -> bool:
         """Whether a round boundary has come (the first cycle opens the first round).
@@ -67,9 +72,15 @@ class Rounds:
             (r for r in waiting if self._could_run(cache, r, usable)), key=lambda r: r.run
         )  # in a canonical order: a policy's ties fall alike whichever driver listed them
         self.plan = {}
+        fleet = tuple((p.name, p.chip_type, p.accelerator) for p in specs.values())
+        kept = self._rates_now if fleet == self._rates_fleet else {}  # rates on another fleet are stale
+        self._rates_fleet, self._rates_by, self._rates_now = fleet, kept, {}
         if not pools or not (waiting or (self.policy.hetero and len(pools) > 1 and running)):
             return Swap()
-        jobs = [self._running(a, specs, now) for a in running] + [self._waiting(r, specs) for r in waiting]
+        chip_types = {name: spec.chip_type for name, spec in specs.items()}
+        remaining = self.policy.uses_remaining
+        jobs = [self._running(a, specs, chip_types, now, remaining=remaining) for a in running]
+        jobs += [self._waiting(r, specs, remaining=remaining) for r in waiting]
         wanted = self.policy.allocate(jobs, pools, now, self.round_s)  # 2
         swap = Swap()
         for pool in pools:  # 3
@@ -136,30 +147,31 @@ class Rounds:
         reach = cache.quota.reachable(req.queue)
         return any(_allows(req, p) and (reach is None or p.name in reach) for p in pools)
 
-    def _running(self, alloc: Allocation, specs: dict[str, Pool], now: float) -> JobView:
-        """A running run as the policy sees it: its service and work left counted up to `now`."""
+    def _running(
+        self, alloc: Allocation, specs: dict[str, Pool], chip_types: dict[str, str], now: float, *, remaining: bool
+    ) -> JobView:
+        """A running run as the policy sees it: its service and work left counted up to `now` (the work left
+        only where the policy reads it, `remaining`)."""
         req = alloc.request
         held_s = max(now - alloc.started_at, 0.0)
         by_type = dict(req.attained_by_type)
-        chip_type = specs[alloc.pool].chip_type if alloc.pool in specs else None
+        chip_type = chip_types.get(alloc.pool)
         if by_type and chip_type is not None:
             by_type[chip_type] = by_type.get(chip_type, 0.0) + alloc.chips * held_s
-        remaining = None
-        if req.remaining is not None and self.policy.uses_remaining:
+        left = None
+        if req.remaining is not None and remaining:
             rate = dict(req.throughput).get(chip_type or "", 1.0) if req.throughput else 1.0
-            remaining = max(req.remaining - rate * held_s, 0.0)
+            left = max(req.remaining - rate * held_s, 0.0)
         got = req.attained_s + alloc.chips * held_s
-        return self._view(req, specs, chips=alloc.chips, got=got, by_type=by_type, remaining=remaining, pool=alloc.pool)
+        return self._view(req, specs, chips=alloc.chips, got=got, by_type=by_type, remaining=left, pool=alloc.pool)
 
-    def _waiting(self, req: Request, specs: dict[str, Pool]) -> JobView:
-        remaining = req.remaining if self.policy.uses_remaining else None
+    def _waiting(self, req: Request, specs: dict[str, Pool], *, remaining: bool) -> JobView:
+        left = req.remaining if remaining else None
         by_type = dict(req.attained_by_type)
-        return self._view(
-            req, specs, chips=req.chips, got=req.attained_s, by_type=by_type, remaining=remaining, pool=None
-        )
+        return self._view(req, specs, chips=req.chips, got=req.attained_s, by_type=by_type, remaining=left, pool=None)
 
-    @staticmethod
     def _view(
+        self,
         req: Request,
         specs: dict[str, Pool],
         *,
@@ -176,11 +188,21 @@ class Rounds:
             submitted_at=req.queued_at,
             chips=chips,
             attained_s=got,
-            throughput=rates(req, specs),
+            throughput=self._rates(req, specs),
             remaining=remaining,
             pool=pool,
             attained_by_type=by_type,
         )
+
+    def _rates(self, req: Request, specs: dict[str, Pool]) -> Mapping[str, float]:
+        """`rates(req, specs)`, worked out once per run while its rates, its pools and the fleet stay the same:
+        every run is viewed at every boundary. The mapping is shared between views; policies only read it."""
+        key = (req.throughput, req.allow, req.runs_on)
+        known = self._rates_by.get(req.run)
+        if known is None or known[0] != key:
+            known = (key, rates(req, specs))
+        self._rates_now[req.run] = known
+        return known[1]
 
 
 def pool_view(cache: Cache, spec: Pool) -> PoolView:

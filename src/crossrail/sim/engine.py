@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 Action = Callable[[], None]
 
+COMPACT_AT = 4096
+"""Heap entries past which cancelled timers are swept out (then twice the live ones left, at least this)."""
+
 URGENT, NORMAL, LATE = 0, 1, 2
 """Priorities at one instant: URGENT before NORMAL before LATE (scheduling cycles run LATE, after every
 event of their instant has changed capacity and demand)."""
@@ -40,6 +43,7 @@ class Engine:
         self._heap: list[tuple[float, int, int, Timer]] = []
         """(time, priority, seq, timer): tuples compare in C, and seq is unique, so timers never compare."""
         self._seq = itertools.count()
+        self._compact_at = COMPACT_AT
         self.steps = 0
         """Actions run so far (cancelled timers are not counted)."""
 
@@ -52,7 +56,18 @@ class Engine:
             raise ValueError(f"cannot schedule at {at}: the clock is at {self._now} and never goes back")
         timer = Timer(at, action)
         heapq.heappush(self._heap, (at, priority, next(self._seq), timer))
+        if len(self._heap) > self._compact_at:
+            self._compact()
         return timer
+
+    def _compact(self) -> None:
+        """Drop cancelled timers from the heap. A stopped attempt leaves its end's timer behind, often far in the
+        future; a simulation that preempts every round would otherwise keep hundreds of thousands of them, and
+        every push and pop would pay for them. The order of events is that of their unique keys, not of where
+        they sit in the heap, so this changes none."""
+        self._heap = [entry for entry in self._heap if not entry[3].cancelled]
+        heapq.heapify(self._heap)
+        self._compact_at = max(2 * len(self._heap), COMPACT_AT)
 
     def after(self, delay_s: float, action: Action, priority: int = NORMAL) -> Timer:
         return self.schedule(self._now + max(delay_s, 0.0), action, priority)

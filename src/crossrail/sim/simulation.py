@@ -109,6 +109,8 @@ class Simulation:
             speeds[p.chip_type] = max(speeds.get(p.chip_type, 0.0), p.relative_speed)
         self.speeds = speeds if len(set(speeds.values())) > 1 else {}
         """A job without a throughput row runs at each chip type's relative speed; uniform speeds say nothing."""
+        self._rates: dict[str, tuple[tuple[str, float], ...]] = {}
+        """Each job's `Request.throughput` (see `_throughput`)."""
         self.committed: dict[str, float] = {}
         """Work each job has kept so far (its next attempt restores from here)."""
         self.cycles = 0
@@ -199,10 +201,13 @@ class Simulation:
         return bool(self.executor.live)
 
     def _emit(self, kind: EventType, run: str | None, attempt: int | None, data: dict[str, Any]) -> None:
-        event = Event(kind, self.engine.now(), run, attempt, data, next(self._seq))
+        now, seq = self.engine.now(), next(self._seq)
+        if self.events is None:  # no log kept: the metrics fold the fields, and no Event is built
+            self.metrics.fold(kind, now, run, attempt, data)
+            return
+        event = Event(kind, now, run, attempt, data, seq)
         self.metrics.add(event)
-        if self.events is not None:
-            self.events.append(event)
+        self.events.append(event)
 
     # --- demand ----------------------------------------------------------------------------------
 
@@ -270,7 +275,7 @@ class Simulation:
             duration_s=job.declared_s,
             attained_s=sum(self.attained.get(job.name, {}).values()),
             attained_by_type=tuple(self.attained.get(job.name, {}).items()),
-            throughput=tuple((job.throughput or self.speeds).items()),
+            throughput=self._throughput(job),
             remaining=max(self._known_work(job) - self.committed.get(job.name, 0.0), 0.0),
             allow=allow,
             runs_on=self.allow[job.name][1] if job.name in self.allow else None,
@@ -280,6 +285,14 @@ class Simulation:
             pool=picked[0] if picked is not None else None,
             pool_reason=picked[1] if picked is not None else "",
         )
+
+    def _throughput(self, job: SimJob) -> tuple[tuple[str, float], ...]:
+        """The job's rates per chip type as its requests carry them: one tuple per job, built once (a run is
+        requested again after every round that stops it, and rounds compare its rates with the last ones)."""
+        known = self._rates.get(job.name)
+        if known is None:
+            known = self._rates[job.name] = tuple((job.throughput or self.speeds).items())
+        return known
 
     @staticmethod
     def _known_work(job: SimJob) -> float:
@@ -432,8 +445,9 @@ class Simulation:
             return
         names = [p.name for p in job.parts]
         if how == "succeeded":
-            self._emit(EventType.SUCCEEDED, run, att.number, data)
-            if pipeline_state(names, part, "succeeded") == "succeeded":
+            ends = pipeline_state(names, part, "succeeded") == "succeeded"
+            self._emit(EventType.SUCCEEDED, run, att.number, data if ends else {**data, "final": False})
+            if ends:
                 self._pipeline_ended(run, "succeeded")
             return
         decision = self.retries.ended(key, att.number, att.pool, how, now, policy=job.retries)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from crossrail.core.clock import Clock
-from crossrail.sim.engine import LATE, URGENT, Engine
+from crossrail.sim.engine import COMPACT_AT, LATE, URGENT, Engine
 
 
 def test_events_at_one_instant_run_by_priority_then_in_the_order_scheduled() -> None:
@@ -50,3 +50,21 @@ def test_the_engine_is_the_clock_the_agent_reads_and_never_goes_back() -> None:
     assert Engine().peek() == math.inf
     with pytest.raises(IndexError):
         Engine().step()
+
+
+def test_sweeping_out_cancelled_timers_changes_no_event_and_no_order() -> None:
+    """A simulation that stops every run each round leaves their end timers behind; the engine sweeps them
+    out once they fill the heap, and what runs, and in what order, is as without the sweep."""
+    engine, seen = Engine(), []
+    kept = []
+    for i in range(3 * COMPACT_AT):
+        timer = engine.schedule(float(i % 97), lambda i=i: seen.append(i), LATE if i % 3 else URGENT)
+        if i % 5:
+            timer.cancel()
+        else:
+            kept.append((float(i % 97), LATE if i % 3 else URGENT, i))
+    engine.run()
+
+    assert engine.pending < 3 * COMPACT_AT  # swept at least once
+    assert seen == [i for _, _, i in sorted(kept)]
+    assert engine.steps == len(kept)

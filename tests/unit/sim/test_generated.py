@@ -132,3 +132,35 @@ def test_the_windows_average_jct_does_not_depend_on_the_order_its_jobs_are_summe
         rec.submit_s, rec.end_s = 0.0, 1e16 if i == 5 else 1.0
 
     assert result.avg_jct_s == (1e16 + 10.0) / 11
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness", "max_min_fairness_hetero"])
+def test_fig8_reduced_folds_the_same_figures_whether_or_not_the_events_are_kept(policy: str) -> None:
+    """Without an event log the simulation folds each event's fields into the metrics and builds no Event;
+    every figure is the one the logged events give (within a relative 1e-9), on a Fig. 8-like workload
+    where rounds stop and restart runs every six minutes."""
+    fleet = build_fleet([{"name": t, "accelerator": "gpu", "chip_type": t, "chips": 8, "chips_per_host": 1,
+                          "time_sliced": True}
+                         for t in ("v100", "p100", "k80")])  # fmt: skip
+    folded = Simulation(fleet, stream("rate=1/h,window=5-15,seed=0"), policy=policy).run()
+    logged_sim = Simulation(fleet, stream("rate=1/h,window=5-15,seed=0"), policy=policy, record_events=True)
+    logged = logged_sim.run()
+
+    assert logged_sim.events is not None
+    assert sum(e.type == "preempted" for e in logged_sim.events) > 100  # the rounds did stop runs
+    assert folded.avg_jct_s == pytest.approx(logged.avg_jct_s, rel=1e-9)
+    figures, expected = _figures(folded.to_json()), _figures(logged.to_json())
+    assert figures.keys() == expected.keys()
+    for key, value in expected.items():
+        assert figures[key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), key
+
+
+def _figures(doc: dict[str, object], prefix: str = "") -> dict[str, object]:
+    """A result's figures as one flat mapping (those of its wall time, which no two runs share, left out)."""
+    flat: dict[str, object] = {}
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            flat.update(_figures(value, f"{prefix}{key}."))
+        elif key not in ("wall_s", "events_per_s"):
+            flat[prefix + key] = value
+    return flat

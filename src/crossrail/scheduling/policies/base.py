@@ -13,9 +13,12 @@ SortKey = tuple[float, float, float, str]
 """(class, primary, secondary, run): smaller goes first. The agent orders fair share between class and primary."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class JobView:
-    """A job as a policy sees it.
+    """A job as a policy sees it (a policy reads it and never changes it).
+
+    Not frozen: rounds build one per run at every boundary and admission one per key, and a frozen
+    dataclass's `__init__` costs about three times as much.
 
     `throughput` is the job's whole-gang rate (work units per second) on each chip type it could run on,
     e.g. a row of Gavel's matrix; empty means unknown, and hetero policies then behave like their agnostic
@@ -89,7 +92,7 @@ PRIORITY_LEVELS = {name: priority_level(name) for name in PRIORITIES}
 
 def level_of(priority: str) -> int:
     """A priority class as JobView's integer (higher is more important); unknown classes come last."""
-    return priority_level(priority)
+    return PRIORITY_LEVELS.get(priority, -1)
 
 
 def rate(job: JobView, chip_type: str) -> float:

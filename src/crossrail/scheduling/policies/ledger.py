@@ -21,6 +21,7 @@ Everything per round is numpy over every active job: nothing is rebuilt per job 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Protocol, cast, runtime_checkable
@@ -191,12 +192,14 @@ class RoundLedger:
             self.leave(run)
         chip_type = {p.name: p.chip_type for p in pools}
         for job in sorted(jobs, key=lambda j: (j.submitted_at, j.run)):
-            self.join(job)
+            if job.run not in self.slot:
+                self.join(job)
             before, chips = self.seen.get(job.run, {}), max(job.chips, 1)
             if job.attained_by_type:
                 got = dict(job.attained_by_type)
                 for kind, chip_s in got.items():
-                    self.ran(job.run, kind, (chip_s - before.get(kind, 0.0)) / chips)
+                    if not chip_s <= before.get(kind, 0.0):  # no growth is no credit (`ran` takes none)
+                        self.ran(job.run, kind, (chip_s - before.get(kind, 0.0)) / chips)
             else:  # service without a split by chip type: what grew counts where the job runs now
                 got = {ANY_TYPE: job.attained_s}
                 if job.pool in chip_type:
@@ -461,7 +464,9 @@ def whole_steps_s(rate_now: float, seconds: float) -> float:
     """
     if rate_now <= 0:
         return seconds
-    return float(np.floor(rate_now * seconds + STEP_SLACK)) / rate_now
+    steps = rate_now * seconds + STEP_SLACK
+    whole = float(math.floor(steps)) if math.isfinite(steps) else steps  # np.floor's value, at a float's cost
+    return whole / rate_now
 
 
 @runtime_checkable
