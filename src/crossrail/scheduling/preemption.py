@@ -90,17 +90,18 @@ def _greedy(
     """
     chosen: list[Allocation] = []
     freed: dict[int, int] = {}
-    released: dict[str, int] = {}
+    unapplied: dict[str, int] = {}
+    """Chips per queue of the chosen runs not yet released on the snapshot (its usage shows the others)."""
     applied = 0
     pool = hosts.pool.name
     mark = snap.mark()
     try:
         for alloc in candidates:
             queue = alloc.queue
-            if lent and alloc.run in lent and snap.borrowed(queue, pool) - released.get(queue, 0) <= 0:
+            if lent and alloc.run in lent and snap.borrowed(queue, pool) - unapplied.get(queue, 0) <= 0:
                 continue  # its queue no longer borrows once the earlier victims are gone
             chosen.append(alloc)
-            released[queue] = released.get(queue, 0) + alloc.chips
+            unapplied[queue] = unapplied.get(queue, 0) + alloc.chips
             for h, c in alloc.hosts:
                 freed[h] = freed.get(h, 0) + c
             if not hosts.room(gang, freed):
@@ -108,6 +109,7 @@ def _greedy(
             for pending in chosen[applied:]:
                 snap.release(pending)
             applied = len(chosen)
+            unapplied.clear()
             if fits():
                 return chosen
         return None

@@ -108,18 +108,20 @@ def _prefix(
 ) -> list[Allocation] | None:
     """The shortest prefix of `order` after which the head fits, skipping a lender's run once its queue no
     longer borrows. As in the search, the prefix's runs are released on the snapshot only where the hosts
-    could hold the gang, and a lender's borrowing is read from the snapshot as it stands then, less the chips
-    of its runs already chosen."""
+    could hold the gang. A lender's borrowing is what its queue used when the search began, less the chips
+    of its runs already chosen, less its nominal quota: each chosen run counts once, whether or not it is
+    released on the snapshot yet."""
     hosts = _Hosts.of(snap.pool(pool), head.unit)
     gang = snap.pool(pool).sizes_of(head.low, head.high, head.unit)[-1]
+    used = dict(snap.used)  # before any victim is released
     chosen: list[Allocation] = []
     freed: dict[int, int] = {}
     applied = 0
     mark = snap.mark()
     try:
         for a in order:
-            released = sum(c.chips for c in chosen if c.queue == a.queue)
-            if kinds[a.run] == "reclaim" and snap.borrowed(a.queue, pool) - released <= 0:
+            left = used.get((a.queue, pool), 0) - sum(c.chips for c in chosen if c.queue == a.queue)
+            if kinds[a.run] == "reclaim" and left - snap.quota.nominal(a.queue, pool) <= 0:
                 continue
             chosen.append(a)
             for h, c in a.hosts:
@@ -156,3 +158,22 @@ def test_the_victim_search_chooses_what_a_brute_force_search_chooses(seed: int) 
         if fits():
             continue  # the cycle would admit it without preempting; the search is not asked then
         assert got == expected, f"{head} on {pool}"
+
+
+def test_a_lender_reclaims_a_second_run_of_a_queue_that_still_borrows() -> None:
+    # Queue b's nominal quota is 4 chips and it runs three 4-chip runs: it borrows 8 of a's chips. a's 8-chip
+    # head fits the pool's free chips but not the cohort's quota (12 lendable, all drawn by b). Reclaiming b-1
+    # leaves b borrowing 4 and a room for 4 only, so a needs b-2 as well. The search used to subtract b-1's
+    # chips twice (released on the snapshot, and again from its own tally), saw b borrowing nothing after
+    # b-1 and preempted nobody.
+    queues = [queue("a", {"gpu": 8}, cohort="lab"), queue("b", {"gpu": 4}, cohort="lab")]
+    sched = scheduler([gpu(chips=32, per_host=4)], queues)
+    for i, started in enumerate((T0 + 30, T0 + 20, T0 + 10), start=1):  # b-1 loses least work, then b-2
+        sched.started(req(f"b-{i}", "b", 4, queued_at=T0 + i), "gpu", 4, started)
+    sched.submitted(req("a-1", "a", 8, queued_at=T0 + 40))
+
+    result = sched.cycle(T0 + 60)
+
+    assert [(p.run, p.for_run) for p in result.preempted] == [("b-1", "a-1"), ("b-2", "a-1")]
+    assert all(p.reason.startswith("reclaimed for a-1: queue b borrows gpu chips") for p in result.preempted)
+    assert result.blocked["a-1"].startswith("preempting b-1, b-2 to make room")
