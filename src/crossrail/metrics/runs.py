@@ -96,6 +96,8 @@ class AttemptFacts:
     """Ran on a virtual pool (local chips standing in for accelerators): its timings measure the software path."""
     peak_tflops: Mapping[str, float] | None = None
     """Its pool's declared peak TFLOP/s per chip and precision (the fleet's `peak_tflops`); None: the vendors' table."""
+    part: str | None = None
+    """The pipeline part it ran (its `started` event's `part`); None for a run of one part."""
 
     def seconds(self, until: float) -> float:
         end = self.ended_ts if self.ended_ts is not None else until
@@ -342,8 +344,10 @@ class _Fold:
         last = run.last
         if last is not None and number <= last.number:
             return
-        if last is not None and last.ended_ts is None:
-            last.ended_ts = e.ts  # its end never reached the log
+        part = e.data.get("part") if isinstance(e.data.get("part"), str) else None
+        for lost in run.attempts:  # the same part's earlier attempt: its end never reached the log
+            if lost.ended_ts is None and lost.part == part:
+                lost.ended_ts = e.ts
         placed = self.placement.get(run.id, {})
         waited = self.waiting.pop(run.id, None)
         attempt = AttemptFacts(
@@ -355,6 +359,7 @@ class _Fold:
             accelerator=_text(e.data, "accelerator", _text(placed, "accelerator", "-")),
             chip_type=_text(e.data, "chip_type", _text(placed, "chip_type", "-")),
             queue_s=max(0.0, e.ts - waited) if waited is not None else None,
+            part=part,
         )
         run.attempts.append(attempt)
         self._describe(run, number)
@@ -394,22 +399,27 @@ class _Fold:
             last.resume_step = step
 
     def _ended(self, run: RunFacts, e: Event) -> None:
-        last = run.last
-        if last is not None and last.ended_ts is None and e.attempt in (None, last.number):
-            last.ended_ts, last.end = e.ts, ENDS[e.type]
-            useful = e.data.get("useful_chip_s")
-            if _is_number(useful):
-                last.useful_chip_s = max(float(useful), 0.0)
+        # The attempt it names (a pipeline's parts run at once), or, naming none, every attempt still open.
+        named = run.attempts if e.attempt is None else [a for a in run.attempts if a.number == e.attempt]
+        for att in named:
+            if att.ended_ts is None:
+                att.ended_ts, att.end = e.ts, ENDS[e.type]
+                useful = e.data.get("useful_chip_s")
+                if _is_number(useful):
+                    att.useful_chip_s = max(float(useful), 0.0)
         if e.type in (EventType.PREEMPTED, EventType.FAILED) and e.data.get("final") is False:
             self.recovering[run.id] = e.ts
+            return
+        if e.type is EventType.SUCCEEDED and e.data.get("final") is False:  # a part's; its pipeline runs on
             return
         if e.type is EventType.SUSPENDED:
             self.waiting.pop(run.id, None)
             return
         run.outcome = ENDS[e.type]
         run.ended_ts = e.ts
-        if last is not None and last.ended_ts is None:
-            last.ended_ts = e.ts
+        for other in run.attempts:  # the parts stopped with their run record no end of their own
+            if other.ended_ts is None:
+                other.ended_ts = e.ts
         self.waiting.pop(run.id, None)
 
 

@@ -1,7 +1,10 @@
 """Chip-hours and cost per team x stage x pool over a time window, folded from the event log (pure).
 
 An attempt counts from its `started` event to its end (`succeeded`, `failed`, `preempted`, `cancelled`,
-`suspended`, or the next attempt's start), clipped to the window; one still running counts up to `until`.
+`suspended`, or the next start of the same part), clipped to the window; one still running counts up to `until`.
+A pipeline's parts run at once, each an attempt of its own: an end that names an attempt ends that attempt, and
+the run's end (or an end naming no attempt) ends every attempt of the run still open, as the parts stopped
+with their run record no end of their own.
 Its price is the `cost_per_chip_hour` its `started` (or `placed`) event carries, as in `Report.cost`.
 """
 
@@ -54,6 +57,7 @@ class _Open:
     chips: float
     price: float
     started: float
+    part: str | None
 
 
 def usage(
@@ -71,11 +75,13 @@ def usage(
     teams: dict[str, str] = {run: team or NO_TEAM for run, team in (teams_of or {}).items()}
     stages: dict[str, str] = {}
     placed: dict[str, dict[str, Any]] = {}
-    open_: dict[str, _Open] = {}
+    open_: dict[str, dict[int | None, _Open]] = {}  # run -> attempt number -> its open attempt
     rows: dict[tuple[str, str, str], list[float]] = {}
 
-    def close(run: str, end: float) -> None:
-        att = open_.pop(run)
+    def close(run: str, number: int | None, end: float) -> None:
+        att = open_[run].pop(number)
+        if not open_[run]:
+            del open_[run]
         span = min(end, until) - max(att.started, lo)
         if span < 0 or end < lo:
             return
@@ -95,20 +101,33 @@ def usage(
         elif e.type is EventType.PLACED:
             placed[run] = e.data
         elif e.type is EventType.STARTED:
-            if run in open_:
-                close(run, e.ts)
+            part = e.data.get("part")
+            for lost in [a.number for a in open_.get(run, {}).values() if a.part == part]:
+                close(run, lost, e.ts)  # its end never reached the log: billed up to this start
             where = placed.get(run, {})
             pool = text_field(e.data, "pool", text_field(where, "pool", NO_POOL))
             key = (teams.get(run, NO_TEAM), stages.get(run, UNKNOWN_STAGE), pool)
             chips = number_field(e.data, "chips", number_field(where, "chips", 0.0))
             price = number_field(e.data, "cost_per_chip_hour", number_field(where, "cost_per_chip_hour", 0.0))
-            open_[run] = _Open(key, e.attempt, chips, price, e.ts)
-        elif e.type in _ENDS and run in open_ and e.attempt in (None, open_[run].number):
-            close(run, e.ts)
+            open_.setdefault(run, {})[e.attempt] = _Open(key, e.attempt, chips, price, e.ts, part)
+        elif e.type in _ENDS and run in open_:
+            ended = e.attempt is None or _run_ends(e)
+            for number in [n for n in open_[run] if ended or n == e.attempt]:
+                close(run, number, e.ts)
     if running:
-        for run in list(open_):
-            close(run, until)
+        for run, atts in list(open_.items()):
+            for number in list(atts):
+                close(run, number, until)
     return [Usage(*key, row[0], row[1], int(row[2])) for key, row in sorted(rows.items())]
+
+
+def _run_ends(e: Event) -> bool:
+    """Whether end event `e` ends its run, not only its attempt: a failure or a pipeline part's success that
+    says `final: false` leaves the run going (a retry follows, or the pipeline runs on); a preemption never ends
+    it."""
+    if e.type is EventType.PREEMPTED:
+        return False
+    return e.data.get("final") is not False
 
 
 def by_team(rows: Iterable[Usage]) -> dict[str, tuple[float, float]]:

@@ -436,7 +436,7 @@ class Agent:
             end_reason=reason,
             reason=decision.detail,
             run_state=run_state,
-            events=_end_events(run, att, status, decision),
+            events=_end_events(run, att, status, decision, run_state),
         )
         self.executor.forget(run.id, att.number)
         return int(changed)
@@ -822,12 +822,18 @@ def _pipeline_state(run: RunRecord, part: str, d: EndDecision) -> str | None:
     return reconcile.pipeline_state(list(parts), part, d.run_state)
 
 
-def _end_events(run: RunRecord, att: AttemptRecord, status: AttemptStatus, d: EndDecision) -> list[Event]:
-    """The events that record decision `d` for attempt `att`: its end, then the run's retry and queueing."""
+def _end_events(
+    run: RunRecord, att: AttemptRecord, status: AttemptStatus, d: EndDecision, run_state: str | None
+) -> list[Event]:
+    """The events that record decision `d` for attempt `att`: its end, then the run's retry and queueing. A
+    pipeline part's success that leaves its run going (`run_state` None) says `final: false`, as a retried
+    failure does, so the log tells a part's end from its run's."""
     if d.event is None:  # cancelled or suspended: the command recorded the run's state
         return []
     part = {} if att.part is None else {"part": att.part}
     data = part | d.data(att.pool)
+    if att.part is not None and d.event is EventType.SUCCEEDED and run_state is None:
+        data["final"] = False
     if d.event in (EventType.FAILED, EventType.PREEMPTED):
         data |= {"exit_code": status.exit_code, "signal": status.signal}
     events = [Event(d.event, d.ended_at, run.id, att.number, data)]
