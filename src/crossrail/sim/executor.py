@@ -58,10 +58,19 @@ class Attempt:
     """When the attempt first computed: a Weibull run's age counts from there (nothing fails during a restore)."""
     provisioning_s: float = 0.0
     """The wait for its pool's nodes to be provisioned (flex-start, autoscaled) before it restores and runs."""
+    held_chip_s: float = 0.0
+    """Chip-seconds held at sizes before the current one (an attempt grown by the scheduler)."""
+    sized_at: float | None = None
+    """When it took its current size, when that was after its start (None: it has held `chips` since then)."""
 
     @property
     def rate(self) -> float:
         return self.full_rate * (self.hosts - self.hosts_out) / self.hosts
+
+    def chip_s(self, now: float) -> float:
+        """Chip-seconds it has held by `now`, each size for its own time."""
+        since = self.started_at if self.sized_at is None else self.sized_at
+        return self.held_chip_s + self.chips * (now - since)
 
 
 Ended = Callable[[Attempt, str, float], None]
@@ -227,6 +236,29 @@ class SimExecutor:
         if st is not None:  # rebase the running stretch on the new speed, keeping its cadence
             self._run(att, st.phase_s)
 
+    # --- growing -------------------------------------------------------------------------------
+
+    def resize(self, att: Attempt, chips: int, hosts: int, full_rate: float, run_mtbf_s: float) -> bool:
+        """Grow `att` in place to `chips` on `hosts` hosts: it keeps all its work and computes at `full_rate` (its
+        job's rate scaled by chips, as at admission) from now on; failures strike it as a run of the new size.
+        False when it is stopping (its chips go back to the pool)."""
+        if self.live.get(att.job.name) is not att or att.phase == STOPPING:
+            return False
+        now = self.engine.now()
+        st = self.state(att, now)
+        self._close_stretch(att, now)
+        att.held_chip_s = att.chip_s(now)
+        att.sized_at = now
+        att.chips, att.hosts, att.full_rate, att.run_mtbf_s = chips, hosts, full_rate, run_mtbf_s
+        if att.fault is not None:  # a run of the new size fails at its own rate, from its age
+            att.fault.cancel()
+            att.fault = None
+            self._arm_fault(att)
+        if st is not None:  # rebase the running stretch on the new speed, keeping its place in the cadence
+            tau = self._cadence(att).tau_s
+            self._run(att, st.phase_s if st.phase_s < tau else 0.0)
+        return True
+
     # --- stopping ------------------------------------------------------------------------------
 
     def preempt(self, run: str, grace_s: float) -> None:
@@ -282,7 +314,7 @@ class SimExecutor:
             if timer is not None:
                 timer.cancel()
         att.timer = att.fault = None
-        chip_s = att.chips * (self.engine.now() - att.started_at)
+        chip_s = att.chip_s(self.engine.now())
         att.record.allocated_chip_s += chip_s
         self.exposure_chip_s += chip_s
         useful_s = max(att.committed - att.start_work, 0.0) / att.full_rate

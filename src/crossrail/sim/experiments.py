@@ -7,6 +7,8 @@ a bare Experiment document, whose work is its `resources.duration`) becomes one 
   spec.stage, spec.priority             its stage queue and priority
   spec.resources.chips / min_chips      its size; `min_chips` makes it elastic: it shrinks through a failure
                                         that leaves it at least `min_chips`, and restarts below that
+  spec.resources.max_chips              above `chips`: admitted at up to that many, and grown to it while its
+                                        pool has chips no waiting run wants (the cycle's `grown`, as live)
   spec.resources.duration               the run time it declares (and its work when no `work_s` is given)
   spec.parallelism.data                 its data-parallel workers: one gang, spread in whole workers
   spec.accelerators.prefer / allow      where it would rather run, and where it may
@@ -22,8 +24,8 @@ a bare Experiment document, whose work is its `resources.duration`) becomes one 
 Fields about what the run executes or where it keeps files (image, command, args, config, code, dataset, env,
 checkpoint dir/format/keep_last, labels, owner, oversubscribe) change neither when nor where it runs, nor for
 how long. `retries.exit_codes` has nothing to apply to: simulated attempts end by success, interruption or
-preemption, never by an exit code. Any other field set, among them a `max_chips` above `chips` (growing a
-run) and fields a later version adds, is refused with its path: never silently ignored.
+preemption, never by an exit code. Any other field set, among them fields a later version adds, is refused
+with its path: never silently ignored.
 """
 
 from __future__ import annotations
@@ -56,9 +58,8 @@ INERT = frozenset({
     "spec.checkpoint.keep_last", "spec.parallelism.oversubscribe", "spec.retries.exit_codes",
 })  # fmt: skip
 """Paths that change neither when nor where a run runs, nor for how long (module docstring)."""
-WHY_NOT = {
-    "spec.resources.max_chips": "the simulator does not grow a run past its chips; set max_chips to chips or drop it",
-}
+WHY_NOT: dict[str, str] = {}
+"""Paths the simulation refuses with a sentence of their own (none now: each refusal says its path)."""
 ROW_KEYS = frozenset({"experiment", "submit_s", "work_s", "throughput"})
 """What a workload item that holds an Experiment may say besides it (all simulation facts, not spec fields)."""
 
@@ -156,8 +157,6 @@ def _unmodelled(data: Any, exp: Experiment, source: str, at: str) -> list[Proble
     """A problem for every field set that the simulation neither models nor may ignore."""
     problems = []
     for path in _paths(data, ""):
-        if path == "spec.resources.max_chips" and exp.spec.resources.max_chips == exp.spec.resources.chips:
-            continue
         if any(path == p or path.startswith(p + ".") for p in MODELLED | INERT) and path not in WHY_NOT:
             continue
         why = WHY_NOT.get(path, f"the simulator does not model {path}; remove it to simulate this experiment")
@@ -192,6 +191,7 @@ def _job(exp: Experiment, work_s: float, row: Mapping[str, Any]) -> SimJob:
         throughput=throughput,
         elastic=res.min_chips is not None and res.min_chips < res.chips,
         min_chips=res.min_chips,
+        max_chips=res.max_chips if res.max_chips is not None and res.max_chips > res.chips else None,
         prefer=str(spec.accelerators.prefer or "any"),
         estimate_s=res.duration_s,
         accelerators=tuple(str(a) for a in spec.accelerators.allow) if spec.accelerators.allow else None,

@@ -31,6 +31,8 @@ class SimJob:
     throughput: Mapping[str, float] = field(default_factory=dict)
     elastic: bool = False
     min_chips: int | None = None
+    max_chips: int | None = None
+    """`resources.max_chips`: above `chips`, the most it can use; the scheduling cycle may grow it to that."""
     prefer: str = "any"
     estimate_s: float | None = None
     """The run time a user would declare (`resources.duration`); None: `work_s` at speed 1."""
@@ -65,6 +67,7 @@ class SimJob:
             prefer=declared.prefer or self.prefer,
             elastic=False,
             min_chips=None,
+            max_chips=None,
             parts=(),
             part_work_s={},
         )
@@ -81,6 +84,11 @@ class SimJob:
     def gang_rate(self, chip_type: str, relative_speed: float, chips: int) -> float:
         """Work units per second of a gang of `chips` on a pool of `chip_type` (the job's rate scaled to it)."""
         return self.rate(chip_type, relative_speed) * chips / self.chips
+
+    @property
+    def grows(self) -> bool:
+        """Whether the scheduling cycle may grow it past its chips (`max_chips` above `chips`)."""
+        return self.max_chips is not None and self.max_chips > self.chips
 
     @property
     def declared_s(self) -> float:

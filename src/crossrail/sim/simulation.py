@@ -25,10 +25,11 @@ from crossrail.core import Event, EventType
 from crossrail.metrics import MetricsAccumulator
 from crossrail.scheduling import Request, Scheduler, SchedulerConfig
 from crossrail.scheduling.decisions import RetryPolicy
+from crossrail.scheduling.growth import resized_data
 from crossrail.scheduling.pipeline import retry_part
 from crossrail.scheduling.policies import ROUND_S, get_policy
 from crossrail.scheduling.reconcile import pipeline_state
-from crossrail.scheduling.types import PART_SEP, part_key
+from crossrail.scheduling.types import PART_SEP, Growth, part_key
 from crossrail.sim.capacity import Capacity
 from crossrail.sim.checkpointing import CheckpointModel
 from crossrail.sim.engine import LATE, Engine, Timer
@@ -272,6 +273,7 @@ class Simulation:
             queued_at=now,
             team=job.team,
             min_chips=job.min_chips if job.elastic else None,
+            max_chips=job.max_chips,
             duration_s=job.declared_s,
             attained_s=sum(self.attained.get(job.name, {}).values()),
             attained_by_type=tuple(self.attained.get(job.name, {}).items()),
@@ -324,6 +326,8 @@ class Simulation:
                 self.launch_part(a.run, a.part, a.pool, a.chips)
             else:
                 self.launch(a.run, a.pool, a.chips)
+        for growth in result.grown:
+            self.grow(growth)
         for crossing in result.budget_exceeded:
             self._emit(EventType.BUDGET_EXCEEDED, None, None, crossing.as_dict())
         rounds = self.sched.rounds  # the next boundary while anything waits or runs, as the agent passes there
@@ -401,6 +405,22 @@ class Simulation:
         att = Attempt(part_job, part_rec, pool_name, chips, hosts, rate, number, now, mtbf, committed)
         self.executor.start(att)
 
+    def grow(self, growth: Growth) -> None:
+        """Take the cycle's proposal (step 7) as the agent does through an executor that resizes in place: the
+        attempt holds `chips_to` chips from now on, its remaining work goes at that size's rate, and the
+        scheduler and a `resized` event say so (crossrail.scheduling.growth)."""
+        att = self.executor.live.get(growth.run)
+        if att is None or growth.run in self.pipeline_of:
+            return
+        pool, chips = self.pools[att.pool], growth.chips_to
+        hosts = hosts_of(chips, pool.chips_per_host)
+        rate = att.job.gang_rate(pool.chip_type, pool.relative_speed, chips)
+        mtbf = self.failures.run_mtbf_s(chips, hosts) if self.failures is not None else math.inf
+        if not self.executor.resize(att, chips, hosts, rate, mtbf):
+            return
+        self.sched.resized(growth.run, chips, self.engine.now())
+        self._emit(EventType.RESIZED, growth.run, att.number, resized_data(growth))
+
     def _reclaimed(self, att: Attempt) -> None:
         """The pool reclaimed `att`'s nodes (a spot preemption): it loses its work since its last checkpoint."""
         if self.executor.live.get(att.job.name) is att:
@@ -421,7 +441,7 @@ class Simulation:
             return
         by_type = self.attained.setdefault(run, {})
         chip_type = self.pools[att.pool].chip_type
-        by_type[chip_type] = by_type.get(chip_type, 0.0) + att.chips * (now - att.started_at)
+        by_type[chip_type] = by_type.get(chip_type, 0.0) + att.chip_s(now)
         self.committed[run] = att.committed
         useful = rec.useful_chip_s - self.useful_before.pop(run, 0.0)
         data: dict[str, Any] = {"pool": att.pool, "useful_chip_s": useful}

@@ -32,7 +32,7 @@ def unit_hosts(pool: Pool, jobs: Sequence[SimJob]) -> int:
             continue
         if job.rate(pool.chip_type, pool.relative_speed) <= 0:
             continue
-        if job.chips % per or job.workers > 1 or (job.min_chips is not None and job.min_chips < job.chips):
+        if job.chips % per or job.workers > 1 or job.grows or (job.min_chips is not None and job.min_chips < job.chips):
             return 1
         k = math.gcd(k, job.chips // per)
         if k == 1:

@@ -241,6 +241,8 @@ def _row_job(fields: dict[str, Any]) -> SimJob:
     job = SimJob(**fields)
     if job.chips <= 0 or job.work_s <= 0 or job.submit_s < 0 or not math.isfinite(job.work_s):
         raise ValueError("chips and work_s must be > 0 and submit_s >= 0")
+    if job.max_chips is not None and job.max_chips < job.chips:
+        raise ValueError("max_chips must be at least chips (the most an elastic job grows to)")
     if job.priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}")
     Stage(job.stage)
