@@ -35,11 +35,12 @@ from crossrail.executors import sandbox
 from crossrail.scheduling import Request, Running, Scheduler, SchedulerConfig, decisions, reconcile
 from crossrail.scheduling.backlog import LEARNER, Resize
 from crossrail.scheduling.decisions import EndDecision, EngineQueued, RetryPolicy
+from crossrail.scheduling.growth import resized_data
 from crossrail.scheduling.pipeline import parts_of, retry_part
 from crossrail.scheduling.plan import Plan
 from crossrail.scheduling.rounds import served_by_type
 from crossrail.scheduling.snapshot import Snapshot
-from crossrail.scheduling.types import PART_SEP, Admission, Decision, Pending, part_key
+from crossrail.scheduling.types import PART_SEP, Admission, Decision, Growth, Pending, part_key
 from crossrail.spec import Part, Pool
 from crossrail.store import AttemptRecord, RunRecord
 
@@ -102,6 +103,8 @@ class Agent:
         """Each run's parts recorded but not launched (an agent stopped between the two), as a pass finds them."""
         self._parts_waiting = 0
         """Parts of running pipelines that wait to be offered again (back-off or room), as of the last pass."""
+        self._held: dict[tuple[str, int], int] = {}
+        """(run, attempt) -> the chips each running attempt holds: its own, or what a growth resized it to."""
         self.workspace_root: Path | None = None
         watch = WatchConfig(self.config.heartbeat_s, self.config.store_check_s, self.config.store_wait_s)
         self.watch = StoreWatch(service.store, self.clock, watch)
@@ -180,6 +183,7 @@ class Agent:
         self._plan = Plan({}, {})
         self._pending_checked = {}
         self._engine_queued = []
+        self._held = {}
         self.placing = QueuePlacement(self.service.store)
 
     def reconcile(self) -> Tick:
@@ -508,19 +512,22 @@ class Agent:
         speeds = self._speeds(scheduler, queued, by_id.values()) if scheduler.hetero else {}
         pending = [_served(p, served.get(p.run, {}), specs, speeds.get(p.run, ())) for p in pending]
         running = []
+        self._held = {key: n for key, n in self._held.items() if key in {(a.run_id, a.number) for a in active}}
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
             held = a.chips * max(now - a.started_at, 0.0) if a.started_at is not None else 0.0
             before = dict(served.get(r.id, {}))  # the running attempt's own is counted by the round
             before[a.pool] = max(before.get(a.pool, 0.0) - held, 0.0)
-            req = Request(r.id, r.queue, a.chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
+            chips, low, high = self._holds(r, a)
+            req = Request(r.id, r.queue, chips, priority=r.priority, team=r.team, duration_s=_duration_s(r))
+            req = dataclasses.replace(req, min_chips=low, max_chips=high)
             req = _served(dataclasses.replace(req, workers=_workers(r)), before, specs, speeds.get(r.id, ()))
             if a.part is not None:  # a part holds chips under its own key, as the cycle admitted it
                 req = dataclasses.replace(
                     req, run=part_key(r.id, a.part), workers=_part_workers(r, a.part, a.chips), part=a.part
                 )
             checkpointed = ckpts[-1].committed_at if ckpts else None
-            running.append(Running(req, a.pool, a.chips, a.started_at or a.created_at or now, checkpointed))
+            running.append(Running(req, a.pool, chips, a.started_at or a.created_at or now, checkpointed))
         pending = self._placed(scheduler, pending, queued, active, now) + self._part_retries(active, now)
         scheduler.sync(pending, running, now)
         result = scheduler.cycle(now)
@@ -538,7 +545,41 @@ class Agent:
                 parts.setdefault(_pipeline_of(d), []).append(d)
         for rid, admissions in parts.items():  # a pipeline's parts together; or one part's retry
             admitted += self._admit_parts(runs.get(rid) or self.store.get_run(rid), admissions, now)
+        self._grow(scheduler, result.grown, active, now)
         return admitted
+
+    def _holds(self, run: RunRecord, att: AttemptRecord) -> tuple[int, int | None, int | None]:
+        """The chips a running attempt holds (its own, or the latest growth's: `resized` events the agent wrote
+        carry `chips`, the runtime's never do) and the range it may be resized within, as it was admitted
+        (`min_chips`, and `max_chips` or its spec's chips; None for a part, whose size is its controller's)."""
+        key = (att.run_id, att.number)
+        if key not in self._held:
+            grown = [
+                e.data["chips"]
+                for e in self.store.events(run=att.run_id, types=[EventType.RESIZED.value])
+                if e.attempt == att.number and e.data.get("part") is None and isinstance(e.data.get("chips"), int)
+            ]
+            self._held[key] = grown[-1] if grown else att.chips
+        if att.part is not None:
+            return self._held[key], None, None
+        res = run.experiment_spec.resources
+        declared = int(res.get("chips") or run.chips)
+        low = res.get("min_chips")
+        return self._held[key], low, max(int(res.get("max_chips") or declared), declared)
+
+    def _grow(self, scheduler: Scheduler, grown: list[Growth], active: list[AttemptRecord], now: float) -> None:
+        """Act on the cycle's growth proposals (step 7, `CycleResult.grown`), as the simulator does: ask the
+        executor to give the running attempt the extra chips in place. Where it can, the scheduler holds the new
+        size and a `resized` event records it (crossrail.scheduling.growth); where it cannot (the local, Ray and
+        Kubernetes executors say False), the run keeps its size and nothing is recorded or restarted."""
+        running = {a.run_id: a for a in active if a.part is None and a.state == AttemptState.RUNNING}
+        for growth in grown:
+            att = running.get(growth.run)
+            if att is None or not self.executor.resize(growth.run, att.number, growth.chips_to):
+                continue
+            self.store.append_events([Event(EventType.RESIZED, now, growth.run, att.number, resized_data(growth))])
+            self._held[(growth.run, att.number)] = growth.chips_to
+            scheduler.resized(growth.run, growth.chips_to, now)
 
     def _part_retries(self, active: list[AttemptRecord], now: float) -> list[Request]:
         """The parts of running pipelines to offer again: each part whose last attempt ended and was not the
