@@ -24,6 +24,7 @@ USAGE_EVENTS = [
     EventType.PREEMPTED,
     EventType.CANCELLED,
     EventType.SUSPENDED,
+    EventType.RESIZED,
 ]
 ATTEMPT_EVENTS = [str(t) for t in USAGE_EVENTS if t not in (EventType.SUBMITTED, EventType.QUEUED)]
 """What a team's spend is read from, beside each started run's team: queued runs' events are never read."""

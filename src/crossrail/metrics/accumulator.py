@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from crossrail.core.events import Event, EventType
 from crossrail.metrics.distribution import Distribution, Distributions, Durations
-from crossrail.metrics.progress import Beat, step_of, step_work
+from crossrail.metrics.progress import Beat, Resize, chip_seconds, mean_chips, step_of, step_work
 from crossrail.metrics.report import ALL, NO_POOL, UNKNOWN_STAGE, GroupMetrics, Report
 
 GroupKey = tuple[str, str]  # (stage, pool)
@@ -55,6 +55,13 @@ class _Attempt:
     last_beat: Beat | None = None
     resume_step: int | None = None
     part: str | None = None  # the pipeline part it runs; None for a run of one part
+    resizes: list[Resize] | None = None  # (ts, chips after) of each `resized` event while it ran
+
+    def chip_s(self, lo: float, hi: float) -> float:
+        """Its chip-seconds within [lo, hi], each size for its own time."""
+        if self.resizes is None:
+            return self.chips * max(0.0, hi - max(lo, self.started_ts))
+        return chip_seconds(self.chips, self.started_ts, self.resizes, lo, hi)
 
 
 @dataclass(slots=True)
@@ -117,6 +124,7 @@ class MetricsAccumulator:
             EventType.SUSPENDED: self._on_suspended,
             EventType.HEARTBEAT: self._on_beat,
             EventType.REPORTED: self._on_reported,
+            EventType.RESIZED: self._on_resized,
         }
 
     def add(self, event: Fields) -> None:
@@ -177,11 +185,8 @@ class MetricsAccumulator:
         """Chip-hours used before capacity was first recorded (by ended and running attempts): utilization
         compares only the time both are known."""
         first = self._fleet.first
-        running = math.fsum(
-            a.chips * max(0.0, (now if first is None else min(now, first)) - a.started_ts)
-            for run in self._running.values()
-            for a in _open(run)
-        )
+        until = now if first is None else min(now, first)
+        running = math.fsum(a.chip_s(a.started_ts, until) for run in self._running.values() for a in _open(run))
         return (self._fleet.used_before_s + running) / 3600
 
     def _stage_totals(self, running: dict[GroupKey, tuple[float, float]], dist: Distributions) -> list[GroupMetrics]:
@@ -275,6 +280,19 @@ class MetricsAccumulator:
         if attempt is not None and event.data.get("name") == "resumed":
             attempt.resume_step = step_of(event.data.get("data"))
 
+    def _on_resized(self, run: _RunTally, event: Fields) -> None:
+        """A running attempt's chips changed (an elastic growth or shrink, a pipeline part resized): it is billed
+        at each size for the time it held it."""
+        attempt = _numbered(run, event.attempt)
+        chips = number_field(event.data, "chips", -1.0)
+        if attempt is None or chips < 0 or event.ts < attempt.started_ts:
+            return
+        if attempt.resizes is None:
+            attempt.resizes = []
+        elif event.ts < attempt.resizes[-1][0]:  # out of order: not a change of what it holds now
+            return
+        attempt.resizes.append((event.ts, chips))
+
     def _on_cancelled(self, run: _RunTally, event: Fields) -> None:
         self._end_attempt(run, event)
         self._finish(run, CANCELLED, event.ts)
@@ -327,7 +345,11 @@ class MetricsAccumulator:
 
     def _credit(self, run: _RunTally, attempt: _Attempt, useful_chip_s: float | None) -> None:
         """Count the work an ending attempt kept: what its end reports, else what its steps measured."""
-        work = step_work(attempt.chips, attempt.first_beat, attempt.last_beat, attempt.resume_step, run.high_step)
+        chips = attempt.chips
+        if attempt.resizes is not None and attempt.first_beat is not None and attempt.last_beat is not None:
+            first, last = attempt.first_beat[0], attempt.last_beat[0]
+            chips = mean_chips(chips, attempt.started_ts, attempt.resizes, first, last)
+        work = step_work(chips, attempt.first_beat, attempt.last_beat, attempt.resume_step, run.high_step)
         if attempt.last_beat is not None:
             run.high_step = max(run.high_step, attempt.last_beat[1])
         if useful_chip_s is None and work is not None:
@@ -359,8 +381,8 @@ class MetricsAccumulator:
         tally = self._tallies[attempt.key]
         if ended:
             tally.run_s.append(duration_s)
-        chip_hours = attempt.chips * duration_s / 3600
-        self._fleet.used(attempt.chips, attempt.started_ts, ts)
+        chip_hours = attempt.chip_s(attempt.started_ts, ts) / 3600
+        self._fleet.used(attempt, ts)
         tally.chip_hours += chip_hours
         tally.cost += chip_hours * attempt.cost_per_chip_hour
 
@@ -402,7 +424,7 @@ class MetricsAccumulator:
         usage: dict[GroupKey, tuple[float, float]] = {}
         for run in self._running.values():
             for attempt in _open(run):
-                chip_hours = attempt.chips * max(0.0, now - attempt.started_ts) / 3600
+                chip_hours = attempt.chip_s(attempt.started_ts, now) / 3600
                 hours, cost = usage.get(attempt.key, (0.0, 0.0))
                 usage[attempt.key] = (hours + chip_hours, cost + chip_hours * attempt.cost_per_chip_hour)
         return usage
@@ -454,10 +476,10 @@ class _FleetUsage:
         if self.first is None:
             self.first = event.ts
 
-    def used(self, chips: float, started_ts: float, ended_ts: float) -> None:
+    def used(self, attempt: _Attempt, ended_ts: float) -> None:
         """An ended attempt's chip-seconds before capacity was first recorded (all of it while none is)."""
         until = ended_ts if self.first is None else min(ended_ts, self.first)
-        self.used_before_s += chips * max(0.0, until - started_ts)
+        self.used_before_s += attempt.chip_s(attempt.started_ts, until)
 
     def _advance(self, ts: float) -> None:
         if self.since is not None and ts > self.since:

@@ -2,8 +2,44 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 Beat = tuple[float, int]
 """(ts, step) of a progress report (a heartbeat)."""
+
+Resize = tuple[float, float]
+"""(ts, chips after) of a running attempt's `resized` event."""
+
+
+def chip_seconds(chips: float, started: float, resizes: Sequence[Resize] | None, lo: float, hi: float) -> float:
+    """Chip-seconds within [lo, hi] of an attempt that started at `started` on `chips` and was resized at each
+    (ts, chips after) of `resizes`, in time order: each size counts for its own time."""
+    if not resizes:
+        return chips * max(0.0, hi - max(lo, started))
+    total, since, size = 0.0, started, chips
+    for ts, after in (*resizes, (math.inf, 0.0)):
+        span = min(ts, hi) - max(since, lo)
+        if span > 0:
+            total += size * span
+        since, size = max(ts, since), after
+    return total
+
+
+def mean_chips(chips: float, started: float, resizes: Sequence[Resize] | None, lo: float, hi: float) -> float:
+    """The attempt's chips averaged over [lo, hi] (its chips when it was never resized or the span is empty)."""
+    if not resizes or hi <= lo:
+        return chips if not resizes else _size_at(chips, resizes, hi)
+    return chip_seconds(chips, started, resizes, lo, hi) / (hi - lo)
+
+
+def _size_at(chips: float, resizes: Sequence[Resize], ts: float) -> float:
+    size = chips
+    for at, after in resizes:
+        if at > ts:
+            break
+        size = after
+    return size
 
 
 def step_work(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from crossrail.core.events import Event, EventType
-from crossrail.metrics.progress import step_of, step_work
+from crossrail.metrics.progress import chip_seconds, mean_chips, step_of, step_work
 from crossrail.metrics.report import NO_POOL, UNKNOWN_STAGE
 
 OPS = ("<=", "<", ">=", ">", "==")
@@ -98,13 +98,24 @@ class AttemptFacts:
     """Its pool's declared peak TFLOP/s per chip and precision (the fleet's `peak_tflops`); None: the vendors' table."""
     part: str | None = None
     """The pipeline part it ran (its `started` event's `part`); None for a run of one part."""
+    resizes: list[tuple[float, float]] | None = None
+    """(ts, chips after) of each `resized` event while it ran; `chips` is what it started with."""
 
     def seconds(self, until: float) -> float:
         end = self.ended_ts if self.ended_ts is not None else until
         return max(0.0, min(end, until) - self.started_ts)
 
     def chip_hours(self, until: float) -> float:
-        return self.chips * self.seconds(until) / 3600
+        if not self.resizes:
+            return self.chips * self.seconds(until) / 3600
+        end = self.ended_ts if self.ended_ts is not None else until
+        return chip_seconds(self.chips, self.started_ts, self.resizes, self.started_ts, min(end, until)) / 3600
+
+    def mean_chips(self) -> float:
+        """Its chips averaged over the span its steps were measured in (its chips when never resized)."""
+        if not self.resizes or self.first_beat is None or self.last_beat is None:
+            return self.chips
+        return mean_chips(self.chips, self.started_ts, self.resizes, self.first_beat[0], self.last_beat[0])
 
     def cost(self, until: float) -> float:
         return self.chip_hours(until) * self.cost_per_chip_hour
@@ -185,7 +196,8 @@ class RunFacts:
     @property
     def recompute_s(self) -> float | None:
         """Wall seconds its attempts spent redoing steps an earlier attempt had done; None when unmeasured."""
-        lost = [a.recompute_chip_s / a.chips for a in self.attempts if a.recompute_chip_s is not None and a.chips]
+        chips = [(a.recompute_chip_s, a.mean_chips()) for a in self.attempts if a.recompute_chip_s is not None]
+        lost = [chip_s / n for chip_s, n in chips if n]
         return math.fsum(lost) if lost else None
 
     @property
@@ -274,7 +286,10 @@ class RunFacts:
 
 
 def _beats(a: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: tuple(a[k]) if a.get(k) is not None else None for k in ("first_beat", "last_beat")}
+    out: dict[str, Any] = {k: tuple(a[k]) if a.get(k) is not None else None for k in ("first_beat", "last_beat")}
+    if a.get("resizes"):
+        out["resizes"] = [(float(ts), float(chips)) for ts, chips in a["resizes"]]
+    return out
 
 
 class _Fold:
@@ -311,11 +326,10 @@ class _Fold:
             self._started(run, e)
         elif e.type is EventType.HEARTBEAT:
             self._beat(run, e)
-        elif e.type is EventType.REPORTED and e.data.get("name") in ("runtime", "started"):
-            self.runtime[(run.id, e.attempt)] = e.data.get("data") or {}
-            self._describe(run, e.attempt)
-        elif e.type is EventType.REPORTED and e.data.get("name") == "resumed":
-            self._resumed(run, e)
+        elif e.type is EventType.REPORTED:
+            self._reported(run, e)
+        elif e.type is EventType.RESIZED:
+            self._resized(run, e)
         elif e.type in ENDS:
             self._ended(run, e)
 
@@ -393,10 +407,26 @@ class _Fold:
             step = e.data.get("step") if isinstance(e.data.get("step"), int) else None
             self.credits.setdefault(target, []).append(Sample(target, None, e.ts, metric, float(value), step))
 
+    def _reported(self, run: RunFacts, e: Event) -> None:
+        if e.data.get("name") in ("runtime", "started"):
+            self.runtime[(run.id, e.attempt)] = e.data.get("data") or {}
+            self._describe(run, e.attempt)
+        elif e.data.get("name") == "resumed":
+            self._resumed(run, e)
+
     def _resumed(self, run: RunFacts, e: Event) -> None:
         last, step = run.last, step_of(e.data.get("data"))
         if last is not None and last.number == e.attempt and step is not None:
             last.resume_step = step
+
+    def _resized(self, run: RunFacts, e: Event) -> None:
+        """A running attempt's chips changed from now on (an elastic growth or shrink, a part resized)."""
+        chips = _number(e.data, "chips", -1.0)
+        for att in run.attempts:
+            if att.number != e.attempt or att.ended_ts is not None or chips < 0 or e.ts < att.started_ts:
+                continue
+            if not att.resizes or e.ts >= att.resizes[-1][0]:
+                att.resizes = [*(att.resizes or ()), (e.ts, chips)]
 
     def _ended(self, run: RunFacts, e: Event) -> None:
         # The attempt it names (a pipeline's parts run at once), or, naming none, every attempt still open.
@@ -457,7 +487,7 @@ def _measure_progress(run: RunFacts) -> None:
     an end event that carries `useful_chip_s` (the simulator's) keeps it."""
     high = 0
     for a in run.attempts:
-        work = step_work(a.chips, a.first_beat, a.last_beat, a.resume_step, high)
+        work = step_work(a.mean_chips(), a.first_beat, a.last_beat, a.resume_step, high)
         if work is not None:
             if a.useful_chip_s is None:
                 a.useful_chip_s = work[0]

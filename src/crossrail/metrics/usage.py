@@ -5,7 +5,8 @@ An attempt counts from its `started` event to its end (`succeeded`, `failed`, `p
 A pipeline's parts run at once, each an attempt of its own: an end that names an attempt ends that attempt, and
 the run's end (or an end naming no attempt) ends every attempt of the run still open, as the parts stopped
 with their run record no end of their own.
-Its price is the `cost_per_chip_hour` its `started` (or `placed`) event carries, as in `Report.cost`.
+Its price is the `cost_per_chip_hour` its `started` (or `placed`) event carries, as in `Report.cost`; a
+`resized` event naming it changes its chips from then on (each size billed for its own time).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from crossrail.core.events import Event, EventType
 from crossrail.metrics.accumulator import number_field, text_field
+from crossrail.metrics.progress import Resize, chip_seconds
 from crossrail.metrics.report import NO_POOL, UNKNOWN_STAGE
 
 NO_TEAM = "-"
@@ -58,6 +60,13 @@ class _Open:
     price: float
     started: float
     part: str | None
+    resizes: list[Resize] | None = None
+
+    def resized(self, e: Event) -> None:
+        """Its chips from `e`'s time on, as `e` (a `resized` event naming it) says."""
+        chips = number_field(e.data, "chips", -1.0)
+        if chips >= 0 and e.ts >= self.started and (not self.resizes or e.ts >= self.resizes[-1][0]):
+            self.resizes = [*(self.resizes or ()), (e.ts, chips)]
 
 
 def usage(
@@ -86,7 +95,7 @@ def usage(
         if span < 0 or end < lo:
             return
         row = rows.setdefault(att.key, [0.0, 0.0, 0.0])
-        hours = att.chips * span / 3600
+        hours = chip_seconds(att.chips, att.started, att.resizes, lo, min(end, until)) / 3600
         row[0] += hours
         row[1] += hours * att.price
         row[2] += 1
@@ -110,6 +119,8 @@ def usage(
             chips = number_field(e.data, "chips", number_field(where, "chips", 0.0))
             price = number_field(e.data, "cost_per_chip_hour", number_field(where, "cost_per_chip_hour", 0.0))
             open_.setdefault(run, {})[e.attempt] = _Open(key, e.attempt, chips, price, e.ts, part)
+        elif e.type is EventType.RESIZED and e.attempt in open_.get(run, {}):
+            open_[run][e.attempt].resized(e)
         elif e.type in _ENDS and run in open_:
             ended = e.attempt is None or _run_ends(e)
             for number in [n for n in open_[run] if ended or n == e.attempt]:

@@ -24,7 +24,7 @@ from crossrail.core.extras import require
 from crossrail.executors.render.hardware import accelerator_resource
 from crossrail.executors.render.kueue import flavor_name
 from crossrail.metrics.accumulator import number_field, text_field
-from crossrail.metrics.progress import Beat, step_of, step_work
+from crossrail.metrics.progress import Beat, Resize, chip_seconds, mean_chips, step_of, step_work
 from crossrail.spec import Fleet
 
 if TYPE_CHECKING:
@@ -73,15 +73,27 @@ class _Run:
     held: dict[int, tuple[str, float]] = field(default_factory=dict)  # chips per admitted attempt, by pool
     state: RunState = RunState.QUEUED
     waiting_since: float | None = None
-    pool: str = UNKNOWN
-    chips: float = 0.0
+    pool: str = UNKNOWN  # of the attempt started last
+    chips: float = 0.0  # the chips and price of the attempt started last: a start that leaves them out keeps them
     cost_per_chip_hour: float = 0.0
-    started_ts: float | None = None  # of the attempt running now
-    attempt: int | None = None
-    first_beat: Beat | None = None  # progress of the attempt running now (metrics.progress)
+    running: dict[int | None, _Attempt] = field(default_factory=dict)  # a pipeline's parts run at once
+    high_step: int = 0  # the furthest step its ended attempts reported
+
+
+@dataclass(slots=True)
+class _Attempt:
+    pool: str
+    chips: float
+    cost_per_chip_hour: float
+    started_ts: float
+    part: str | None
+    first_beat: Beat | None = None  # its progress (metrics.progress)
     last_beat: Beat | None = None
     resume_step: int | None = None
-    high_step: int = 0  # the furthest step its ended attempts reported
+    resizes: list[Resize] | None = None  # (ts, chips after) of each `resized` event naming it
+
+    def chip_s(self, until: float) -> float:
+        return chip_seconds(self.chips, self.started_ts, self.resizes, self.started_ts, until)
 
 
 @dataclass
@@ -138,30 +150,58 @@ class FleetCounters:
         if kind in (EventType.SUBMITTED, EventType.QUEUED, EventType.ADMITTED):
             self._queueing(run, event)
         elif kind is EventType.STARTED:
-            run.pool = text_field(data, "pool", run.pool)
-            run.chips = number_field(data, "chips", run.chips)
-            run.cost_per_chip_hour = number_field(data, "cost_per_chip_hour", run.cost_per_chip_hour)
-            run.started_ts = event.ts
-            run.attempt, run.first_beat, run.last_beat, run.resume_step = event.attempt, None, None, None
-        elif kind is EventType.HEARTBEAT and run.started_ts is not None and event.attempt == run.attempt:
-            step = step_of(data)
+            self._started(run, event)
+        elif kind is EventType.HEARTBEAT and event.attempt in run.running:
+            step, att = step_of(data), run.running[event.attempt]
             if step is not None:
-                run.first_beat = run.first_beat or (event.ts, step)
-                run.last_beat = (event.ts, step)
-        elif kind is EventType.REPORTED and data.get("name") == "resumed" and event.attempt == run.attempt:
-            run.resume_step = step_of(data.get("data"))
+                att.first_beat = att.first_beat or (event.ts, step)
+                att.last_beat = (event.ts, step)
+        elif kind is EventType.REPORTED and data.get("name") == "resumed" and event.attempt in run.running:
+            run.running[event.attempt].resume_step = step_of(data.get("data"))
+        elif kind is EventType.RESIZED and event.attempt in run.running:
+            self._resized(run, event)
         elif kind is EventType.RETRIED:
             self.retries[(text_field(data, "cause", UNKNOWN), run.stage)] += 1
         if kind in (EventType.FAILED, EventType.PREEMPTED):
             key = (text_field(data, "cause", UNKNOWN), run.stage, text_field(data, "pool", run.pool))
             (self.failures if kind is EventType.FAILED else self.preemptions)[key] += 1
         if kind in (EventType.SUCCEEDED, EventType.FAILED, EventType.PREEMPTED, EventType.CANCELLED):
-            self._close(run, event.ts)
+            self._ended(run, event)
         if kind in _ENDS and event.attempt is not None:
             run.held.pop(event.attempt, None)
         elif kind is EventType.SUSPENDED:
-            self._close(run, event.ts)
+            self._ended(run, event)
             run.waiting_since = None
+
+    def _started(self, run: _Run, event: Event) -> None:
+        data, part = event.data, event.data.get("part")
+        for lost in [n for n, a in run.running.items() if a.part == part]:  # its end never reached the log
+            self._close(run, lost, event.ts)
+        run.pool = text_field(data, "pool", run.pool)
+        run.chips = number_field(data, "chips", run.chips)
+        run.cost_per_chip_hour = number_field(data, "cost_per_chip_hour", run.cost_per_chip_hour)
+        run.running[event.attempt] = _Attempt(
+            pool=run.pool,
+            chips=run.chips,
+            cost_per_chip_hour=run.cost_per_chip_hour,
+            started_ts=event.ts,
+            part=part if isinstance(part, str) else None,
+        )
+
+    def _resized(self, run: _Run, event: Event) -> None:
+        att, chips = run.running[event.attempt], number_field(event.data, "chips", -1.0)
+        if chips < 0 or event.ts < att.started_ts or (att.resizes and event.ts < att.resizes[-1][0]):
+            return
+        att.resizes = [*(att.resizes or ()), (event.ts, chips)]
+        if event.attempt is not None and event.attempt in run.held:
+            run.held[event.attempt] = (run.held[event.attempt][0], chips)
+
+    def _ended(self, run: _Run, event: Event) -> None:
+        """The attempt the end names, or every running one when it names none or ends the run (the parts
+        stopped with their pipeline record no end of their own)."""
+        ends_run = event.type is not EventType.PREEMPTED and event.data.get("final") is not False
+        for number in [n for n in run.running if n == event.attempt or event.attempt is None or ends_run]:
+            self._close(run, number, event.ts)
 
     def _queueing(self, run: _Run, event: Event) -> None:
         """Where a run waits and at what priority, its admissions, the chips they hold and its admission wait."""
@@ -183,30 +223,30 @@ class FleetCounters:
             self.admission_wait[(run.queue, run.stage, run.priority_class)].observe(wait_s)
             run.waiting_since = None
 
-    def _close(self, run: _Run, ts: float) -> None:
-        if run.started_ts is None:
-            return
-        chip_s = run.chips * max(0.0, ts - run.started_ts)
-        key = (run.team, run.stage, run.pool)
+    def _close(self, run: _Run, number: int | None, ts: float) -> None:
+        att = run.running.pop(number)
+        chip_s = att.chip_s(ts)
+        key = (run.team, run.stage, att.pool)
         self.chip_s[key] += chip_s
-        self.cost[key] += chip_s / 3600 * run.cost_per_chip_hour
-        work = step_work(run.chips, run.first_beat, run.last_beat, run.resume_step, run.high_step)
+        self.cost[key] += chip_s / 3600 * att.cost_per_chip_hour
+        chips = att.chips
+        if att.resizes and att.first_beat is not None and att.last_beat is not None:
+            chips = mean_chips(chips, att.started_ts, att.resizes, att.first_beat[0], att.last_beat[0])
+        work = step_work(chips, att.first_beat, att.last_beat, att.resume_step, run.high_step)
         if work is not None:
             self.useful_chip_s[key] += work[0]
             self.recompute_chip_s[key] += work[1]
-        if run.last_beat is not None:
-            run.high_step = max(run.high_step, run.last_beat[1])
-        run.started_ts = None
+        if att.last_beat is not None:
+            run.high_step = max(run.high_step, att.last_beat[1])
 
     def running_usage(self, now: float) -> dict[tuple[str, str, str], tuple[float, float]]:
         """Chip-seconds and cost of the attempts running at `now`, by (team, stage, pool)."""
         out: dict[tuple[str, str, str], tuple[float, float]] = {}
         for run in self.runs.values():
-            if run.started_ts is None:
-                continue
-            chip_s = run.chips * max(0.0, now - run.started_ts)
-            s, c = out.get((run.team, run.stage, run.pool), (0.0, 0.0))
-            out[(run.team, run.stage, run.pool)] = (s + chip_s, c + chip_s / 3600 * run.cost_per_chip_hour)
+            for att in run.running.values():
+                chip_s = att.chip_s(now)
+                s, c = out.get((run.team, run.stage, att.pool), (0.0, 0.0))
+                out[(run.team, run.stage, att.pool)] = (s + chip_s, c + chip_s / 3600 * att.cost_per_chip_hour)
         return out
 
     def runs_by_queue(self, states: frozenset[RunState]) -> dict[str, int]:
