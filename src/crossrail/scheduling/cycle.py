@@ -12,7 +12,9 @@
      (runs waiting for their victims first, then the policy's class (default: priority class), then the
      tenant's dominant share, then the policy's order (default: time queued)): rank the pools the head
      may use now, fit the largest gang it accepts on the first pool with room; else choose the fewest
-     victims that make room; else block it.
+     victims that make room; else block it. Runs this cycle admitted before it are victims by the same
+     rules: not started yet, they are taken back and queued again, and when they alone make room the head
+     is admitted at once (so the cycle never starts a run its next pass would preempt).
   5. Requeue: an admitted head leaves its queue and the next run competes; a strict FIFO queue stops at a
      blocked head, a best-effort one sets it aside and tries the next (a few per cycle).
   6. Commit: the snapshot's pools and usage become the cache's; admissions are assumed running.
@@ -85,6 +87,8 @@ class Cycle:
         self.held_pools = {h.pool for h in cache.holds.values()}
         self._usable: dict[tuple[int, frozenset[str] | None], Ranked] = {}
         self._admitted: list[Allocation] = []
+        self._returned: list[str] = []
+        """Queues of runs taken back this cycle, to try again."""
         self.candidates = Candidates(cache, now)
 
     def run(self) -> CycleResult:
@@ -211,6 +215,10 @@ class Cycle:
             nxt = queue.head()
             if nxt is not None:
                 heappush(heap, key(requests[nxt], snap))
+            while self._returned:  # runs taken back in another queue compete again
+                other = queues.queue(self._returned.pop())
+                if other is not queue and (back := other.head()) is not None:
+                    heappush(heap, key(requests[back], snap))
 
     def usable(self, req: Request) -> Ranked:
         """The ranked pools where the request's queue could get quota, or a reservation could take it."""
@@ -252,9 +260,10 @@ class Cycle:
                 return True
         self.contended.update(p.name for p, _ in ranked)
         preempting = self.preempt_for(req, snap, ranked)
-        if preempting is not None:
+        if isinstance(preempting, str):
             self.result.blocked[req.run] = preempting
-            return False
+        if preempting is not None:
+            return preempting is True
         reason = self.result.blocked[req.run] = self.why_blocked(req, snap, ranked)
         fallback = self.placement.fallback_at(req)
         until = min(self.now + MEMO_S, fallback if fallback is not None and fallback > self.now else math.inf)
@@ -291,6 +300,7 @@ class Cycle:
         alloc = Allocation(req, got.pool, got.chips, got.hosts, self.now, reservation=got.reservation)
         snap.take(alloc)
         self._admitted.append(alloc)
+        self.candidates.admitted(alloc)
         reason = f"{why}; {got.pool} had {got.free} free chips, took {got.chips}"
         borrowed = 0
         if got.reservation is not None:
@@ -303,19 +313,20 @@ class Cycle:
         admission = Admission(req.run, got.pool, got.chips, reason, got.hosts, borrowed, got.reservation, req.part)
         self.result.admitted.append(admission)
 
-    def preempt_for(self, req: Request, snap: Snapshot, ranked: Ranked) -> str | None:
-        """Preempt for `req` if some victims make room; the reason it stays blocked meanwhile."""
+    def preempt_for(self, req: Request, snap: Snapshot, ranked: Ranked) -> str | bool | None:
+        """Preempt for `req` if some victims make room; the reason it stays blocked meanwhile, or True when
+        taking back runs this cycle admitted was enough and `req` was admitted in their place."""
         waiting = [r for r in self.nominated.get(req.run, ()) if r in self.cache.allocs]
         if waiting:
             return f"waiting for {len(waiting)} preempted run(s) to stop: {', '.join(sorted(waiting))}"
         grace, cache = self.config.grace_s, self.cache
-        for pool_state, _ in ranked:
+        for pool_state, kind in ranked:
             name = pool_state.name
             pool = snap.pool(name)
             if pool.drained:
                 continue
             lenders = could_reclaim(snap, req, name)
-            if not (lenders or cache.has_lower(req.queue, name, req.rank)):
+            if not (lenders or cache.has_lower(req.queue, name, req.rank) or self.candidates.lower(req, name)):
                 continue
 
             def fits(name: str = name) -> bool:
@@ -323,8 +334,30 @@ class Cycle:
 
             chosen = victims(snap, self.candidates, req, pool, fits, lenders=lenders)
             if chosen:
-                return self.evict(req, chosen)
+                for victim in chosen:
+                    if victim.fresh:
+                        self.take_back(victim.alloc, req, snap)
+                running = [v for v in chosen if not v.fresh]
+                if running:
+                    return self.evict(req, running)
+                got = fit(snap, req, snap.pool(name), grace)
+                if got is not None:
+                    self.take(req, got, self.placement.reason(req, kind), snap)
+                    return True
         return None
+
+    def take_back(self, alloc: Allocation, req: Request, snap: Snapshot) -> None:
+        """Undo this cycle's admission of `alloc` so `req` can have its chips: it has not started, so it queues
+        again (and competes again in this cycle) instead of starting now and being preempted at the next pass."""
+        snap.release(alloc)
+        self._admitted.remove(alloc)
+        self.candidates.taken_back(alloc)
+        run = alloc.run
+        self.result.admitted = [a for a in self.result.admitted if a.run != run]
+        self.queues.submit(alloc.request)
+        self._returned.append(alloc.queue)
+        why = "outranks it in queue " + alloc.queue if alloc.queue == req.queue else "reclaims its queue's quota"
+        self.result.blocked[run] = f"gave way on {alloc.pool} to {req.run}, which {why}"
 
     def evict(self, req: Request, chosen: list[Victim]) -> str:
         cohort = self.cache.quota.cohort_of(req.queue)

@@ -4,11 +4,14 @@ Candidates on the pool, for a head of queue q:
   - priority: q's own runs of a lower priority class;
   - reclaim: when the head fits within q's nominal quota, runs of other queues of q's cohort that are
     borrowing on that pool (their queue uses more than its own quota there), whatever their priority.
+Runs the same cycle admitted earlier are candidates by the same rules: they have not started, so the cycle
+takes them back (`Victim.fresh`) rather than start them and preempt them at its next pass.
 Runs already stopping, runs inside a reservation (for reclaim) and runs preempted `max_preemptions`
-times within the window are never candidates. Candidates are ordered lowest priority first, then least
-work lost since a checkpoint. On the snapshot, the first candidate that makes room on its own is the
-whole victim set; failing that, candidates are released in order until the head fits, then every victim
-the head can do without is put back (most work lost first). The snapshot is restored either way.
+times within the window are never candidates, nor are the parts of a pipeline this cycle admitted.
+Candidates are ordered lowest priority first, then least work lost since a checkpoint. On the snapshot, the
+first candidate that makes room on its own is the whole victim set; failing that, candidates are released in
+order until the head fits, then every victim the head can do without is put back (most work lost first).
+The snapshot is restored either way.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class Victim(NamedTuple):
     alloc: Allocation
     kind: str
     """`priority` (a lower class in the head's queue) or `reclaim` (borrowed quota the head's queue lends)."""
+    fresh: bool = False
+    """Admitted earlier in this cycle, not started: taken back rather than preempted."""
 
     def reason(self, req: Request, now: float, cohort: str | None) -> str:
         lost = format_duration(max(self.alloc.lost_work_s(now), 1))
@@ -59,9 +64,10 @@ def victims(
     if not candidates or sum(a.chips for a in candidates) < gang - pool.free_chips:
         return None
     hosts = _Hosts.of(pool, req.unit)
+    fresh = book.fresh
     single = _single(snap, candidates, hosts, gang, fits)
     if single is not None:
-        return [Victim(single, "reclaim" if single.run in lent else "priority")]
+        return [Victim(single, "reclaim" if single.run in lent else "priority", single.run in fresh)]
     chosen = _greedy(snap, candidates, hosts, gang, fits, lent=lent)
     if chosen is None:
         return None
@@ -76,7 +82,7 @@ def victims(
                 chosen = [a for a in chosen if a is not alloc]
             else:
                 snap.release(alloc)
-        return [Victim(a, "reclaim" if a.run in lent else "priority") for a in chosen]
+        return [Victim(a, "reclaim" if a.run in lent else "priority", a.run in fresh) for a in chosen]
     finally:
         snap.restore(mark)
 
@@ -209,6 +215,8 @@ class Candidates:
     One order per (queue, pool) serves both kinds: a queue's own lower classes read a prefix of it, a
     lender's borrowed runs the part outside reservations. Only the order and each run's minus rank are
     kept, not the keys: objects that live through the cycle make the garbage collector run more often.
+    The cycle's own admissions so far (`admitted`) are candidates too, by the same rules, merged into the
+    order where there are any (they have lost no work, so they come first within their class).
     """
 
     def __init__(self, cache: Cache, now: float) -> None:
@@ -216,20 +224,58 @@ class Candidates:
         self.now = now
         self._sorted: dict[tuple[str, str], tuple[list[int], list[Allocation]]] = {}
         self._lent: dict[tuple[str, str], list[Allocation]] = {}
+        self._fresh: dict[tuple[str, str], list[Allocation]] = {}
+        self.fresh: dict[str, Allocation] = {}
+        """Run -> its allocation, for the runs this cycle admitted that could still be taken back."""
+
+    def admitted(self, alloc: Allocation) -> None:
+        """The cycle admitted `alloc` (not a pipeline's part: its parts start together or not at all)."""
+        cache = self.cache
+        if alloc.request.part is not None or cache.config.max_preemptions == 0:
+            return
+        if alloc.run in cache.preempted_at and cache.protected(alloc.run, self.now):
+            return
+        self._fresh.setdefault((alloc.queue, alloc.pool), []).append(alloc)
+        self.fresh[alloc.run] = alloc
+
+    def taken_back(self, alloc: Allocation) -> None:
+        """The cycle took `alloc` back: no longer a candidate."""
+        self._fresh[(alloc.queue, alloc.pool)].remove(alloc)
+        del self.fresh[alloc.run]
 
     def candidates(self, req: Request, pool: str, lenders: list[str]) -> tuple[list[Allocation], Set[str]]:
         """Victims for `req` on `pool`, lowest priority first, then least work lost since a checkpoint, and the
         runs among them that are reclaimed (the others are `req`'s queue's own lower classes)."""
         ranks, own = self._of(req.queue, pool)
         cut = bisect_left(ranks, -req.rank)  # minus ranks ascending: lower classes come first
+        fresh = self._fresh_own(req, pool) if self.fresh else []
         if not lenders:
-            return [a for a in own[:cut] if not a.evicting], _NONE
+            mine = [a for a in own[:cut] if not a.evicting]
+            return (self._merged(fresh, _keyed(mine, self.now)) if fresh else mine), _NONE
         lent = [a for m in lenders for a in self._lent_by(m, pool) if not a.evicting]
-        if not lent:
+        if self.fresh:
+            fresh += [a for m in lenders for a in self._fresh.get((m, pool), ()) if a.reservation is None]
+        if not (lent or fresh):
             return [a for a in own[:cut] if not a.evicting], _NONE
-        merged = _keyed([a for a in own[:cut] if not a.evicting], self.now) + _keyed(lent, self.now)
-        merged.sort()
-        return [a for _, a in merged], {a.run for a in lent}
+        keyed = _keyed([a for a in own[:cut] if not a.evicting], self.now) + _keyed(lent, self.now)
+        merged = self._merged(fresh, keyed)
+        return merged, {a.run for a in merged if a.queue != req.queue}
+
+    def lower(self, req: Request, pool: str) -> bool:
+        """Whether this cycle admitted a run of a lower class than `req` in its queue on `pool`."""
+        return bool(self.fresh) and bool(self._fresh_own(req, pool))
+
+    def _merged(self, fresh: list[Allocation], keyed: list[tuple[_Key, Allocation]]) -> list[Allocation]:
+        """`keyed` in victim order with the cycle's own admissions `fresh` among them: within a class, before any
+        started run (they lose no work), the last admitted first."""
+        order = {run: i for i, run in enumerate(self.fresh)}
+        keyed += [((-a.request.rank, -1.0, -order[a.run], a.run), a) for a in fresh]
+        keyed.sort()
+        return [a for _, a in keyed]
+
+    def _fresh_own(self, req: Request, pool: str) -> list[Allocation]:
+        rank = req.rank
+        return [a for a in self._fresh.get((req.queue, pool), ()) if a.request.rank > rank]
 
     def _lent_by(self, queue: str, pool: str) -> list[Allocation]:
         found = self._lent.get((queue, pool))

@@ -147,7 +147,13 @@ class QueueSet:
         return req
 
     def admitted(self, req: Request) -> None:
-        self.queue(req.queue).pop_head()
+        """`req` leaves its queue: usually its head, but a head that made room by displacing a run admitted
+        earlier in the same cycle has that run back in front of it."""
+        queue = self.queue(req.queue)
+        if queue.head() == req.run:
+            queue.pop_head()
+        else:
+            queue.remove(req.run)
         del self.requests[req.run]
 
     def park(self, req: Request, retry_at: float | None) -> None:

@@ -45,16 +45,23 @@ def test_an_unknown_policy_in_a_hand_made_config_is_refused() -> None:
         admission_order("shortest")
 
 
-def _two_full_gangs(policy: str) -> list[str]:
+def _two_full_gangs(policy: str, second_queue: str = "b") -> list[str]:
     sched = scheduler([gpu(chips=8)], [], policy=policy)
     sched.submitted(req("normal-first", "a", 8, queued_at=T0))
-    sched.submitted(req("critical-second", "a", 8, priority="critical", queued_at=T0 + 60))
+    sched.submitted(req("critical-second", second_queue, 8, priority="critical", queued_at=T0 + 60))
     return list(admitted(sched.cycle(T0 + 120)))
 
 
 def test_priority_admits_the_critical_run_first_and_fifo_the_earlier_one() -> None:
     assert _two_full_gangs("priority") == ["critical-second"]
     assert _two_full_gangs("fifo") == ["normal-first"]
+
+
+def test_fifo_does_not_start_a_run_a_higher_class_of_its_queue_would_preempt() -> None:
+    """Within one queue a higher class still preempts a lower one, whatever the policy's order: fifo's earlier
+    normal run is not started only to be preempted by the critical one at the next cycle."""
+    assert _two_full_gangs("priority", "a") == ["critical-second"]
+    assert _two_full_gangs("fifo", "a") == ["critical-second"]
 
 
 def test_las_admits_the_run_that_has_had_least_service_first() -> None:
@@ -87,7 +94,7 @@ def test_fair_share_still_comes_before_the_policy_order_across_teams() -> None:
 def test_changing_the_fleet_policy_reorders_work_already_waiting() -> None:
     sched = scheduler([gpu(chips=8)], [])
     sched.submitted(req("normal-first", "a", 8, queued_at=T0))
-    sched.submitted(req("critical-second", "a", 8, priority="critical", queued_at=T0 + 60))
+    sched.submitted(req("critical-second", "b", 8, priority="critical", queued_at=T0 + 60))
     sched.queues.park(sched.queues.requests["normal-first"], None)  # set aside runs are reordered too
     changes = sched.apply_fleet(fleet([gpu(chips=8)], scheduling={"policy": "fifo"}))
     assert [c.kind for c in changes] == ["policy"]
