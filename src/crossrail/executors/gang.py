@@ -9,6 +9,12 @@ their next collective, their agents restart them into a smaller group (at least 
 last checkpoint; the gang reports the loss (`worker_lost`) through the attempt's report channel, and rank 0
 reports the resize. A stop (SIGTERM) reaches every agent, and each agent passes it to its worker.
 
+It grows on request: SIGUSR1 tells it to read `grow.json` (`{"workers": N}`, written whole by the local
+executor's `resize`) and start as many more agents as take it to N live workers, never past MAX. A new agent
+joins the same rendezvous; the running agents see it waiting and restart their workers into the larger group,
+which resume from the last checkpoint. The gang reports the growth (`workers_added`) as it reports a loss, and
+rank 0 reports the resize.
+
 Exit: 0 when a worker finished the run; when stopped, 75 (the workers checkpointed); else as the last agent.
 """
 
@@ -27,9 +33,12 @@ from pathlib import Path
 from typing import Any
 
 WORKERS_FILE = "workers.json"  # the agents' pids, in the attempt directory (the gang's working directory)
+GROW_FILE = "grow.json"  # how many workers to grow to, beside it: written before SIGUSR1
+GROW_SIGNAL = signal.SIGUSR1
 EXIT_TEMPFAIL = 75
 POLL_S = 0.2
 LAST_CALL_S = 2.0  # how long a rendezvous that has MIN workers waits for more before it starts
+FINISHED_GRACE_S = 30.0  # how long agents may outlive one that finished the run (one started as it ended waits)
 
 
 def free_port() -> int:
@@ -66,13 +75,19 @@ class Gang:
         self.agents: list[subprocess.Popen[bytes]] = []
         self.ended: dict[int, int] = {}
         self.stopping = False
+        self.grow_asked = False
+        self.finished_at: float | None = None  # when the first agent ended 0: the run is done
+        self.env: dict[str, str] = {}
+        self.port = 0
 
     def run(self) -> int:
-        """1. host the rendezvous store, 2. start the agents, 3. watch them, 4. end as the run ended."""
+        """1. host the rendezvous store, 2. start the agents, 3. watch them (growing on request), 4. end as the
+        run ended."""
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
         store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-        env = {
+        self.port = store.port
+        self.env = {
             **os.environ,
             "CROSSRAIL_COORDINATOR": f"127.0.0.1:{free_port()}",  # JAX's, served by rank 0
             # A fresh store for the workers in each round, served by that round's rank 0: a shared one keeps
@@ -81,25 +96,68 @@ class Gang:
         }
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(GROW_SIGNAL, self._on_grow)  # before workers.json: the executor signals only after it
         for _ in range(self.args.workers):
             if self.stopping:  # stopped while starting: start no more
                 break
-            # Each agent leads its own group, so one can be lost (or signalled) without the others.
-            self.agents.append(
-                subprocess.Popen(torchrun(self.args, store.port, self.command), env=env, process_group=0)
-            )
-        _write_json(Path(WORKERS_FILE), {"agents": [a.pid for a in self.agents], "store_port": store.port})
+            self._start_agent()
+        self._write_workers()
         while len(self.ended) < len(self.agents):
+            if self.grow_asked:
+                self.grow_asked = False
+                self._grow()
             for i, agent in enumerate(self.agents):
                 if i not in self.ended and agent.poll() is not None:
                     self._ended(i, agent.returncode)
+            if self.finished_at is not None and time.monotonic() - self.finished_at > FINISHED_GRACE_S:
+                self.finished_at = float("inf")  # once
+                self._signal_agents(signal.SIGTERM)
             time.sleep(POLL_S)
         return self._exit_code()
+
+    def _start_agent(self) -> None:
+        # Each agent leads its own group, so one can be lost (or signalled) without the others.
+        agent = subprocess.Popen(torchrun(self.args, self.port, self.command), env=self.env, process_group=0)
+        self.agents.append(agent)
+        if self.stopping:  # the stop came while it started, and may have missed it
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(agent.pid, signal.SIGTERM)
+
+    def _write_workers(self) -> None:
+        _write_json(
+            Path(WORKERS_FILE),
+            {"agents": [a.pid for a in self.agents], "store_port": self.port, "gang": os.getpid()},
+        )
+
+    def _live(self) -> int:
+        return sum(1 for i, a in enumerate(self.agents) if i not in self.ended and a.poll() is None)
+
+    def _grow(self) -> None:
+        """Start agents up to the workers `grow.json` asks for (at most MAX live), and report them."""
+        try:
+            asked = json.loads(Path(GROW_FILE).read_text()).get("workers")
+        except (OSError, ValueError, AttributeError):
+            return
+        live = self._live()
+        if self.stopping or self.finished_at is not None or not isinstance(asked, int) or live == 0:
+            return
+        target = min(asked, self.args.max_workers)
+        added: list[int] = []
+        while live + len(added) < target and not self.stopping:
+            self._start_agent()
+            added.append(len(self.agents) - 1)
+        if not added:
+            return
+        self._write_workers()
+        print(f"crossrail: started workers {added}; {live + len(added)} now", file=sys.stderr, flush=True)
+        _report("workers_added", workers=added, workers_before=live, workers_after=live + len(added))
 
     def _ended(self, i: int, code: int) -> None:
         self.ended[i] = code
         left = len(self.agents) - len(self.ended)
-        if code == 0 or self.stopping or left == 0:
+        if code == 0 and self.finished_at is None:
+            self.finished_at = time.monotonic()
+        if code == 0 or self.stopping or left == 0 or self.finished_at is not None:  # not lost: the run ended
             return
         how = {"signal": signal.Signals(-code).name} if code < 0 else {"exit_code": code}
         print(
@@ -119,12 +177,18 @@ class Gang:
             os.kill(os.getpid(), -last)
         return last if last > 0 else 1
 
+    def _on_grow(self, signum: int, _frame: object) -> None:
+        self.grow_asked = True  # acted on in the watch loop: no process is started inside a handler
+
     def _on_stop(self, signum: int, _frame: object) -> None:
         self.stopping = True
+        self._signal_agents(signal.SIGTERM)
+
+    def _signal_agents(self, sig: int) -> None:
         for i, agent in enumerate(self.agents):
             if i not in self.ended:
                 with suppress(ProcessLookupError, PermissionError):
-                    os.killpg(agent.pid, signal.SIGTERM)
+                    os.killpg(agent.pid, sig)
 
 
 def _report(name: str, **data: Any) -> None:

@@ -3,8 +3,10 @@
 Everything it knows lives under `state_dir/<run>/<attempt>/`, so a restarted agent sees exactly what the
 previous one saw. The supervisor (crossrail.executors.supervisor) writes `supervisor.json`, `child.json`,
 `log.txt` and `status.json`; the executor writes `request.json`, `stop.json`, `lost.json`, `forgotten.json`,
-and `status.json` when no supervisor could. An attempt's `started_at` and `ended_at` are wall-clock times
-the supervisor measured (None where none did); the injected clock stamps the executor's own records.
+and `status.json` when no supervisor could. A data-parallel attempt's gang keeps `workers.json` in its working
+directory (the attempt's, or its home), where `resize` writes `grow.json`. An attempt's `started_at` and
+`ended_at` are wall-clock times the supervisor measured (None where none did); the injected clock stamps the
+executor's own records.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from crossrail.core.ids import attempt_id
 from crossrail.errors import ConflictError, UsageError
 from crossrail.executors import sandbox
 from crossrail.executors.attempt_dirs import FORGOTTEN, AttemptDirs, stop_reason
+from crossrail.executors.gang import GROW_FILE as GANG_GROW
+from crossrail.executors.gang import WORKERS_FILE as GANG_WORKERS
 from crossrail.executors.supervisor import (
     CHILD,
     DEFAULT_LOG_MAX_BYTES,
@@ -79,6 +83,18 @@ def _workers_command(request: LaunchRequest, python: str) -> list[str]:
     most = max(_whole(resources.get("max_chips")) or workers, workers)
     gang = [python, "-m", "crossrail.executors.gang", f"--workers={workers}"]
     return [*gang, f"--min-workers={least}", f"--max-workers={most}", "--", *request.command]
+
+
+def _gang_flags(command: list[Any]) -> dict[str, int] | None:
+    """`--workers` and `--max-workers` of a gang command (as gang_command writes it); None for any other."""
+    if command[1:3] != ["-m", "crossrail.executors.gang"] or "--" not in command:
+        return None
+    flags = {}
+    for part in command[3 : command.index("--")]:
+        name, _, value = str(part).partition("=")
+        if name in ("--workers", "--max-workers") and value.isdigit():
+            flags[name[2:].replace("-", "_")] = int(value)
+    return flags if {"workers", "max_workers"} <= flags.keys() else None
 
 
 def _whole(value: Any) -> int | None:
@@ -166,7 +182,37 @@ class LocalExecutor(AttemptDirs):
         self._status(directory, stop_reason=reason)  # it ended between the two looks; settle it now
 
     def resize(self, run: str, attempt: int, chips: int) -> bool:
-        return False
+        """Grow a running data-parallel attempt (crossrail.executors.gang) to `chips` in place: write how many
+        workers it is to have (`grow.json`, whole) and SIGUSR1 the gang, which starts the extra torchrun agents;
+        the workers regroup and resume from the last checkpoint. True once the request reached the live gang;
+        False for an attempt that is not a gang (one process, or a pipeline part's replicas), has ended or is
+        stopping, for chips that are not a whole number of its workers, fewer than it launched with, or past its
+        `--max-workers`."""
+        directory = self._dir(run, attempt)
+        record = read_json(directory / REQUEST)
+        status = self._status(directory) if directory.is_dir() else None
+        if record is None or status is None or status.phase != "running" or (directory / STOP).exists():
+            return False
+        launched = record.get("request") or {}
+        flags = _gang_flags(launched.get("command") or [])
+        size = launched.get("chips")
+        if flags is None or not isinstance(size, int) or size < 1 or size % flags["workers"]:
+            return False
+        per_worker = size // flags["workers"]
+        workers = chips // per_worker if chips % per_worker == 0 else 0
+        if not flags["workers"] <= workers <= flags["max_workers"]:
+            return False
+        where = Path(record["home"]) if isinstance(record.get("home"), str) else directory  # the gang's cwd
+        gang = read_json(where / GANG_WORKERS)  # written once the gang takes the signal
+        child = read_json(directory / CHILD)
+        if gang is None or child is None or gang.get("gang") != child.get("pid") or not is_alive(child):
+            return False
+        write_json_atomic(where / GANG_GROW, {"workers": workers, "chips": chips, "requested_at": self._clock.now()})
+        try:
+            os.kill(child["pid"], signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
 
     def withdraw(self, run: str, attempt: int) -> bool:
         """Nothing waits in a queue here: an attempt's process starts as it is launched."""

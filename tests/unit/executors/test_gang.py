@@ -83,3 +83,38 @@ def test_a_stop_reaches_every_worker_and_the_gang_ends_75(tmp_path: Path) -> Non
                 proc.wait()
     assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0-of-2", "stopped-1-of-2"]
     assert len(json.loads((tmp_path / "workers.json").read_text())["agents"]) == 2
+
+
+# Says each group it joins: a regrouped worker marks itself ready again, at the new size.
+WORKER_OF = WORKER.replace('f"ready-{rank}"', "f\"ready-{rank}-of-{os.environ['WORLD_SIZE']}\"")
+
+
+def _wait_files(tmp_path: Path, pattern: str, count: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob(pattern))) < count:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        assert time.monotonic() < deadline, f"{pattern}: {sorted(p.name for p in tmp_path.iterdir())}"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_grown_gang_regroups_its_workers_larger_and_a_stop_reaches_the_new_one(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    gang = [sys.executable, "-m", "crossrail.executors.gang", "--workers=2", "--max-workers=3", "--"]
+    log = tmp_path / "gang.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*gang, sys.executable, "-c", WORKER_OF], cwd=tmp_path, stdout=out, stderr=out)
+        try:
+            _wait_files(tmp_path, "ready-*-of-2", 2, proc, log)
+            (tmp_path / "grow.json").write_text(json.dumps({"workers": 5}))  # past --max-workers: three
+            proc.send_signal(signal.SIGUSR1)
+            _wait_files(tmp_path, "stopped-*-of-2", 2, proc, log)  # the two regroup: each agent stops its worker
+            _wait_files(tmp_path, "ready-*-of-3", 3, proc, log)
+            assert len(json.loads((tmp_path / "workers.json").read_text())["agents"]) == 3
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 75
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert sorted(p.name for p in tmp_path.glob("stopped-*-of-3")) == [f"stopped-{r}-of-3" for r in range(3)]
