@@ -58,8 +58,9 @@ VANISHED = "the supervisor vanished without recording an exit"
 
 
 def gang_command(request: LaunchRequest, python: str) -> list[str]:
-    """The command as given for one worker; for `spec.parallelism.data` N > 1, N elastic torchrun workers
-    under crossrail.executors.gang, resized within `resources.min_chips`..`max_chips` (clamped around N);
+    """The command as given for one worker; for `spec.parallelism.data` N > 1, elastic torchrun workers under
+    crossrail.executors.gang: as many as the attempt's chips make at the declared chips per worker
+    (`resources.chips` / N), resized within `resources.min_chips`..`max_chips` in workers (clamped around N);
     for a part of a pipeline with `replicas` R > 1, R copies of that under crossrail.executors.replicas."""
     command = _workers_command(request, python)
     replicas = request.env.get("CROSSRAIL_PART_REPLICAS", "")
@@ -75,12 +76,19 @@ def _workers_command(request: LaunchRequest, python: str) -> list[str]:
         return request.command
     spec = doc.get("spec") if isinstance(doc, dict) else None
     spec = spec if isinstance(spec, dict) else {}
-    workers = _whole((spec.get("parallelism") or {}).get("data")) or 1
-    if workers == 1:
+    degree = _whole((spec.get("parallelism") or {}).get("data")) or 1
+    if degree == 1:
         return request.command
     resources = spec.get("resources") or {}
-    least = min(_whole(resources.get("min_chips")) or workers, workers)
-    most = max(_whole(resources.get("max_chips")) or workers, workers)
+    declared = _whole(resources.get("chips"))
+    per = declared // degree if declared is not None and declared % degree == 0 else 1  # chips per worker
+    low, high = _whole(resources.get("min_chips")), _whole(resources.get("max_chips"))
+    least = min(max(low // per, 1) if low is not None else degree, degree)
+    most = max(high // per if high is not None else degree, degree)
+    # As many workers as the chips the attempt was given make (an elastic run may be admitted below or above
+    # its declared chips), within the range; the declared degree when they make no whole number of workers.
+    given = request.chips // per if request.chips % per == 0 else degree
+    workers = min(max(given, least), most)
     gang = [python, "-m", "crossrail.executors.gang", f"--workers={workers}"]
     return [*gang, f"--min-workers={least}", f"--max-workers={most}", "--", *request.command]
 

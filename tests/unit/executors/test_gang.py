@@ -17,9 +17,9 @@ from crossrail.executors.local import gang_command
 COMMAND = ["python", "-m", "crossrail.workloads.gpt"]
 
 
-def request(spec: dict[str, object] | None) -> LaunchRequest:
+def request(spec: dict[str, object] | None, chips: int = 4) -> LaunchRequest:
     env = {} if spec is None else {"CROSSRAIL_SPEC": json.dumps({"spec": spec})}
-    return LaunchRequest("gpt-1", 1, "cpu", "cpu", "cpu", 4, COMMAND, env)
+    return LaunchRequest("gpt-1", 1, "cpu", "cpu", "cpu", chips, COMMAND, env)
 
 
 @pytest.mark.parametrize(
@@ -35,15 +35,36 @@ def request(spec: dict[str, object] | None) -> LaunchRequest:
         ),
         pytest.param(
             {"parallelism": {"data": 2}, "resources": {"chips": 8, "min_chips": 4}},
-            ["--workers=2", "--min-workers=2", "--max-workers=2"],
-            id="range-clamped-around-the-degree",
+            ["--workers=1", "--min-workers=1", "--max-workers=2"],
+            id="four-chips-per-worker-given-the-minimum",
+        ),
+        pytest.param(
+            {"parallelism": {"data": 2}, "resources": {"chips": 8, "min_chips": 2}},
+            ["--workers=1", "--min-workers=1", "--max-workers=2"],
+            id="a-minimum-below-one-worker-is-one",
+        ),
+        pytest.param(
+            {"parallelism": {"data": 4}, "resources": {"chips": 4, "max_chips": 8}, "given": 6},
+            ["--workers=6", "--min-workers=4", "--max-workers=8"],
+            id="admitted-above-its-chips-starts-that-many",
+        ),
+        pytest.param(
+            {"parallelism": {"data": 2}, "resources": {"chips": 4, "max_chips": 8}, "given": 6},
+            ["--workers=3", "--min-workers=2", "--max-workers=4"],
+            id="two-chips-per-worker",
+        ),
+        pytest.param(
+            {"parallelism": {"data": 2}, "resources": {"chips": 4, "max_chips": 8}, "given": 5},
+            ["--workers=2", "--min-workers=2", "--max-workers=4"],
+            id="chips-that-make-no-whole-worker-keep-the-degree",
         ),
     ],
 )
 def test_a_degree_above_one_runs_the_command_under_the_gang(
     spec: dict[str, object] | None, flags: list[str] | None
 ) -> None:
-    got = gang_command(request(spec), "/py")
+    given = int(str(spec.pop("given", 4))) if spec is not None else 4
+    got = gang_command(request(spec, given), "/py")
     if flags is None:
         assert got == COMMAND
     else:
