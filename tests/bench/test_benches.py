@@ -38,7 +38,7 @@ REDUCED: dict[str, list[str]] = {
     ],
     "rl/async": ["--parts", "async", "--steps", "4", "--skip", "1", "--warm-steps", "2"],
     "schedule": ["--sizes", "200", "--repeats", "1"],
-    "sim": ["--cases", "gavel", "big-jobs", "--repeats", "1", "--big-scale", "64", "--days", "2"],
+    "sim": ["--cases", "gavel", "gavel-trace", "big-jobs", "--repeats", "1", "--big-scale", "64", "--days", "2"],
     "submit": ["--experiments", "200", "--batch", "100", "--events", "2000", "--repeats", "1"],
     "train": ["--steps", "5", "--repeats", "1", "--quick", "--frameworks", "torch", "--dtypes", "fp32"],
 }
