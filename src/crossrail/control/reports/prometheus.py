@@ -76,12 +76,12 @@ class _Run:
     pool: str = UNKNOWN  # of the attempt started last
     chips: float = 0.0  # the chips and price of the attempt started last: a start that leaves them out keeps them
     cost_per_chip_hour: float = 0.0
-    running: dict[int | None, _Attempt] = field(default_factory=dict)  # a pipeline's parts run at once
+    running: dict[int | None, _OpenAttempt] = field(default_factory=dict)  # a pipeline's parts run at once
     high_step: int = 0  # the furthest step its ended attempts reported
 
 
 @dataclass(slots=True)
-class _Attempt:
+class _OpenAttempt:
     pool: str
     chips: float
     cost_per_chip_hour: float
@@ -180,7 +180,7 @@ class FleetCounters:
         run.pool = text_field(data, "pool", run.pool)
         run.chips = number_field(data, "chips", run.chips)
         run.cost_per_chip_hour = number_field(data, "cost_per_chip_hour", run.cost_per_chip_hour)
-        run.running[event.attempt] = _Attempt(
+        run.running[event.attempt] = _OpenAttempt(
             pool=run.pool,
             chips=run.chips,
             cost_per_chip_hour=run.cost_per_chip_hour,
