@@ -512,7 +512,8 @@ class Agent:
         speeds = self._speeds(scheduler, queued, by_id.values()) if scheduler.hetero else {}
         pending = [_served(p, served.get(p.run, {}), specs, speeds.get(p.run, ())) for p in pending]
         running = []
-        self._held = {key: n for key, n in self._held.items() if key in {(a.run_id, a.number) for a in active}}
+        live = {(a.run_id, a.number) for a in active}  # built once: the attempts running this pass
+        self._held = {key: n for key, n in self._held.items() if key in live}
         for a in active:
             r, ckpts = by_id[a.run_id], self.store.checkpoints(a.run_id)
             held = a.chips * max(now - a.started_at, 0.0) if a.started_at is not None else 0.0
